@@ -1,0 +1,65 @@
+"""Identifiers: a prefix, 12 hex characters of time, then 14 base62 characters.
+
+Ids from one generator ascend strictly, so sorting ids sorts by creation time
+within a process and, across processes, to the millisecond.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from typing import Final, Literal
+
+__all__ = ["ID_PATTERNS", "IdGenerator", "IdPrefix", "is_valid_id"]
+
+IdPrefix = Literal["ses", "msg", "evt", "prt", "tool", "per", "call"]
+
+_BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_RANDOM_CHARS: Final = 14
+_COUNTER_BITS: Final = 12
+
+ID_PATTERNS: Final[dict[str, re.Pattern[str]]] = {
+    prefix: re.compile(rf"^{prefix}_[0-9a-f]{{12}}[0-9A-Za-z]{{14}}$")
+    for prefix in ("ses", "msg", "evt", "prt", "tool", "per", "call")
+}
+_ANY_ID: Final = re.compile(r"^[a-z]{3,4}_[0-9A-Za-z_\-]{1,96}$")
+
+
+def is_valid_id(prefix: IdPrefix, value: str, *, strict: bool = False) -> bool:
+    """Tell whether *value* is an id with *prefix*.
+
+    Caller-supplied ids need only the prefix and a short safe body; ``strict``
+    demands the exact generated shape.
+    """
+    if strict:
+        return ID_PATTERNS[prefix].match(value) is not None
+    return value.startswith(prefix + "_") and _ANY_ID.match(value) is not None
+
+
+class IdGenerator:
+    """Make ascending ids from an injected clock and random source.
+
+    Args:
+        clock_ms: milliseconds since the epoch; defaults to the wall clock.
+        rng: source of the random suffix; defaults to a fresh ``random.Random``.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._rng = rng or random.Random()
+        self._last = 0
+
+    def new(self, prefix: IdPrefix) -> str:
+        """Return a fresh id, greater than every id this generator made before."""
+        stamp = self._clock_ms() << _COUNTER_BITS
+        self._last = max(stamp, self._last + 1)
+        head = format(self._last & 0xFFFF_FFFF_FFFF, "012x")
+        tail = "".join(self._rng.choice(_BASE62) for _ in range(_RANDOM_CHARS))
+        return f"{prefix}_{head}{tail}"
