@@ -1,4 +1,4 @@
-"""Identifiers: a prefix, 12 hex characters of time, then 14 base62 characters.
+"""Identifiers: a prefix, 14 hex characters of time and counter, then 12 base62 characters.
 
 Ids from one generator ascend strictly, so sorting ids sorts by creation time
 within a process and, across processes, to the millisecond.
@@ -17,11 +17,11 @@ __all__ = ["ID_PATTERNS", "IdGenerator", "IdPrefix", "is_valid_id"]
 IdPrefix = Literal["ses", "msg", "evt", "prt", "tool", "per", "call"]
 
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-_RANDOM_CHARS: Final = 14
+_RANDOM_CHARS: Final = 12
 _COUNTER_BITS: Final = 12
 
 ID_PATTERNS: Final[dict[str, re.Pattern[str]]] = {
-    prefix: re.compile(rf"^{prefix}_[0-9a-f]{{12}}[0-9A-Za-z]{{14}}$")
+    prefix: re.compile(rf"^{prefix}_[0-9a-f]{{14}}[0-9A-Za-z]{{12}}$")
     for prefix in ("ses", "msg", "evt", "prt", "tool", "per", "call")
 }
 _ANY_ID: Final = re.compile(r"^[a-z]{3,4}_[0-9A-Za-z_\-]{1,96}$")
@@ -60,6 +60,6 @@ class IdGenerator:
         """Return a fresh id, greater than every id this generator made before."""
         stamp = self._clock_ms() << _COUNTER_BITS
         self._last = max(stamp, self._last + 1)
-        head = format(self._last & 0xFFFF_FFFF_FFFF, "012x")
+        head = format(self._last, "014x")
         tail = "".join(self._rng.choice(_BASE62) for _ in range(_RANDOM_CHARS))
         return f"{prefix}_{head}{tail}"
