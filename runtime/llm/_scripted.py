@@ -1,0 +1,67 @@
+"""A scripted ``LLMClient`` for tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+
+import trio
+
+from ._events import LLMEvent
+from ._schema import LLMRequest
+
+__all__ = ["ScriptExhaustedError", "ScriptedLLM"]
+
+
+class ScriptExhaustedError(RuntimeError):
+    """``ScriptedLLM.stream`` was called more times than there are scripts."""
+
+
+class ScriptedLLM:
+    """Replays one script of events per ``stream`` call.
+
+    Args:
+        scripts: a sequence of scripts used in order, or a function computing the
+            script from the request.
+        latency: seconds to ``trio.sleep`` before the first event of each stream.
+
+    Every request is appended to ``requests`` before anything else happens, even
+    when the scripts have run out.
+    """
+
+    def __init__(
+        self,
+        scripts: Sequence[Sequence[LLMEvent]] | Callable[[LLMRequest], Sequence[LLMEvent]],
+        *,
+        latency: float = 0.0,
+    ) -> None:
+        self._scripts = scripts
+        self._latency = latency
+        self._next = 0
+        self.requests: list[LLMRequest] = []
+
+    def _script_for(self, request: LLMRequest) -> Sequence[LLMEvent]:
+        if callable(self._scripts):
+            return self._scripts(request)
+        if self._next >= len(self._scripts):
+            raise ScriptExhaustedError(
+                f"ScriptedLLM has {len(self._scripts)} script(s) and all were used; "
+                f"stream call #{self._next + 1} for model "
+                f"{request.model.provider_id}/{request.model.model_id} has none"
+            )
+        script = self._scripts[self._next]
+        self._next += 1
+        return script
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[LLMEvent]:
+        """Yield the next script's events.
+
+        Raises:
+            ScriptExhaustedError: no script is left. Cancellation propagates from
+                the latency sleep or between events.
+        """
+        self.requests.append(request)
+        script = self._script_for(request)
+        await trio.sleep(self._latency)
+        for event in script:
+            yield event
+            await trio.lowlevel.checkpoint()
