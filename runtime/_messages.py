@@ -1,0 +1,155 @@
+"""Projected session messages, in OpenCode's ``SessionMessage`` shapes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from msgspec import UNSET, UnsetType
+
+from runtime._schema import (
+    AgentAttachment,
+    FileAttachment,
+    ModelRef,
+    Record,
+    SessionError,
+    TokenUsage,
+    ToolContent,
+)
+
+__all__ = [
+    "AgentSwitchedMessage",
+    "AssistantContent",
+    "AssistantMessage",
+    "AssistantReasoning",
+    "AssistantText",
+    "AssistantTool",
+    "MessageTime",
+    "ModelSwitchedMessage",
+    "SessionMessage",
+    "SyntheticMessage",
+    "SystemMessage",
+    "ToolCompleted",
+    "ToolError",
+    "ToolPending",
+    "ToolRunning",
+    "ToolState",
+    "ToolTime",
+    "UserMessage",
+]
+
+
+class MessageTime(Record):
+    created: int
+    completed: int | UnsetType = UNSET
+
+
+class _Message(Record, tag_field="type"):
+    id: str
+    time: MessageTime
+
+
+class UserMessage(_Message, tag="user"):
+    text: str
+    files: list[FileAttachment] = []
+    agents: list[AgentAttachment] = []
+
+
+class SyntheticMessage(_Message, tag="synthetic"):
+    session_id: str
+    text: str
+
+
+class SystemMessage(_Message, tag="system"):
+    """A Mid-Conversation System Message: the exact text shown to the model."""
+
+    text: str
+
+
+class AgentSwitchedMessage(_Message, tag="agent-switched"):
+    agent: str
+
+
+class ModelSwitchedMessage(_Message, tag="model-switched"):
+    model: ModelRef
+
+
+class AssistantText(Record, tag_field="type", tag="text"):
+    id: str
+    text: str
+
+
+class AssistantReasoning(Record, tag_field="type", tag="reasoning"):
+    id: str
+    text: str
+    provider_metadata: dict[str, Any] | UnsetType = UNSET
+
+
+class ToolPending(Record, tag_field="status", tag="pending"):
+    input: str
+
+
+class ToolRunning(Record, tag_field="status", tag="running"):
+    input: dict[str, Any]
+    structured: dict[str, Any] = {}
+    content: list[ToolContent] = []
+
+
+class ToolCompleted(Record, tag_field="status", tag="completed"):
+    input: dict[str, Any]
+    content: list[ToolContent]
+    structured: dict[str, Any]
+    output_paths: list[str] = []
+    result: Any = UNSET
+
+
+class ToolError(Record, tag_field="status", tag="error"):
+    input: dict[str, Any]
+    content: list[ToolContent]
+    structured: dict[str, Any]
+    error: SessionError
+    result: Any = UNSET
+
+
+ToolState = ToolPending | ToolRunning | ToolCompleted | ToolError
+
+
+class ToolProviderInfo(Record):
+    executed: bool = False
+    metadata: dict[str, Any] | UnsetType = UNSET
+
+
+class ToolTime(Record):
+    created: int
+    ran: int | UnsetType = UNSET
+    completed: int | UnsetType = UNSET
+
+
+class AssistantTool(Record, tag_field="type", tag="tool"):
+    id: str
+    name: str
+    state: ToolState
+    time: ToolTime
+    provider: ToolProviderInfo | UnsetType = UNSET
+
+
+AssistantContent = AssistantText | AssistantReasoning | AssistantTool
+
+
+class AssistantMessage(_Message, tag="assistant"):
+    agent: str
+    model: ModelRef
+    content: list[AssistantContent] = []
+    finish: str | UnsetType = UNSET
+    cost: float | UnsetType = UNSET
+    tokens: TokenUsage | UnsetType = UNSET
+    error: SessionError | UnsetType = UNSET
+
+
+SessionMessage = (
+    UserMessage
+    | SyntheticMessage
+    | SystemMessage
+    | AgentSwitchedMessage
+    | ModelSwitchedMessage
+    | AssistantMessage
+)

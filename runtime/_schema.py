@@ -1,0 +1,353 @@
+"""Durable records: prompts, session info, ``session.next.*`` events, projected messages.
+
+Every field is named in Python snake case and travels on the wire in OpenCode's
+spelling (``session_id`` -> ``sessionID``, ``time_created`` -> ``timeCreated``).
+New fields get defaults and go last, so stored events stay decodable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+__all__ = [
+    "AgentAttachment",
+    "AgentSwitched",
+    "ContextUpdated",
+    "Delivery",
+    "DurableEvent",
+    "FileAttachment",
+    "InputAdmitted",
+    "InterruptRequested",
+    "LiveDelta",
+    "Location",
+    "ModelRef",
+    "ModelSwitched",
+    "Moved",
+    "Prompt",
+    "PromptAdmitted",
+    "PromptPromoted",
+    "ReasoningDelta",
+    "ReasoningEnded",
+    "ReasoningStarted",
+    "SessionCreated",
+    "SessionError",
+    "SessionInfo",
+    "StepEnded",
+    "StepFailed",
+    "StepStarted",
+    "Synthetic",
+    "TextDelta",
+    "TextEnded",
+    "TextStarted",
+    "TokenUsage",
+    "ToolCalled",
+    "ToolContent",
+    "ToolFailed",
+    "ToolFileContent",
+    "ToolInputDelta",
+    "ToolInputEnded",
+    "ToolInputStarted",
+    "ToolProvider",
+    "ToolSuccess",
+    "ToolTextContent",
+    "wire_name",
+]
+
+Delivery = Literal["steer", "queue"]
+
+
+def wire_name(name: str) -> str:
+    """Spell a snake-case field the way OpenCode's JSON does (``call_id`` -> ``callID``)."""
+    head, *rest = name.split("_")
+    return head + "".join("ID" if part == "id" else part.capitalize() for part in rest)
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True, rename=wire_name):
+    """Base of every durable record: frozen, keyword-only, OpenCode field names.
+
+    Optional wire fields default to ``UNSET`` and are then left out of the JSON.
+    """
+
+
+class ModelRef(Record):
+    id: str
+    provider_id: str
+    variant: str | UnsetType = UNSET
+
+
+class Location(Record):
+    directory: str
+    workspace_id: str | UnsetType = UNSET
+
+
+class FileAttachment(Record):
+    uri: str
+    mime: str
+    name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+
+
+class AgentAttachment(Record):
+    name: str
+
+
+class Prompt(Record):
+    text: str
+    files: list[FileAttachment] = []
+    agents: list[AgentAttachment] = []
+
+
+class TokenCache(Record):
+    read: int = 0
+    write: int = 0
+
+
+class TokenUsage(Record):
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache: TokenCache = TokenCache()
+
+
+class SessionTime(Record):
+    created: int
+    updated: int
+
+
+class SessionInfo(Record):
+    """A session as clients see it (OpenCode's ``SessionV2Info``)."""
+
+    id: str
+    project_id: str
+    location: Location
+    title: str
+    time: SessionTime
+    agent: str | UnsetType = UNSET
+    model: ModelRef | UnsetType = UNSET
+    cost: float = 0.0
+    tokens: TokenUsage = TokenUsage()
+
+
+class InputAdmitted(Record):
+    """The receipt of one admitted prompt (OpenCode's ``SessionInputAdmitted``)."""
+
+    admitted_seq: int
+    id: str
+    session_id: str
+    prompt: Prompt
+    delivery: Delivery
+    time_created: int
+    promoted_seq: int | UnsetType = UNSET
+
+
+class SessionError(Record):
+    message: str
+    type: Literal["unknown"] = "unknown"
+
+
+class ToolTextContent(Record, tag_field="type", tag="text"):
+    text: str
+
+
+class ToolFileContent(Record, tag_field="type", tag="file"):
+    uri: str
+    mime: str
+    name: str | UnsetType = UNSET
+
+
+ToolContent = ToolTextContent | ToolFileContent
+
+
+class ToolProvider(Record):
+    executed: bool = False
+    metadata: dict[str, Any] | UnsetType = UNSET
+
+
+# -- durable events ------------------------------------------------------------------------
+
+
+class Event(Record, tag_field="type"):
+    """Base of durable session events; ``version`` is stored beside the type."""
+
+    VERSION: ClassVar[int] = 1
+    timestamp: int
+    session_id: str
+
+
+class SessionCreated(Event, tag="session.created"):
+    info: SessionInfo
+
+
+class PromptAdmitted(Event, tag="session.next.prompt.admitted"):
+    message_id: str
+    prompt: Prompt
+    delivery: Delivery
+
+
+class PromptPromoted(Event, tag="session.next.prompt.promoted"):
+    message_id: str
+    prompt: Prompt
+    time_created: int
+
+
+class InterruptRequested(Event, tag="session.next.interrupt.requested"):
+    pass
+
+
+class AgentSwitched(Event, tag="session.next.agent.switched"):
+    message_id: str
+    agent: str
+
+
+class ModelSwitched(Event, tag="session.next.model.switched"):
+    message_id: str
+    model: ModelRef
+
+
+class Moved(Event, tag="session.next.moved"):
+    location: Location
+    subdirectory: str | UnsetType = UNSET
+
+
+class ContextUpdated(Event, tag="session.next.context.updated"):
+    message_id: str
+    text: str
+
+
+class Synthetic(Event, tag="session.next.synthetic"):
+    message_id: str
+    text: str
+
+
+class StepStarted(Event, tag="session.next.step.started"):
+    assistant_message_id: str
+    agent: str
+    model: ModelRef
+
+
+class StepEnded(Event, tag="session.next.step.ended"):
+    VERSION: ClassVar[int] = 2
+    assistant_message_id: str
+    finish: str
+    cost: float = 0.0
+    tokens: TokenUsage = TokenUsage()
+
+
+class StepFailed(Event, tag="session.next.step.failed"):
+    VERSION: ClassVar[int] = 2
+    assistant_message_id: str
+    error: SessionError
+
+
+class TextStarted(Event, tag="session.next.text.started"):
+    assistant_message_id: str
+    text_id: str
+
+
+class TextEnded(Event, tag="session.next.text.ended"):
+    assistant_message_id: str
+    text_id: str
+    text: str
+
+
+class ReasoningStarted(Event, tag="session.next.reasoning.started"):
+    assistant_message_id: str
+    reasoning_id: str
+    provider_metadata: dict[str, Any] | UnsetType = UNSET
+
+
+class ReasoningEnded(Event, tag="session.next.reasoning.ended"):
+    assistant_message_id: str
+    reasoning_id: str
+    text: str
+    provider_metadata: dict[str, Any] | UnsetType = UNSET
+
+
+class ToolInputStarted(Event, tag="session.next.tool.input.started"):
+    assistant_message_id: str
+    call_id: str
+    name: str
+
+
+class ToolInputEnded(Event, tag="session.next.tool.input.ended"):
+    assistant_message_id: str
+    call_id: str
+    text: str
+
+
+class ToolCalled(Event, tag="session.next.tool.called"):
+    assistant_message_id: str
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    provider: ToolProvider = ToolProvider()
+
+
+class ToolSuccess(Event, tag="session.next.tool.success"):
+    assistant_message_id: str
+    call_id: str
+    structured: dict[str, Any] = {}
+    content: list[ToolContent] = []
+    output_paths: list[str] = []
+    result: Any = UNSET
+    provider: ToolProvider = ToolProvider()
+
+
+class ToolFailed(Event, tag="session.next.tool.failed"):
+    assistant_message_id: str
+    call_id: str
+    error: SessionError
+    result: Any = UNSET
+    provider: ToolProvider = ToolProvider()
+
+
+DurableEvent = (
+    SessionCreated
+    | PromptAdmitted
+    | PromptPromoted
+    | InterruptRequested
+    | AgentSwitched
+    | ModelSwitched
+    | Moved
+    | ContextUpdated
+    | Synthetic
+    | StepStarted
+    | StepEnded
+    | StepFailed
+    | TextStarted
+    | TextEnded
+    | ReasoningStarted
+    | ReasoningEnded
+    | ToolInputStarted
+    | ToolInputEnded
+    | ToolCalled
+    | ToolSuccess
+    | ToolFailed
+)
+
+
+# -- live-only deltas: streamed to subscribers, never stored ------------------------------
+
+
+class TextDelta(Event, tag="session.next.text.delta"):
+    assistant_message_id: str
+    text_id: str
+    delta: str
+
+
+class ReasoningDelta(Event, tag="session.next.reasoning.delta"):
+    assistant_message_id: str
+    reasoning_id: str
+    delta: str
+
+
+class ToolInputDelta(Event, tag="session.next.tool.input.delta"):
+    assistant_message_id: str
+    call_id: str
+    delta: str
+
+
+LiveDelta = TextDelta | ReasoningDelta | ToolInputDelta
