@@ -1,0 +1,480 @@
+"""An append-only, CRC-checked journal of committed batches, kept beside the database.
+
+Invariants:
+
+* LSNs are contiguous integers from 0 across every segment; a segment file is named
+  ``journal-<first LSN, 16 digits>.seg`` and holds whole batches (rotation happens only
+  between batches, so a record is never split).
+* A batch is acknowledged only after one ``os.write`` and one ``os.fdatasync`` of the whole
+  batch; the last record of a batch carries the ``_BATCH_END`` flag, so replay is batch-atomic.
+* On open, the last segment is truncated back to its last complete, valid batch (a crash
+  mid-append leaves a torn tail there). Damage anywhere else is :class:`JournalCorrupt`.
+
+Record layout (little-endian): magic/version ``u8``, flags ``u8``, payload length ``u32``,
+CRC32 ``u32``, LSN ``u64``, then the payload. The CRC covers the payload and the other header
+fields (magic, flags, length, LSN), so a flipped flag or LSN is caught as well as a flipped
+payload byte.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import struct
+import time
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO, Final
+
+import msgspec
+
+__all__ = ["Journal", "JournalCorrupt", "JournalError", "JournalStatistics"]
+
+DEFAULT_SEGMENT_MAX_BYTES: Final = 64 * 1024 * 1024
+_MAGIC: Final = 0xB1  # record format version 1
+_BATCH_END: Final = 0x01
+_HEADER: Final = struct.Struct("<BBIIQ")  # magic, flags, length, crc, lsn
+_CRC_FIELDS: Final = struct.Struct("<BBIQ")  # magic, flags, length, lsn
+_MAX_PAYLOAD: Final = 0xFFFF_FFFF
+_SEGMENT_NAME: Final = re.compile(r"^journal-(\d{16})\.seg$")
+
+
+class JournalError(Exception):
+    """The journal cannot do what was asked (closed, locked, released, or a failed write)."""
+
+
+class JournalCorrupt(JournalError):
+    """A record outside the torn tail of the last segment is damaged, missing or out of order."""
+
+
+class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of one open journal, since it was opened."""
+
+    segments: int
+    bytes: int
+    next_lsn: int
+    appends: int
+    fsyncs: int
+    last_append_seconds: float
+
+
+class _Scan(msgspec.Struct, frozen=True, kw_only=True):
+    """How far a segment's bytes hold valid records."""
+
+    end: int  # offset after the last valid record
+    next_lsn: int  # LSN after the last valid record
+    batch_end: int  # offset after the last valid record that ends a batch
+    batch_next_lsn: int  # LSN after that record
+
+
+def _segment_path(directory: Path, first_lsn: int) -> Path:
+    return directory / f"journal-{first_lsn:016d}.seg"
+
+
+def _list_segments(directory: Path) -> list[tuple[int, Path]]:
+    """Return ``(first LSN, path)`` of every segment file, in LSN order."""
+    found = []
+    for path in directory.iterdir():
+        match = _SEGMENT_NAME.match(path.name)
+        if match is not None:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def _crc(magic: int, flags: int, lsn: int, payload: bytes) -> int:
+    return zlib.crc32(payload, zlib.crc32(_CRC_FIELDS.pack(magic, flags, len(payload), lsn)))
+
+
+def _encode(lsn: int, payload: bytes, flags: int) -> bytes:
+    crc = _crc(_MAGIC, flags, lsn, payload)
+    return _HEADER.pack(_MAGIC, flags, len(payload), crc, lsn) + payload
+
+
+def _record_at(data: bytes, offset: int, lsn: int | None) -> tuple[int, int, bytes] | None:
+    """Decode the record at *offset* as ``(flags, lsn, payload)``; ``None`` when invalid.
+
+    With *lsn* given, a record carrying any other LSN is invalid too.
+    """
+    if len(data) - offset < _HEADER.size:
+        return None
+    magic, flags, length, crc, found_lsn = _HEADER.unpack_from(data, offset)
+    start = offset + _HEADER.size
+    if magic != _MAGIC or len(data) - start < length or (lsn is not None and found_lsn != lsn):
+        return None
+    payload = data[start : start + length]
+    if _crc(magic, flags, found_lsn, payload) != crc:
+        return None
+    return flags, found_lsn, payload
+
+
+def _scan(data: bytes, first_lsn: int) -> _Scan:
+    """Walk the valid records of one segment from its start."""
+    offset, lsn = 0, first_lsn
+    batch_end, batch_next = 0, first_lsn
+    while (record := _record_at(data, offset, lsn)) is not None:
+        offset += _HEADER.size + len(record[2])
+        lsn += 1
+        if record[0] & _BATCH_END:
+            batch_end, batch_next = offset, lsn
+    return _Scan(end=offset, next_lsn=lsn, batch_end=batch_end, batch_next_lsn=batch_next)
+
+
+def _batch_ends_after(data: bytes, offset: int, min_lsn: int) -> int:
+    """Count valid batch-ending records (LSN >= *min_lsn*) anywhere past *offset*."""
+    count = 0
+    while (offset := data.find(_MAGIC, offset)) != -1:
+        record = _record_at(data, offset, None)
+        if record is None or record[1] < min_lsn:
+            offset += 1
+            continue
+        count += record[0] & _BATCH_END
+        offset += _HEADER.size + len(record[2])
+    return count
+
+
+def _fsync_directory(dir_fd: int) -> None:
+    os.fsync(dir_fd)
+
+
+class Journal:
+    """Segment files of CRC-checked records, appended one fdatasynced batch at a time.
+
+    Not thread-safe: one thread owns a journal. Only one open journal may hold a directory at a
+    time (an exclusive ``flock`` on the directory). Use :meth:`open`, not the constructor.
+    """
+
+    def __init__(
+        self,
+        *,
+        directory: Path,
+        dir_fd: int,
+        segments: list[tuple[int, Path]],
+        active_size: int,
+        next_lsn: int,
+        segment_max_bytes: int,
+        fsync: bool,
+    ) -> None:
+        self._directory = directory
+        self._dir_fd = dir_fd
+        self._segments = segments
+        self._active_size = active_size
+        self._closed_bytes = sum(path.stat().st_size for _, path in segments[:-1])
+        self._next_lsn = next_lsn
+        self._segment_max_bytes = segment_max_bytes
+        self._fsync = fsync
+        self._fd: int | None = os.open(segments[-1][1], os.O_WRONLY | os.O_APPEND)
+        self._broken: str | None = None
+        self._appends = 0
+        self._fsyncs = 0
+        self._last_append_seconds = 0.0
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        *,
+        segment_max_bytes: int = DEFAULT_SEGMENT_MAX_BYTES,
+        fsync: bool = True,
+    ) -> Journal:
+        """Open (creating if needed) the journal in *directory* and repair a torn tail.
+
+        The last segment is read whole and truncated back to its last complete, valid batch;
+        earlier segments are checked only when :meth:`read` or :meth:`verify` reaches them.
+
+        Args:
+            directory: holds the ``journal-*.seg`` files; created when missing.
+            segment_max_bytes: a new segment is started before a batch that would take the
+                active segment past this size (a single larger batch still goes in whole).
+            fsync: fdatasync every batch and fsync the directory on segment changes. ``False``
+                keeps crash safety against a killed process but not against power loss.
+
+        Raises:
+            JournalError: another open journal holds the directory.
+            JournalCorrupt: the last segment is damaged before its final batch (more than one
+                complete batch follows the damage), or its records do not start at its name's
+                LSN while it holds data.
+            OSError: the directory or a segment cannot be read or written.
+        """
+        if segment_max_bytes <= 0:
+            raise ValueError(f"segment_max_bytes must be positive, got {segment_max_bytes}")
+        directory.mkdir(parents=True, exist_ok=True)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            _lock(dir_fd, directory)
+            segments = _list_segments(directory)
+            if not segments:
+                segments = [(0, _create_segment(directory, dir_fd, 0, fsync=fsync))]
+            first_lsn, path = segments[-1]
+            size, next_lsn = _repair_tail(path, first_lsn, fsync=fsync)
+            return cls(
+                directory=directory,
+                dir_fd=dir_fd,
+                segments=segments,
+                active_size=size,
+                next_lsn=next_lsn,
+                segment_max_bytes=segment_max_bytes,
+                fsync=fsync,
+            )
+        except BaseException:
+            os.close(dir_fd)
+            raise
+
+    @property
+    def next_lsn(self) -> int:
+        """The LSN the next appended record will get."""
+        return self._next_lsn
+
+    @property
+    def first_lsn(self) -> int:
+        """The lowest LSN still held (records below it were released)."""
+        return self._segments[0][0]
+
+    def append(self, payloads: Sequence[bytes]) -> int:
+        """Write *payloads* as one batch, durably, and return the LSN of the last record.
+
+        The batch goes out in one ``os.write`` followed by one ``os.fdatasync``; when this
+        returns, every record of the batch survives a crash.
+
+        Raises:
+            ValueError: *payloads* is empty or a payload is longer than 4 GiB - 1.
+            JournalError: the journal is closed, or a write or fdatasync failed. After a failed
+                fdatasync (or a partial write that could not be undone) the journal refuses
+                further appends; reopen it to rescan the tail.
+        """
+        fd = self._writable_fd()
+        if not payloads:
+            raise ValueError("a batch needs at least one payload")
+        if any(len(payload) > _MAX_PAYLOAD for payload in payloads):
+            raise ValueError(f"a payload is longer than {_MAX_PAYLOAD} bytes")
+        started = time.perf_counter()
+        last = len(payloads) - 1
+        data = b"".join(
+            _encode(self._next_lsn + i, p, _BATCH_END if i == last else 0)
+            for i, p in enumerate(payloads)
+        )
+        if self._active_size and self._active_size + len(data) > self._segment_max_bytes:
+            fd = self._rotate()
+        self._write_all(fd, data)
+        if self._fsync:
+            self._sync(fd)
+        self._active_size += len(data)
+        self._next_lsn += len(payloads)
+        self._appends += 1
+        self._last_append_seconds = time.perf_counter() - started
+        return self._next_lsn - 1
+
+    def read(self, from_lsn: int = 0) -> Iterator[tuple[int, bytes]]:
+        """Yield ``(lsn, payload)`` in LSN order from *from_lsn* up to :attr:`next_lsn`.
+
+        The upper bound is taken when this is called; records appended later are not yielded.
+
+        Raises:
+            ValueError: *from_lsn* is negative or beyond :attr:`next_lsn`.
+            JournalError: *from_lsn* was released, the journal is closed, or a segment went
+                missing during iteration.
+            JournalCorrupt (while iterating): a record is damaged or LSNs are not contiguous.
+        """
+        self._check_open()
+        if not 0 <= from_lsn <= self._next_lsn:
+            raise ValueError(f"from_lsn {from_lsn} is outside 0..{self._next_lsn}")
+        if from_lsn < self.first_lsn:
+            raise JournalError(
+                f"LSN {from_lsn} was released; the journal starts at {self.first_lsn}"
+            )
+        start = max(i for i, (first, _) in enumerate(self._segments) if first <= from_lsn)
+        segments = list(self._segments[start:])
+        return self._read(segments, from_lsn, self._next_lsn, self._active_size)
+
+    def verify(self) -> int:
+        """Check every record of every segment and return how many there are.
+
+        Raises:
+            JournalCorrupt: a record is damaged or LSNs are not contiguous.
+        """
+        return sum(1 for _ in self.read(self.first_lsn))
+
+    def release_through(self, lsn: int) -> list[Path]:
+        """Delete the oldest segments whose records all have LSNs <= *lsn*; return their paths.
+
+        Call this only once a checkpoint and a verified backup cover *lsn*. The active segment is
+        never deleted, so the journal always knows its :attr:`next_lsn`.
+
+        Raises:
+            ValueError: *lsn* is not below :attr:`next_lsn` (nothing can cover it yet).
+            JournalError: the journal is closed.
+            OSError: a segment could not be deleted (those before it are already gone).
+        """
+        self._check_open()
+        if lsn >= self._next_lsn:
+            raise ValueError(f"lsn {lsn} is not below next_lsn {self._next_lsn}")
+        released: list[Path] = []
+        while len(self._segments) > 1 and self._segments[1][0] - 1 <= lsn:
+            _, path = self._segments[0]
+            size = path.stat().st_size
+            path.unlink()
+            self._segments.pop(0)
+            self._closed_bytes -= size
+            released.append(path)
+        if released and self._fsync:
+            _fsync_directory(self._dir_fd)
+        return released
+
+    def statistics(self) -> JournalStatistics:
+        """Return the journal's counters; works after :meth:`close` too."""
+        return JournalStatistics(
+            segments=len(self._segments),
+            bytes=self._closed_bytes + self._active_size,
+            next_lsn=self._next_lsn,
+            appends=self._appends,
+            fsyncs=self._fsyncs,
+            last_append_seconds=self._last_append_seconds,
+        )
+
+    def close(self) -> None:
+        """Close the files and release the directory lock; closing twice does nothing."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.close(fd)
+        finally:
+            os.close(self._dir_fd)
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _check_open(self) -> int:
+        if self._fd is None:
+            raise JournalError("the journal is closed")
+        return self._fd
+
+    def _writable_fd(self) -> int:
+        fd = self._check_open()
+        if self._broken is not None:
+            raise JournalError(f"the journal refuses appends after a failure: {self._broken}")
+        return fd
+
+    def _rotate(self) -> int:
+        """Start a new active segment named after :attr:`next_lsn` and return its fd."""
+        path = _create_segment(self._directory, self._dir_fd, self._next_lsn, fsync=self._fsync)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        assert self._fd is not None
+        os.close(self._fd)
+        self._fd = fd
+        self._closed_bytes += self._active_size
+        self._active_size = 0
+        self._segments.append((self._next_lsn, path))
+        return fd
+
+    def _write_all(self, fd: int, data: bytes) -> None:
+        """Write *data* whole or, on failure, cut the file back to where it was."""
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(fd, memoryview(data)[written:])
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, self._active_size)
+            except OSError as undo:
+                self._broken = f"partial write not undone: {undo}"
+            raise JournalError(f"journal write failed: {exc}") from exc
+
+    def _sync(self, fd: int) -> None:
+        try:
+            os.fdatasync(fd)
+        except OSError as exc:
+            # After a failed fdatasync the kernel may have dropped the dirty pages: never retry.
+            self._broken = f"fdatasync failed: {exc}"
+            raise JournalError(self._broken) from exc
+        self._fsyncs += 1
+
+    def _read(
+        self, segments: list[tuple[int, Path]], from_lsn: int, stop_lsn: int, active_size: int
+    ) -> Iterator[tuple[int, bytes]]:
+        for index, (first_lsn, path) in enumerate(segments):
+            last = index == len(segments) - 1
+            end_lsn = stop_lsn if last else segments[index + 1][0]
+            try:
+                with path.open("rb") as file:
+                    limit = active_size if last else None
+                    for lsn, payload in _read_segment(file, path, first_lsn, end_lsn, limit):
+                        if lsn >= from_lsn:
+                            yield lsn, payload
+            except FileNotFoundError as exc:
+                raise JournalError(f"segment {path.name} disappeared while reading") from exc
+
+
+def _lock(dir_fd: int, directory: Path) -> None:
+    try:
+        fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise JournalError(f"another open journal holds {directory}") from exc
+        raise
+
+
+def _create_segment(directory: Path, dir_fd: int, first_lsn: int, *, fsync: bool) -> Path:
+    path = _segment_path(directory, first_lsn)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.close(fd)
+    if fsync:
+        _fsync_directory(dir_fd)
+    return path
+
+
+def _repair_tail(path: Path, first_lsn: int, *, fsync: bool) -> tuple[int, int]:
+    """Cut the last segment back to its last complete batch; return ``(size, next LSN)``."""
+    data = path.read_bytes()
+    scan = _scan(data, first_lsn)
+    if scan.batch_end == len(data):
+        return scan.batch_end, scan.batch_next_lsn
+    head = _record_at(data, 0, None)
+    if head is not None and head[1] != first_lsn:
+        raise JournalCorrupt(f"{path.name} does not start at LSN {first_lsn}")
+    # A crash tears at most the final batch, which holds one batch end; two mean lost data.
+    if _batch_ends_after(data, scan.batch_end, scan.batch_next_lsn) > 1:
+        raise JournalCorrupt(
+            f"{path.name}: damaged record at LSN {scan.next_lsn} (offset {scan.end})"
+            " with complete batches after it"
+        )
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, scan.batch_end)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return scan.batch_end, scan.batch_next_lsn
+
+
+def _read_segment(
+    file: BinaryIO, path: Path, first_lsn: int, end_lsn: int, limit: int | None
+) -> Iterator[tuple[int, bytes]]:
+    """Yield the records of one segment, which must hold exactly LSNs ``first..end-1``.
+
+    *limit* bounds the bytes read (the active segment's acknowledged size).
+    """
+    offset = 0
+    for lsn in range(first_lsn, end_lsn):
+        data = file.read(_HEADER.size)
+        if len(data) == _HEADER.size:
+            data += file.read(_HEADER.unpack(data)[2])
+        offset += len(data)
+        record = _record_at(data, 0, lsn)
+        if record is None or (limit is not None and offset > limit):
+            raise JournalCorrupt(f"{path.name}: damaged or missing record at LSN {lsn}")
+        yield lsn, record[2]
+    if limit is None and file.read(1):
+        raise JournalCorrupt(f"{path.name}: bytes after LSN {end_lsn - 1}")
