@@ -1,0 +1,335 @@
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage._journal import Journal, JournalCorrupt, JournalError, JournalStatistics
+
+HEADER_SIZE = 18
+
+
+def payload(lsn: int, size: int = 40) -> bytes:
+    return (b"record-%08d-" % lsn).ljust(size, b"x")
+
+
+def segment_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("journal-*.seg"))
+
+
+def fill(journal: Journal, batches: int, batch_size: int) -> list[bytes]:
+    written = []
+    for _ in range(batches):
+        batch = [payload(journal.next_lsn + i) for i in range(batch_size)]
+        journal.append(batch)
+        written.extend(batch)
+    return written
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+class TestAppendAndRead:
+    def test_round_trip_across_rotated_segments(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=500) as journal:
+            written = fill(journal, batches=20, batch_size=3)
+            assert journal.next_lsn == 60
+            assert [p for _, p in journal.read()] == written
+            assert [lsn for lsn, _ in journal.read()] == list(range(60))
+            assert list(journal.read(37)) == [(i, written[i]) for i in range(37, 60)]
+            assert list(journal.read(60)) == []
+        files = segment_files(tmp_path)
+        assert len(files) > 5
+        assert files[0].name == "journal-0000000000000000.seg"
+        assert all(f.stat().st_size <= 500 for f in files)
+
+    def test_append_returns_last_lsn_of_batch(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path) as journal:
+            assert journal.append([b"a"]) == 0
+            assert journal.append([b"b", b"c", b"d"]) == 3
+            assert journal.append([b""]) == 4
+            assert list(journal.read()) == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d"), (4, b"")]
+
+    def test_a_batch_larger_than_a_segment_stays_whole(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=100) as journal:
+            journal.append([b"small"])
+            journal.append([payload(1, 300), payload(2, 300)])
+            journal.append([b"after"])
+        assert [f.name for f in segment_files(tmp_path)] == [
+            "journal-0000000000000000.seg",
+            "journal-0000000000000001.seg",
+            "journal-0000000000000003.seg",
+        ]
+
+    def test_lsns_continue_after_reopen(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=300) as journal:
+            fill(journal, batches=7, batch_size=2)
+        with Journal.open(tmp_path, segment_max_bytes=300) as journal:
+            assert journal.next_lsn == 14
+            assert journal.append([b"next"]) == 14
+            assert [lsn for lsn, _ in journal.read()] == list(range(15))
+
+    def test_read_bound_is_taken_at_call_time(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=200) as journal:
+            fill(journal, batches=2, batch_size=2)
+            records = journal.read()
+            fill(journal, batches=4, batch_size=2)
+            assert [lsn for lsn, _ in records] == [0, 1, 2, 3]
+
+    def test_misuse_is_refused(self, tmp_path: Path) -> None:
+        journal = Journal.open(tmp_path)
+        with pytest.raises(ValueError, match="at least one payload"):
+            journal.append([])
+        with pytest.raises(ValueError, match="outside"):
+            journal.read(1)
+        with pytest.raises(JournalError, match="another open journal"):
+            Journal.open(tmp_path)
+        journal.close()
+        journal.close()
+        with pytest.raises(JournalError, match="closed"):
+            journal.append([b"x"])
+        with Journal.open(tmp_path) as again:
+            assert again.next_lsn == 0
+
+    def test_statistics_count_appends_and_fsyncs(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=200) as journal:
+            fill(journal, batches=6, batch_size=2)
+            stats = journal.statistics()
+        assert isinstance(stats, JournalStatistics)
+        assert stats.next_lsn == 12
+        assert stats.appends == 6
+        assert stats.fsyncs == 6
+        assert stats.segments == len(segment_files(tmp_path))
+        assert stats.bytes == sum(f.stat().st_size for f in segment_files(tmp_path))
+        assert stats.bytes == 12 * (HEADER_SIZE + 40)
+        assert stats.last_append_seconds > 0
+        with Journal.open(tmp_path, fsync=False) as journal:
+            journal.append([b"x"])
+            assert journal.statistics().fsyncs == 0
+
+
+class TestRepairOnOpen:
+    def test_torn_tail_is_truncated_and_appends_continue(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path) as journal:
+            written = fill(journal, batches=5, batch_size=1)
+        (last,) = segment_files(tmp_path)
+        size = last.stat().st_size
+        os.truncate(last, size - 7)
+        with Journal.open(tmp_path) as journal:
+            assert journal.next_lsn == 4
+            assert last.stat().st_size == size - (HEADER_SIZE + 40)
+            assert journal.append([b"again"]) == 4
+            assert [p for _, p in journal.read()] == [*written[:4], b"again"]
+
+    def test_appended_garbage_is_truncated(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path) as journal:
+            written = fill(journal, batches=3, batch_size=2)
+        (last,) = segment_files(tmp_path)
+        size = last.stat().st_size
+        with last.open("ab") as file:
+            file.write(b"\xb1\x01garbage that looks a bit like a header")
+        with Journal.open(tmp_path) as journal:
+            assert journal.next_lsn == 6
+            assert last.stat().st_size == size
+            journal.append([b"more"])
+            assert [p for _, p in journal.read()] == [*written, b"more"]
+
+    def test_partly_written_batch_is_dropped_whole(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path) as journal:
+            fill(journal, batches=1, batch_size=2)
+            fill(journal, batches=1, batch_size=4)
+        (last,) = segment_files(tmp_path)
+        # Keep two complete records of the second batch, cut the third in half.
+        os.truncate(last, 4 * (HEADER_SIZE + 40) + 10)
+        with Journal.open(tmp_path) as journal:
+            assert journal.next_lsn == 2
+            assert [lsn for lsn, _ in journal.read()] == [0, 1]
+
+    def test_crc_mismatch_in_last_record_drops_it(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=300) as journal:
+            written = fill(journal, batches=10, batch_size=1)
+        last = segment_files(tmp_path)[-1]
+        flip_byte(last, last.stat().st_size - 3)
+        with Journal.open(tmp_path, segment_max_bytes=300) as journal:
+            assert journal.next_lsn == 9
+            assert [p for _, p in journal.read()] == written[:9]
+            assert journal.append([b"replacement"]) == 9
+
+    def test_damage_before_complete_batches_of_last_segment_is_corrupt(
+        self, tmp_path: Path
+    ) -> None:
+        with Journal.open(tmp_path) as journal:
+            fill(journal, batches=4, batch_size=1)
+        (last,) = segment_files(tmp_path)
+        flip_byte(last, HEADER_SIZE + 5)  # payload of LSN 0, three whole batches after it
+        with pytest.raises(JournalCorrupt, match="LSN 0"):
+            Journal.open(tmp_path)
+        assert last.stat().st_size == 4 * (HEADER_SIZE + 40)
+
+    def test_damage_in_earlier_segment_is_corrupt(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=300) as journal:
+            fill(journal, batches=10, batch_size=1)
+        first = segment_files(tmp_path)[0]
+        flip_byte(first, first.stat().st_size - 3)
+        with Journal.open(tmp_path, segment_max_bytes=300) as journal:
+            assert journal.next_lsn == 10
+            with pytest.raises(JournalCorrupt, match="damaged or missing record"):
+                list(journal.read())
+            with pytest.raises(JournalCorrupt):
+                journal.verify()
+            assert [lsn for lsn, _ in journal.read(5)] == list(range(5, 10))
+
+    def test_flipped_flag_byte_is_caught(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=300) as journal:
+            fill(journal, batches=10, batch_size=1)
+        first = segment_files(tmp_path)[0]
+        flip_byte(first, 1)
+        with Journal.open(tmp_path) as journal, pytest.raises(JournalCorrupt):
+            journal.verify()
+
+    def test_missing_segment_is_corrupt(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=200) as journal:
+            fill(journal, batches=10, batch_size=1)
+        segment_files(tmp_path)[1].unlink()
+        with Journal.open(tmp_path) as journal, pytest.raises(JournalCorrupt, match="LSN"):
+            journal.verify()
+
+    def test_segment_whose_name_disagrees_with_its_records_is_corrupt(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=200) as journal:
+            fill(journal, batches=10, batch_size=1)
+        last = segment_files(tmp_path)[-1]
+        last.rename(tmp_path / "journal-0000000000000099.seg")
+        with pytest.raises(JournalCorrupt, match="does not start at LSN 99"):
+            Journal.open(tmp_path)
+
+
+class TestRelease:
+    def test_release_deletes_only_covered_inactive_segments(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=3 * (HEADER_SIZE + 40)) as journal:
+            fill(journal, batches=10, batch_size=1)
+            names = [f.name for f in segment_files(tmp_path)]
+            assert names == [f"journal-{n:016d}.seg" for n in (0, 3, 6, 9)]
+            assert journal.release_through(4) == [tmp_path / names[0]]
+            assert journal.first_lsn == 3
+            assert journal.release_through(4) == []
+            assert [lsn for lsn, _ in journal.read(3)] == list(range(3, 10))
+            with pytest.raises(JournalError, match="released"):
+                list(journal.read(2))
+            assert journal.release_through(9) == [tmp_path / names[1], tmp_path / names[2]]
+            assert [f.name for f in segment_files(tmp_path)] == [names[3]]
+            with pytest.raises(ValueError, match="not below"):
+                journal.release_through(10)
+            assert journal.statistics().segments == 1
+            assert journal.statistics().bytes == HEADER_SIZE + 40
+            assert journal.append([b"x"]) == 10
+        with Journal.open(tmp_path) as journal:
+            assert journal.next_lsn == 11
+            assert journal.verify() == 2
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.lists(st.binary(max_size=120), min_size=1, max_size=8),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+    segment_max_bytes=st.integers(min_value=1, max_value=2000),
+    start=st.integers(min_value=0, max_value=200),
+)
+def test_everything_appended_is_read_back(
+    steps: list[tuple[list[bytes], bool]], segment_max_bytes: int, start: int
+) -> None:
+    expected: list[bytes] = []
+    with tempfile.TemporaryDirectory() as name:
+        directory = Path(name)
+        journal = Journal.open(directory, segment_max_bytes=segment_max_bytes, fsync=False)
+        try:
+            for batch, reopen in steps:
+                assert journal.append(batch) == len(expected) + len(batch) - 1
+                expected.extend(batch)
+                if reopen:
+                    journal.close()
+                    journal = Journal.open(
+                        directory, segment_max_bytes=segment_max_bytes, fsync=False
+                    )
+                assert journal.next_lsn == len(expected)
+            assert list(journal.read()) == list(enumerate(expected))
+            first = min(start, len(expected))
+            assert [p for _, p in journal.read(first)] == expected[first:]
+        finally:
+            journal.close()
+
+
+CHILD = textwrap.dedent(
+    """
+    import random, sys
+    from pathlib import Path
+    from storage._journal import Journal
+
+    directory, seed = Path(sys.argv[1]), int(sys.argv[2])
+    rng = random.Random(seed)
+    with Journal.open(directory, segment_max_bytes=4096) as journal:
+        print("open", journal.next_lsn, flush=True)
+        while True:
+            first = journal.next_lsn
+            batch = [
+                (b"lsn-%d-" % (first + i)).ljust(rng.randrange(10, 300), b".")
+                for i in range(rng.randrange(1, 12))
+            ]
+            print("ack", journal.append(batch), flush=True)
+    """
+)
+
+
+def is_expected_payload(lsn: int, data: bytes) -> bool:
+    prefix = b"lsn-%d-" % lsn
+    return data.startswith(prefix) and data[len(prefix) :].strip(b".") == b""
+
+
+def test_sigkilled_writer_loses_no_acknowledged_record(tmp_path: Path) -> None:
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    acknowledged = -1
+    for round_number in range(12):
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(tmp_path), str(rng.randrange(2**32))],
+            stdout=subprocess.PIPE,
+        )
+        assert child.stdout is not None
+        with child.stdout:
+            opened = child.stdout.readline().split()
+            assert opened[0] == b"open", f"seed {seed}"
+            assert int(opened[1]) == acknowledged + 1, f"seed {seed} round {round_number}"
+            for _ in range(rng.randrange(1, 60)):
+                acknowledged = int(child.stdout.readline().split()[1])
+            time.sleep(rng.random() * 0.01)
+            child.send_signal(signal.SIGKILL)
+            for line in child.stdout:
+                if line.startswith(b"ack ") and line.endswith(b"\n"):
+                    acknowledged = int(line.split()[1])
+        assert child.wait() == -signal.SIGKILL
+        with Journal.open(tmp_path, segment_max_bytes=4096) as journal:
+            records = list(journal.read())
+        lsns = [lsn for lsn, _ in records]
+        assert lsns == list(range(len(records))), f"seed {seed}"
+        assert len(records) > acknowledged, f"seed {seed} round {round_number}"
+        assert all(is_expected_payload(lsn, data) for lsn, data in records), f"seed {seed}"
+        acknowledged = len(records) - 1
+    assert len(segment_files(tmp_path)) > 1
