@@ -9,6 +9,11 @@ from runtime.context._errors import EmptyRenderingError as EmptyRenderingError
 from runtime.context._errors import InvalidContextKeyError as InvalidContextKeyError
 from runtime.context._errors import SnapshotDecodeError as SnapshotDecodeError
 from runtime.context._errors import SystemContextError as SystemContextError
+from runtime.context._registry import ContributionHandle as ContributionHandle
+from runtime.context._registry import Produced as Produced
+from runtime.context._registry import Producer as Producer
+from runtime.context._registry import RegistryStatistics as RegistryStatistics
+from runtime.context._registry import SystemContextRegistry as SystemContextRegistry
 from runtime.context._snapshot import EMPTY_SNAPSHOT as EMPTY_SNAPSHOT
 from runtime.context._snapshot import Snapshot as Snapshot
 from runtime.context._snapshot import SnapshotEntry as SnapshotEntry
@@ -34,6 +39,7 @@ from runtime.context._system import validate_context_key as validate_context_key
 __all__ = [
     "CONTEXT_KEY_PATTERN",
     "ContextSource",
+    "ContributionHandle",
     "DuplicateContextKeyError",
     "EMPTY_SNAPSHOT",
     "EmptyBaselineError",
@@ -43,7 +49,10 @@ __all__ = [
     "Initialized",
     "InvalidContextKeyError",
     "ObservedContext",
+    "Produced",
+    "Producer",
     "ReconcileOutcome",
+    "RegistryStatistics",
     "ReplaceOutcome",
     "ReplacementBlocked",
     "ReplacementReady",
@@ -52,6 +61,7 @@ __all__ = [
     "SnapshotEntry",
     "SystemContext",
     "SystemContextError",
+    "SystemContextRegistry",
     "UNAVAILABLE",
     "Unavailable",
     "Unchanged",
