@@ -1,0 +1,89 @@
+"""Agents: a named binding of instructions, model, step budget, tool switches and rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+from typing import Final, Literal, TypeAlias
+
+import msgspec
+
+from runtime.agents._permissions import PermissionRule
+
+__all__ = [
+    "BUILD",
+    "BUILTIN_AGENTS",
+    "DEFAULT_AGENT",
+    "PLAN",
+    "AgentInfo",
+    "AgentMode",
+    "resolve_agent",
+]
+
+AgentMode: TypeAlias = Literal["primary", "subagent", "all"]
+DEFAULT_AGENT: Final = "build"
+
+
+class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One agent.
+
+    ``tools`` switches tools on or off by name (``fnmatch`` keys, the last match
+    wins, unlisted tools are on); ``permission`` rules decide each call.
+    """
+
+    name: str
+    mode: AgentMode = "primary"
+    description: str | None = None
+    model: str | None = None
+    prompt: str | None = None
+    steps: int | None = None
+    tools: dict[str, bool] = {}
+    permission: list[PermissionRule] = []
+    builtin: bool = False
+
+    def tool_enabled(self, tool: str) -> bool:
+        """Tell whether this agent's ``tools`` map leaves *tool* switched on."""
+        enabled = True
+        for pattern, on in self.tools.items():
+            if fnmatchcase(tool, pattern):
+                enabled = on
+        return enabled
+
+
+BUILD: Final = AgentInfo(
+    name="build",
+    description="Default agent with full access to the Location's tools.",
+    permission=[PermissionRule(permission="*", action="allow")],
+    builtin=True,
+)
+
+PLAN: Final = AgentInfo(
+    name="plan",
+    description="Read-only agent for analysis and planning; edits and shell commands are denied.",
+    permission=[
+        PermissionRule(permission="*", action="allow"),
+        PermissionRule(permission="edit", action="deny"),
+        PermissionRule(permission="bash", action="deny"),
+    ],
+    builtin=True,
+)
+
+BUILTIN_AGENTS: Final[Mapping[str, AgentInfo]] = {"build": BUILD, "plan": PLAN}
+
+_DENY_ALL: Final = AgentInfo(
+    name="none", permission=[PermissionRule(permission="*", action="deny")]
+)
+
+
+def resolve_agent(agents: Mapping[str, AgentInfo], name: str | None) -> AgentInfo:
+    """Return the agent called *name*, or the default (``build``, else the first primary).
+
+    An omitted name uses the default, so execution and permission checks agree.
+    A name that resolves to nothing gets an agent that denies every permission.
+    """
+    if name is not None:
+        return agents.get(name, msgspec.structs.replace(_DENY_ALL, name=name))
+    if DEFAULT_AGENT in agents:
+        return agents[DEFAULT_AGENT]
+    primary = [a for a in agents.values() if a.mode in ("primary", "all")]
+    return primary[0] if primary else _DENY_ALL

@@ -1,0 +1,111 @@
+"""Authorizing one tool call under the effective agent of its provider turn."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from runtime.agents import (
+    AgentInfo,
+    PermissionGate,
+    PermissionRequest,
+    evaluate,
+    evaluate_resource,
+)
+from runtime.tools._model import ToolContext, ToolFailure
+from runtime.tools._tool import Tool
+
+if TYPE_CHECKING:
+    from runtime.tools._registry import ToolRegistry
+
+__all__ = ["authorize", "call_resources"]
+
+
+def call_resources(tool: Tool[Any], decoded: Any, registry: ToolRegistry) -> list[str]:
+    """The resources of one call (``["*"]`` without an extractor). May raise ``ToolError``."""
+    if tool.resources is None:
+        return ["*"]
+    return tool.resources(decoded, registry.env)
+
+
+async def authorize(
+    registry: ToolRegistry,
+    tool: Tool[Any],
+    decoded: Any,
+    ctx: ToolContext,
+    agent: AgentInfo,
+    gate: PermissionGate | None,
+) -> ToolFailure | None:
+    """Return ``None`` when the call may run, else the failure to settle with.
+
+    A configured deny fails at once (the gate is never asked); ``ask`` consults
+    saved approvals, then *gate*. Cancellation propagates from the gate.
+    """
+    try:
+        resources = call_resources(tool, decoded, registry)
+    except Exception as exc:  # ToolError or an extractor bug: refuse the call
+        await trio.lowlevel.checkpoint()
+        return ToolFailure(error=str(exc) or type(exc).__name__)
+    if tool.permission is None:
+        await trio.lowlevel.checkpoint()
+        return None
+    return await _decide(registry, tool, tool.permission, resources, ctx, agent, gate)
+
+
+async def _decide(
+    registry: ToolRegistry,
+    tool: Tool[Any],
+    permission: str,
+    resources: list[str],
+    ctx: ToolContext,
+    agent: AgentInfo,
+    gate: PermissionGate | None,
+) -> ToolFailure | None:
+    saved = await _saved_pairs(registry, agent, permission, resources)
+    action = evaluate(agent.permission, saved, permission, resources)
+    if action == "allow":
+        return None
+    described = f"{permission} on {', '.join(resources)}"
+    if action == "deny":
+        return ToolFailure(error=f"Permission denied: agent {agent.name} may not use {described}")
+    if gate is None:
+        return ToolFailure(error=f"Permission required for {described}, and nobody can be asked")
+    request = PermissionRequest(
+        id=registry.env.ids.new("per"),
+        session_id=ctx.session_id,
+        agent=agent.name,
+        tool=tool.name,
+        call_id=ctx.tool_call_id,
+        permission=permission,
+        resources=resources,
+    )
+    return await _ask(registry, gate, request)
+
+
+async def _saved_pairs(
+    registry: ToolRegistry, agent: AgentInfo, permission: str, resources: list[str]
+) -> set[tuple[str, str]]:
+    saved = registry.saved_approvals
+    pending = [r for r in resources if evaluate_resource(agent.permission, permission, r) == "ask"]
+    if saved is None or not pending:
+        await trio.lowlevel.checkpoint()
+        return set()
+    project = registry.env.project_key
+    return {(permission, r) for r in pending if await saved.is_approved(project, permission, r)}
+
+
+async def _ask(
+    registry: ToolRegistry, gate: PermissionGate, request: PermissionRequest
+) -> ToolFailure | None:
+    reply = await gate.ask(request)
+    if reply == "reject":
+        return ToolFailure(
+            error=f"Permission rejected: {request.permission} on {', '.join(request.resources)}"
+        )
+    if reply == "always" and registry.saved_approvals is not None:
+        for resource in request.resources:
+            await registry.saved_approvals.save(
+                registry.env.project_key, request.permission, resource
+            )
+    return None

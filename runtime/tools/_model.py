@@ -1,0 +1,116 @@
+"""Tool execution values: call context, environment, handler output and settlements."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias
+
+import msgspec
+
+from runtime._ids import IdGenerator
+from runtime.llm import FilePart, TextPart
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_LINES",
+    "ContentPart",
+    "ToolContext",
+    "ToolEnvironment",
+    "ToolError",
+    "ToolFailure",
+    "ToolOutput",
+    "ToolOutputLimits",
+    "ToolSettlement",
+    "ToolSuccess",
+]
+
+DEFAULT_MAX_LINES: Final = 2000
+DEFAULT_MAX_BYTES: Final = 51200
+
+ContentPart: TypeAlias = TextPart | FilePart
+
+
+class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
+    """Who is calling: the session, the effective agent of the issuing provider turn,
+    the assistant message holding the call, and the call's id."""
+
+    session_id: str
+    agent: str
+    assistant_message_id: str
+    tool_call_id: str
+    directory: str
+
+
+class ToolOutputLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """One aggregate Model Tool Output limit per settlement (config ``tool_output``)."""
+
+    max_lines: int = DEFAULT_MAX_LINES
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+class ToolEnvironment(msgspec.Struct, frozen=True, kw_only=True):
+    """What a Location gives its tools.
+
+    ``offload_io`` runs blocking file work in worker threads; deterministic
+    simulations turn it off so no thread lets an autojump clock run ahead.
+    """
+
+    directory: str
+    data_dir: str
+    limits: ToolOutputLimits = ToolOutputLimits()
+    clock: Callable[[], float] = time.time
+    ids: IdGenerator = msgspec.field(default_factory=IdGenerator)
+    project: str = ""
+    offload_io: bool = True
+    settle_timeout: float = 30.0
+
+    @property
+    def tool_output_dir(self) -> str:
+        """The flat Managed Tool Output File directory, ``<data dir>/tool-output``."""
+        return f"{self.data_dir.rstrip('/')}/tool-output"
+
+    @property
+    def project_key(self) -> str:
+        """The key saved approvals are filed under (the project, else the Location)."""
+        return self.project or self.directory
+
+
+class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a handler returns on success, before the registry bounds it.
+
+    ``output_paths`` are files the tool already manages for its own shaped
+    output; they survive generic bounding.
+    """
+
+    content: list[ContentPart] = []
+    structured: Any = None
+    output_paths: list[str] = []
+
+
+class ToolSuccess(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="success"):
+    """A bounded successful settlement (the Model Tool Output).
+
+    ``lossy`` means the text was truncated and the complete text could not be
+    retained, so no path names it.
+    """
+
+    content: list[ContentPart]
+    structured: Any = None
+    output_paths: list[str] = []
+    lossy: bool = False
+
+
+class ToolFailure(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="failed"):
+    """A failed settlement: the message the model sees, plus optional parts."""
+
+    error: str
+    content: list[ContentPart] = []
+    structured: Any = None
+
+
+ToolSettlement: TypeAlias = ToolSuccess | ToolFailure
+
+
+class ToolError(Exception):
+    """Raised by a handler to fail its call with exactly this message."""

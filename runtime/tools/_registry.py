@@ -1,0 +1,301 @@
+"""The Location-scoped Tool Registry: scoped contributions and tool-call settlement."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, final
+
+import msgspec
+import trio
+
+from runtime.agents import AgentInfo, PermissionGate, SavedApprovals, is_wholly_denied
+from runtime.llm import ToolDefinition
+from runtime.tools._authorize import authorize
+from runtime.tools._bounding import apply_bounding, bounding_text, exceeds_limits
+from runtime.tools._io import run_blocking
+from runtime.tools._managed import write_managed_output
+from runtime.tools._model import (
+    ToolContext,
+    ToolEnvironment,
+    ToolError,
+    ToolFailure,
+    ToolOutput,
+    ToolSettlement,
+    ToolSuccess,
+)
+from runtime.tools._tool import Tool
+
+__all__ = ["ToolContribution", "ToolRegistry", "ToolRegistryStatistics"]
+
+_log = logging.getLogger("runtime.tools")
+
+
+class ToolRegistryStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of one registry."""
+
+    tools: int
+    contributions: int
+    in_flight: int
+    settled: int
+    failed: int
+    lossy: int
+
+
+@final
+class ToolContribution:
+    """A scoped set of tool definitions; closing it removes them and makes their
+    in-flight calls settle as "Stale tool call"."""
+
+    def __init__(self, registry: ToolRegistry, tools: dict[str, Tool[Any]]) -> None:
+        self._registry = registry
+        self.tools = tools
+        self.closed = False
+        self._in_flight: set[trio.CancelScope] = set()
+
+    def close(self) -> None:
+        """Remove the definitions and cancel their in-flight handlers. Idempotent."""
+        if not self.closed:
+            self.closed = True
+            self._registry._remove(self)
+            for scope in self._in_flight:
+                scope.cancel()
+
+    @contextmanager
+    def _track(self) -> Iterator[trio.CancelScope]:
+        with trio.CancelScope() as scope:
+            self._in_flight.add(scope)
+            try:
+                yield scope
+            finally:
+                self._in_flight.discard(scope)
+
+    def __enter__(self) -> ToolContribution:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+@final
+class ToolRegistry:
+    """Tools of one Location (no global state; the LocationActor owns one).
+
+    Args:
+        env: the Location's directory, data dir, output limits, clock and ids.
+        saved_approvals: per-project "always" approvals, consulted for ``ask``.
+    """
+
+    def __init__(
+        self, env: ToolEnvironment, *, saved_approvals: SavedApprovals | None = None
+    ) -> None:
+        self.env = env
+        self.saved_approvals = saved_approvals
+        self._contributions: list[ToolContribution] = []
+        self._counts = {"in_flight": 0, "settled": 0, "failed": 0, "lossy": 0}
+
+    def contribute(self, tools: Tool[Any] | Iterable[Tool[Any]]) -> ToolContribution:
+        """Add definitions; a later contribution shadows an earlier one of the same name
+        until it is closed. Raises ``ValueError`` for duplicate names within *tools*."""
+        listed = [tools] if isinstance(tools, Tool) else list(tools)
+        by_name = {t.name: t for t in listed}
+        if len(by_name) != len(listed):
+            raise ValueError("Duplicate tool names in one contribution")
+        contribution = ToolContribution(self, by_name)
+        self._contributions.append(contribution)
+        return contribution
+
+    def _remove(self, contribution: ToolContribution) -> None:
+        self._contributions.remove(contribution)
+
+    def lookup(self, name: str) -> Tool[Any] | None:
+        """The current definition called *name*, if any."""
+        found = self._find(name)
+        return found[0] if found else None
+
+    def _find(self, name: str) -> tuple[Tool[Any], ToolContribution] | None:
+        for contribution in reversed(self._contributions):
+            if name in contribution.tools:
+                return contribution.tools[name], contribution
+        return None
+
+    def names(self) -> list[str]:
+        """Every current tool name, sorted."""
+        return sorted({n for c in self._contributions for n in c.tools})
+
+    def definitions(self, agent: AgentInfo) -> list[ToolDefinition]:
+        """The catalog advertised to *agent* for one request, sorted by name.
+
+        Tools the agent switches off, and tools whose permission its rules deny
+        for every resource, are left out.
+        """
+        return [
+            tool.definition()
+            for tool in (self.lookup(n) for n in self.names())
+            if tool is not None and _visible(tool, agent)
+        ]
+
+    def statistics(self) -> ToolRegistryStatistics:
+        """Counters for the inspector."""
+        return ToolRegistryStatistics(
+            tools=len(self.names()), contributions=len(self._contributions), **self._counts
+        )
+
+    async def settle(
+        self,
+        name: str,
+        input: Any,
+        ctx: ToolContext,
+        *,
+        agent: AgentInfo,
+        permissions: PermissionGate | None = None,
+    ) -> ToolSettlement:
+        """Run one local tool call to its bounded settlement.
+
+        Decodes and validates *input*, authorizes it under *agent* (the
+        effective agent of the provider turn that issued the call, never a
+        later selection), runs the handler, validates and bounds its output.
+
+        Every failure becomes a ``ToolFailure``: "Unknown tool: <name>",
+        "Invalid tool input ..." (nothing runs), permission denials, handler
+        errors, and "Stale tool call: <name>" when the tool's contribution is
+        closed while the call is in flight.
+
+        Cancellation: ``trio.Cancelled`` propagates from authorization and the
+        handler. Once the handler has succeeded, bounding and the managed file
+        write run shielded (bounded by ``env.settle_timeout``; past it the
+        output is lossy), and the bounded settlement is returned without a
+        further checkpoint, so a cancelled caller still receives it and must
+        publish it under its own shield. Raw oversized success never escapes.
+        """
+        self._counts["in_flight"] += 1
+        try:
+            result = await self._settle(name, input, ctx, agent, permissions)
+        finally:
+            self._counts["in_flight"] -= 1
+        self._count(result)
+        return result
+
+    def _count(self, result: ToolSettlement) -> None:
+        self._counts["settled"] += 1
+        if isinstance(result, ToolFailure):
+            self._counts["failed"] += 1
+        elif result.lossy:
+            self._counts["lossy"] += 1
+
+    async def _settle(
+        self,
+        name: str,
+        input: Any,
+        ctx: ToolContext,
+        agent: AgentInfo,
+        gate: PermissionGate | None,
+    ) -> ToolSettlement:
+        found = self._find(name)
+        if found is None:
+            await trio.lowlevel.checkpoint()
+            return ToolFailure(error=f"Unknown tool: {name}")
+        tool, contribution = found
+        if not agent.tool_enabled(name):
+            await trio.lowlevel.checkpoint()
+            return ToolFailure(error=f"Tool {name} is not enabled for agent {agent.name}")
+        with contribution._track():
+            outcome = await self._execute(tool, input, ctx, agent, gate)
+        if contribution.closed:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return ToolFailure(error=f"Stale tool call: {name}")
+        if isinstance(outcome, ToolFailure):
+            return outcome
+        return await self._bound(tool, outcome, ctx)
+
+    async def _execute(
+        self,
+        tool: Tool[Any],
+        input: Any,
+        ctx: ToolContext,
+        agent: AgentInfo,
+        gate: PermissionGate | None,
+    ) -> ToolOutput | ToolFailure:
+        try:
+            decoded = msgspec.convert(input, tool.input_type)
+        except msgspec.ValidationError as exc:
+            await trio.lowlevel.checkpoint()
+            return ToolFailure(error=f"Invalid tool input for {tool.name}: {exc}")
+        denied = await authorize(self, tool, decoded, ctx, agent, gate)
+        if denied is not None:
+            return denied
+        return await _run_handler(tool, decoded, ctx, self.env)
+
+    async def _bound(self, tool: Tool[Any], output: ToolOutput, ctx: ToolContext) -> ToolSuccess:
+        text = bounding_text(output)
+        if text is None or not exceeds_limits(text, self.env.limits):
+            return _success(output)
+        path: str | None = None
+        with trio.move_on_after(self.env.settle_timeout, shield=True):
+            path = await self._retain(text, tool, ctx)
+        if path is None:
+            _log.warning(
+                "tool output bounded without a managed file",
+                extra={"tool": tool.name, "tool_call_id": ctx.tool_call_id, "lossy": True},
+            )
+        return apply_bounding(output, text, path, self.env.limits)
+
+    async def _retain(self, text: str, tool: Tool[Any], ctx: ToolContext) -> str | None:
+        file_id = self.env.ids.new("tool")
+        directory = self.env.tool_output_dir
+        try:
+            return await run_blocking(
+                self.env, lambda: write_managed_output(directory, file_id, text)
+            )
+        except OSError as exc:
+            _log.warning(
+                "managed tool output not retained",
+                extra={"tool": tool.name, "tool_call_id": ctx.tool_call_id, "error": str(exc)},
+            )
+            return None
+
+
+def _visible(tool: Tool[Any], agent: AgentInfo) -> bool:
+    if not agent.tool_enabled(tool.name):
+        return False
+    return tool.permission is None or not is_wholly_denied(agent.permission, tool.permission)
+
+
+def _success(output: ToolOutput) -> ToolSuccess:
+    return ToolSuccess(
+        content=list(output.content),
+        structured=output.structured,
+        output_paths=list(output.output_paths),
+    )
+
+
+async def _run_handler(
+    tool: Tool[Any], decoded: Any, ctx: ToolContext, env: ToolEnvironment
+) -> ToolOutput | ToolFailure:
+    try:
+        output = await tool.handler(decoded, ctx, env)
+    except ToolError as exc:
+        return ToolFailure(error=str(exc))
+    except Exception as exc:  # a handler bug settles as a failure, never escapes
+        _log.info("tool handler raised", extra={"tool": tool.name, "error": repr(exc)})
+        return ToolFailure(error=str(exc) or type(exc).__name__)
+    return _validate_output(tool, output)
+
+
+def _validate_output(tool: Tool[Any], output: object) -> ToolOutput | ToolFailure:
+    if not isinstance(output, ToolOutput):
+        return ToolFailure(error=f"Invalid tool output for {tool.name}: expected ToolOutput")
+    try:
+        if tool.output_type is not None:
+            msgspec.convert(output.structured, tool.output_type)
+        structured = msgspec.to_builtins(output.structured)
+    except (msgspec.ValidationError, TypeError) as exc:
+        return ToolFailure(error=f"Invalid tool output for {tool.name}: {exc}")
+    return msgspec.structs.replace(output, structured=structured)

@@ -1,0 +1,100 @@
+"""Tool definitions: a name, a description, a msgspec input type and an async handler."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Generic, TypeAlias, TypeVar, final
+
+import msgspec
+
+from runtime.llm import ToolDefinition
+from runtime.tools._model import ToolContext, ToolEnvironment, ToolOutput
+
+__all__ = ["TOOL_NAME_PATTERN", "ResourceExtractor", "Tool", "ToolHandler", "input_schema"]
+
+TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+
+InputT = TypeVar("InputT")
+ToolHandler: TypeAlias = Callable[[InputT, ToolContext, ToolEnvironment], Awaitable[ToolOutput]]
+ResourceExtractor: TypeAlias = Callable[[InputT, ToolEnvironment], list[str]]
+
+
+@final
+class Tool(Generic[InputT]):
+    """One tool definition.
+
+    Args:
+        name: matches ``^[A-Za-z][A-Za-z0-9_-]{0,63}$``.
+        description: model-visible description.
+        input_type: a msgspec-decodable type (usually a Struct); its JSON schema
+            is advertised and every call's input is validated against it.
+        handler: ``async (input, ToolContext, ToolEnvironment) -> ToolOutput``;
+            raise ``ToolError`` (or anything else) to fail the call.
+        permission: the permission name checked before running, or ``None`` for
+            a tool that needs no authorization.
+        resources: the resources of a call (canonical paths, a command, ...);
+            defaults to ``["*"]``. May raise ``ToolError`` to refuse the call.
+        output_type: if given, ``ToolOutput.structured`` is validated against it.
+
+    Raises:
+        ValueError: the name is invalid.
+    """
+
+    __slots__ = (
+        "description",
+        "handler",
+        "input_type",
+        "name",
+        "output_type",
+        "permission",
+        "resources",
+        "schema",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        input_type: type[InputT],
+        handler: ToolHandler[InputT],
+        permission: str | None = None,
+        resources: ResourceExtractor[InputT] | None = None,
+        output_type: Any = None,
+    ) -> None:
+        if not TOOL_NAME_PATTERN.match(name):
+            raise ValueError(f"Invalid tool name: {name!r}")
+        self.name = name
+        self.description = description
+        self.input_type = input_type
+        self.handler = handler
+        self.permission = permission
+        self.resources = resources
+        self.output_type = output_type
+        self.schema = input_schema(input_type)
+
+    def definition(self) -> ToolDefinition:
+        """The model-visible definition."""
+        return ToolDefinition(
+            name=self.name, description=self.description, input_schema=self.schema
+        )
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r})"
+
+
+def input_schema(input_type: Any) -> dict[str, Any]:
+    """JSON schema of *input_type* with the top-level ``$ref`` inlined.
+
+    Providers expect an object schema at the top; nested definitions stay in
+    ``$defs`` when something still refers to them.
+    """
+    schema = msgspec.json.schema(input_type)
+    defs: dict[str, Any] = dict(schema.pop("$defs", {}))
+    ref = schema.get("$ref", "")
+    if ref.startswith("#/$defs/"):
+        schema = dict(defs[ref.removeprefix("#/$defs/")])
+    if defs and "#/$defs/" in msgspec.json.encode(schema).decode():
+        schema["$defs"] = defs
+    return schema
