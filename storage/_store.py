@@ -1,0 +1,530 @@
+"""The DuckDB event store: one connection, group-committed batches, projections, journal.
+
+Not thread-safe: exactly one thread (the StorageActor's, or the trio thread in
+inline mode) calls it. Writes go through :meth:`EventStore.write_batch`: every
+operation of a batch plans its events against an in-memory overlay, the batch is
+appended to the journal (fdatasync), then written in one DuckDB transaction; only
+then are callers answered. Caches are updated after the commit, so a failed batch
+leaves them as they were.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import duckdb
+import msgspec
+
+from runtime import IdGenerator, SessionMessage
+from runtime import _schema as ev
+from runtime._errors import StorageError
+from storage._batch import AdmitPrompt, EpochRow, StoredEvent, WriteBatch
+from storage._journal import Journal
+from storage._tables import migrate
+
+__all__ = ["DB_FILE", "EventStore", "Outcome", "StoreStatistics"]
+
+_log = logging.getLogger("kittiwake.storage")
+T = TypeVar("T")
+DB_FILE: Final = "kittiwake.duckdb"
+_BACKUP_FILE: Final = "kittiwake.duckdb.backup"
+_CACHE_MESSAGES: Final = 4096
+
+_encode = msgspec.json.Encoder().encode
+_decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
+_decode_message = msgspec.json.Decoder(SessionMessage).decode
+_decode_info = msgspec.json.Decoder(ev.SessionInfo).decode
+_decode_prompt = msgspec.json.Decoder(ev.Prompt).decode
+
+
+class JournalRecord(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
+    """One committed batch as the journal keeps it."""
+
+    events: list[StoredEvent]
+    epochs: list[EpochRow] = []
+
+
+_encode_record = msgspec.msgpack.Encoder().encode
+_decode_record = msgspec.msgpack.Decoder(JournalRecord).decode
+
+
+class Outcome(msgspec.Struct, frozen=True):
+    """What one operation of a batch produced: a value, or the error it raised."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    batches: int
+    operations: int
+    events: int
+    last_batch_size: int
+    last_commit_ms: float
+    file_bytes: int
+    journal_lsn: int
+    recovered_batches: int
+    rebuilt: bool
+
+
+class _SessionRow(msgspec.Struct):
+    info: ev.SessionInfo
+    last_seq: int
+    pending: list[ev.InputAdmitted] | None = None
+
+
+class EventStore:
+    """The store. Use :meth:`open`; close with :meth:`close`.
+
+    Args:
+        directory: the data dir holding ``kittiwake.duckdb`` and ``journal/``.
+        fsync: fdatasync the journal before answering (off only in benchmarks).
+        backup_every: batches between checkpoint + verified backup + journal release.
+    """
+
+    def __init__(self, directory: Path, *, fsync: bool = True, backup_every: int = 2000) -> None:
+        self.directory = directory
+        self._fsync = fsync
+        self._backup_every = backup_every
+        self._conn: duckdb.DuckDBPyConnection | None = None
+        self._journal: Journal | None = None
+        self._sessions: dict[str, _SessionRow] = {}
+        self._inputs: OrderedDict[str, ev.InputAdmitted] = OrderedDict()
+        self._messages: OrderedDict[str, tuple[str, int, SessionMessage]] = OrderedDict()
+        self._epochs: dict[str, EpochRow | None] = {}
+        self._stats = dict(batches=0, operations=0, events=0, last_batch_size=0)
+        self._last_commit_ms = 0.0
+        self._since_backup = 0
+        self._recovered = 0
+        self._rebuilt = False
+        self._ids = IdGenerator()
+        self._absent: set[str] = set()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path, **options: Any) -> EventStore:
+        """Open (creating, rebuilding or catching up from the journal as needed).
+
+        Raises:
+            StorageError: the database and journal together cannot be made consistent.
+        """
+        store = cls(Path(directory), **options)
+        store._open()
+        return store
+
+    def _open(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._journal = Journal.open(self.directory / "journal", fsync=self._fsync)
+        self._conn = self._connect_checked()
+        self._catch_up()
+
+    def _connect_checked(self) -> duckdb.DuckDBPyConnection:
+        path = self.directory / DB_FILE
+        try:
+            return self._connect(path)
+        except Exception as exc:  # noqa: BLE001 - any failure to open means rebuild
+            _log.error("database unusable, rebuilding from backup and journal", exc_info=exc)
+        self._set_aside(path)
+        self._rebuilt = True
+        backup = self.directory / _BACKUP_FILE
+        if backup.exists():
+            shutil.copyfile(backup, path)
+            try:
+                return self._connect(path)
+            except Exception as exc:  # noqa: BLE001
+                _log.error("backup unusable, rebuilding from journal alone", exc_info=exc)
+                self._set_aside(path)
+        return self._connect(path)
+
+    def _connect(self, path: Path) -> duckdb.DuckDBPyConnection:
+        conn = duckdb.connect(str(path))
+        try:
+            migrate(conn, now_ms=time.time_ns() // 1_000_000)
+            conn.execute("select count(*) from event").fetchone()
+            conn.execute("select count(*) from session_message").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _set_aside(self, path: Path) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for suffix in ("", ".wal"):
+            victim = Path(str(path) + suffix)
+            if victim.exists():
+                victim.rename(Path(f"{victim}.corrupt-{stamp}"))
+
+    def _catch_up(self) -> None:
+        assert self._journal is not None
+        applied = self.journal_lsn()
+        first = self._journal.first_lsn
+        if first is not None and first > applied + 1:
+            raise StorageError(
+                f"journal starts at {first} but the database holds only up to {applied}"
+            )
+        for lsn, payload in self._journal.read(applied + 1):
+            record = _decode_record(payload)
+            self._replay(record, lsn)
+            self._recovered += 1
+        if self._recovered:
+            _log.warning("caught up from journal", extra={"batches": self._recovered})
+
+    def _replay(self, record: JournalRecord, lsn: int) -> None:
+        batch = WriteBatch(self)
+        for stored in record.events:
+            batch.replay_event(stored)
+        for epoch in record.epochs:
+            batch.put_epoch(epoch)
+        self._write(batch, lsn)
+        self._adopt(batch)
+
+    def close(self) -> None:
+        """Checkpoint and close; safe to call twice."""
+        if self._conn is not None:
+            try:
+                self._conn.execute("checkpoint")
+            finally:
+                self._conn.close()
+                self._conn = None
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    @property
+    def conn(self) -> duckdb.DuckDBPyConnection:
+        if self._conn is None:
+            raise StorageError("store is closed")
+        return self._conn
+
+    # -- writing ------------------------------------------------------------------------
+
+    def write_batch(self, operations: Sequence[Callable[[WriteBatch], Any]]) -> list[Outcome]:
+        """Run *operations* as one group commit; answer each with its outcome.
+
+        An operation that raises gets that error and writes nothing; the others
+        proceed. If the commit itself fails, every operation gets a StorageError
+        and the store must be reopened (the journal keeps what it acknowledged).
+        """
+        batch = WriteBatch(self)
+        self._prefetch([op.message_id for op in operations if isinstance(op, AdmitPrompt)])
+        outcomes = [self._plan(batch, op) for op in operations]
+        self._absent.clear()
+        if batch.events or batch.epochs:
+            started = time.perf_counter()
+            try:
+                self._commit(batch)
+            except Exception as exc:
+                error = StorageError(f"commit failed: {exc}")
+                error.__cause__ = exc
+                return [Outcome(error=error) for _ in operations]
+            self._last_commit_ms = (time.perf_counter() - started) * 1000
+        self._adopt(batch)
+        self._count(len(operations), len(batch.events))
+        self._maybe_backup()
+        return outcomes
+
+    def _prefetch(self, message_ids: list[str]) -> None:
+        """Look up a batch's message ids in two queries instead of two per operation."""
+        wanted = [i for i in message_ids if i not in self._inputs and i not in self._messages]
+        if not wanted:
+            return
+        found: set[str] = set()
+        for row in self.conn.execute(
+            "select id, session_id, prompt, delivery, admitted_seq, time_created, promoted_seq "
+            "from session_input where id in (select unnest(?))",
+            [wanted],
+        ).fetchall():
+            self._cache(self._inputs, row[0], _input_from_row(row), _CACHE_MESSAGES)
+            found.add(row[0])
+        for row in self.conn.execute(
+            "select id, session_id, seq, data from session_message where id in (select unnest(?))",
+            [wanted],
+        ).fetchall():
+            entry = (str(row[1]), int(row[2]), _decode_message(row[3]))
+            self._cache(self._messages, row[0], entry, _CACHE_MESSAGES)
+            found.add(row[0])
+        self._absent.update(set(wanted) - found)
+
+    def _plan(self, batch: WriteBatch, op: Callable[[WriteBatch], Any]) -> Outcome:
+        mark = batch.mark()
+        try:
+            return Outcome(value=op(batch))
+        except Exception as exc:  # noqa: BLE001 - the error is the operation's answer
+            batch.rollback(mark)
+            return Outcome(error=exc)
+
+    def _commit(self, batch: WriteBatch) -> None:
+        assert self._journal is not None
+        record = JournalRecord(events=batch.events, epochs=list(batch.epochs.values()))
+        lsn = self._journal.append([_encode_record(record)])
+        self._write(batch, lsn)
+
+    def _write(self, batch: WriteBatch, lsn: int) -> None:
+        conn = self.conn
+        conn.execute("begin")
+        try:
+            for sql, columns in batch.statements():
+                if columns and columns[0]:
+                    conn.execute(sql, columns)
+            conn.execute("update meta set value = ? where key = 'journal_lsn'", [lsn])
+            conn.execute("commit")
+        except BaseException:
+            conn.execute("rollback")
+            raise
+
+    def _adopt(self, batch: WriteBatch) -> None:
+        for session_id, row in batch.sessions.items():
+            self._sessions[session_id] = row
+        for row in batch.inputs.values():
+            self._cache(self._inputs, row.id, row, _CACHE_MESSAGES)
+        for message_id, entry in batch.messages.items():
+            self._cache(self._messages, message_id, entry, _CACHE_MESSAGES)
+        for session_id, epoch in batch.epochs.items():
+            self._epochs[session_id] = epoch
+        for session_id in batch.cleared_epochs:
+            self._epochs[session_id] = None
+
+    @staticmethod
+    def _cache(cache: OrderedDict[str, Any], key: str, value: Any, bound: int) -> None:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > bound:
+            cache.popitem(last=False)
+
+    def _count(self, operations: int, events: int) -> None:
+        self._stats["batches"] += 1
+        self._stats["operations"] += operations
+        self._stats["events"] += events
+        self._stats["last_batch_size"] = operations
+        if events:
+            self._since_backup += 1
+
+    def new_event_id(self) -> str:
+        return self._ids.new("evt")
+
+    # -- backup -------------------------------------------------------------------------
+
+    def _maybe_backup(self) -> None:
+        if self._since_backup >= self._backup_every:
+            self.checkpoint_and_backup()
+
+    def checkpoint_and_backup(self) -> int:
+        """Checkpoint, copy the file, verify the copy, then release covered journal segments.
+
+        Returns the journal LSN the verified backup covers.
+
+        Raises:
+            StorageError: the copy did not verify; no journal segment was released.
+        """
+        assert self._journal is not None
+        lsn = self.journal_lsn()
+        self.conn.execute("checkpoint")
+        source = self.directory / DB_FILE
+        staging = self.directory / (_BACKUP_FILE + ".tmp")
+        shutil.copyfile(source, staging)
+        self._verify_copy(staging, lsn)
+        os.replace(staging, self.directory / _BACKUP_FILE)
+        self._journal.release_through(lsn)
+        self._since_backup = 0
+        return lsn
+
+    def _verify_copy(self, path: Path, lsn: int) -> None:
+        try:
+            copy = duckdb.connect(str(path), read_only=True)
+        except Exception as exc:
+            raise StorageError(f"backup copy does not open: {exc}") from exc
+        try:
+            row = copy.execute("select value from meta where key = 'journal_lsn'").fetchone()
+        finally:
+            copy.close()
+        if row is None or int(row[0]) != lsn:
+            raise StorageError(f"backup copy holds lsn {row}, expected {lsn}")
+
+    # -- reads used by write batches -------------------------------------------------------
+
+    def journal_lsn(self) -> int:
+        row = self.conn.execute("select value from meta where key = 'journal_lsn'").fetchone()
+        return int(row[0]) if row else -1
+
+    def session_row(self, session_id: str) -> _SessionRow | None:
+        row = self._sessions.get(session_id)
+        if row is not None:
+            return row
+        found = self.conn.execute(
+            "select data, (select coalesce(max(seq), -1) from event where aggregate_id = ?) "
+            "from session where id = ?",
+            [session_id, session_id],
+        ).fetchone()
+        if found is None:
+            return None
+        row = _SessionRow(info=_decode_info(found[0]), last_seq=int(found[1]))
+        self._sessions[session_id] = row
+        return row
+
+    def pending_inputs(self, session_id: str) -> list[ev.InputAdmitted]:
+        """Unpromoted inbox rows of a session, in admission order."""
+        row = self.session_row(session_id)
+        if row is None:
+            return []
+        if row.pending is None:
+            rows = self.conn.execute(
+                "select id, session_id, prompt, delivery, admitted_seq, time_created "
+                "from session_input where session_id = ? and promoted_seq is null "
+                "order by admitted_seq",
+                [session_id],
+            ).fetchall()
+            row.pending = [_input_from_row(r) for r in rows]
+        return list(row.pending)
+
+    def input(self, message_id: str) -> ev.InputAdmitted | None:
+        cached = self._inputs.get(message_id)
+        if cached is not None or message_id in self._absent:
+            return cached
+        found = self.conn.execute(
+            "select id, session_id, prompt, delivery, admitted_seq, time_created, promoted_seq "
+            "from session_input where id = ?",
+            [message_id],
+        ).fetchone()
+        return _input_from_row(found) if found else None
+
+    def message_entry(self, message_id: str) -> tuple[str, int, SessionMessage] | None:
+        cached = self._messages.get(message_id)
+        if cached is not None or message_id in self._absent:
+            return cached
+        found = self.conn.execute(
+            "select session_id, seq, data from session_message where id = ?", [message_id]
+        ).fetchone()
+        if found is None:
+            return None
+        entry = (str(found[0]), int(found[1]), _decode_message(found[2]))
+        self._cache(self._messages, message_id, entry, _CACHE_MESSAGES)
+        return entry
+
+    def epoch(self, session_id: str) -> EpochRow | None:
+        if session_id in self._epochs:
+            return self._epochs[session_id]
+        found = self.conn.execute(
+            "select session_id, baseline, snapshot, agent, baseline_seq, replacement_seq, "
+            "revision from session_context_epoch where session_id = ?",
+            [session_id],
+        ).fetchone()
+        epoch = EpochRow(*found) if found else None
+        self._epochs[session_id] = epoch
+        return epoch
+
+    # -- public reads -------------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> ev.SessionInfo | None:
+        row = self.session_row(session_id)
+        return row.info if row else None
+
+    def last_seq(self, session_id: str) -> int:
+        row = self.session_row(session_id)
+        return row.last_seq if row else -1
+
+    def list_sessions(self, *, limit: int, before: str | None) -> list[ev.SessionInfo]:
+        """Sessions newest first (ids ascend with time), *limit* at most, ids below *before*."""
+        rows = self.conn.execute(
+            "select data from session where (? is null or id < ?) order by id desc limit ?",
+            [before, before, limit],
+        ).fetchall()
+        return [_decode_info(r[0]) for r in rows]
+
+    def session_ids_with_pending(self) -> list[str]:
+        rows = self.conn.execute(
+            "select distinct session_id from session_input where promoted_seq is null "
+            "order by session_id"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def messages(
+        self, session_id: str, *, limit: int, order: str, after_seq: int | None = None,
+        before_seq: int | None = None,
+    ) -> list[tuple[int, SessionMessage]]:  # fmt: skip
+        """A page of projected messages by creating-event seq."""
+        direction = "desc" if order == "desc" else "asc"
+        rows = self.conn.execute(
+            "select seq, data from session_message where session_id = ? "
+            "and (? is null or seq > ?) and (? is null or seq < ?) "
+            f"order by seq {direction} limit ?",
+            [session_id, after_seq, after_seq, before_seq, before_seq, limit],
+        ).fetchall()
+        return [(int(r[0]), _decode_message(r[1])) for r in rows]
+
+    def history(self, session_id: str, *, from_seq: int = 0) -> list[tuple[int, SessionMessage]]:
+        """Every projected message at or after *from_seq*, chronological."""
+        rows = self.conn.execute(
+            "select seq, data from session_message where session_id = ? and seq >= ? order by seq",
+            [session_id, from_seq],
+        ).fetchall()
+        return [(int(r[0]), _decode_message(r[1])) for r in rows]
+
+    def events(self, session_id: str, *, after: int, limit: int) -> list[StoredEvent]:
+        """Durable events with seq > *after*, ascending, *limit* at most."""
+        rows = self.conn.execute(
+            "select id, aggregate_id, seq, type, version, data from event "
+            "where aggregate_id = ? and seq > ? order by seq limit ?",
+            [session_id, after, limit],
+        ).fetchall()
+        return [_stored_from_row(r) for r in rows]
+
+    def all_events(self) -> Iterator[StoredEvent]:
+        """Every durable event in (aggregate, seq) order; used to rebuild projections."""
+        cursor = self.conn.execute(
+            "select id, aggregate_id, seq, type, version, data from event "
+            "order by aggregate_id, seq"
+        )
+        while rows := cursor.fetchmany(1000):
+            yield from (_stored_from_row(r) for r in rows)
+
+    def rebuild_from(self, events: Iterable[StoredEvent], *, batch: int = 500) -> None:
+        """Replay *events* (from another store) into this empty store's projections."""
+        current = WriteBatch(self)
+        for stored in events:
+            current.replay_event(stored)
+            if len(current.events) >= batch:
+                self._commit(current)
+                self._adopt(current)
+                current = WriteBatch(self)
+        if current.events:
+            self._commit(current)
+            self._adopt(current)
+
+    def statistics(self) -> StoreStatistics:
+        path = self.directory / DB_FILE
+        return StoreStatistics(
+            **self._stats,
+            last_commit_ms=self._last_commit_ms,
+            file_bytes=path.stat().st_size if path.exists() else 0,
+            journal_lsn=self.journal_lsn() if self._conn else -1,
+            recovered_batches=self._recovered,
+            rebuilt=self._rebuilt,
+        )
+
+
+def _input_from_row(row: Sequence[Any]) -> ev.InputAdmitted:
+    promoted = row[6] if len(row) > 6 and row[6] is not None else msgspec.UNSET
+    return ev.InputAdmitted(
+        id=row[0], session_id=row[1], prompt=_decode_prompt(row[2]), delivery=row[3],
+        admitted_seq=int(row[4]), time_created=int(row[5]), promoted_seq=promoted,
+    )  # fmt: skip
+
+
+def _stored_from_row(row: Sequence[Any]) -> StoredEvent:
+    return StoredEvent(
+        id=row[0], aggregate_id=row[1], seq=int(row[2]), type=row[3], version=int(row[4]),
+        data=row[5].encode(),
+    )  # fmt: skip
+
+
+def decode_stored(stored: StoredEvent) -> ev.DurableEvent:
+    """Decode a stored event's data into its Struct."""
+    return _decode_event(stored.data)
