@@ -3,6 +3,13 @@
 Public names are re-exported here one per line; ``__all__`` stays sorted.
 """
 
+from actors._actor import Actor as Actor
+from actors._actor import ActorState as ActorState
+from actors._actor import ActorStatistics as ActorStatistics
+from actors._actor import call as call
+from actors._actor import current_time as current_time
+from actors._directory import ActorDirectory as ActorDirectory
+from actors._directory import ActorTreeNode as ActorTreeNode
 from actors._errors import ActorCrashed as ActorCrashed
 from actors._errors import ActorError as ActorError
 from actors._errors import ActorNotFound as ActorNotFound
@@ -13,16 +20,31 @@ from actors._mailbox import Mailbox as Mailbox
 from actors._mailbox import MailboxStatistics as MailboxStatistics
 from actors._mailbox import Reply as Reply
 from actors._mailbox import open_mailbox as open_mailbox
+from actors._supervisor import DEFAULT_POLICY as DEFAULT_POLICY
+from actors._supervisor import Supervisor as Supervisor
+from actors._supervisor import SupervisorPolicy as SupervisorPolicy
+from actors._supervisor import run_root as run_root
 
 __all__ = [
+    "Actor",
     "ActorCrashed",
+    "ActorDirectory",
     "ActorError",
     "ActorNotFound",
+    "ActorState",
+    "ActorStatistics",
     "ActorStopped",
+    "ActorTreeNode",
+    "DEFAULT_POLICY",
     "DuplicateActor",
     "Escalation",
     "Mailbox",
     "MailboxStatistics",
     "Reply",
+    "Supervisor",
+    "SupervisorPolicy",
+    "call",
+    "current_time",
     "open_mailbox",
+    "run_root",
 ]
