@@ -1,9 +1,56 @@
 """Provider-neutral LLM streaming: schemas, protocol adapters, catalog, auth, retries.
 
-Standalone: imports nothing else from this repository.
+Standalone: imports nothing else from this repository. See ``docs/llm.md``.
 """
 
+from ._anthropic import ANTHROPIC_VERSION as ANTHROPIC_VERSION
+from ._anthropic import AnthropicDecoder as AnthropicDecoder
+from ._anthropic import encode_anthropic as encode_anthropic
+from ._auth import COPILOT_CLIENT_ID as COPILOT_CLIENT_ID
+from ._auth import OPENAI_CLIENT_ID as OPENAI_CLIENT_ID
+from ._auth import OPENAI_ISSUER as OPENAI_ISSUER
+from ._auth import ApiKeyCredential as ApiKeyCredential
+from ._auth import Auth as Auth
+from ._auth import Credential as Credential
+from ._auth import CredentialStore as CredentialStore
+from ._auth import DeviceCode as DeviceCode
+from ._auth import OAuthCredential as OAuthCredential
+from ._auth import Pkce as Pkce
+from ._auth import copilot_device_login as copilot_device_login
+from ._auth import copilot_poll_token as copilot_poll_token
+from ._auth import copilot_request_device_code as copilot_request_device_code
+from ._auth import jwt_account_id as jwt_account_id
+from ._auth import new_pkce as new_pkce
+from ._auth import openai_authorize_url as openai_authorize_url
+from ._auth import openai_exchange_code as openai_exchange_code
+from ._auth import openai_refresh as openai_refresh
+from ._catalog import DEFAULT_BASE_URLS as DEFAULT_BASE_URLS
+from ._catalog import NPM_PROTOCOLS as NPM_PROTOCOLS
+from ._catalog import Catalog as Catalog
+from ._catalog import CatalogModel as CatalogModel
+from ._catalog import CatalogProvider as CatalogProvider
+from ._catalog import ModelCost as ModelCost
+from ._catalog import ModelLimit as ModelLimit
+from ._catalog import ModelStatus as ModelStatus
+from ._catalog import ModelVariant as ModelVariant
+from ._catalog import ResolvedModel as ResolvedModel
+from ._catalog import partition_options as partition_options
+from ._catalog_source import BUNDLED_SNAPSHOT as BUNDLED_SNAPSHOT
+from ._catalog_source import MODELS_DEV_URL as MODELS_DEV_URL
+from ._catalog_source import load_catalog as load_catalog
+from ._catalog_source import load_models_dev as load_models_dev
 from ._client import LLMClient as LLMClient
+from ._cost import LONG_CONTEXT_THRESHOLD as LONG_CONTEXT_THRESHOLD
+from ._cost import step_cost as step_cost
+from ._errors import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
+from ._errors import AuthError as AuthError
+from ._errors import CatalogError as CatalogError
+from ._errors import LLMError as LLMError
+from ._errors import classify_http_error as classify_http_error
+from ._errors import classify_message as classify_message
+from ._errors import classify_transport_error as classify_transport_error
+from ._errors import is_context_overflow as is_context_overflow
+from ._errors import parse_retry_after as parse_retry_after
 from ._events import ErrorKind as ErrorKind
 from ._events import HostedToolResult as HostedToolResult
 from ._events import LLMEvent as LLMEvent
@@ -20,6 +67,24 @@ from ._events import ToolCall as ToolCall
 from ._events import ToolInputDelta as ToolInputDelta
 from ._events import ToolInputEnd as ToolInputEnd
 from ._events import ToolInputStart as ToolInputStart
+from ._gemini import SKIP_SIGNATURE as SKIP_SIGNATURE
+from ._gemini import GeminiDecoder as GeminiDecoder
+from ._gemini import encode_gemini as encode_gemini
+from ._lowering import wrap_system_update as wrap_system_update
+from ._openai_chat import ChatDecoder as ChatDecoder
+from ._openai_chat import encode_chat as encode_chat
+from ._openai_responses import ResponsesDecoder as ResponsesDecoder
+from ._openai_responses import encode_responses as encode_responses
+from ._protocols import ADAPTERS as ADAPTERS
+from ._protocols import ProtocolAdapter as ProtocolAdapter
+from ._protocols import StreamDecoder as StreamDecoder
+from ._provider_client import PreparedRequest as PreparedRequest
+from ._provider_client import ProviderClient as ProviderClient
+from ._retry import RetryPolicy as RetryPolicy
+from ._retry import stream_with_retry as stream_with_retry
+from ._route import ProtocolName as ProtocolName
+from ._route import Route as Route
+from ._route import WireRequest as WireRequest
 from ._schema import AssistantMessage as AssistantMessage
 from ._schema import FilePart as FilePart
 from ._schema import GenerationControls as GenerationControls
@@ -37,27 +102,76 @@ from ._schema import Usage as Usage
 from ._schema import UserMessage as UserMessage
 from ._scripted import ScriptedLLM as ScriptedLLM
 from ._scripted import ScriptExhaustedError as ScriptExhaustedError
+from ._sse import FrameTooLargeError as FrameTooLargeError
+from ._sse import SSEDecoder as SSEDecoder
+from ._sse import SSEFrame as SSEFrame
+from ._sse import encode_sse as encode_sse
+from ._transport import stream_wire as stream_wire
 
 __all__ = [
+    "ADAPTERS",
+    "ANTHROPIC_VERSION",
+    "AnthropicDecoder",
+    "ApiKeyCredential",
     "AssistantMessage",
+    "Auth",
+    "AuthError",
+    "BUNDLED_SNAPSHOT",
+    "COPILOT_CLIENT_ID",
+    "Catalog",
+    "CatalogError",
+    "CatalogModel",
+    "CatalogProvider",
+    "ChatDecoder",
+    "Credential",
+    "CredentialStore",
+    "DEFAULT_BASE_URLS",
+    "DeviceCode",
     "ErrorKind",
     "FilePart",
+    "FrameTooLargeError",
+    "GeminiDecoder",
     "GenerationControls",
     "HostedToolResult",
     "LLMClient",
+    "LLMError",
     "LLMEvent",
     "LLMRequest",
+    "LONG_CONTEXT_THRESHOLD",
+    "MODELS_DEV_URL",
     "Message",
+    "ModelCost",
+    "ModelLimit",
     "ModelRef",
+    "ModelStatus",
+    "ModelVariant",
+    "NPM_PROTOCOLS",
+    "OAuthCredential",
+    "OPENAI_CLIENT_ID",
+    "OPENAI_ISSUER",
+    "OVERFLOW_PATTERNS",
+    "Pkce",
+    "PreparedRequest",
+    "ProtocolAdapter",
+    "ProtocolName",
+    "ProviderClient",
     "ProviderError",
     "ReasoningDelta",
     "ReasoningEnd",
     "ReasoningPart",
     "ReasoningStart",
+    "ResolvedModel",
+    "ResponsesDecoder",
+    "RetryPolicy",
+    "Route",
+    "SKIP_SIGNATURE",
+    "SSEDecoder",
+    "SSEFrame",
     "ScriptExhaustedError",
     "ScriptedLLM",
     "StepFinish",
     "StepStart",
+    "StreamDecoder",
     "SystemMessage",
     "TextDelta",
     "TextEnd",
@@ -73,4 +187,30 @@ __all__ = [
     "ToolResultPart",
     "Usage",
     "UserMessage",
+    "WireRequest",
+    "classify_http_error",
+    "classify_message",
+    "classify_transport_error",
+    "copilot_device_login",
+    "copilot_poll_token",
+    "copilot_request_device_code",
+    "encode_anthropic",
+    "encode_chat",
+    "encode_gemini",
+    "encode_responses",
+    "encode_sse",
+    "is_context_overflow",
+    "jwt_account_id",
+    "load_catalog",
+    "load_models_dev",
+    "new_pkce",
+    "openai_authorize_url",
+    "openai_exchange_code",
+    "openai_refresh",
+    "parse_retry_after",
+    "partition_options",
+    "step_cost",
+    "stream_wire",
+    "stream_with_retry",
+    "wrap_system_update",
 ]

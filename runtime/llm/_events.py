@@ -38,12 +38,14 @@ class StepFinish(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", ta
     """The step ended.
 
     ``finish_reason`` is one of ``stop``, ``length``, ``tool-calls``,
-    ``content-filter``, ``error`` or ``other``.
+    ``content-filter``, ``error`` or ``other``. ``cost`` is USD from catalog prices
+    when the client knows them.
     """
 
     finish_reason: str
     usage: Usage
     provider_metadata: dict[str, Any] | None = None
+    cost: float | None = None
 
 
 class TextStart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text-start"):

@@ -1,0 +1,79 @@
+"""The thin I/O shell: send a ``WireRequest`` with httpx and decode its SSE body."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+import msgspec
+import trio
+
+from ._errors import classify_http_error, classify_transport_error
+from ._events import LLMEvent, ProviderError
+from ._protocols import StreamDecoder
+from ._route import WireRequest
+from ._sse import FrameTooLargeError, SSEDecoder
+
+__all__ = ["stream_wire"]
+
+
+async def stream_wire(
+    client: httpx.AsyncClient,
+    wire: WireRequest,
+    decoder: StreamDecoder,
+    *,
+    idle_timeout: float,
+    max_frame_bytes: int,
+    max_error_body_bytes: int,
+    now: Callable[[], float] | None = None,
+) -> AsyncIterator[LLMEvent]:
+    """Stream one request's events; every failure ends the stream as a ``ProviderError``.
+
+    HTTP errors are classified from their (bounded) body; transport errors and an
+    idle gap longer than *idle_timeout* between chunks are retryable. Cancellation
+    (or closing this generator) closes the response, and so the connection.
+    """
+    try:
+        async with client.stream(
+            wire.method, wire.url, headers=wire.headers, content=wire.body
+        ) as response:
+            if response.status_code >= 400:
+                body = await _read_bounded(response, max_error_body_bytes)
+                yield classify_http_error(response.status_code, body, response.headers, now=now)
+                return
+            async for event in _decode_body(response, decoder, idle_timeout, max_frame_bytes):
+                yield event
+    except (httpx.TransportError, trio.TooSlowError) as exc:
+        yield classify_transport_error(exc)
+    except (msgspec.DecodeError, FrameTooLargeError, KeyError, TypeError) as exc:
+        yield ProviderError(kind="terminal", message=f"undecodable provider stream: {exc}")
+
+
+async def _decode_body(
+    response: httpx.Response, decoder: StreamDecoder, idle_timeout: float, max_frame_bytes: int
+) -> AsyncIterator[LLMEvent]:
+    sse = SSEDecoder(max_frame_bytes=max_frame_bytes)
+    chunks = response.aiter_bytes().__aiter__()
+    while True:
+        with trio.fail_after(idle_timeout):
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+        for frame in sse.feed(chunk):
+            for event in decoder.feed(frame):
+                yield event
+    for frame in sse.close():
+        for event in decoder.feed(frame):
+            yield event
+    for event in decoder.finish():
+        yield event
+
+
+async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body.extend(chunk)
+        if len(body) >= limit:
+            break
+    return bytes(body[:limit])
