@@ -100,20 +100,30 @@ def environment_source(
     """The ``core/environment`` source.
 
     With ``is_git_repo=None`` each observation checks for ``.git`` in a worker
-    thread (not abandoned on cancellation; the check is a few ``stat`` calls).
+    thread (not abandoned on cancellation; the check is a few ``stat`` calls);
+    otherwise the source is already loaded.
     """
     working_directory, root = os.fspath(directory), os.fspath(workspace_root)
 
-    async def load() -> EnvironmentFacts:
-        git = is_git_repo
-        if git is None:
-            git = await trio.to_thread.run_sync(find_git_repository, working_directory)
+    def facts(git: bool) -> EnvironmentFacts:
         return EnvironmentFacts(
             working_directory=working_directory,
             workspace_root=root,
             is_git_repo=git,
             platform=platform,
         )
+
+    if is_git_repo is not None:
+        return SystemContext.loaded(
+            ENVIRONMENT_KEY,
+            EnvironmentFacts,
+            facts(is_git_repo),
+            _environment_baseline,
+            _environment_update,
+        )
+
+    async def load() -> EnvironmentFacts:
+        return facts(await trio.to_thread.run_sync(find_git_repository, working_directory))
 
     return SystemContext.make(
         ENVIRONMENT_KEY, EnvironmentFacts, load, _environment_baseline, _environment_update
@@ -191,14 +201,10 @@ def skill_guidance_source(skills: Sequence[tuple[str, str]] | None) -> SystemCon
         (SkillSummary(name=name, description=description) for name, description in skills),
         key=lambda skill: (skill.name, skill.description),
     )
-
-    async def load() -> list[SkillSummary]:
-        return value
-
-    return SystemContext.make(
+    return SystemContext.loaded(
         SKILL_GUIDANCE_KEY,
         list[SkillSummary],
-        load,
+        value,
         render_skill_guidance,
         _skills_update,
         _skills_removed,

@@ -8,9 +8,17 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from runtime.context._builtins import _host_today, date_source, environment_source
+import trio
+
+from runtime.context._builtins import (
+    _host_today,
+    date_source,
+    environment_source,
+    find_git_repository,
+)
 from runtime.context._instructions import instructions_producer
 from runtime.context._registry import ContributionHandle, SystemContextRegistry
+from runtime.context._system import SystemContext
 
 __all__ = [
     "BUILTINS_CONTRIBUTION",
@@ -35,20 +43,23 @@ def contribute_core_context(
 ) -> list[ContributionHandle]:
     """Contribute ``core/builtins`` (environment, date) and ``core/instructions``.
 
-    Never blocks. Closing the returned handles withdraws both contributions.
+    Never blocks. Both producers observe the filesystem in worker threads at each
+    registry load (git detection only when ``is_git_repo`` is ``None``). Closing the
+    returned handles withdraws both contributions.
 
     Raises:
       DuplicateContextKeyError: either contribution key is already registered.
     """
-    builtins = [
-        environment_source(
-            directory=directory,
-            workspace_root=project_root,
-            platform=platform,
-            is_git_repo=is_git_repo,
-        ),
-        date_source(today=today),
-    ]
+
+    async def builtins() -> list[SystemContext]:
+        git = is_git_repo
+        if git is None:
+            git = await trio.to_thread.run_sync(find_git_repository, directory)
+        environment = environment_source(
+            directory=directory, workspace_root=project_root, platform=platform, is_git_repo=git
+        )
+        return [environment, date_source(today=today)]
+
     instructions = instructions_producer(
         directory=directory, project_root=project_root, config_dir=config_dir, env=env
     )

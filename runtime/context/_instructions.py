@@ -7,8 +7,8 @@ outside the root; a file that resolves outside the root is not discovered.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Final
 
 import msgspec
@@ -67,14 +67,10 @@ def instructions_source(files: Sequence[InstructionFile] | Unavailable) -> Syste
         return SystemContext.EMPTY
     else:
         value = list(files)
-
-    async def load() -> list[InstructionFile] | Unavailable:
-        return value
-
-    return SystemContext.make(
+    return SystemContext.loaded(
         INSTRUCTIONS_KEY,
         list[InstructionFile],
-        load,
+        value,
         render_instructions,
         _instructions_update,
         _instructions_removed,
@@ -85,21 +81,41 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in ("1", "true")
 
 
-def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root if root.endswith(os.sep) else root + os.sep)
 
 
-def _upward(start: Path, stop: Path) -> list[Path]:
-    found: list[Path] = []
-    for directory in (start, *start.parents):
-        candidate = directory / INSTRUCTIONS_FILENAME
-        if candidate.exists():
-            resolved = Path(os.path.realpath(candidate))
-            if _within(resolved, stop):
-                found.append(resolved)
-        if directory == stop:
-            break
-    return found
+def _canonical_file(path: str, directory_is_canonical: bool) -> str | None:
+    """Canonical path of an existing ``path``, or ``None`` when nothing is there."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if directory_is_canonical and not stat.S_ISLNK(mode):
+        return path
+    resolved = os.path.realpath(path)
+    return resolved if os.path.exists(resolved) else None
+
+
+def _upward(start: str, stop: str) -> list[str]:
+    found: list[str] = []
+    directory = start
+    while True:
+        candidate = _canonical_file(os.path.join(directory, INSTRUCTIONS_FILENAME), True)
+        if candidate is not None and _within(candidate, stop):
+            found.append(candidate)
+        parent = os.path.dirname(directory)
+        if directory == stop or parent == directory:
+            return found
+        directory = parent
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as file:
+            return file.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def discover_instructions(
@@ -117,21 +133,19 @@ def discover_instructions(
     Returns:
       The files in order, or :data:`UNAVAILABLE` when a discovered file can't be read.
     """
-    paths: list[Path] = []
+    paths: list[str] = []
     if config_dir is not None:
-        global_file = Path(config_dir) / INSTRUCTIONS_FILENAME
-        if global_file.exists():
-            paths.append(Path(os.path.realpath(global_file)))
-    start, stop = Path(os.path.realpath(directory)), Path(os.path.realpath(project_root))
+        found = _canonical_file(os.path.join(os.fspath(config_dir), INSTRUCTIONS_FILENAME), False)
+        paths += [] if found is None else [found]
+    start, stop = os.path.realpath(directory), os.path.realpath(project_root)
     if not _flag(env, DISABLE_PROJECT_CONFIG_ENV) and _within(start, stop):
         paths += [path for path in _upward(start, stop) if path not in paths]
     files: list[InstructionFile] = []
     for path in paths:
-        try:
-            content = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+        content = _read(path)
+        if content is None:
             return UNAVAILABLE
-        files.append(InstructionFile(path=str(path), content=content))
+        files.append(InstructionFile(path=path, content=content))
     return files
 
 

@@ -120,16 +120,27 @@ class SystemContextRegistry:
           DuplicateContextKeyError: two contributions produced the same source key.
         """
         producers = [self._contributions[key][1] for key in self.keys]
-        results: list[SystemContext] = [SystemContext.EMPTY] * len(producers)
+        results: list[Produced] = []
+        pending: list[tuple[int, Callable[[], Awaitable[Produced]]]] = []
+        for index, producer in enumerate(producers):
+            if callable(producer):
+                pending.append((index, producer))
+            results.append(SystemContext.EMPTY if callable(producer) else producer)
+        if len(pending) == 1:
+            index, producer = pending[0]
+            results[index] = await producer()
+        elif not pending:
+            await trio.lowlevel.checkpoint()
+        else:
 
-        async def produce(index: int, producer: Producer) -> None:
-            results[index] = _as_context(await producer() if callable(producer) else producer)
+            async def produce(index: int, producer: Callable[[], Awaitable[Produced]]) -> None:
+                results[index] = await producer()
 
-        async with trio.open_nursery() as nursery:
-            for index, producer in enumerate(producers):
-                nursery.start_soon(produce, index, producer)
+            async with trio.open_nursery() as nursery:
+                for index, producer in pending:
+                    nursery.start_soon(produce, index, producer)
         self._loads += 1
-        return SystemContext.combine(*results)
+        return SystemContext.combine(*(_as_context(result) for result in results))
 
     def _withdraw(self, key: str, handle: ContributionHandle) -> None:
         current = self._contributions.get(key)

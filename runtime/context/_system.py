@@ -87,20 +87,21 @@ def validate_context_key(key: str) -> str:
 class ContextSource(Generic[T]):
     """One typed Context Source. Build it with :meth:`SystemContext.make`."""
 
-    __slots__ = ("_baseline", "_decoder", "_loader", "_removal", "_update", "key", "type")
+    __slots__ = ("_baseline", "_decoder", "_removal", "_update", "key", "loader", "type", "value")
 
     def __init__(
         self,
         key: str,
         type: type[T],
-        loader: Callable[[], Awaitable[T | Unavailable]],
+        loader: Callable[[], Awaitable[T | Unavailable]] | None,
         baseline: Callable[[T], str],
         update: Callable[[T], str],
         removal: Callable[[T], str] | None,
     ) -> None:
         self.key: Final = key
         self.type: Final = type
-        self._loader = loader
+        self.loader: Final = loader
+        self.value: T | Unavailable = UNAVAILABLE
         self._baseline = baseline
         self._update = update
         self._removal = removal
@@ -110,8 +111,14 @@ class ContextSource(Generic[T]):
         return f"ContextSource({self.key!r})"
 
     async def load(self) -> T | Unavailable:
-        """Run the loader once; loaders are infallible, so errors propagate."""
-        return await self._loader()
+        """Run the loader once (or return the already-loaded value).
+
+        Loaders are infallible, so their errors propagate.
+        """
+        if self.loader is None:
+            await trio.lowlevel.checkpoint()
+            return self.value
+        return await self.loader()
 
     def decodes(self, raw: msgspec.Raw) -> bool:
         """Whether ``raw`` JSON still decodes as this source's value type."""
@@ -201,6 +208,25 @@ class SystemContext:
         return SystemContext((source,))
 
     @staticmethod
+    def loaded(
+        key: str,
+        type: type[T],
+        value: T | Unavailable,
+        baseline: Callable[[T], str],
+        update: Callable[[T], str],
+        removal: Callable[[T], str] | None = None,
+    ) -> SystemContext:
+        """Make a one-source System Context whose value is already loaded.
+
+        For producers that observe their value themselves (e.g. a registry producer
+        that discovers files); observing it costs nothing. Arguments and errors are
+        those of :meth:`make`, with ``value`` in place of the loader.
+        """
+        source = ContextSource(validate_context_key(key), type, None, baseline, update, removal)
+        source.value = value
+        return SystemContext((source,))
+
+    @staticmethod
     def combine(*contexts: SystemContext) -> SystemContext:
         """Concatenate ``contexts`` in caller order.
 
@@ -218,17 +244,26 @@ class SystemContext:
     async def observe(self) -> ObservedContext:
         """Run every loader once, concurrently, and keep the values in source order.
 
-        Cancellation propagates after every loader has been cancelled. A loader that
-        raises is a defect: its error propagates (inside an ``ExceptionGroup``).
+        Already-loaded sources are read directly; a single loader is awaited without
+        a nursery. Always a checkpoint. Cancellation propagates once every loader has
+        been cancelled. A loader that raises is a defect: its error propagates
+        (inside an ``ExceptionGroup`` when several loaders run).
         """
-        values: list[Any] = [UNAVAILABLE] * len(self._sources)
+        values: list[Any] = [source.value for source in self._sources]
+        pending = [(i, s.loader) for i, s in enumerate(self._sources) if s.loader is not None]
+        if len(pending) == 1:
+            index, loader = pending[0]
+            values[index] = await loader()
+        elif not pending:
+            await trio.lowlevel.checkpoint()
+        else:
 
-        async def load(index: int, source: _AnySource) -> None:
-            values[index] = await source.load()
+            async def load(index: int, loader: Callable[[], Awaitable[Any]]) -> None:
+                values[index] = await loader()
 
-        async with trio.open_nursery() as nursery:
-            for index, source in enumerate(self._sources):
-                nursery.start_soon(load, index, source)
+            async with trio.open_nursery() as nursery:
+                for index, loader in pending:
+                    nursery.start_soon(load, index, loader)
         return ObservedContext(self._sources, tuple(values))
 
     async def initialize(self) -> InitializationOutcome:

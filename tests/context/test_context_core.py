@@ -262,3 +262,30 @@ def test_snapshot_round_trip_is_byte_stable(raw: dict[str, tuple[object, str | N
     assert msgspec.json.decode(encoded) == {
         k: ({"value": v} if r is None else {"value": v, "removed": r}) for k, (v, r) in raw.items()
     }
+
+
+async def test_cancellation_propagates_out_of_observation(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def forever() -> int:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    ctx = SystemContext.combine(
+        counter("t/a", Cell(1)), SystemContext.make("t/b", int, forever, str, str)
+    )
+    with trio.move_on_after(3) as scope:
+        await ctx.reconcile(EMPTY_SNAPSHOT)
+    assert scope.cancelled_caught
+
+
+async def test_loaded_sources_need_no_loader() -> None:
+    ctx = SystemContext.combine(
+        SystemContext.loaded("t/a", int, 4, lambda n: f"a={n}", str),
+        SystemContext.loaded("t/b", int, UNAVAILABLE, lambda n: f"b={n}", str),
+    )
+    observed = await ctx.observe()
+    assert observed.unavailable == ["t/b"]
+    assert observed.replace(EMPTY_SNAPSHOT) == ReplacementReady(
+        baseline="a=4", snapshot=decode_snapshot(b'{"t/a":{"value":4}}')
+    )
