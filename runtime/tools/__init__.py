@@ -1,10 +1,14 @@
 """The Location-scoped Tool Registry, bounded Model Tool Output and built-in tools."""
 
+from runtime.tools._authority import ResolvedPath as ResolvedPath
+from runtime.tools._authority import resolve_path as resolve_path
 from runtime.tools._bounding import apply_bounding as apply_bounding
 from runtime.tools._bounding import bounding_text as bounding_text
 from runtime.tools._bounding import exceeds_limits as exceeds_limits
 from runtime.tools._bounding import preview as preview
 from runtime.tools._bounding import truncation_marker as truncation_marker
+from runtime.tools._builtin import builtin_tools as builtin_tools
+from runtime.tools._builtin import location_registry as location_registry
 from runtime.tools._managed import cleanup_tool_output as cleanup_tool_output
 from runtime.tools._managed import run_tool_output_cleanup as run_tool_output_cleanup
 from runtime.tools._managed import write_managed_output as write_managed_output
@@ -17,16 +21,49 @@ from runtime.tools._model import ToolOutput as ToolOutput
 from runtime.tools._model import ToolOutputLimits as ToolOutputLimits
 from runtime.tools._model import ToolSettlement as ToolSettlement
 from runtime.tools._model import ToolSuccess as ToolSuccess
+from runtime.tools._patch import ApplyPatchInput as ApplyPatchInput
+from runtime.tools._patch import apply_patch_tool as apply_patch_tool
+from runtime.tools._patch_parse import PatchOp as PatchOp
+from runtime.tools._patch_parse import UpdateChunk as UpdateChunk
+from runtime.tools._patch_parse import apply_chunks as apply_chunks
+from runtime.tools._patch_parse import parse_patch as parse_patch
+from runtime.tools._read import ReadInput as ReadInput
+from runtime.tools._read import ReadLimits as ReadLimits
+from runtime.tools._read import read_tool as read_tool
 from runtime.tools._registry import ToolContribution as ToolContribution
 from runtime.tools._registry import ToolRegistry as ToolRegistry
 from runtime.tools._registry import ToolRegistryStatistics as ToolRegistryStatistics
+from runtime.tools._search import GlobInput as GlobInput
+from runtime.tools._search import GrepInput as GrepInput
+from runtime.tools._search import SearchLimits as SearchLimits
+from runtime.tools._search import glob_regex as glob_regex
+from runtime.tools._search import glob_tool as glob_tool
+from runtime.tools._search import grep_tool as grep_tool
+from runtime.tools._shell import ShellInput as ShellInput
+from runtime.tools._shell import ShellLimits as ShellLimits
+from runtime.tools._shell import shell_tool as shell_tool
 from runtime.tools._tool import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
 from runtime.tools._tool import Tool as Tool
 from runtime.tools._tool import input_schema as input_schema
+from runtime.tools._write import EditInput as EditInput
+from runtime.tools._write import WriteInput as WriteInput
+from runtime.tools._write import edit_tool as edit_tool
+from runtime.tools._write import write_tool as write_tool
 
 __all__ = [
-    "TOOL_NAME_PATTERN",
+    "ApplyPatchInput",
     "ContentPart",
+    "EditInput",
+    "GlobInput",
+    "GrepInput",
+    "PatchOp",
+    "ReadInput",
+    "ReadLimits",
+    "ResolvedPath",
+    "SearchLimits",
+    "ShellInput",
+    "ShellLimits",
+    "TOOL_NAME_PATTERN",
     "Tool",
     "ToolContext",
     "ToolContribution",
@@ -39,13 +76,28 @@ __all__ = [
     "ToolRegistryStatistics",
     "ToolSettlement",
     "ToolSuccess",
+    "UpdateChunk",
+    "WriteInput",
     "apply_bounding",
+    "apply_chunks",
+    "apply_patch_tool",
     "bounding_text",
+    "builtin_tools",
     "cleanup_tool_output",
+    "edit_tool",
     "exceeds_limits",
+    "glob_regex",
+    "glob_tool",
+    "grep_tool",
     "input_schema",
+    "location_registry",
+    "parse_patch",
     "preview",
+    "read_tool",
+    "resolve_path",
     "run_tool_output_cleanup",
+    "shell_tool",
     "truncation_marker",
     "write_managed_output",
+    "write_tool",
 ]

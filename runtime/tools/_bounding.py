@@ -19,13 +19,7 @@ import msgspec
 from runtime.llm import TextPart
 from runtime.tools._model import ContentPart, ToolOutput, ToolOutputLimits, ToolSuccess
 
-__all__ = [
-    "apply_bounding",
-    "bounding_text",
-    "exceeds_limits",
-    "preview",
-    "truncation_marker",
-]
+__all__ = ["apply_bounding", "bounding_text", "exceeds_limits", "preview", "truncation_marker"]
 
 _LAYOUT_LINES: Final = 4
 _LAYOUT_BYTES: Final = 4

@@ -12,9 +12,9 @@ from runtime._ids import IdGenerator
 from runtime.llm import FilePart, TextPart
 
 __all__ = [
+    "ContentPart",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_LINES",
-    "ContentPart",
     "ToolContext",
     "ToolEnvironment",
     "ToolError",
@@ -113,4 +113,9 @@ ToolSettlement: TypeAlias = ToolSuccess | ToolFailure
 
 
 class ToolError(Exception):
-    """Raised by a handler to fail its call with exactly this message."""
+    """Raised by a handler to fail its call with exactly this message (and, optionally,
+    a structured value such as a partial-application report)."""
+
+    def __init__(self, message: str, *, structured: Any = None) -> None:
+        super().__init__(message)
+        self.structured = structured

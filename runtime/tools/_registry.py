@@ -282,7 +282,7 @@ async def _run_handler(
     try:
         output = await tool.handler(decoded, ctx, env)
     except ToolError as exc:
-        return ToolFailure(error=str(exc))
+        return ToolFailure(error=str(exc), structured=msgspec.to_builtins(exc.structured))
     except Exception as exc:  # a handler bug settles as a failure, never escapes
         _log.info("tool handler raised", extra={"tool": tool.name, "error": repr(exc)})
         return ToolFailure(error=str(exc) or type(exc).__name__)

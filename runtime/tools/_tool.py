@@ -11,7 +11,7 @@ import msgspec
 from runtime.llm import ToolDefinition
 from runtime.tools._model import ToolContext, ToolEnvironment, ToolOutput
 
-__all__ = ["TOOL_NAME_PATTERN", "ResourceExtractor", "Tool", "ToolHandler", "input_schema"]
+__all__ = ["ResourceExtractor", "TOOL_NAME_PATTERN", "Tool", "ToolHandler", "input_schema"]
 
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
