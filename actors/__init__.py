@@ -16,10 +16,19 @@ from actors._errors import ActorNotFound as ActorNotFound
 from actors._errors import ActorStopped as ActorStopped
 from actors._errors import DuplicateActor as DuplicateActor
 from actors._errors import Escalation as Escalation
+from actors._events import EventHub as EventHub
+from actors._execution import SessionExecution as SessionExecution
 from actors._mailbox import Mailbox as Mailbox
 from actors._mailbox import MailboxStatistics as MailboxStatistics
 from actors._mailbox import Reply as Reply
 from actors._mailbox import open_mailbox as open_mailbox
+from actors._runtime import Runtime as Runtime
+from actors._runtime import open_runtime as open_runtime
+from actors._session import SessionActor as SessionActor
+from actors._sessions import Page as Page
+from actors._sessions import SessionEvent as SessionEvent
+from actors._sessions import Sessions as Sessions
+from actors._storage import StorageActor as StorageActor
 from actors._supervisor import DEFAULT_POLICY as DEFAULT_POLICY
 from actors._supervisor import Supervisor as Supervisor
 from actors._supervisor import SupervisorPolicy as SupervisorPolicy
@@ -37,14 +46,23 @@ __all__ = [
     "ActorTreeNode",
     "DEFAULT_POLICY",
     "DuplicateActor",
+    "EventHub",
     "Escalation",
     "Mailbox",
     "MailboxStatistics",
+    "Page",
+    "Runtime",
+    "SessionActor",
+    "SessionEvent",
+    "SessionExecution",
+    "Sessions",
+    "StorageActor",
     "Reply",
     "Supervisor",
     "SupervisorPolicy",
     "call",
     "current_time",
     "open_mailbox",
+    "open_runtime",
     "run_root",
 ]

@@ -106,6 +106,7 @@ class EventStore:
         self._rebuilt = False
         self._ids = IdGenerator()
         self._absent: set[str] = set()
+        self.broken = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -206,8 +207,12 @@ class EventStore:
 
     # -- writing ------------------------------------------------------------------------
 
-    def write_batch(self, operations: Sequence[Callable[[WriteBatch], Any]]) -> list[Outcome]:
+    def write_batch(
+        self, operations: Sequence[Callable[[WriteBatch], Any]]
+    ) -> tuple[list[Outcome], list[StoredEvent]]:
         """Run *operations* as one group commit; answer each with its outcome.
+
+        Returns the outcomes, in order, and the events the batch committed.
 
         An operation that raises gets that error and writes nothing; the others
         proceed. If the commit itself fails, every operation gets a StorageError
@@ -222,14 +227,15 @@ class EventStore:
             try:
                 self._commit(batch)
             except Exception as exc:
+                self.broken = True
                 error = StorageError(f"commit failed: {exc}")
                 error.__cause__ = exc
-                return [Outcome(error=error) for _ in operations]
+                return [Outcome(error=error) for _ in operations], []
             self._last_commit_ms = (time.perf_counter() - started) * 1000
         self._adopt(batch)
         self._count(len(operations), len(batch.events))
         self._maybe_backup()
-        return outcomes
+        return outcomes, batch.events
 
     def _prefetch(self, message_ids: list[str]) -> None:
         """Look up a batch's message ids in two queries instead of two per operation."""
@@ -444,6 +450,21 @@ class EventStore:
             "order by session_id"
         ).fetchall()
         return [str(r[0]) for r in rows]
+
+    def sessions_needing_resume(self) -> list[str]:
+        """Sessions whose latest message is a user message or an unfinished assistant one."""
+        rows = self.conn.execute(
+            "select m.session_id, m.type, m.data from session_message m join "
+            "(select session_id, max(seq) as s from session_message group by session_id) x "
+            "on m.session_id = x.session_id and m.seq = x.s order by m.session_id"
+        ).fetchall()
+        out = []
+        for session_id, kind, data in rows:
+            message = _decode_message(data)
+            unsettled = kind == "assistant" and message.time.completed is msgspec.UNSET
+            if kind == "user" or unsettled:
+                out.append(str(session_id))
+        return out
 
     def messages(
         self, session_id: str, *, limit: int, order: str, after_seq: int | None = None,

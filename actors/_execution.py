@@ -1,0 +1,197 @@
+"""SessionExecution: the process-global router from session id to SessionActor.
+
+It supervises SessionActors (activated lazily on first use, passivated after
+``idle_timeout`` seconds without a drain) and LocationActors (one per working
+directory, holding the Location's tool registry).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from actors._actor import Actor, call
+from actors._directory import ActorDirectory
+from actors._events import EventHub
+from actors._mailbox import open_mailbox
+from actors._session import Interrupt, Run, SessionActor, WaitIdle, Wake
+from actors._storage import StorageActor
+from actors._supervisor import Supervisor, SupervisorPolicy
+from runtime import IdGenerator, SessionInfo, llm
+from runtime import _schema as ev
+from runtime.agents import AgentInfo
+from runtime.tools import ToolEnvironment, ToolRegistry
+
+__all__ = ["LocationActor", "SessionExecution", "ToolsFactory"]
+
+ToolsFactory = Callable[[ToolEnvironment], ToolRegistry]
+DEFAULT_IDLE_TIMEOUT: Final = 300.0
+_SWEEP_EVERY: Final = 30.0
+
+
+class LocationActor(Actor[Any]):
+    """One Location (working directory): its tool registry and what comes with it."""
+
+    kind = "location"
+
+    def __init__(self, directory: str, registry: ToolRegistry) -> None:
+        mailbox = open_mailbox(0)
+        super().__init__(f"location:{directory}", mailbox=mailbox, label=directory)
+        self.directory = directory
+        self.registry = registry
+
+    async def run(self) -> None:
+        self.mark_running()
+        await trio.sleep_forever()
+
+
+class _ExecutionSupervisor(Supervisor):
+    kind = "execution"
+
+    def __init__(self, execution: SessionExecution, **options: Any) -> None:
+        super().__init__("execution", label="sessions", **options)
+        self._execution = execution
+
+    async def start_initial_children(self) -> None:
+        self._execution._reset()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._execution._sweep)
+
+
+class SessionExecution:
+    """Routes wake / run / interrupt / wait_idle by session id; see the module docstring.
+
+    Args:
+        storage: the StorageActor.
+        hub: the event hub deltas go to.
+        llm_client: the ``LLMClient`` provider turns stream from.
+        tools: builds a Location's tool registry from its environment.
+        agents: the agents by name.
+        default_model: the model of sessions that selected none.
+        data_dir: where managed tool output goes.
+        max_turns: provider turns per drain before failing when work remains.
+        idle_timeout: seconds an idle SessionActor stays active.
+        now_ms: the clock stamped on events.
+    """
+
+    def __init__(
+        self, *, storage: StorageActor, hub: EventHub, llm_client: llm.LLMClient,
+        tools: ToolsFactory, agents: Mapping[str, AgentInfo], default_model: ev.ModelRef,
+        data_dir: Path, max_turns: int, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        now_ms: Callable[[], int], ids: IdGenerator, directory: ActorDirectory,
+        policy: SupervisorPolicy,
+    ) -> None:  # fmt: skip
+        self.supervisor = _ExecutionSupervisor(self, policy=policy, directory=directory)
+        self.storage = storage
+        self.hub = hub
+        self.llm = llm_client
+        self.agents = agents
+        self.default_model = default_model
+        self.max_turns = max_turns
+        self.now_ms = now_ms
+        self.ids = ids
+        self._tools = tools
+        self._data_dir = data_dir
+        self._idle_timeout = idle_timeout
+        self._sessions: dict[str, SessionActor] = {}
+        self._locations: dict[str, LocationActor] = {}
+        self._infos: dict[str, SessionInfo] = {}
+
+    def _reset(self) -> None:
+        self._sessions.clear()
+        self._locations.clear()
+
+    # -- entry points -------------------------------------------------------------------
+
+    async def wake(self, session_id: str, seq: int) -> None:
+        """Report durable inbox work at *seq*; coalesces, never waits for the drain."""
+        actor = await self._activate(session_id)
+        if actor is not None:
+            await actor.mailbox.send(Wake(seq))
+
+    async def run(self, session_id: str) -> None:
+        """Explicit resume: join or start a drain with at least one provider attempt;
+        returns when that drain has ended (cancelling the wait leaves it running)."""
+        actor = await self._activate(session_id)
+        if actor is not None:
+            await call(actor, lambda reply: Run(reply))
+
+    async def interrupt(self, session_id: str, seq: int | None = None) -> None:
+        """Stop the active drain and wait for its cleanup; a no-op when idle or unknown."""
+        actor = self._sessions.get(session_id)
+        if actor is None:
+            return
+        barrier = seq if seq is not None else 1 << 62
+        await call(actor, lambda reply: Interrupt(barrier, reply))
+
+    async def wait_idle(self, session_id: str) -> None:
+        """Wait until the session has no active or pending drain."""
+        actor = self._sessions.get(session_id)
+        if actor is not None:
+            await call(actor, lambda reply: WaitIdle(reply))
+
+    # -- used by SessionActors ----------------------------------------------------------
+
+    def remember(self, info: SessionInfo) -> None:
+        self._infos[info.id] = info
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        return self._infos[session_id]
+
+    def location_for(self, directory: str) -> LocationActor:
+        location = self._locations.get(directory)
+        if location is None:
+            env = ToolEnvironment(directory=directory, data_dir=str(self._data_dir), ids=self.ids)
+            location = LocationActor(directory, self._tools(env))
+            self._locations[directory] = location
+            self.supervisor.start_child(location)
+        return location
+
+    def note_idle(self, actor: SessionActor) -> None:
+        actor.last_active = trio.current_time()
+
+    def active_sessions(self) -> list[SessionActor]:
+        return list(self._sessions.values())
+
+    # -- activation -----------------------------------------------------------------------
+
+    async def _activate(self, session_id: str) -> SessionActor | None:
+        actor = self._sessions.get(session_id)
+        if actor is not None:
+            return actor
+        info = await self.storage.read(lambda s: s.get_session(session_id))
+        if info is None:
+            return None
+        actor = self._sessions.get(session_id)
+        if actor is None:
+            self._infos[session_id] = info
+            actor = SessionActor(session_id, self)
+            self._sessions[session_id] = actor
+            self.supervisor.start_child(actor)
+        return actor
+
+    async def _sweep(self) -> None:
+        while True:
+            await trio.sleep(_SWEEP_EVERY)
+            await self.passivate_idle(older_than=self._idle_timeout)
+
+    async def passivate_idle(self, *, older_than: float) -> int:
+        """Passivate idle SessionActors unused for *older_than* seconds; return how many."""
+        cutoff = trio.current_time() - older_than
+        idle = [
+            a
+            for a in self._sessions.values()
+            if a.idle and a.last_active <= cutoff and a.mailbox.statistics().depth == 0
+        ]
+        for actor in idle:
+            del self._sessions[actor.id]
+            self._infos.pop(actor.id, None)
+            await self.supervisor.stop_child(actor.id)
+        return len(idle)
+
+
+_ = time

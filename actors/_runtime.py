@@ -1,0 +1,145 @@
+"""The Runtime root: storage, execution and the session API in one trio nursery."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from actors._directory import ActorDirectory
+from actors._events import EventHub
+from actors._execution import SessionExecution, ToolsFactory
+from actors._session import DEFAULT_MAX_TURNS
+from actors._sessions import Sessions
+from actors._storage import StorageActor, StorageMode
+from actors._supervisor import Supervisor, SupervisorPolicy, run_root
+from runtime import IdGenerator, ModelRef
+from runtime import llm as llm_package
+from runtime.agents import BUILTIN_AGENTS, AgentInfo
+from runtime.tools import ToolEnvironment, ToolRegistry
+from runtime.tools._builtin import location_registry
+
+__all__ = ["Runtime", "open_runtime"]
+
+_log = logging.getLogger("kittiwake.runtime")
+DEFAULT_MODEL: Final = ModelRef(id="default", provider_id="kittiwake")
+RESTART_POLICY: Final = SupervisorPolicy(5, 10.0)
+
+
+class _Root(Supervisor):
+    kind = "runtime"
+
+    def __init__(
+        self, storage: StorageActor, execution: SessionExecution, directory: ActorDirectory
+    ) -> None:
+        super().__init__("runtime", policy=RESTART_POLICY, directory=directory, label="root")
+        self._storage = storage
+        self._execution = execution
+
+    async def start_initial_children(self) -> None:
+        self.start_child(self._storage)
+        self.start_child(self._execution.supervisor)
+
+
+class Runtime:
+    """A running Kittiwake: ``rt.sessions`` plus the parts an operator inspects."""
+
+    def __init__(
+        self, *, sessions: Sessions, storage: StorageActor, execution: SessionExecution,
+        hub: EventHub, directory: ActorDirectory, data_dir: Path,
+    ) -> None:  # fmt: skip
+        self.sessions = sessions
+        self.storage = storage
+        self.execution = execution
+        self.hub = hub
+        self.directory = directory
+        self.data_dir = data_dir
+
+
+def default_tools(env: ToolEnvironment) -> ToolRegistry:
+    """The built-in tools of a Location."""
+    return location_registry(env)
+
+
+@asynccontextmanager
+async def open_runtime(
+    *, data_dir: Path | str, llm: llm_package.LLMClient | None = None,
+    tools: ToolsFactory | None = None, agents: Mapping[str, AgentInfo] | None = None,
+    default_model: ModelRef = DEFAULT_MODEL, storage_mode: StorageMode = "threaded",
+    max_turns: int = DEFAULT_MAX_TURNS, idle_timeout: float = 300.0,
+    now_ms: Callable[[], int] | None = None, ids: IdGenerator | None = None,
+    store_options: dict[str, Any] | None = None, recover: bool = True,
+) -> AsyncIterator[Runtime]:  # fmt: skip
+    """Start a runtime in this trio program; usable as ``async with``.
+
+    Entering opens (and if needed rebuilds) the store and wakes every session with
+    unpromoted inbox rows. Exiting cancels active drains (their tools settle as
+    interrupted) and closes the store after its last batch.
+
+    Args:
+        data_dir: where ``kittiwake.duckdb``, the journal and tool output live.
+        llm: the ``LLMClient`` provider turns use; without one, turns fail clearly.
+        storage_mode: ``"threaded"`` (pykka thread) or ``"inline"`` (simulation).
+        max_turns: provider turns per drain (agents may override with ``steps``).
+    """
+    data = Path(data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    clock = now_ms or (lambda: time.time_ns() // 1_000_000)
+    id_gen = ids or IdGenerator()
+    hub = EventHub()
+    directory = ActorDirectory()
+    storage = StorageActor(data, hub=hub, mode=storage_mode, store_options=store_options)
+    execution = SessionExecution(
+        storage=storage, hub=hub, llm_client=llm or _NoProvider(), tools=tools or default_tools,
+        agents=agents or BUILTIN_AGENTS, default_model=default_model, data_dir=data,
+        max_turns=max_turns, idle_timeout=idle_timeout, now_ms=clock, ids=id_gen,
+        directory=directory, policy=RESTART_POLICY,
+    )  # fmt: skip
+    project = hashlib.sha256(str(data.resolve()).encode()).hexdigest()[:16]
+    sessions = Sessions(
+        storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock, project_id=project
+    )
+    root = _Root(storage, execution, directory)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(run_root, root)
+        await _wait_running(storage, execution.supervisor)
+        rt = Runtime(
+            sessions=sessions, storage=storage, execution=execution, hub=hub,
+            directory=directory, data_dir=data,
+        )  # fmt: skip
+        if recover:
+            await _wake_pending(rt)
+        try:
+            yield rt
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+async def _wait_running(*actors: Any) -> None:
+    while any(a.state != "running" for a in actors):
+        await trio.sleep(0.001)
+
+
+async def _wake_pending(rt: Runtime) -> None:
+    pending = await rt.storage.read(lambda s: s.session_ids_with_pending())
+    for session_id in pending:
+        await rt.execution.wake(session_id, 1 << 61)
+    needing = await rt.sessions.needs_resume()
+    if needing:
+        _log.warning("sessions need an explicit resume", extra={"sessions": needing})
+
+
+class _NoProvider:
+    """The LLMClient used when none is configured: every turn fails with a clear message."""
+
+    async def stream(self, request: llm_package.LLMRequest) -> AsyncIterator[llm_package.LLMEvent]:
+        message = (
+            "No LLM provider is configured: set a provider API key (see `kittiwake serve` output)"
+        )
+        yield llm_package.ProviderError(kind="auth", message=message)

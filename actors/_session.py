@@ -1,0 +1,260 @@
+"""The SessionActor: one active session's drain loop, driven by its Lane.
+
+Its mailbox carries wakes, runs, interrupts and idle waits. Drains run as a
+child task with their own cancel scope so interrupts are served while a drain
+is in flight. The actor holds nothing durable: a restart rebuilds from storage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import trio
+
+from actors._actor import Actor
+from actors._mailbox import Reply, open_mailbox
+from actors._turn import INTERRUPTED_TOOL, Turn, run_turn
+from runtime import _messages as m
+from runtime import _schema as ev
+from runtime import llm
+from runtime._coordinator import DrainMode, Lane
+from runtime._lowering import lower_history, to_llm_model
+from runtime.agents import AgentInfo, resolve_agent
+
+if TYPE_CHECKING:
+    from actors._execution import SessionExecution
+
+__all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError"]
+
+_log = logging.getLogger("kittiwake.session")
+DEFAULT_MAX_TURNS: Final = 25
+MAILBOX_BOUND: Final = 64
+
+
+class StepLimitExceededError(Exception):
+    """Work remained after the provider-turn allowance of one drain was spent."""
+
+
+class Wake(msgspec.Struct, frozen=True):
+    seq: int
+
+
+class Run(msgspec.Struct, frozen=True):
+    reply: Reply[None]
+
+
+class Interrupt(msgspec.Struct, frozen=True):
+    seq: int
+    reply: Reply[None]
+
+
+class WaitIdle(msgspec.Struct, frozen=True):
+    reply: Reply[None]
+
+
+Message = Wake | Run | Interrupt | WaitIdle
+
+
+class SessionActor(Actor[Message]):
+    """Drains one session's durable inbox through provider turns."""
+
+    kind = "session"
+
+    def __init__(self, session_id: str, execution: SessionExecution) -> None:
+        super().__init__(session_id, mailbox=open_mailbox(MAILBOX_BOUND), label=session_id)
+        self.session_id = session_id
+        self._x = execution
+        self.lane = Lane()
+        self._scope: trio.CancelScope | None = None
+        self._drain_done = trio.Event()
+        self._idle_waiters: list[Reply[None]] = []
+        self._run_waiters: list[Reply[None]] = []
+        self.last_active = trio.current_time()
+        self.last_error: str | None = None
+        self.provider_turns = 0
+
+    @property
+    def idle(self) -> bool:
+        return self.lane.idle
+
+    async def run(self) -> None:
+        self.lane = Lane()
+        async with trio.open_nursery() as nursery:
+            self.mark_running()
+            while True:
+                message = await self.mailbox.receive()
+                await self._handle(message, nursery)
+
+    async def _handle(self, message: Message, nursery: trio.Nursery) -> None:
+        match message:
+            case Wake(seq=seq):
+                if self.lane.wake(seq) == "start":
+                    self._start(nursery, "wake")
+            case Run(reply=reply):
+                self._run_waiters.append(reply)
+                if self.lane.run() == "start":
+                    self._start(nursery, "run")
+            case Interrupt(seq=seq, reply=reply):
+                if self.lane.interrupt(seq) == "cancel" and self._scope is not None:
+                    self._scope.cancel()
+                    nursery.start_soon(self._answer_when_done, reply, self._drain_done)
+                else:
+                    reply.send(None)
+            case WaitIdle(reply=reply):
+                if self.lane.idle:
+                    reply.send(None)
+                else:
+                    self._idle_waiters.append(reply)
+
+    async def _answer_when_done(self, reply: Reply[None], done: trio.Event) -> None:
+        await done.wait()
+        reply.send(None)
+
+    def _start(self, nursery: trio.Nursery, mode: DrainMode) -> None:
+        nursery.start_soon(self._drain_chain, mode)
+
+    async def _drain_chain(self, mode: DrainMode | None) -> None:
+        """Run drains back to back while the lane has a follow-up, then report idle."""
+        while mode is not None:
+            self._scope = scope = trio.CancelScope()
+            self._drain_done = done = trio.Event()
+            waiters, self._run_waiters = (self._run_waiters, []) if mode == "run" else ([], [])
+            try:
+                with scope:
+                    await self._drain(force=mode == "run")
+            except Exception as exc:  # noqa: BLE001 - a failed drain is reported, actor lives
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                _log.error("drain failed", extra={"session": self.session_id}, exc_info=exc)
+            finally:
+                self._scope = None
+                self.set_activity("")
+                self.last_active = trio.current_time()
+                done.set()
+                for reply in waiters:
+                    reply.send(None)
+            mode = self.lane.finished()
+        for reply in self._idle_waiters:
+            reply.send(None)
+        self._idle_waiters.clear()
+        self._x.note_idle(self)
+
+    # -- the drain ----------------------------------------------------------------------
+
+    async def _drain(self, *, force: bool) -> None:
+        storage = self._x.storage
+        sid = self.session_id
+        pending = await storage.read(lambda s: s.pending_inputs(sid))
+        if not pending and not force:
+            return
+        self.set_activity("recovering tools")
+        await self._fail_interrupted_tools()
+        queued = not any(row.delivery == "steer" for row in pending)
+        attempted = False
+        while True:
+            worked = await self._run_activity(queued=queued, force=force and not attempted)
+            attempted = attempted or worked
+            pending = await storage.read(lambda s: s.pending_inputs(sid))
+            if not any(row.delivery == "queue" for row in pending):
+                return
+            queued = True
+
+    async def _run_activity(self, *, queued: bool, force: bool) -> bool:
+        """Promote and run provider turns until no continuation remains; True if any ran."""
+        step, ran = 0, False
+        max_turns = DEFAULT_MAX_TURNS
+        while True:
+            promoted = await self._promote(queued=queued)
+            queued = False
+            if promoted:
+                step = 0
+            if not promoted and not force and step == 0:
+                return ran
+            step += 1
+            agent = self._agent()
+            max_turns = agent.steps or self._x.max_turns
+            if step > max_turns:
+                raise StepLimitExceededError(f"Work remained after {max_turns} provider turns")
+            outcome = await self._provider_turn(step, max_turns)
+            ran, force = True, False
+            steers = await self._pending_steers()
+            if outcome.error is not None:
+                return ran
+            if outcome.local_tools == 0 and not steers:
+                return ran
+
+    async def _promote(self, *, queued: bool) -> list[ev.InputAdmitted]:
+        sid, now = self.session_id, self._x.now_ms()
+        self.set_activity("promoting")
+        return await self._x.storage.write(
+            lambda b: b.promote(sid, cutoff_seq=1 << 62, queued=queued, timestamp=now)
+        )
+
+    async def _pending_steers(self) -> bool:
+        sid = self.session_id
+        rows = await self._x.storage.read(lambda s: s.pending_inputs(sid))
+        return any(row.delivery == "steer" for row in rows)
+
+    def _agent(self) -> AgentInfo:
+        info = self._x.session_info(self.session_id)
+        name = info.agent if isinstance(info.agent, str) else None
+        return resolve_agent(self._x.agents, name)
+
+    async def _provider_turn(self, step: int, max_turns: int) -> Any:
+        sid = self.session_id
+        info = await self._x.storage.read(lambda s: s.get_session(sid))
+        assert info is not None
+        self._x.remember(info)
+        agent = self._agent()
+        model = info.model if isinstance(info.model, ev.ModelRef) else self._x.default_model
+        history = await self._x.storage.read(lambda s: s.history(sid))
+        location = self._x.location_for(info.location.directory)
+        final = step >= max_turns
+        tools = [] if final else location.registry.definitions(agent)
+        request = llm.LLMRequest(
+            model=to_llm_model(model), system=self._system(agent),
+            messages=lower_history((msg for _, msg in history), model), tools=tools,
+            tool_choice="none" if final else "auto", prompt_cache_key=sid,
+        )  # fmt: skip
+        self.set_activity(f"provider turn {step}/{max_turns}")
+        self.provider_turns += 1
+        turn = Turn(
+            session_id=sid, assistant_id=self._x.ids.new("msg"), agent=agent, model=model,
+            append=self._append, hub=self._x.hub, now=self._x.now_ms, registry=location.registry,
+            directory=info.location.directory,
+        )  # fmt: skip
+        return await run_turn(client=self._x.llm, request=request, turn=turn)
+
+    def _system(self, agent: AgentInfo) -> list[str]:
+        return [agent.prompt] if agent.prompt else []
+
+    async def _append(self, events: list[ev.DurableEvent]) -> Any:
+        sid = self.session_id
+        return await self._x.storage.write(lambda b: b.append(sid, events))
+
+    async def _fail_interrupted_tools(self) -> None:
+        sid = self.session_id
+        history = await self._x.storage.read(lambda s: s.history(sid))
+        failed: list[ev.DurableEvent] = []
+        for _, message in history:
+            if not isinstance(message, m.AssistantMessage):
+                continue
+            for part in message.content:
+                if isinstance(part, m.AssistantTool) and isinstance(
+                    part.state, m.ToolPending | m.ToolRunning
+                ):
+                    failed.append(_interrupted(sid, message.id, part.id, self._x.now_ms()))
+        if failed:
+            await self._append(failed)
+
+
+def _interrupted(session_id: str, message_id: str, call_id: str, now: int) -> ev.ToolFailed:
+    return ev.ToolFailed(
+        timestamp=now, session_id=session_id, assistant_message_id=message_id, call_id=call_id,
+        error=ev.SessionError(message=INTERRUPTED_TOOL),
+    )  # fmt: skip
+
+
+_ = Callable

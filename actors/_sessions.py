@@ -1,0 +1,282 @@
+"""``rt.sessions``: the embedded session API, with OpenCode V2's semantics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Final, Literal
+
+import msgspec
+import trio
+from msgspec import UNSET
+
+from actors._events import OVERFLOWED, EventHub
+from actors._execution import SessionExecution
+from actors._storage import StorageActor
+from runtime import (
+    IdGenerator,
+    InputAdmitted,
+    InvalidInputError,
+    Location,
+    ModelRef,
+    Prompt,
+    SessionInfo,
+    SessionMessage,
+    SessionNotFoundError,
+)
+from runtime import _schema as ev
+from runtime._inbox import check_id, check_prompt
+from storage import StoredEvent
+from storage._batch import AdmitPrompt
+
+__all__ = ["Page", "SessionEvent", "Sessions"]
+
+_PAGE: Final = 500
+_decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
+
+
+class Page(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of a list, with opaque cursors for the pages around it."""
+
+    data: list[SessionInfo] | list[SessionMessage]
+    previous: str | None = None
+    next: str | None = None
+
+
+class SessionEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A durable event with its per-session sequence number."""
+
+    seq: int
+    id: str
+    event: ev.DurableEvent
+
+
+class Sessions:
+    """Create, prompt, read and drive sessions. Obtain it as ``rt.sessions``."""
+
+    def __init__(
+        self, *, storage: StorageActor, hub: EventHub, execution: SessionExecution,
+        ids: IdGenerator, now_ms: Callable[[], int], project_id: str,
+    ) -> None:  # fmt: skip
+        self._storage = storage
+        self._hub = hub
+        self._x = execution
+        self._ids = ids
+        self._now = now_ms
+        self._project = project_id
+
+    async def create(
+        self, *, id: str | None = None, location: Location, agent: str | None = None,
+        model: ModelRef | None = None, title: str | None = None,
+    ) -> SessionInfo:  # fmt: skip
+        """Create a session; reusing an existing id returns that session unchanged.
+
+        Raises:
+            InvalidInputError: a malformed id.
+        """
+        if id is not None:
+            check_id("ses", id)
+        session_id = id or self._ids.new("ses")
+        now = self._now()
+        info = SessionInfo(
+            id=session_id, project_id=self._project, location=location,
+            title=title or f"Session {session_id[-8:]}", time=ev.SessionTime(created=now, updated=now),
+            agent=agent if agent is not None else UNSET, model=model if model is not None else UNSET,
+        )  # fmt: skip
+        stored, _ = await self._storage.write(lambda b: b.create_session(info))
+        return stored  # type: ignore[no-any-return]
+
+    async def prompt(
+        self, session_id: str, *, prompt: Prompt, id: str | None = None,
+        delivery: ev.Delivery = "steer", resume: bool = True,
+    ) -> InputAdmitted:  # fmt: skip
+        """Admit *prompt* durably, then (unless ``resume=False``) wake the session.
+
+        The inbox row is durable before this returns and before any wake. An exact
+        retry (same id, session, prompt, delivery) returns the identical receipt.
+
+        Raises:
+            InvalidInputError: empty or oversized text, malformed ids; nothing written.
+            SessionNotFoundError: no such session.
+            PromptConflictError: the message id was used for something else.
+        """
+        check_id("ses", session_id)
+        check_prompt(prompt, delivery)
+        if id is not None:
+            check_id("msg", id)
+        op = AdmitPrompt(
+            session_id=session_id, message_id=id or self._ids.new("msg"), prompt=prompt,
+            delivery=delivery, timestamp=self._now(),
+        )  # fmt: skip
+        receipt, _ = await self._storage.write(op)
+        if resume:
+            await self._x.wake(session_id, receipt.admitted_seq)
+        return receipt  # type: ignore[no-any-return]
+
+    async def get(self, session_id: str) -> SessionInfo:
+        """The session. Raises SessionNotFoundError."""
+        info = await self._storage.read(lambda s: s.get_session(session_id))
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        return info
+
+    async def list(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+        """Sessions, newest first; pass ``page.next`` as *cursor* for the next page."""
+        _check_limit(limit)
+        rows = await self._storage.read(lambda s: s.list_sessions(limit=limit + 1, before=cursor))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(data=rows, next=rows[-1].id if more and rows else None, previous=cursor)
+
+    async def messages(
+        self, session_id: str, *, limit: int = 50, order: Literal["asc", "desc"] = "desc",
+        cursor: str | None = None,
+    ) -> Page:  # fmt: skip
+        """A page of projected messages ordered by their creating event.
+
+        Cursors look like ``"<asc|desc>:<seq>"``; a cursor carries its own order.
+        Raises SessionNotFoundError, InvalidInputError (bad limit or cursor).
+        """
+        _check_limit(limit)
+        await self.get(session_id)
+        if cursor is not None:
+            order, seq = _parse_cursor(cursor)
+        else:
+            seq = None
+        after, before = (seq, None) if order == "asc" else (None, seq)
+        rows = await self._storage.read(
+            lambda s: s.messages(session_id, limit=limit + 1, order=order, after_seq=after,
+                                 before_seq=before)
+        )  # fmt: skip
+        more = len(rows) > limit
+        rows = rows[:limit]
+        nxt = f"{order}:{rows[-1][0]}" if more and rows else None
+        prev = f"{'desc' if order == 'asc' else 'asc'}:{rows[0][0]}" if rows and cursor else None
+        return Page(data=[message for _, message in rows], next=nxt, previous=prev)
+
+    async def context(self, session_id: str) -> list[SessionMessage]:
+        """The model-visible history, chronological. Raises SessionNotFoundError."""
+        await self.get(session_id)
+        rows = await self._storage.read(lambda s: s.history(session_id))
+        return [message for _, message in rows]
+
+    async def events(
+        self, session_id: str, *, after: int | None = None
+    ) -> AsyncIterator[SessionEvent]:
+        """Replay durable ``session.next.*`` events with seq > *after*, then tail live commits.
+
+        No gap and no duplicate: the subscription is registered before the replay,
+        and the store is re-read whenever a notification does not follow the cursor.
+        Cancellation ends the iteration. Raises SessionNotFoundError.
+        """
+        await self.get(session_id)
+        cursor = -1 if after is None else after
+        with self._hub.subscribe(session_id) as sub:
+            while True:
+                page = await self._storage.read(
+                    lambda s, c=cursor: s.events(session_id, after=c, limit=_PAGE)  # type: ignore[misc]
+                )
+                for stored in page:
+                    cursor = stored.seq
+                    if stored.type.startswith("session.next."):
+                        yield _decoded(stored)
+                if len(page) == _PAGE:
+                    continue
+                cursor = await self._tail(sub, cursor)
+                async for item in self._drain_live(sub, cursor):
+                    if isinstance(item, int):
+                        cursor = item
+                        break
+                    cursor = item.seq
+                    yield item
+
+    async def _tail(self, sub: object, cursor: int) -> int:
+        return cursor
+
+    async def _drain_live(self, sub: object, cursor: int) -> AsyncIterator[SessionEvent | int]:
+        """Yield live events that follow *cursor*; yield an int cursor to ask for a re-read."""
+        while True:
+            item = await sub.receive()  # type: ignore[attr-defined]
+            if item == OVERFLOWED:
+                yield cursor
+                return
+            if not isinstance(item, StoredEvent) or item.seq <= cursor:
+                continue
+            if item.seq != cursor + 1:
+                yield cursor
+                return
+            cursor = item.seq
+            if item.type.startswith("session.next."):
+                yield _decoded(item)
+
+    async def interrupt(self, session_id: str) -> None:
+        """Record the interrupt durably and stop the active drain; no-op for idle or unknown."""
+        info = await self._storage.read(lambda s: s.get_session(session_id))
+        if info is None:
+            await self._x.interrupt(session_id)
+            return
+        event = ev.InterruptRequested(timestamp=self._now(), session_id=session_id)
+        seqs = await self._storage.write(lambda b: b.append(session_id, [event]))
+        await self._x.interrupt(session_id, seqs[0])
+
+    async def resume(self, session_id: str) -> None:
+        """Run the session now (at least one provider attempt); returns when that drain ends.
+
+        Raises SessionNotFoundError.
+        """
+        await self.get(session_id)
+        await self._x.run(session_id)
+
+    async def wait_idle(self, session_id: str) -> None:
+        """Wait until the session has no active or pending drain."""
+        await self._x.wait_idle(session_id)
+
+    async def switch_agent(self, session_id: str, agent: str) -> SessionInfo:
+        """Select *agent* from the next provider turn on. Raises SessionNotFoundError."""
+        if agent not in self._x.agents:
+            raise InvalidInputError(f"Unknown agent {agent!r}")
+        event = ev.AgentSwitched(
+            timestamp=self._now(),
+            session_id=session_id,
+            message_id=self._ids.new("msg"),
+            agent=agent,
+        )
+        return await self._switch(session_id, event)
+
+    async def switch_model(self, session_id: str, model: ModelRef) -> SessionInfo:
+        """Select *model* from the next provider turn on. Raises SessionNotFoundError."""
+        event = ev.ModelSwitched(
+            timestamp=self._now(),
+            session_id=session_id,
+            message_id=self._ids.new("msg"),
+            model=model,
+        )
+        return await self._switch(session_id, event)
+
+    async def _switch(self, session_id: str, event: ev.DurableEvent) -> SessionInfo:
+        await self._storage.write(lambda b: b.append(session_id, [event]))
+        info = await self.get(session_id)
+        self._x.remember(info)
+        return info
+
+    async def needs_resume(self) -> list[str]:
+        """Sessions whose promoted input has no settled answer (continued only by resume)."""
+        return await self._storage.read(lambda s: s.sessions_needing_resume())  # type: ignore[no-any-return]
+
+
+def _decoded(stored: StoredEvent) -> SessionEvent:
+    return SessionEvent(seq=stored.seq, id=stored.id, event=_decode_event(stored.data))
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= 200:
+        raise InvalidInputError(f"limit must be between 1 and 200, got {limit}")
+
+
+def _parse_cursor(cursor: str) -> tuple[Literal["asc", "desc"], int]:
+    order, _, seq = cursor.partition(":")
+    if order not in ("asc", "desc") or not seq.isdigit():
+        raise InvalidInputError(f"Invalid cursor {cursor!r}")
+    return order, int(seq)  # type: ignore[return-value]
+
+
+_ = trio

@@ -1,0 +1,227 @@
+"""The StorageActor: trio's side of the one DuckDB connection.
+
+Callers send operations into a bounded mailbox. The actor takes everything
+queued (up to ``max_batch``), hands the batch to the store, and answers each
+caller only after the batch committed: group commit falls out of the queue
+filling while the previous batch is being written.
+
+Threaded mode (the default) runs the store in a pykka ``ThreadingActor`` that
+owns the connection; results come back through ``TrioToken.run_sync_soon``, so
+the trio thread never blocks on ``.get()``. Inline mode runs the same store on
+the trio thread, for deterministic simulation under a mock clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal, TypeVar
+
+import msgspec
+import pykka
+import trio
+
+from actors._actor import Actor, call
+from actors._events import EventHub
+from actors._mailbox import Reply, open_mailbox
+from runtime import StorageError
+from storage import EventStore, Outcome, StoredEvent, WriteBatch
+
+__all__ = ["StorageActor", "StorageMode"]
+
+T = TypeVar("T")
+StorageMode = Literal["threaded", "inline"]
+DEFAULT_MAILBOX: Final = 8192
+DEFAULT_MAX_BATCH: Final = 1024
+
+
+class _Write(msgspec.Struct, frozen=True):
+    op: Callable[[WriteBatch], Any]
+    reply: Reply[Any]
+
+
+class _Read(msgspec.Struct, frozen=True):
+    op: Callable[[EventStore], Any]
+    reply: Reply[Any]
+
+
+_Request = _Write | _Read
+
+
+class _DuckThread(pykka.ThreadingActor):  # type: ignore[misc]
+    """The pykka thread that owns the store. Every message is (job, callback)."""
+
+    def __init__(self, directory: Path, options: dict[str, Any]) -> None:
+        super().__init__()
+        self._directory = directory
+        self._options = options
+        self.store: EventStore | None = None
+
+    def on_receive(self, message: Any) -> None:
+        job, post = message
+        try:
+            if self.store is None:
+                self.store = EventStore.open(self._directory, **self._options)
+            result: Any = job(self.store)
+        except Exception as exc:  # noqa: BLE001 - posted back to trio, which decides
+            post(None, exc)
+        else:
+            post(result, None)
+
+    def on_stop(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+class StorageActor(Actor[_Request]):
+    """Group-committing front of the event store; see the module docstring.
+
+    Args:
+        directory: the data dir.
+        hub: where committed events are published after each batch.
+        mode: ``"threaded"`` (pykka thread) or ``"inline"`` (trio thread).
+        max_batch: most operations in one commit.
+        mailbox_bound: most queued operations before senders wait.
+        store_options: passed to :meth:`EventStore.open` (``fsync``, ``backup_every``).
+    """
+
+    kind = "storage"
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        hub: EventHub,
+        mode: StorageMode = "threaded",
+        max_batch: int = DEFAULT_MAX_BATCH,
+        mailbox_bound: int = DEFAULT_MAILBOX,
+        store_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__("storage", mailbox=open_mailbox(mailbox_bound), label=str(directory))
+        self._directory = directory
+        self._hub = hub
+        self._mode = mode
+        self._max_batch = max_batch
+        self._options = store_options or {}
+        self._thread: pykka.ActorRef[Any] | None = None
+        self._inline: EventStore | None = None
+        self.batches = 0
+        self.last_batch = 0
+
+    # -- client side ------------------------------------------------------------------
+
+    async def write(self, op: Callable[[WriteBatch], T]) -> T:
+        """Run *op* in the next group commit; return its value once the batch is durable.
+
+        Raises whatever *op* raised (nothing of it was written), or StorageError when
+        the commit failed. Cancellation abandons the wait; the write may still commit.
+        """
+        result: T = await call(self, lambda reply: _Write(op, reply))
+        return result
+
+    async def read(self, op: Callable[[EventStore], T]) -> T:
+        """Run *op* against the store after the current batch; return its value."""
+        result: T = await call(self, lambda reply: _Read(op, reply))
+        return result
+
+    # -- actor side -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self._start_backend()
+        try:
+            self.mark_running()
+            while True:
+                batch = [await self.mailbox.receive()]
+                while len(batch) < self._max_batch:
+                    try:
+                        batch.append(self.mailbox.receive_nowait())
+                    except trio.WouldBlock:
+                        break
+                await self._serve(batch)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._stop_backend()
+
+    async def _serve(self, batch: list[_Request]) -> None:
+        writes = [r for r in batch if isinstance(r, _Write)]
+        reads = [r for r in batch if isinstance(r, _Read)]
+        self.set_activity(f"committing {len(writes)} writes, {len(reads)} reads")
+        if writes:
+            outcomes, events = await self._run(_write_job([w.op for w in writes]))
+            for request, outcome in zip(writes, outcomes, strict=True):
+                _answer(request.reply, outcome)
+            self.batches += 1
+            self.last_batch = len(writes)
+            if events:
+                self._hub.publish(events)
+            if any(isinstance(o.error, StorageError) for o in outcomes):
+                raise StorageError("the store failed a commit; restarting it")
+        if reads:
+            for request, outcome in zip(
+                reads, await self._run(_read_job([r.op for r in reads])), strict=True
+            ):
+                _answer(request.reply, outcome)
+        self.set_activity("")
+
+    async def _run(self, job: Callable[[EventStore], T]) -> T:
+        if self._mode == "inline":
+            assert self._inline is not None
+            return job(self._inline)
+        assert self._thread is not None
+        token = trio.lowlevel.current_trio_token()
+        send, receive = trio.open_memory_channel[tuple[Any, BaseException | None]](1)
+
+        def post(result: Any, error: BaseException | None) -> None:
+            token.run_sync_soon(send.send_nowait, (result, error))
+
+        self._thread.tell((job, post))
+        with trio.CancelScope(shield=True):
+            result, error = await receive.receive()
+        if error is not None:
+            raise StorageError(f"storage thread failed: {error}") from error
+        return result  # type: ignore[no-any-return]
+
+    async def _start_backend(self) -> None:
+        if self._mode == "inline":
+            self._inline = EventStore.open(self._directory, **self._options)
+            return
+        self._thread = _DuckThread.start(self._directory, self._options)
+        await self._run(lambda store: None)
+
+    async def _stop_backend(self) -> None:
+        if self._inline is not None:
+            self._inline.close()
+            self._inline = None
+        if self._thread is not None:
+            thread, self._thread = self._thread, None
+            await trio.to_thread.run_sync(lambda: thread.stop(timeout=30))
+
+
+def _write_job(
+    ops: Sequence[Callable[[WriteBatch], Any]],
+) -> Callable[[EventStore], tuple[list[Outcome], list[StoredEvent]]]:
+    return lambda store: store.write_batch(ops)
+
+
+def _read_job(ops: Sequence[Callable[[EventStore], Any]]) -> Callable[[EventStore], list[Outcome]]:
+    def job(store: EventStore) -> list[Outcome]:
+        outcomes = []
+        for op in ops:
+            try:
+                outcomes.append(Outcome(value=op(store)))
+            except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
+                outcomes.append(Outcome(error=exc))
+        return outcomes
+
+    return job
+
+
+def _answer(reply: Reply[Any], outcome: Outcome) -> None:
+    if outcome.error is not None:
+        reply.fail(outcome.error)  # type: ignore[arg-type]
+    else:
+        reply.send(outcome.value)
+
+
+_ = math
