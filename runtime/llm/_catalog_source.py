@@ -14,6 +14,7 @@ import msgspec
 import trio
 
 from ._catalog import Catalog
+from ._transport import close_unfinished
 
 __all__ = ["BUNDLED_SNAPSHOT", "MODELS_DEV_URL", "load_catalog", "load_models_dev"]
 
@@ -87,9 +88,11 @@ async def _fetch(
                 if response.status_code != 200:
                     return None
                 body = bytearray()
-                async for chunk in response.aiter_bytes():
+                chunks = response.aiter_bytes()
+                while (chunk := await anext(chunks, None)) is not None:
                     body.extend(chunk)
                     if len(body) > max_bytes:
+                        await close_unfinished(response, chunks)
                         return None
             data = msgspec.json.decode(bytes(body))
         except (httpx.HTTPError, msgspec.DecodeError):

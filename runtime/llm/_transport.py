@@ -14,7 +14,10 @@ from ._protocols import StreamDecoder
 from ._route import WireRequest
 from ._sse import FrameTooLargeError, SSEDecoder
 
-__all__ = ["stream_wire"]
+__all__ = ["close_unfinished", "stream_wire"]
+
+_CLOSE_TIMEOUT = 1.0
+_CLOSE_MAX_STEPS = 4
 
 
 async def stream_wire(
@@ -41,7 +44,24 @@ async def stream_wire(
                 body = await _read_bounded(response, max_error_body_bytes)
                 yield classify_http_error(response.status_code, body, response.headers, now=now)
                 return
-            async for event in _decode_body(response, decoder, idle_timeout, max_frame_bytes):
+            sse = SSEDecoder(max_frame_bytes=max_frame_bytes)
+            chunks = response.aiter_bytes()
+            try:
+                while True:
+                    with trio.fail_after(idle_timeout):
+                        chunk = await anext(chunks, None)
+                    if chunk is None:
+                        break
+                    for frame in sse.feed(chunk):
+                        for event in decoder.feed(frame):
+                            yield event
+            except BaseException:
+                await close_unfinished(response, chunks)
+                raise
+            for frame in sse.close():
+                for event in decoder.feed(frame):
+                    yield event
+            for event in decoder.finish():
                 yield event
     except (httpx.TransportError, trio.TooSlowError) as exc:
         yield classify_transport_error(exc)
@@ -49,31 +69,28 @@ async def stream_wire(
         yield ProviderError(kind="terminal", message=f"undecodable provider stream: {exc}")
 
 
-async def _decode_body(
-    response: httpx.Response, decoder: StreamDecoder, idle_timeout: float, max_frame_bytes: int
-) -> AsyncIterator[LLMEvent]:
-    sse = SSEDecoder(max_frame_bytes=max_frame_bytes)
-    chunks = response.aiter_bytes().__aiter__()
-    while True:
-        with trio.fail_after(idle_timeout):
+async def close_unfinished(response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
+    """Close the connection, then run httpx's suspended body iterators to their end.
+
+    Once the connection is closed their next step fails at once, so every nested
+    generator finishes here instead of being finalised later by the garbage
+    collector. Shielded and bounded: it runs while a cancellation unwinds.
+    """
+    with trio.CancelScope(shield=True), trio.move_on_after(_CLOSE_TIMEOUT):
+        await response.aclose()
+        for _ in range(_CLOSE_MAX_STEPS):
             try:
-                chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                break
-        for frame in sse.feed(chunk):
-            for event in decoder.feed(frame):
-                yield event
-    for frame in sse.close():
-        for event in decoder.feed(frame):
-            yield event
-    for event in decoder.finish():
-        yield event
+                await anext(chunks)
+            except (StopAsyncIteration, Exception):
+                return
 
 
 async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
     body = bytearray()
-    async for chunk in response.aiter_bytes():
+    chunks = response.aiter_bytes()
+    while (chunk := await anext(chunks, None)) is not None:
         body.extend(chunk)
         if len(body) >= limit:
+            await close_unfinished(response, chunks)
             break
     return bytes(body[:limit])
