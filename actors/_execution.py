@@ -60,6 +60,7 @@ class _ExecutionSupervisor(Supervisor):
         self._execution._reset()
         assert self._nursery is not None
         self._nursery.start_soon(self._execution._sweep)
+        self._execution.ready.set()
 
 
 class SessionExecution:
@@ -100,6 +101,7 @@ class SessionExecution:
         self._sessions: dict[str, SessionActor] = {}
         self._locations: dict[str, LocationActor] = {}
         self._infos: dict[str, SessionInfo] = {}
+        self.ready = trio.Event()
 
     def _reset(self) -> None:
         self._sessions.clear()

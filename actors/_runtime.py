@@ -88,8 +88,7 @@ async def open_runtime(
         storage_mode: ``"threaded"`` (pykka thread) or ``"inline"`` (simulation).
         max_turns: provider turns per drain (agents may override with ``steps``).
     """
-    data = Path(data_dir)
-    data.mkdir(parents=True, exist_ok=True)
+    data, project = _prepare(Path(data_dir))
     clock = now_ms or (lambda: time.time_ns() // 1_000_000)
     id_gen = ids or IdGenerator()
     hub = EventHub()
@@ -101,14 +100,13 @@ async def open_runtime(
         max_turns=max_turns, idle_timeout=idle_timeout, now_ms=clock, ids=id_gen,
         directory=directory, policy=RESTART_POLICY,
     )  # fmt: skip
-    project = hashlib.sha256(str(data.resolve()).encode()).hexdigest()[:16]
     sessions = Sessions(
         storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock, project_id=project
     )
     root = _Root(storage, execution, directory)
     async with trio.open_nursery() as nursery:
         await nursery.start(run_root, root)
-        await _wait_running(storage, execution.supervisor)
+        await _wait_running(storage, execution)
         rt = Runtime(
             sessions=sessions, storage=storage, execution=execution, hub=hub,
             directory=directory, data_dir=data,
@@ -121,9 +119,14 @@ async def open_runtime(
             nursery.cancel_scope.cancel()
 
 
-async def _wait_running(*actors: Any) -> None:
-    while any(a.state != "running" for a in actors):
-        await trio.sleep(0.001)
+def _prepare(data: Path) -> tuple[Path, str]:
+    data.mkdir(parents=True, exist_ok=True)
+    return data, hashlib.sha256(str(data.resolve()).encode()).hexdigest()[:16]
+
+
+async def _wait_running(storage: StorageActor, execution: SessionExecution) -> None:
+    await storage.ready.wait()
+    await execution.ready.wait()
 
 
 async def _wake_pending(rt: Runtime) -> None:

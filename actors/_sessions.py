@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Callable
 from typing import Final, Literal
 
@@ -37,7 +38,7 @@ _decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
 class Page(msgspec.Struct, frozen=True, kw_only=True):
     """One page of a list, with opaque cursors for the pages around it."""
 
-    data: list[SessionInfo] | list[SessionMessage]
+    data: builtins.list[SessionInfo] | builtins.list[SessionMessage]
     previous: str | None = None
     next: str | None = None
 
@@ -83,7 +84,7 @@ class Sessions:
             agent=agent if agent is not None else UNSET, model=model if model is not None else UNSET,
         )  # fmt: skip
         stored, _ = await self._storage.write(lambda b: b.create_session(info))
-        return stored  # type: ignore[no-any-return]
+        return stored
 
     async def prompt(
         self, session_id: str, *, prompt: Prompt, id: str | None = None,
@@ -110,7 +111,7 @@ class Sessions:
         receipt, _ = await self._storage.write(op)
         if resume:
             await self._x.wake(session_id, receipt.admitted_seq)
-        return receipt  # type: ignore[no-any-return]
+        return receipt
 
     async def get(self, session_id: str) -> SessionInfo:
         """The session. Raises SessionNotFoundError."""
@@ -153,7 +154,7 @@ class Sessions:
         prev = f"{'desc' if order == 'asc' else 'asc'}:{rows[0][0]}" if rows and cursor else None
         return Page(data=[message for _, message in rows], next=nxt, previous=prev)
 
-    async def context(self, session_id: str) -> list[SessionMessage]:
+    async def context(self, session_id: str) -> builtins.list[SessionMessage]:
         """The model-visible history, chronological. Raises SessionNotFoundError."""
         await self.get(session_id)
         rows = await self._storage.read(lambda s: s.history(session_id))
@@ -258,9 +259,9 @@ class Sessions:
         self._x.remember(info)
         return info
 
-    async def needs_resume(self) -> list[str]:
+    async def needs_resume(self) -> builtins.list[str]:
         """Sessions whose promoted input has no settled answer (continued only by resume)."""
-        return await self._storage.read(lambda s: s.sessions_needing_resume())  # type: ignore[no-any-return]
+        return await self._storage.read(lambda s: s.sessions_needing_resume())
 
 
 def _decoded(stored: StoredEvent) -> SessionEvent:

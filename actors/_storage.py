@@ -13,7 +13,6 @@ the trio thread, for deterministic simulation under a mock clock.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
@@ -49,7 +48,7 @@ class _Read(msgspec.Struct, frozen=True):
 _Request = _Write | _Read
 
 
-class _DuckThread(pykka.ThreadingActor):  # type: ignore[misc]
+class _DuckThread(pykka.ThreadingActor):
     """The pykka thread that owns the store. Every message is (job, callback)."""
 
     def __init__(self, directory: Path, options: dict[str, Any]) -> None:
@@ -107,6 +106,7 @@ class StorageActor(Actor[_Request]):
         self._thread: pykka.ActorRef[Any] | None = None
         self._inline: EventStore | None = None
         self.batches = 0
+        self.ready = trio.Event()
         self.last_batch = 0
 
     # -- client side ------------------------------------------------------------------
@@ -131,6 +131,7 @@ class StorageActor(Actor[_Request]):
         await self._start_backend()
         try:
             self.mark_running()
+            self.ready.set()
             while True:
                 batch = [await self.mailbox.receive()]
                 while len(batch) < self._max_batch:
@@ -158,10 +159,9 @@ class StorageActor(Actor[_Request]):
             if any(isinstance(o.error, StorageError) for o in outcomes):
                 raise StorageError("the store failed a commit; restarting it")
         if reads:
-            for request, outcome in zip(
-                reads, await self._run(_read_job([r.op for r in reads])), strict=True
-            ):
-                _answer(request.reply, outcome)
+            answers = await self._run(_read_job([r.op for r in reads]))
+            for read, answer in zip(reads, answers, strict=True):
+                _answer(read.reply, answer)
         self.set_activity("")
 
     async def _run(self, job: Callable[[EventStore], T]) -> T:
@@ -180,7 +180,7 @@ class StorageActor(Actor[_Request]):
             result, error = await receive.receive()
         if error is not None:
             raise StorageError(f"storage thread failed: {error}") from error
-        return result  # type: ignore[no-any-return]
+        return result
 
     async def _start_backend(self) -> None:
         if self._mode == "inline":
@@ -222,6 +222,3 @@ def _answer(reply: Reply[Any], outcome: Outcome) -> None:
         reply.fail(outcome.error)  # type: ignore[arg-type]
     else:
         reply.send(outcome.value)
-
-
-_ = math

@@ -77,7 +77,7 @@ def _result(tool: m.AssistantTool) -> llm.ToolResultPart | None:
             call_id=tool.id, name=tool.name, content=content, structured=state.structured or None
         )
     if isinstance(state, m.ToolError):
-        text = [llm.TextPart(text=state.error.message)]
+        text: list[llm.TextPart | llm.FilePart] = [llm.TextPart(text=state.error.message)]
         return llm.ToolResultPart(call_id=tool.id, name=tool.name, content=text, is_error=True)
     return None
 

@@ -38,63 +38,63 @@ __all__ = [
 ]
 
 
-class MessageTime(Record):
+class MessageTime(Record, frozen=True):
     created: int
     completed: int | UnsetType = UNSET
 
 
-class _Message(Record, tag_field="type"):
+class _Message(Record, frozen=True, tag_field="type"):
     id: str
     time: MessageTime
 
 
-class UserMessage(_Message, tag="user"):
+class UserMessage(_Message, frozen=True, tag="user"):
     text: str
     files: list[FileAttachment] = []
     agents: list[AgentAttachment] = []
 
 
-class SyntheticMessage(_Message, tag="synthetic"):
+class SyntheticMessage(_Message, frozen=True, tag="synthetic"):
     session_id: str
     text: str
 
 
-class SystemMessage(_Message, tag="system"):
+class SystemMessage(_Message, frozen=True, tag="system"):
     """A Mid-Conversation System Message: the exact text shown to the model."""
 
     text: str
 
 
-class AgentSwitchedMessage(_Message, tag="agent-switched"):
+class AgentSwitchedMessage(_Message, frozen=True, tag="agent-switched"):
     agent: str
 
 
-class ModelSwitchedMessage(_Message, tag="model-switched"):
+class ModelSwitchedMessage(_Message, frozen=True, tag="model-switched"):
     model: ModelRef
 
 
-class AssistantText(Record, tag_field="type", tag="text"):
+class AssistantText(Record, frozen=True, tag_field="type", tag="text"):
     id: str
     text: str
 
 
-class AssistantReasoning(Record, tag_field="type", tag="reasoning"):
+class AssistantReasoning(Record, frozen=True, tag_field="type", tag="reasoning"):
     id: str
     text: str
     provider_metadata: dict[str, Any] | UnsetType = UNSET
 
 
-class ToolPending(Record, tag_field="status", tag="pending"):
+class ToolPending(Record, frozen=True, tag_field="status", tag="pending"):
     input: str
 
 
-class ToolRunning(Record, tag_field="status", tag="running"):
+class ToolRunning(Record, frozen=True, tag_field="status", tag="running"):
     input: dict[str, Any]
     structured: dict[str, Any] = {}
     content: list[ToolContent] = []
 
 
-class ToolCompleted(Record, tag_field="status", tag="completed"):
+class ToolCompleted(Record, frozen=True, tag_field="status", tag="completed"):
     input: dict[str, Any]
     content: list[ToolContent]
     structured: dict[str, Any]
@@ -102,7 +102,7 @@ class ToolCompleted(Record, tag_field="status", tag="completed"):
     result: Any = UNSET
 
 
-class ToolError(Record, tag_field="status", tag="error"):
+class ToolError(Record, frozen=True, tag_field="status", tag="error"):
     input: dict[str, Any]
     content: list[ToolContent]
     structured: dict[str, Any]
@@ -113,18 +113,18 @@ class ToolError(Record, tag_field="status", tag="error"):
 ToolState = ToolPending | ToolRunning | ToolCompleted | ToolError
 
 
-class ToolProviderInfo(Record):
+class ToolProviderInfo(Record, frozen=True):
     executed: bool = False
     metadata: dict[str, Any] | UnsetType = UNSET
 
 
-class ToolTime(Record):
+class ToolTime(Record, frozen=True):
     created: int
     ran: int | UnsetType = UNSET
     completed: int | UnsetType = UNSET
 
 
-class AssistantTool(Record, tag_field="type", tag="tool"):
+class AssistantTool(Record, frozen=True, tag_field="type", tag="tool"):
     id: str
     name: str
     state: ToolState
@@ -135,7 +135,7 @@ class AssistantTool(Record, tag_field="type", tag="tool"):
 AssistantContent = AssistantText | AssistantReasoning | AssistantTool
 
 
-class AssistantMessage(_Message, tag="assistant"):
+class AssistantMessage(_Message, frozen=True, tag="assistant"):
     agent: str
     model: ModelRef
     content: list[AssistantContent] = []

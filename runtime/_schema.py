@@ -72,52 +72,52 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, rename=wire_name):
     """
 
 
-class ModelRef(Record):
+class ModelRef(Record, frozen=True):
     id: str
     provider_id: str
     variant: str | UnsetType = UNSET
 
 
-class Location(Record):
+class Location(Record, frozen=True):
     directory: str
     workspace_id: str | UnsetType = UNSET
 
 
-class FileAttachment(Record):
+class FileAttachment(Record, frozen=True):
     uri: str
     mime: str
     name: str | UnsetType = UNSET
     description: str | UnsetType = UNSET
 
 
-class AgentAttachment(Record):
+class AgentAttachment(Record, frozen=True):
     name: str
 
 
-class Prompt(Record):
+class Prompt(Record, frozen=True):
     text: str
     files: list[FileAttachment] = []
     agents: list[AgentAttachment] = []
 
 
-class TokenCache(Record):
+class TokenCache(Record, frozen=True):
     read: int = 0
     write: int = 0
 
 
-class TokenUsage(Record):
+class TokenUsage(Record, frozen=True):
     input: int = 0
     output: int = 0
     reasoning: int = 0
     cache: TokenCache = TokenCache()
 
 
-class SessionTime(Record):
+class SessionTime(Record, frozen=True):
     created: int
     updated: int
 
 
-class SessionInfo(Record):
+class SessionInfo(Record, frozen=True):
     """A session as clients see it (OpenCode's ``SessionV2Info``)."""
 
     id: str
@@ -131,7 +131,7 @@ class SessionInfo(Record):
     tokens: TokenUsage = TokenUsage()
 
 
-class InputAdmitted(Record):
+class InputAdmitted(Record, frozen=True):
     """The receipt of one admitted prompt (OpenCode's ``SessionInputAdmitted``)."""
 
     admitted_seq: int
@@ -143,16 +143,16 @@ class InputAdmitted(Record):
     promoted_seq: int | UnsetType = UNSET
 
 
-class SessionError(Record):
+class SessionError(Record, frozen=True):
     message: str
     type: Literal["unknown"] = "unknown"
 
 
-class ToolTextContent(Record, tag_field="type", tag="text"):
+class ToolTextContent(Record, frozen=True, tag_field="type", tag="text"):
     text: str
 
 
-class ToolFileContent(Record, tag_field="type", tag="file"):
+class ToolFileContent(Record, frozen=True, tag_field="type", tag="file"):
     uri: str
     mime: str
     name: str | UnsetType = UNSET
@@ -161,7 +161,7 @@ class ToolFileContent(Record, tag_field="type", tag="file"):
 ToolContent = ToolTextContent | ToolFileContent
 
 
-class ToolProvider(Record):
+class ToolProvider(Record, frozen=True):
     executed: bool = False
     metadata: dict[str, Any] | UnsetType = UNSET
 
@@ -169,7 +169,7 @@ class ToolProvider(Record):
 # -- durable events ------------------------------------------------------------------------
 
 
-class Event(Record, tag_field="type"):
+class Event(Record, frozen=True, tag_field="type"):
     """Base of durable session events; ``version`` is stored beside the type."""
 
     VERSION: ClassVar[int] = 1
@@ -177,58 +177,58 @@ class Event(Record, tag_field="type"):
     session_id: str
 
 
-class SessionCreated(Event, tag="session.created"):
+class SessionCreated(Event, frozen=True, tag="session.created"):
     info: SessionInfo
 
 
-class PromptAdmitted(Event, tag="session.next.prompt.admitted"):
+class PromptAdmitted(Event, frozen=True, tag="session.next.prompt.admitted"):
     message_id: str
     prompt: Prompt
     delivery: Delivery
 
 
-class PromptPromoted(Event, tag="session.next.prompt.promoted"):
+class PromptPromoted(Event, frozen=True, tag="session.next.prompt.promoted"):
     message_id: str
     prompt: Prompt
     time_created: int
 
 
-class InterruptRequested(Event, tag="session.next.interrupt.requested"):
+class InterruptRequested(Event, frozen=True, tag="session.next.interrupt.requested"):
     pass
 
 
-class AgentSwitched(Event, tag="session.next.agent.switched"):
+class AgentSwitched(Event, frozen=True, tag="session.next.agent.switched"):
     message_id: str
     agent: str
 
 
-class ModelSwitched(Event, tag="session.next.model.switched"):
+class ModelSwitched(Event, frozen=True, tag="session.next.model.switched"):
     message_id: str
     model: ModelRef
 
 
-class Moved(Event, tag="session.next.moved"):
+class Moved(Event, frozen=True, tag="session.next.moved"):
     location: Location
     subdirectory: str | UnsetType = UNSET
 
 
-class ContextUpdated(Event, tag="session.next.context.updated"):
+class ContextUpdated(Event, frozen=True, tag="session.next.context.updated"):
     message_id: str
     text: str
 
 
-class Synthetic(Event, tag="session.next.synthetic"):
+class Synthetic(Event, frozen=True, tag="session.next.synthetic"):
     message_id: str
     text: str
 
 
-class StepStarted(Event, tag="session.next.step.started"):
+class StepStarted(Event, frozen=True, tag="session.next.step.started"):
     assistant_message_id: str
     agent: str
     model: ModelRef
 
 
-class StepEnded(Event, tag="session.next.step.ended"):
+class StepEnded(Event, frozen=True, tag="session.next.step.ended"):
     VERSION: ClassVar[int] = 2
     assistant_message_id: str
     finish: str
@@ -236,49 +236,49 @@ class StepEnded(Event, tag="session.next.step.ended"):
     tokens: TokenUsage = TokenUsage()
 
 
-class StepFailed(Event, tag="session.next.step.failed"):
+class StepFailed(Event, frozen=True, tag="session.next.step.failed"):
     VERSION: ClassVar[int] = 2
     assistant_message_id: str
     error: SessionError
 
 
-class TextStarted(Event, tag="session.next.text.started"):
+class TextStarted(Event, frozen=True, tag="session.next.text.started"):
     assistant_message_id: str
     text_id: str
 
 
-class TextEnded(Event, tag="session.next.text.ended"):
+class TextEnded(Event, frozen=True, tag="session.next.text.ended"):
     assistant_message_id: str
     text_id: str
     text: str
 
 
-class ReasoningStarted(Event, tag="session.next.reasoning.started"):
+class ReasoningStarted(Event, frozen=True, tag="session.next.reasoning.started"):
     assistant_message_id: str
     reasoning_id: str
     provider_metadata: dict[str, Any] | UnsetType = UNSET
 
 
-class ReasoningEnded(Event, tag="session.next.reasoning.ended"):
+class ReasoningEnded(Event, frozen=True, tag="session.next.reasoning.ended"):
     assistant_message_id: str
     reasoning_id: str
     text: str
     provider_metadata: dict[str, Any] | UnsetType = UNSET
 
 
-class ToolInputStarted(Event, tag="session.next.tool.input.started"):
+class ToolInputStarted(Event, frozen=True, tag="session.next.tool.input.started"):
     assistant_message_id: str
     call_id: str
     name: str
 
 
-class ToolInputEnded(Event, tag="session.next.tool.input.ended"):
+class ToolInputEnded(Event, frozen=True, tag="session.next.tool.input.ended"):
     assistant_message_id: str
     call_id: str
     text: str
 
 
-class ToolCalled(Event, tag="session.next.tool.called"):
+class ToolCalled(Event, frozen=True, tag="session.next.tool.called"):
     assistant_message_id: str
     call_id: str
     tool: str
@@ -286,7 +286,7 @@ class ToolCalled(Event, tag="session.next.tool.called"):
     provider: ToolProvider = ToolProvider()
 
 
-class ToolSuccess(Event, tag="session.next.tool.success"):
+class ToolSuccess(Event, frozen=True, tag="session.next.tool.success"):
     assistant_message_id: str
     call_id: str
     structured: dict[str, Any] = {}
@@ -296,7 +296,7 @@ class ToolSuccess(Event, tag="session.next.tool.success"):
     provider: ToolProvider = ToolProvider()
 
 
-class ToolFailed(Event, tag="session.next.tool.failed"):
+class ToolFailed(Event, frozen=True, tag="session.next.tool.failed"):
     assistant_message_id: str
     call_id: str
     error: SessionError
@@ -332,19 +332,19 @@ DurableEvent = (
 # -- live-only deltas: streamed to subscribers, never stored ------------------------------
 
 
-class TextDelta(Event, tag="session.next.text.delta"):
+class TextDelta(Event, frozen=True, tag="session.next.text.delta"):
     assistant_message_id: str
     text_id: str
     delta: str
 
 
-class ReasoningDelta(Event, tag="session.next.reasoning.delta"):
+class ReasoningDelta(Event, frozen=True, tag="session.next.reasoning.delta"):
     assistant_message_id: str
     reasoning_id: str
     delta: str
 
 
-class ToolInputDelta(Event, tag="session.next.tool.input.delta"):
+class ToolInputDelta(Event, frozen=True, tag="session.next.tool.input.delta"):
     assistant_message_id: str
     call_id: str
     delta: str

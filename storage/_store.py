@@ -287,8 +287,8 @@ class EventStore:
             raise
 
     def _adopt(self, batch: WriteBatch) -> None:
-        for session_id, row in batch.sessions.items():
-            self._sessions[session_id] = row
+        for session_id, session in batch.sessions.items():
+            self._sessions[session_id] = session
         for row in batch.inputs.values():
             self._cache(self._inputs, row.id, row, _CACHE_MESSAGES)
         for message_id, entry in batch.messages.items():
