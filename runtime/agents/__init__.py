@@ -1,12 +1,19 @@
 """Agents and permission rules."""
 
+from runtime.agents._agent import BASE_RULES as BASE_RULES
 from runtime.agents._agent import BUILD as BUILD
 from runtime.agents._agent import BUILTIN_AGENTS as BUILTIN_AGENTS
 from runtime.agents._agent import DEFAULT_AGENT as DEFAULT_AGENT
 from runtime.agents._agent import PLAN as PLAN
+from runtime.agents._agent import PLAN_RULES as PLAN_RULES
 from runtime.agents._agent import AgentInfo as AgentInfo
 from runtime.agents._agent import AgentMode as AgentMode
+from runtime.agents._agent import compose_rules as compose_rules
 from runtime.agents._agent import resolve_agent as resolve_agent
+from runtime.agents._frontmatter import parse_front_matter as parse_front_matter
+from runtime.agents._loader import AgentLoad as AgentLoad
+from runtime.agents._loader import agent_from_config as agent_from_config
+from runtime.agents._loader import load_agents as load_agents
 from runtime.agents._permissions import PermissionAction as PermissionAction
 from runtime.agents._permissions import PermissionGate as PermissionGate
 from runtime.agents._permissions import PermissionReply as PermissionReply
@@ -19,21 +26,28 @@ from runtime.agents._permissions import is_wholly_denied as is_wholly_denied
 from runtime.agents._permissions import rules_from_config as rules_from_config
 
 __all__ = [
+    "AgentInfo",
+    "AgentLoad",
+    "AgentMode",
+    "BASE_RULES",
     "BUILD",
     "BUILTIN_AGENTS",
     "DEFAULT_AGENT",
     "PLAN",
-    "AgentInfo",
-    "AgentMode",
+    "PLAN_RULES",
     "PermissionAction",
     "PermissionGate",
     "PermissionReply",
     "PermissionRequest",
     "PermissionRule",
     "SavedApprovals",
+    "agent_from_config",
+    "compose_rules",
     "evaluate",
     "evaluate_resource",
     "is_wholly_denied",
+    "load_agents",
+    "parse_front_matter",
     "resolve_agent",
     "rules_from_config",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Final, Literal, TypeAlias
 
@@ -11,12 +11,15 @@ import msgspec
 from runtime.agents._permissions import PermissionRule
 
 __all__ = [
+    "BASE_RULES",
+    "PLAN_RULES",
+    "compose_rules",
+    "AgentInfo",
+    "AgentMode",
     "BUILD",
     "BUILTIN_AGENTS",
     "DEFAULT_AGENT",
     "PLAN",
-    "AgentInfo",
-    "AgentMode",
     "resolve_agent",
 ]
 
@@ -50,21 +53,32 @@ class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
         return enabled
 
 
+BASE_RULES: Final = (PermissionRule(permission="*", action="allow"),)
+PLAN_RULES: Final = (
+    PermissionRule(permission="edit", action="deny"),
+    PermissionRule(permission="bash", action="deny"),
+)
+
+
+def compose_rules(
+    configured: Sequence[PermissionRule], own: Sequence[PermissionRule]
+) -> list[PermissionRule]:
+    """An agent's effective rules: defaults, then the project's ``permission`` config, then
+    the agent's own rules (the last matching rule wins, so later layers override)."""
+    return [*BASE_RULES, *configured, *own]
+
+
 BUILD: Final = AgentInfo(
     name="build",
     description="Default agent with full access to the Location's tools.",
-    permission=[PermissionRule(permission="*", action="allow")],
+    permission=compose_rules((), ()),
     builtin=True,
 )
 
 PLAN: Final = AgentInfo(
     name="plan",
     description="Read-only agent for analysis and planning; edits and shell commands are denied.",
-    permission=[
-        PermissionRule(permission="*", action="allow"),
-        PermissionRule(permission="edit", action="deny"),
-        PermissionRule(permission="bash", action="deny"),
-    ],
+    permission=compose_rules((), PLAN_RULES),
     builtin=True,
 )
 

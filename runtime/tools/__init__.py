@@ -9,6 +9,8 @@ from runtime.tools._bounding import preview as preview
 from runtime.tools._bounding import truncation_marker as truncation_marker
 from runtime.tools._builtin import builtin_tools as builtin_tools
 from runtime.tools._builtin import location_registry as location_registry
+from runtime.tools._custom import CustomTools as CustomTools
+from runtime.tools._custom import load_custom_tools as load_custom_tools
 from runtime.tools._managed import cleanup_tool_output as cleanup_tool_output
 from runtime.tools._managed import run_tool_output_cleanup as run_tool_output_cleanup
 from runtime.tools._managed import write_managed_output as write_managed_output
@@ -53,6 +55,7 @@ from runtime.tools._write import write_tool as write_tool
 __all__ = [
     "ApplyPatchInput",
     "ContentPart",
+    "CustomTools",
     "EditInput",
     "GlobInput",
     "GrepInput",
@@ -90,6 +93,7 @@ __all__ = [
     "glob_tool",
     "grep_tool",
     "input_schema",
+    "load_custom_tools",
     "location_registry",
     "parse_patch",
     "preview",

@@ -1,0 +1,96 @@
+import pytest
+
+from runtime.agents import (
+    BUILD,
+    BUILTIN_AGENTS,
+    PLAN,
+    AgentInfo,
+    evaluate,
+    load_agents,
+    parse_front_matter,
+    resolve_agent,
+)
+
+REVIEWER = """---
+description: Reviews code   # shown in pickers
+mode: subagent
+model: anthropic/claude-sonnet-4
+steps: 12
+tools:
+  write: false
+  "mcp_*": false
+permission:
+  edit: deny
+  bash:
+    "*": ask
+    "git diff*": allow
+---
+You review diffs.
+
+Be brief.
+"""
+
+
+def _write_agent(tmp_path, name, text):
+    folder = tmp_path / ".kittiwake" / "agent"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.md").write_text(text)
+
+
+def test_builtin_agents():
+    assert set(BUILTIN_AGENTS) == {"build", "plan"}
+    assert evaluate(BUILD.permission, set(), "edit", ["a.py"]) == "allow"
+    assert evaluate(PLAN.permission, set(), "edit", ["a.py"]) == "deny"
+    assert evaluate(PLAN.permission, set(), "bash", ["ls"]) == "deny"
+    assert evaluate(PLAN.permission, set(), "read", ["a.py"]) == "allow"
+
+
+def test_default_agent_is_build_and_unknown_denies_everything():
+    assert resolve_agent(BUILTIN_AGENTS, None) is BUILD
+    ghost = resolve_agent(BUILTIN_AGENTS, "ghost")
+    assert ghost.name == "ghost"
+    assert evaluate(ghost.permission, set(), "read", ["a.py"]) == "deny"
+    only = {"solo": AgentInfo(name="solo", mode="primary")}
+    assert resolve_agent(only, None).name == "solo"
+
+
+def test_custom_agent_file(tmp_path):
+    _write_agent(tmp_path, "reviewer", REVIEWER)
+    load = load_agents(str(tmp_path))
+    assert load.diagnostics == []
+    agent = load.agents["reviewer"]
+    assert agent.mode == "subagent" and agent.model == "anthropic/claude-sonnet-4"
+    assert agent.steps == 12 and agent.description == "Reviews code"
+    assert agent.prompt == "You review diffs.\n\nBe brief."
+    assert not agent.tool_enabled("write") and not agent.tool_enabled("mcp_fetch")
+    assert agent.tool_enabled("read")
+    assert evaluate(agent.permission, set(), "edit", ["a.py"]) == "deny"
+    assert evaluate(agent.permission, set(), "bash", ["git diff HEAD"]) == "allow"
+    assert evaluate(agent.permission, set(), "bash", ["make"]) == "ask"
+    assert evaluate(agent.permission, set(), "read", ["a.py"]) == "allow"
+
+
+def test_config_layers_and_broken_files(tmp_path):
+    _write_agent(tmp_path, "broken", "---\nmode: primary\n")
+    _write_agent(tmp_path, "steps", "---\nsteps: many\n---\n")
+    load = load_agents(
+        str(tmp_path),
+        config_permission={"edit": "allow", "bash": "ask"},
+        config_agents={"build": {"model": "openai/gpt-5", "tools": {"shell": False}}},
+    )
+    assert sorted(load.agents) == ["build", "plan"]
+    assert len(load.diagnostics) == 2
+    assert any("not closed" in d for d in load.diagnostics)
+    build, plan = load.agents["build"], load.agents["plan"]
+    assert build.model == "openai/gpt-5" and not build.tool_enabled("shell")
+    assert evaluate(build.permission, set(), "bash", ["ls"]) == "ask"
+    assert evaluate(plan.permission, set(), "edit", ["a.py"]) == "deny"
+
+
+def test_front_matter_reader():
+    meta, body = parse_front_matter("---\na: 1\nb: 2.5\nc: 'x: y'\nd: null\ne: True\n---\nbody")
+    assert meta == {"a": 1, "b": 2.5, "c": "x: y", "d": None, "e": True}
+    assert body == "body"
+    assert parse_front_matter("no fence") == ({}, "no fence")
+    with pytest.raises(ValueError, match="lists are not supported"):
+        parse_front_matter("---\nitems:\n  - a\n---\n")
