@@ -178,7 +178,9 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: _Tur
                 _log.warning("provider stream failed", exc_info=exc)
                 turn.outcome.error = f"{type(exc).__name__}: {exc}"
             await turn.flush()
-    except trio.Cancelled:
+    except BaseException as exc:
+        if not _cancelled(exc):
+            raise
         with trio.move_on_after(_SETTLE_GRACE, shield=True):
             turn.buffer.append(ev.StepEnded(**turn._ids(), finish="interrupted"))
             await turn.flush()
@@ -186,6 +188,13 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: _Tur
     turn.buffer.append(turn.end_event())
     await turn.flush()
     return turn.outcome
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """True when *exc* is ``trio.Cancelled`` or a group made only of them."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_cancelled(inner) for inner in exc.exceptions)
+    return isinstance(exc, trio.Cancelled)
 
 
 def _meta(meta: dict[str, Any] | None) -> dict[str, Any]:
