@@ -103,3 +103,10 @@ async def running(
 
 def prompt(text: str) -> Prompt:
     return Prompt(text=text)
+
+
+async def eventually(predicate: Callable[[], bool]) -> None:
+    """Wait until *predicate* holds, checking every 10 ms; fail after 5 seconds."""
+    with trio.fail_after(5):
+        while not predicate():  # noqa: ASYNC110 - polling a plain condition in a test
+            await trio.sleep(0.01)

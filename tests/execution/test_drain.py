@@ -11,6 +11,7 @@ from runtime import _messages as m
 from tests.execution.conftest import (
     GatedLLM,
     answer,
+    eventually,
     prompt,
     roles,
     running,
@@ -123,9 +124,7 @@ async def test_five_tool_calls_run_concurrently_and_the_continuation_waits_for_a
     async with running(tmp_path, client) as rt:
         sid, gates = rt.test_session, rt.test_gates
         await rt.sessions.prompt(sid, prompt=prompt("go"))
-        with trio.fail_after(5):
-            while len(gates.started) < 5:
-                await trio.sleep(0.01)
+        await eventually(lambda: len(gates.started) == 5)
         assert sorted(gates.started) == [f"g{i}" for i in range(5)]
         for i in range(4):
             gates.open(f"g{i}")
@@ -163,9 +162,8 @@ async def test_interrupt_during_tool_settlement_fails_the_tool_and_resume_sends_
     async with running(tmp_path, client) as rt:
         sid, gates = rt.test_session, rt.test_gates
         await rt.sessions.prompt(sid, prompt=prompt("go"))
+        await eventually(lambda: bool(gates.started))
         with trio.fail_after(5):
-            while not gates.started:
-                await trio.sleep(0.01)
             await rt.sessions.interrupt(sid)
         context = await rt.sessions.context(sid)
         tool = next(
