@@ -222,6 +222,6 @@ def _error_text(body: bytes) -> tuple[str, str | None]:
     if isinstance(code, int):
         code = err.get("status") or err.get("type")
     etype = err.get("type")
-    if isinstance(etype, str) and etype not in (code, None) and not message.startswith(etype):
+    if isinstance(etype, str) and etype and not message.startswith(etype):
         message = f"{etype}: {message}"
     return message, (str(code) if code else None)
