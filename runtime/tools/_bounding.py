@@ -68,13 +68,21 @@ def preview(text: str, limits: ToolOutputLimits, marker: str) -> str:
 
 
 def _cut_lines(text: str, budget: int) -> tuple[bytes, bytes | None]:
-    """Head and tail line ranges as UTF-8; the whole text and ``None`` when no cut is needed."""
-    lines = text.split("\n")
-    if len(lines) <= budget:
+    """Head and tail line ranges as UTF-8; the whole text and ``None`` when no cut is needed.
+
+    Scans only the kept lines, never splits the whole text.
+    """
+    if text.count("\n") < budget:
         return text.encode(), None
     head_n, tail_n = (budget + 1) // 2, budget // 2
-    tail = "\n".join(lines[len(lines) - tail_n :]) if tail_n else ""
-    return "\n".join(lines[:head_n]).encode(), tail.encode()
+    head_end = -1
+    for _ in range(head_n):
+        head_end = text.index("\n", head_end + 1)
+    tail_start = len(text)
+    for _ in range(tail_n):
+        tail_start = text.rindex("\n", 0, tail_start)
+    tail = text[tail_start + 1 :] if tail_n else ""
+    return text[:head_end].encode(), tail.encode()
 
 
 def _utf8_prefix(data: bytes, size: int) -> str:
