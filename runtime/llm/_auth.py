@@ -278,6 +278,7 @@ async def copilot_device_login(
     max_wait: float,
     github_url: str = "https://github.com",
     client_id: str = COPILOT_CLIENT_ID,
+    sleep: Callable[[float], Awaitable[None]] = trio.sleep,
 ) -> OAuthCredential:
     """The whole device flow: request a code, show it via *on_user_code*, poll.
 
@@ -287,7 +288,7 @@ async def copilot_device_login(
     code = await copilot_request_device_code(client, github_url=github_url, client_id=client_id)
     await on_user_code(code)
     return await copilot_poll_token(
-        client, code, max_wait=max_wait, github_url=github_url, client_id=client_id
+        client, code, max_wait=max_wait, github_url=github_url, client_id=client_id, sleep=sleep
     )
 
 
