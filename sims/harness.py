@@ -1,0 +1,88 @@
+"""Deterministic simulation: the runtime under trio's MockClock with a seeded scheduler.
+
+Storage runs inline on the trio thread (no worker threads, so the autojump clock
+cannot run ahead of a thread), ids and timestamps come from the mock clock and a
+seeded random source, and trio's scheduler is seeded, so one seed replays one run.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+from trio._core import _run
+
+from runtime import IdGenerator, Location, Prompt, llm, open_runtime
+from runtime.tools import ToolEnvironment, ToolRegistry
+from runtime.tools._testing import TestingGates, testing_registry
+
+__all__ = ["simulate"]
+
+
+def simulate(seed: int, data_dir: Path, *, sessions: int = 12) -> list[tuple[str, int, str]]:
+    """Run one seeded scenario; return every durable event as (session, seq, data)."""
+    _run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[attr-defined]
+    _run._r.seed(seed)
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    try:
+        return trio.run(_scenario, seed, data_dir, sessions, clock=clock)
+    finally:
+        _run._ALLOW_DETERMINISTIC_SCHEDULING = False  # type: ignore[attr-defined]
+
+
+async def _scenario(seed: int, data_dir: Path, count: int) -> list[tuple[str, int, str]]:
+    rng = random.Random(seed)
+
+    def now_ms() -> int:
+        return 1_800_000_000_000 + int(trio.current_time() * 1000)
+
+    ids = IdGenerator(clock_ms=now_ms, rng=random.Random(seed))
+    gates = TestingGates()
+
+    def tools(env: ToolEnvironment) -> ToolRegistry:
+        return testing_registry(env, gates=gates)[0]
+
+    def script(request: llm.LLMRequest) -> list[llm.LLMEvent]:
+        turn = len(request.messages)
+        if turn % 3 == 1:
+            call = llm.ToolCall(call_id=f"c{turn}", name="slow", input={"seconds": 0.5})
+            return [
+                llm.StepStart(),
+                call,
+                llm.StepFinish(finish_reason="tool-calls", usage=llm.Usage()),
+            ]
+        return [
+            llm.StepStart(), llm.TextStart(id="t"), llm.TextDelta(id="t", delta=f"turn {turn}"),
+            llm.TextEnd(id="t"), llm.StepFinish(finish_reason="stop", usage=llm.Usage()),
+        ]  # fmt: skip
+
+    client = llm.ScriptedLLM(script, latency=0.2)
+    options: dict[str, Any] = dict(storage_mode="inline", now_ms=now_ms, ids=ids, tools=tools)
+    async with open_runtime(data_dir=data_dir, llm=client, **options) as rt:
+        location = Location(directory="/sim/work")
+        sids = [(await rt.sessions.create(location=location)).id for _ in range(count)]
+        async with trio.open_nursery() as nursery:
+            for sid in sids:
+                delays = sorted(rng.uniform(0, 3) for _ in range(3))
+                kinds = [rng.choice(["steer", "queue"]) for _ in range(3)]
+                nursery.start_soon(_client, rt, sid, delays, kinds)
+        for sid in sids:
+            await rt.sessions.wait_idle(sid)
+        log: list[tuple[str, int, str]] = []
+        for sid in sids:
+            events = await rt.storage.read(
+                lambda s, sid=sid: s.events(sid, after=-1, limit=100_000)
+            )
+            log.extend((sid, e.seq, e.data.decode()) for e in events)
+        return log
+
+
+async def _client(rt: Any, sid: str, delays: list[float], kinds: list[str]) -> None:
+    previous = 0.0
+    for index, (delay, kind) in enumerate(zip(delays, kinds, strict=True)):
+        await trio.sleep(delay - previous)
+        previous = delay
+        await rt.sessions.prompt(sid, prompt=Prompt(text=f"prompt {index}"), delivery=kind)

@@ -1,0 +1,42 @@
+"""A runtime process for kill tests: starts a tool that never finishes, then waits to die.
+
+Usage: python kill_child.py DATA_DIR WORK_DIR
+Prints ``TOOL`` once the tool runs and ``QUEUED <message id>`` once a queued prompt
+is admitted (with resume=False), then sleeps until killed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+
+from runtime import Location, Prompt, llm, open_runtime
+from runtime.tools import ToolEnvironment, ToolRegistry
+from runtime.tools._testing import TestingGates, testing_registry
+
+
+async def main(data_dir: str, work_dir: str) -> None:
+    gates = TestingGates()
+    script = [
+        [llm.StepStart(), llm.ToolCall(call_id="c1", name="gated", input={"key": "never"})],
+    ]
+
+    def tools(env: ToolEnvironment) -> ToolRegistry:
+        return testing_registry(env, gates=gates)[0]
+
+    async with open_runtime(data_dir=data_dir, llm=llm.ScriptedLLM(script), tools=tools) as rt:
+        info = await rt.sessions.create(id="ses_kill", location=Location(directory=work_dir))
+        await rt.sessions.prompt(info.id, prompt=Prompt(text="work"), id="msg_work")
+        while not gates.started:  # noqa: ASYNC110 - a child process polling its own tool
+            await trio.sleep(0.01)
+        print("TOOL", flush=True)
+        queued = await rt.sessions.prompt(
+            info.id, prompt=Prompt(text="pending"), id="msg_pending", delivery="queue", resume=False
+        )
+        print("QUEUED", queued.id, flush=True)
+        await trio.sleep_forever()
+
+
+if __name__ == "__main__":
+    trio.run(main, sys.argv[1], sys.argv[2])
