@@ -1,0 +1,463 @@
+"""The Quart-Trio application: OpenCode's V2 session routes, SSE streams, websocket, inspector."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+import trio
+from quart import Response, request, websocket
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from actors import Runtime
+from actors._events import OVERFLOWED
+from gateway._inspector import INSPECTOR_HTML
+from gateway._wire import (
+    AgentBody,
+    CreateBody,
+    GatewayError,
+    ModelBody,
+    PromptBody,
+    decode_body,
+    delta_json,
+    durable_event_json,
+    encode,
+    error_body,
+    error_for,
+)
+from gateway._ws import WebsocketLimits, serve_websocket
+from runtime import KittiwakeError, LiveDelta, Location
+from runtime import _schema as ev
+from storage import StoredEvent
+
+__all__ = ["DEFAULT_MAX_BODY", "Gateway", "create_app", "gateway_of"]
+
+_log = logging.getLogger("kittiwake.gateway")
+DEFAULT_MAX_BODY: Final = 1024 * 1024
+DEFAULT_HEARTBEAT: Final = 10.0
+DEFAULT_SSE_BUFFER: Final = 256
+_decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
+_EXTENSION: Final = "kittiwake"
+
+
+class Gateway:
+    """Per-app state: the runtime, limits, and the open streams to close on shutdown."""
+
+    def __init__(
+        self, rt: Runtime, *, password: str | None, heartbeat: float, sse_buffer: int,
+        ws_limits: WebsocketLimits, directory: Path,
+    ) -> None:  # fmt: skip
+        self.rt = rt
+        self.password = password
+        self.heartbeat = heartbeat
+        self.sse_buffer = sse_buffer
+        self.ws_limits = ws_limits
+        self.directory = directory
+        self.streams: set[trio.CancelScope] = set()
+        self.closing = False
+
+    def close_streams(self) -> None:
+        """End every open SSE stream and websocket; new ones are refused from now on."""
+        self.closing = True
+        for scope in list(self.streams):
+            scope.cancel()
+
+
+def gateway_of(app: QuartTrio) -> Gateway:
+    gw: Gateway = app.extensions[_EXTENSION]
+    return gw
+
+
+def create_app(
+    rt: Runtime, *, password: str | None = None, cors_origins: Sequence[str] | None = None,
+    max_body: int = DEFAULT_MAX_BODY, heartbeat: float = DEFAULT_HEARTBEAT,
+    sse_buffer: int = DEFAULT_SSE_BUFFER, ws_limits: WebsocketLimits | None = None,
+    directory: Path | None = None,
+) -> QuartTrio:  # fmt: skip
+    """Build the app serving *rt*. Nothing runs until Hypercorn serves it (see ``serve``).
+
+    Args:
+        password: when set, every route (websockets included) needs HTTP basic auth.
+        cors_origins: origins allowed cross-origin (``"*"`` for any); none by default.
+        max_body: largest request body in bytes; larger ones are answered 413.
+        heartbeat: seconds between ``server.heartbeat`` frames on ``/event``.
+        directory: the Location of sessions created without one (default: cwd).
+    """
+    app = QuartTrio("kittiwake")
+    app.config["MAX_CONTENT_LENGTH"] = max_body
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
+    gw = Gateway(
+        rt, password=password, heartbeat=heartbeat, sse_buffer=sse_buffer,
+        ws_limits=ws_limits or WebsocketLimits(), directory=directory or Path.cwd(),
+    )  # fmt: skip
+    app.extensions[_EXTENSION] = gw
+    origins = frozenset(cors_origins or ())
+    _install_guards(app, gw, origins)
+    _install_errors(app)
+    _install_session_routes(app, gw)
+    _install_streams(app, gw)
+    _install_operator_routes(app, gw)
+    return app
+
+
+# -- guards: auth, CORS -------------------------------------------------------------------
+
+
+def _authorized(header: str | None, password: str) -> bool:
+    if not header or not header.lower().startswith("basic "):
+        return False
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    _, _, given = decoded.partition(":")
+    return hmac.compare_digest(given.encode(), password.encode())
+
+
+def _unauthorized() -> Response:
+    body = {"_tag": "UnauthorizedError", "message": "Missing or wrong password"}
+    return Response(
+        encode(body), status=401, content_type="application/json",
+        headers={"WWW-Authenticate": 'Basic realm="kittiwake", charset="UTF-8"'},
+    )  # fmt: skip
+
+
+def _install_guards(app: QuartTrio, gw: Gateway, origins: frozenset[str]) -> None:
+    @app.before_request
+    async def _check_request() -> Response | None:
+        if gw.password and request.method != "OPTIONS":
+            if not _authorized(request.headers.get("Authorization"), gw.password):
+                return _unauthorized()
+        return None
+
+    @app.before_websocket
+    async def _check_websocket() -> Response | None:
+        if gw.password and not _authorized(websocket.headers.get("Authorization"), gw.password):
+            return _unauthorized()
+        return None
+
+    @app.after_request
+    async def _cors(response: Response) -> Response:
+        origin = request.headers.get("Origin")
+        if origin and ("*" in origins or origin in origins):
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Allow-Credentials"] = "true"
+            response.headers["Access-Control-Allow-Headers"] = "Authorization, Content-Type"
+            response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+            response.headers["Vary"] = "Origin"
+        return response
+
+
+def _install_errors(app: QuartTrio) -> None:
+    @app.errorhandler(GatewayError)
+    async def _gateway_error(exc: GatewayError) -> Response:
+        return _json(error_body(exc), status=exc.status)
+
+    @app.errorhandler(KittiwakeError)
+    async def _runtime_error(exc: KittiwakeError) -> Response:
+        error = error_for(exc)
+        if error.status >= 500:
+            _log.error("request failed", extra={"tag": exc.tag, "error": exc.message})
+        return _json(error_body(error), status=error.status)
+
+    @app.errorhandler(HTTPException)
+    async def _http_error(exc: HTTPException) -> Response:
+        code = exc.code or 500
+        tag = {
+            401: "UnauthorizedError", 404: "NotFoundError", 405: "MethodNotAllowedError",
+            413: "PayloadTooLargeError",
+        }.get(code, "InvalidRequestError" if code < 500 else "UnknownError")  # fmt: skip
+        return _json({"_tag": tag, "message": exc.description or exc.name}, status=code)
+
+
+async def _request_body() -> bytes:
+    data = await request.get_data(as_text=False)
+    return data if isinstance(data, bytes) else data.encode()
+
+
+def _json(body: Any, *, status: int = 200) -> Response:
+    return Response(encode(body), status=status, content_type="application/json")
+
+
+def _no_content() -> Response:
+    return Response(b"", status=204)
+
+
+# -- V2 session routes --------------------------------------------------------------------
+
+
+def _int_arg(name: str, default: int) -> int:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(float(raw)) if float(raw).is_integer() else int(raw)
+    except ValueError:
+        raise GatewayError("InvalidRequestError", f"{name} must be a number") from None
+
+
+def _order_arg() -> Literal["asc", "desc"] | None:
+    order = request.args.get("order")
+    if order is None:
+        return None
+    if order not in ("asc", "desc"):
+        raise GatewayError("InvalidRequestError", "order must be 'asc' or 'desc'")
+    return order  # type: ignore[return-value]
+
+
+def _page(data: Any, previous: str | None, next_: str | None) -> dict[str, Any]:
+    cursor = {k: v for k, v in (("previous", previous), ("next", next_)) if v is not None}
+    return {"data": data, "cursor": cursor}
+
+
+def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
+    rt = gw.rt
+
+    @app.get("/api/health")
+    async def health() -> Response:
+        return _json({"healthy": True})
+
+    @app.get("/api/session")
+    async def list_sessions() -> Response:
+        limit = _int_arg("limit", 50)
+        if _order_arg() == "asc":
+            raise GatewayError("InvalidRequestError", "sessions are listed newest first only")
+        page = await rt.sessions.list(limit=limit, cursor=request.args.get("cursor"))
+        return _json(_page(page.data, page.previous, page.next))
+
+    @app.post("/api/session")
+    async def create_session() -> Response:
+        body = decode_body(await _request_body(), CreateBody, empty_ok=True)
+        location = body.location or Location(directory=str(gw.directory))
+        info = await rt.sessions.create(
+            id=body.id, location=location, agent=body.agent, model=body.model, title=body.title
+        )
+        return _json({"data": info})
+
+    @app.get("/api/session/<session_id>")
+    async def get_session(session_id: str) -> Response:
+        return _json({"data": await rt.sessions.get(session_id)})
+
+    @app.post("/api/session/<session_id>/prompt")
+    async def prompt(session_id: str) -> Response:
+        body = decode_body(await _request_body(), PromptBody)
+        receipt = await rt.sessions.prompt(
+            session_id, prompt=body.prompt, id=body.id, delivery=body.delivery, resume=body.resume
+        )
+        return _json({"data": receipt})
+
+    @app.post("/api/session/<session_id>/interrupt")
+    async def interrupt(session_id: str) -> Response:
+        await rt.sessions.get(session_id)
+        await rt.sessions.interrupt(session_id)
+        return _no_content()
+
+    @app.post("/api/session/<session_id>/wait")
+    async def wait(session_id: str) -> Response:
+        await rt.sessions.get(session_id)
+        await rt.sessions.wait_idle(session_id)
+        return _no_content()
+
+    @app.post("/api/session/<session_id>/compact")
+    async def compact(session_id: str) -> Response:
+        await rt.sessions.get(session_id)
+        raise GatewayError(
+            "ServiceUnavailableError", "Compaction is not available yet", service="compaction"
+        )
+
+    @app.post("/api/session/<session_id>/agent")
+    async def switch_agent(session_id: str) -> Response:
+        body = decode_body(await _request_body(), AgentBody)
+        await rt.sessions.get(session_id)
+        await rt.sessions.switch_agent(session_id, body.agent)
+        return _no_content()
+
+    @app.post("/api/session/<session_id>/model")
+    async def switch_model(session_id: str) -> Response:
+        body = decode_body(await _request_body(), ModelBody)
+        await rt.sessions.get(session_id)
+        await rt.sessions.switch_model(session_id, body.model)
+        return _no_content()
+
+    @app.get("/api/session/<session_id>/context")
+    async def context(session_id: str) -> Response:
+        return _json({"data": await rt.sessions.context(session_id)})
+
+    @app.get("/api/session/<session_id>/message")
+    async def messages(session_id: str) -> Response:
+        limit = _int_arg("limit", 50)
+        order = _order_arg()
+        cursor = request.args.get("cursor")
+        if cursor is not None and order is not None:
+            raise GatewayError("InvalidRequestError", "Do not combine cursor with order")
+        page = await rt.sessions.messages(
+            session_id, limit=limit, order=order or "desc", cursor=cursor
+        )
+        return _json(_page(page.data, page.previous, page.next))
+
+    @app.get("/api/session/<session_id>/message/<message_id>")
+    async def message(session_id: str, message_id: str) -> Response:
+        await rt.sessions.get(session_id)
+        entry = await rt.storage.read(lambda s: s.message_entry(message_id))
+        if entry is None or entry[0] != session_id:
+            raise GatewayError(
+                "MessageNotFoundError", f"Message not found: {message_id}",
+                sessionID=session_id, messageID=message_id,
+            )  # fmt: skip
+        return _json({"data": entry[2]})
+
+    @app.route("/api/session/<session_id>/revert/<action>", methods=["POST"])
+    async def revert(session_id: str, action: str) -> Response:
+        raise GatewayError("NotImplementedError", "Revert is not implemented", status=501)
+
+    @app.route("/api/session/<session_id>/share", methods=["POST", "DELETE"])
+    async def share(session_id: str) -> Response:
+        raise GatewayError("NotImplementedError", "Sharing is not implemented", status=501)
+
+
+# -- streams ------------------------------------------------------------------------------
+
+
+def sse_frame(data: bytes, *, event: str | None = None, id: str | None = None) -> bytes:
+    """One ``text/event-stream`` frame."""
+    head = b""
+    if id is not None:
+        head += b"id: " + id.encode() + b"\n"
+    if event is not None:
+        head += b"event: " + event.encode() + b"\n"
+    return head + b"data: " + data + b"\n\n"
+
+
+Producer = Callable[[trio.MemorySendChannel[bytes]], Awaitable[None]]
+
+
+def _sse(app: QuartTrio, gw: Gateway, produce: Producer) -> Response:
+    """Stream what *produce* sends; its task ends when the client leaves or the server stops."""
+    send, receive = trio.open_memory_channel[bytes](gw.sse_buffer)
+    scope = trio.CancelScope()
+    gw.streams.add(scope)
+
+    async def run() -> None:
+        try:
+            with scope:
+                async with send:
+                    await produce(send)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        except Exception:
+            _log.exception("event stream failed")
+        finally:
+            gw.streams.discard(scope)
+
+    if gw.closing:
+        scope.cancel()
+    app.nursery.start_soon(run)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async with receive:
+                async for chunk in receive:
+                    yield chunk
+        finally:
+            scope.cancel()
+
+    response = Response(
+        body(), content_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )  # fmt: skip
+    response.timeout = None
+    return response
+
+
+def _after_arg() -> int | None:
+    raw = request.args.get("after") or request.headers.get("Last-Event-ID")
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise GatewayError("InvalidRequestError", "after must be an integer seq") from None
+
+
+def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
+    if isinstance(item, StoredEvent):
+        data = msgspec.to_builtins(_decode_event(item.data))
+        kind = data.pop("type")
+        body = {"id": item.id, "type": kind, "properties": data, "seq": item.seq}
+    else:
+        payload = delta_json(item)
+        body = {"type": payload["type"], "properties": payload["data"]}
+    return sse_frame(encode(body))
+
+
+def _install_streams(app: QuartTrio, gw: Gateway) -> None:
+    rt = gw.rt
+
+    @app.get("/api/session/<session_id>/event")
+    async def session_events(session_id: str) -> Response:
+        after = _after_arg()
+        await rt.sessions.get(session_id)
+
+        async def produce(send: trio.MemorySendChannel[bytes]) -> None:
+            async for item in rt.sessions.events(session_id, after=after):
+                payload = durable_event_json(item)
+                frame = sse_frame(encode(payload), event=payload["type"], id=str(item.seq))
+                await send.send(frame)
+
+        return _sse(app, gw, produce)
+
+    @app.get("/event")
+    async def all_events() -> Response:
+        async def produce(send: trio.MemorySendChannel[bytes]) -> None:
+            with rt.hub.subscribe(None) as sub:
+                await send.send(sse_frame(encode({"type": "server.connected", "properties": {}})))
+                beat = trio.current_time() + gw.heartbeat
+                while True:
+                    with trio.move_on_at(beat):
+                        item = await sub.receive()
+                        if item != OVERFLOWED:
+                            await send.send(_global_frame(item))
+                        continue
+                    beat = trio.current_time() + gw.heartbeat
+                    await send.send(
+                        sse_frame(encode({"type": "server.heartbeat", "properties": {}}))
+                    )
+
+        return _sse(app, gw, produce)
+
+    @app.websocket("/api/ws")
+    async def ws() -> None:
+        await serve_websocket(gw, websocket)
+
+
+# -- operator routes ----------------------------------------------------------------------
+
+
+async def actors_snapshot(rt: Runtime) -> dict[str, Any]:
+    """The actor tree, per-actor statistics and storage statistics, as JSON-ready data."""
+    storage = await rt.storage.read(lambda s: s.statistics())
+    return {
+        "tree": msgspec.to_builtins(rt.directory.tree()),
+        "actors": msgspec.to_builtins(rt.directory.statistics()),
+        "storage": msgspec.to_builtins(storage),
+        "subscribers": rt.hub.subscriber_count(),
+        "pid": os.getpid(),
+    }
+
+
+def _install_operator_routes(app: QuartTrio, gw: Gateway) -> None:
+    @app.get("/api/actors")
+    async def actors() -> Response:
+        return _json(await actors_snapshot(gw.rt))
+
+    @app.get("/inspector")
+    async def inspector() -> Response:
+        return Response(INSPECTOR_HTML, content_type="text/html; charset=utf-8")

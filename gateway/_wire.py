@@ -1,0 +1,139 @@
+"""Wire shapes shared by the HTTP routes, SSE streams and the websocket gateway."""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+from actors import SessionEvent
+from runtime import (
+    KittiwakeError,
+    LiveDelta,
+    Location,
+    ModelRef,
+    Prompt,
+    SessionNotFoundError,
+)
+from runtime import _schema as ev
+
+__all__ = [
+    "STATUS_BY_TAG",
+    "AgentBody",
+    "CreateBody",
+    "GatewayError",
+    "ModelBody",
+    "PromptBody",
+    "decode_body",
+    "delta_json",
+    "durable_event_json",
+    "encode",
+    "error_body",
+    "error_for",
+]
+
+STATUS_BY_TAG: Final[dict[str, int]] = {
+    "InvalidInputError": 400,
+    "InvalidRequestError": 400,
+    "InvalidCursorError": 400,
+    "UnauthorizedError": 401,
+    "SessionNotFoundError": 404,
+    "MessageNotFoundError": 404,
+    "ConflictError": 409,
+    "PayloadTooLargeError": 413,
+    "ServiceUnavailableError": 503,
+    "OperationUnavailableError": 503,
+    "NotImplementedError": 501,
+}
+# The runtime's tags travel under OpenCode's names where those differ.
+_WIRE_TAG: Final = {
+    "InvalidInputError": "InvalidRequestError",
+    "OperationUnavailableError": "ServiceUnavailableError",
+    "StorageError": "UnknownError",
+}
+
+encode = msgspec.json.Encoder().encode
+T = TypeVar("T")
+
+
+class GatewayError(Exception):
+    """An error answered as ``{"_tag", "message", ...}`` with an HTTP status."""
+
+    def __init__(self, tag: str, message: str, *, status: int | None = None, **extra: str) -> None:
+        super().__init__(message)
+        self.tag = tag
+        self.message = message
+        self.status = status if status is not None else STATUS_BY_TAG.get(tag, 500)
+        self.extra = extra
+
+
+def error_for(exc: KittiwakeError) -> GatewayError:
+    """Translate a runtime error to its wire tag and status."""
+    tag = _WIRE_TAG.get(exc.tag, exc.tag)
+    status = STATUS_BY_TAG.get(exc.tag, 500)
+    if isinstance(exc, SessionNotFoundError):
+        return GatewayError(tag, exc.message, status=status, sessionID=exc.session_id)
+    return GatewayError(tag, exc.message, status=status)
+
+
+def error_body(error: GatewayError) -> dict[str, Any]:
+    return {"_tag": error.tag, "message": error.message, **error.extra}
+
+
+class CreateBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    id: str | None = None
+    agent: str | None = None
+    model: ModelRef | None = None
+    location: Location | None = None
+    title: str | None = None
+
+
+class PromptBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    prompt: Prompt
+    id: str | None = None
+    delivery: ev.Delivery = "steer"
+    resume: bool = True
+
+
+class AgentBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    agent: str
+
+
+class ModelBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    model: ModelRef
+
+
+def decode_body(data: bytes, kind: type[T], *, empty_ok: bool = False) -> T:
+    """Decode a JSON request body into *kind*; raise a 400 ``InvalidRequestError`` otherwise."""
+    if not data.strip() and empty_ok:
+        data = b"{}"
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise GatewayError("InvalidRequestError", f"Invalid request body: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise GatewayError("InvalidRequestError", f"Malformed JSON: {exc}") from None
+
+
+def durable_event_json(item: SessionEvent) -> dict[str, Any]:
+    """OpenCode's ``SessionDurableEvent``: ``{id, type, durable, data}``."""
+    event = item.event
+    data = msgspec.to_builtins(event)
+    kind = data.pop("type")
+    return {
+        "id": item.id,
+        "type": kind,
+        "durable": {
+            "aggregateID": event.session_id,
+            "seq": item.seq,
+            "version": type(event).VERSION,
+        },
+        "data": data,
+    }
+
+
+def delta_json(delta: LiveDelta) -> dict[str, Any]:
+    """A live-only delta as ``{type, data}`` (never stored, no sequence number)."""
+    data = msgspec.to_builtins(delta)
+    kind = data.pop("type")
+    return {"type": kind, "data": data}

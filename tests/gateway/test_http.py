@@ -1,0 +1,135 @@
+"""V2 session routes over real HTTP, validated against OpenCode's OpenAPI schemas."""
+
+from __future__ import annotations
+
+import httpx
+import msgspec
+
+from .conftest import assert_valid, component, response_schema, served
+
+S = "/api/session"
+SID = "/api/session/{sessionID}"
+
+
+async def _create(client: httpx.AsyncClient) -> str:
+    r = await client.post(S, json={})
+    assert r.status_code == 200, r.text
+    assert_valid(r.json(), response_schema(S, "post", 200))
+    return str(r.json()["data"]["id"])
+
+
+async def test_session_routes_answer_with_openapi_shapes(tmp_path):
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        r = await client.get("/api/health")
+        assert r.json() == {"healthy": True}
+        assert_valid(r.json(), response_schema("/api/health", "get", 200))
+
+        sid = await _create(client)
+        r = await client.get(f"{S}/{sid}")
+        assert r.status_code == 200
+        assert_valid(r.json(), response_schema(SID, "get", 200))
+
+        r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "hello"}})
+        assert r.status_code == 200, r.text
+        assert_valid(r.json(), response_schema(SID + "/prompt", "post", 200))
+        assert r.json()["data"]["sessionID"] == sid
+
+        r = await client.post(f"{S}/{sid}/wait")
+        assert r.status_code == 204
+
+        r = await client.get(S)
+        assert_valid(r.json(), response_schema(S, "get", 200))
+        assert [s["id"] for s in r.json()["data"]] == [sid]
+
+        r = await client.get(f"{S}/{sid}/context")
+        assert_valid(r.json(), response_schema(SID + "/context", "get", 200))
+        types = [m["type"] for m in r.json()["data"]]
+        assert types == ["user", "assistant"]
+        assistant = r.json()["data"][1]
+        assert assistant["content"][0]["text"] == "answer 1"
+
+        r = await client.get(f"{S}/{sid}/message", params={"limit": 1, "order": "asc"})
+        assert_valid(r.json(), response_schema(SID + "/message", "get", 200))
+        first = r.json()["data"]
+        assert [m["type"] for m in first] == ["user"]
+        nxt = r.json()["cursor"]["next"]
+        r = await client.get(f"{S}/{sid}/message", params={"limit": 1, "cursor": nxt})
+        assert [m["type"] for m in r.json()["data"]] == ["assistant"]
+
+        mid = first[0]["id"]
+        r = await client.get(f"{S}/{sid}/message/{mid}")
+        assert r.status_code == 200
+        assert_valid(r.json(), response_schema(SID + "/message/{messageID}", "get", 200))
+        assert r.json()["data"]["text"] == "hello"
+
+        r = await client.post(f"{S}/{sid}/agent", json={"agent": "plan"})
+        assert r.status_code == 204
+        r = await client.post(f"{S}/{sid}/model", json={"model": {"id": "m1", "providerID": "p1"}})
+        assert r.status_code == 204
+        info = (await client.get(f"{S}/{sid}")).json()["data"]
+        assert info["agent"] == "plan" and info["model"] == {"id": "m1", "providerID": "p1"}
+
+        r = await client.post(f"{S}/{sid}/interrupt")
+        assert r.status_code == 204
+
+
+async def test_prompt_retry_conflict_and_errors(tmp_path):
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _create(client)
+        body = {"id": "msg_0123456789abcdefghijklmnop", "prompt": {"text": "once"}}
+        body["id"] = g.rt.sessions._ids.new("msg")
+        first = await client.post(f"{S}/{sid}/prompt", json=body)
+        again = await client.post(f"{S}/{sid}/prompt", json=body)
+        assert first.status_code == again.status_code == 200
+        assert first.content == again.content
+
+        changed = {**body, "prompt": {"text": "different"}}
+        r = await client.post(f"{S}/{sid}/prompt", json=changed)
+        assert r.status_code == 409
+        assert r.json()["_tag"] == "ConflictError"
+        assert_valid(r.json(), response_schema(SID + "/prompt", "post", 409))
+
+        missing = "ses_" + "0" * 26
+        r = await client.post(f"{S}/{missing}/prompt", json={"prompt": {"text": "x"}})
+        assert r.status_code == 404
+        assert r.json()["_tag"] == "SessionNotFoundError"
+        assert_valid(r.json(), response_schema(SID + "/prompt", "post", 404))
+        r = await client.get(f"{S}/{missing}")
+        assert r.status_code == 404 and r.json()["sessionID"] == missing
+
+        for bad in (
+            b"{not json",
+            b'{"prompt": {"text": 3}}',
+            b'{"prompt": {"text": "x"}, "zzz": 1}',
+        ):
+            r = await client.post(
+                f"{S}/{sid}/prompt", content=bad, headers={"content-type": "application/json"}
+            )
+            assert r.status_code == 400, bad
+            assert_valid(r.json(), response_schema(SID + "/prompt", "post", 400))
+        r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": ""}})
+        assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
+
+        r = await client.post(f"{S}/{sid}/compact")
+        assert r.status_code == 503
+        assert_valid(r.json(), response_schema(SID + "/compact", "post", 503))
+
+        r = await client.get(f"{S}/{sid}/message", params={"cursor": "asc:1", "order": "asc"})
+        assert r.status_code == 400
+        r = await client.get(f"{S}/{sid}/message", params={"limit": 201})
+        assert r.status_code == 400
+        r = await client.get(f"{S}/{sid}/message/msg_nothere")
+        assert r.status_code == 404
+        assert_valid(r.json(), component("MessageNotFoundError"))
+
+
+async def test_large_bodies_are_refused(tmp_path):
+    async with served(tmp_path, max_body=4096) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _create(client)
+        big = msgspec.json.encode({"prompt": {"text": "x" * 10_000}})
+        r = await client.post(
+            f"{S}/{sid}/prompt", content=big, headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 413
+        assert r.json()["_tag"] == "PayloadTooLargeError"
+        assert (await client.get(f"{S}/{sid}/context")).json()["data"] == []
