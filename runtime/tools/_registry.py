@@ -14,7 +14,13 @@ import trio
 from runtime.agents import AgentInfo, PermissionGate, SavedApprovals, is_wholly_denied
 from runtime.llm import ToolDefinition
 from runtime.tools._authorize import authorize
-from runtime.tools._bounding import apply_bounding, bounding_text, exceeds_limits
+from runtime.tools._bounding import (
+    apply_bounding,
+    bounding_text,
+    exceeds_limits,
+    preview,
+    truncation_marker,
+)
 from runtime.tools._io import run_blocking
 from runtime.tools._managed import write_managed_output
 from runtime.tools._model import (
@@ -180,6 +186,7 @@ class ToolRegistry:
             result = await self._settle(name, input, ctx, agent, permissions)
         finally:
             self._counts["in_flight"] -= 1
+        result = _bound_failure(result, self.env)
         self._count(result)
         return result
 
@@ -260,6 +267,14 @@ class ToolRegistry:
                 extra={"tool": tool.name, "tool_call_id": ctx.tool_call_id, "error": str(exc)},
             )
             return None
+
+
+def _bound_failure(result: ToolSettlement, env: ToolEnvironment) -> ToolSettlement:
+    """Keep an oversized failure message within the limits too (no file is written)."""
+    if isinstance(result, ToolSuccess) or not exceeds_limits(result.error, env.limits):
+        return result
+    error = preview(result.error, env.limits, "... error message truncated ...")
+    return msgspec.structs.replace(result, error=error)
 
 
 def _visible(tool: Tool[Any], agent: AgentInfo) -> bool:

@@ -173,3 +173,12 @@ def test_tool_name_is_validated():
         Tool(name="9lives", description="", input_type=EchoInput, handler=handler)
     with pytest.raises(ValueError, match="Invalid tool name"):
         Tool(name="a" * 65, description="", input_type=EchoInput, handler=handler)
+
+
+async def test_oversized_failure_message_is_bounded(tmp_path):
+    registry, _ = testing_registry(_env(tmp_path))
+    message = "bad line\n" * 5000
+    result = await registry.settle("failing", {"message": message}, _ctx(tmp_path), agent=BUILD)
+    assert isinstance(result, ToolFailure)
+    assert result.error.startswith("bad line\n") and len(result.error.split("\n")) <= 2000
+    assert "... error message truncated ..." in result.error
