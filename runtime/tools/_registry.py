@@ -19,7 +19,6 @@ from runtime.tools._bounding import (
     bounding_text,
     exceeds_limits,
     preview,
-    truncation_marker,
 )
 from runtime.tools._io import run_blocking
 from runtime.tools._managed import write_managed_output
