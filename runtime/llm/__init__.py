@@ -80,6 +80,8 @@ from ._protocols import ProtocolAdapter as ProtocolAdapter
 from ._protocols import StreamDecoder as StreamDecoder
 from ._provider_client import PreparedRequest as PreparedRequest
 from ._provider_client import ProviderClient as ProviderClient
+from ._replay import render_stream as render_stream
+from ._replay import replay_transport as replay_transport
 from ._retry import RetryPolicy as RetryPolicy
 from ._retry import stream_with_retry as stream_with_retry
 from ._route import ProtocolName as ProtocolName
@@ -209,6 +211,8 @@ __all__ = [
     "openai_refresh",
     "parse_retry_after",
     "partition_options",
+    "render_stream",
+    "replay_transport",
     "step_cost",
     "stream_wire",
     "stream_with_retry",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 
+import httpx
 import trio
 
 from ._events import LLMEvent
+from ._replay import replay_transport
+from ._route import ProtocolName
 from ._schema import LLMRequest
 
 __all__ = ["ScriptExhaustedError", "ScriptedLLM"]
@@ -51,6 +54,20 @@ class ScriptedLLM:
         script = self._scripts[self._next]
         self._next += 1
         return script
+
+    def replay_transport(
+        self, protocol: ProtocolName
+    ) -> tuple[httpx.MockTransport, list[httpx.Request]]:
+        """An ``httpx.MockTransport`` that serves the scripts rendered as *protocol*'s
+        SSE, for driving a real adapter (e.g. a ``ProviderClient``) end to end; and
+        the list of HTTP requests it receives.
+
+        Raises:
+            TypeError: the scripts are computed from requests, not a sequence.
+        """
+        if callable(self._scripts):
+            raise TypeError("replay_transport needs a sequence of scripts")
+        return replay_transport(self._scripts, protocol)
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMEvent]:
         """Yield the next script's events.
