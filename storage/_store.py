@@ -540,9 +540,11 @@ def _input_from_row(row: Sequence[Any]) -> ev.InputAdmitted:
 
 
 def _stored_from_row(row: Sequence[Any]) -> StoredEvent:
+    # The type column holds "<type>.<version>" (see WriteBatch.statements); StoredEvent.type
+    # is the bare type, so events read back replay (rebuild_from) into identical rows.
     return StoredEvent(
-        id=row[0], aggregate_id=row[1], seq=int(row[2]), type=row[3], version=int(row[4]),
-        data=row[5].encode(),
+        id=row[0], aggregate_id=row[1], seq=int(row[2]),
+        type=row[3].removesuffix(f".{int(row[4])}"), version=int(row[4]), data=row[5].encode(),
     )  # fmt: skip
 
 
