@@ -15,6 +15,7 @@ from typing import Any, Final
 import trio
 
 from actors._actor import Actor, call
+from actors._context import ContextFactory
 from actors._directory import ActorDirectory
 from actors._events import EventHub
 from actors._mailbox import open_mailbox
@@ -24,6 +25,7 @@ from actors._supervisor import Supervisor, SupervisorPolicy
 from runtime import IdGenerator, SessionInfo, llm
 from runtime import _schema as ev
 from runtime.agents import AgentInfo
+from runtime.context import SystemContext, SystemContextRegistry
 from runtime.tools import ToolEnvironment, ToolRegistry
 
 __all__ = ["LocationActor", "SessionExecution", "ToolsFactory"]
@@ -38,15 +40,46 @@ class LocationActor(Actor[Any]):
 
     kind = "location"
 
-    def __init__(self, directory: str, registry: ToolRegistry) -> None:
+    def __init__(
+        self, directory: str, registry: ToolRegistry, context: SystemContextRegistry
+    ) -> None:
         mailbox = open_mailbox(0)
         super().__init__(f"location:{directory}", mailbox=mailbox, label=directory)
         self.directory = directory
         self.registry = registry
+        self.context = context
+        self._next: trio.Event | None = None
+        self._result: SystemContext | None = None
+        self._loading = False
+        self.observations = 0
 
     async def run(self) -> None:
         self.mark_running()
         await trio.sleep_forever()
+
+    async def observe_context(self) -> SystemContext:
+        """Observe the Location's System Context; concurrent callers share one observation.
+
+        A caller arriving while an observation runs waits for the next one, so every
+        caller gets values loaded after it asked. Cancellation abandons the wait.
+        """
+        if self._next is None:
+            self._next = trio.Event()
+        waiting_for = self._next
+        if not self._loading:
+            self._loading = True
+            try:
+                while self._next is not None:
+                    done, self._next = self._next, None
+                    self._result = await self.context.load()
+                    self.observations += 1
+                    done.set()
+            finally:
+                self._loading = False
+        else:
+            await waiting_for.wait()
+        assert self._result is not None
+        return self._result
 
 
 class _ExecutionSupervisor(Supervisor):
@@ -71,6 +104,7 @@ class SessionExecution:
         hub: the event hub deltas go to.
         llm_client: the ``LLMClient`` provider turns stream from.
         tools: builds a Location's tool registry from its environment.
+        context: builds a Location's System Context Registry from its directory.
         agents: the agents by name.
         default_model: the model of sessions that selected none.
         data_dir: where managed tool output goes.
@@ -81,7 +115,7 @@ class SessionExecution:
 
     def __init__(
         self, *, storage: StorageActor, hub: EventHub, llm_client: llm.LLMClient,
-        tools: ToolsFactory, agents: Mapping[str, AgentInfo], default_model: ev.ModelRef,
+        tools: ToolsFactory, context: ContextFactory, agents: Mapping[str, AgentInfo], default_model: ev.ModelRef,
         data_dir: Path, max_turns: int, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         now_ms: Callable[[], int], ids: IdGenerator, directory: ActorDirectory,
         policy: SupervisorPolicy,
@@ -96,6 +130,7 @@ class SessionExecution:
         self.now_ms = now_ms
         self.ids = ids
         self._tools = tools
+        self._context = context
         self._data_dir = data_dir
         self._idle_timeout = idle_timeout
         self._sessions: dict[str, SessionActor] = {}
@@ -148,7 +183,7 @@ class SessionExecution:
         location = self._locations.get(directory)
         if location is None:
             env = ToolEnvironment(directory=directory, data_dir=str(self._data_dir), ids=self.ids)
-            location = LocationActor(directory, self._tools(env))
+            location = LocationActor(directory, self._tools(env), self._context(directory))
             self._locations[directory] = location
             self.supervisor.start_child(location)
         return location

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import trio
 
+from actors._context import ContextFactory, default_context
 from actors._directory import ActorDirectory
 from actors._events import EventHub
 from actors._execution import SessionExecution, ToolsFactory
@@ -70,7 +71,7 @@ def default_tools(env: ToolEnvironment) -> ToolRegistry:
 @asynccontextmanager
 async def open_runtime(
     *, data_dir: Path | str, llm: llm_package.LLMClient | None = None,
-    tools: ToolsFactory | None = None, agents: Mapping[str, AgentInfo] | None = None,
+    tools: ToolsFactory | None = None, context: ContextFactory | None = None, agents: Mapping[str, AgentInfo] | None = None,
     default_model: ModelRef = DEFAULT_MODEL, storage_mode: StorageMode = "threaded",
     max_turns: int = DEFAULT_MAX_TURNS, idle_timeout: float = 300.0,
     now_ms: Callable[[], int] | None = None, ids: IdGenerator | None = None,
@@ -96,6 +97,7 @@ async def open_runtime(
     storage = StorageActor(data, hub=hub, mode=storage_mode, store_options=store_options)
     execution = SessionExecution(
         storage=storage, hub=hub, llm_client=llm or _NoProvider(), tools=tools or default_tools,
+        context=context or default_context,
         agents=agents or BUILTIN_AGENTS, default_model=default_model, data_dir=data,
         max_turns=max_turns, idle_timeout=idle_timeout, now_ms=clock, ids=id_gen,
         directory=directory, policy=RESTART_POLICY,

@@ -15,17 +15,19 @@ import msgspec
 import trio
 
 from actors._actor import Actor
+from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
 from actors._turn import INTERRUPTED_TOOL, Turn, run_turn
 from runtime import _messages as m
 from runtime import _schema as ev
 from runtime import llm
 from runtime._coordinator import DrainMode, Lane
+from runtime._history import visible_history
 from runtime._lowering import lower_history, to_llm_model
 from runtime.agents import AgentInfo, resolve_agent
 
 if TYPE_CHECKING:
-    from actors._execution import SessionExecution
+    from actors._execution import LocationActor, SessionExecution
 
 __all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError"]
 
@@ -75,6 +77,7 @@ class SessionActor(Actor[Message]):
         self.last_active = trio.current_time()
         self.last_error: str | None = None
         self.provider_turns = 0
+        self._epochs = EpochKeeper(session_id, execution.storage, execution.ids, execution.now_ms)
 
     @property
     def idle(self) -> bool:
@@ -166,6 +169,8 @@ class SessionActor(Actor[Message]):
         step, ran = 0, False
         max_turns = DEFAULT_MAX_TURNS
         while True:
+            if not await self._ensure_epoch():
+                return ran
             promoted = await self._promote(queued=queued)
             queued = False
             if promoted:
@@ -184,6 +189,20 @@ class SessionActor(Actor[Message]):
                 return ran
             if outcome.local_tools == 0 and not steers:
                 return ran
+
+    async def _ensure_epoch(self) -> bool:
+        """Initialize the Context Epoch before any promotion; False when blocked."""
+        location = self._location()
+        self.set_activity("initializing context")
+        epoch = await self._epochs.initialize(location.observe_context, self._agent().name)
+        if epoch is None:
+            self.last_error = "Initial context is unavailable; the prompt stays pending"
+            return False
+        return True
+
+    def _location(self) -> LocationActor:
+        info = self._x.session_info(self.session_id)
+        return self._x.location_for(info.location.directory)
 
     async def _promote(self, *, queued: bool) -> list[ev.InputAdmitted]:
         sid, now = self.session_id, self._x.now_ms()
@@ -209,12 +228,15 @@ class SessionActor(Actor[Message]):
         self._x.remember(info)
         agent = self._agent()
         model = info.model if isinstance(info.model, ev.ModelRef) else self._x.default_model
-        history = await self._x.storage.read(lambda s: s.history(sid))
         location = self._x.location_for(info.location.directory)
+        self.set_activity("reconciling context")
+        epoch = await self._epochs.reconcile(await location.observe_context())
+        rows = await self._x.storage.read(lambda s: s.history(sid))
+        history = visible_history(rows, epoch.baseline_seq)
         final = step >= max_turns
         tools = [] if final else location.registry.definitions(agent)
         request = llm.LLMRequest(
-            model=to_llm_model(model), system=self._system(agent),
+            model=to_llm_model(model), system=[*self._system(agent), epoch.baseline],
             messages=lower_history((msg for _, msg in history), model), tools=tools,
             tool_choice="none" if final else "auto", prompt_cache_key=sid,
         )  # fmt: skip

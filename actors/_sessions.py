@@ -25,6 +25,7 @@ from runtime import (
     SessionNotFoundError,
 )
 from runtime import _schema as ev
+from runtime._history import visible_history
 from runtime._inbox import check_id, check_prompt
 from storage import StoredEvent
 from storage._batch import AdmitPrompt
@@ -157,8 +158,11 @@ class Sessions:
     async def context(self, session_id: str) -> builtins.list[SessionMessage]:
         """The model-visible history, chronological. Raises SessionNotFoundError."""
         await self.get(session_id)
-        rows = await self._storage.read(lambda s: s.history(session_id))
-        return [message for _, message in rows]
+        rows, epoch = await self._storage.read(
+            lambda s: (s.history(session_id), s.epoch(session_id))
+        )
+        visible = visible_history(rows, epoch.baseline_seq if epoch else None)
+        return [message for _, message in visible]
 
     async def events(
         self, session_id: str, *, after: int | None = None

@@ -93,13 +93,17 @@ def _promoted(e: Any, seq: int, state: ProjectionState) -> None:
 
 def _agent_switched(e: Any, seq: int, state: ProjectionState) -> None:
     _touch_session(state, e, agent=e.agent)
-    msg = AgentSwitchedMessage(id=e.message_id, time=MessageTime(created=e.timestamp), agent=e.agent)
+    msg = AgentSwitchedMessage(
+        id=e.message_id, time=MessageTime(created=e.timestamp), agent=e.agent
+    )
     state.put_message(e.session_id, seq, msg)
 
 
 def _model_switched(e: Any, seq: int, state: ProjectionState) -> None:
     _touch_session(state, e, model=e.model)
-    msg = ModelSwitchedMessage(id=e.message_id, time=MessageTime(created=e.timestamp), model=e.model)
+    msg = ModelSwitchedMessage(
+        id=e.message_id, time=MessageTime(created=e.timestamp), model=e.model
+    )
     state.put_message(e.session_id, seq, msg)
 
 

@@ -7,6 +7,7 @@ seeded random source, and trio's scheduler is seeded, so one seed replays one ru
 
 from __future__ import annotations
 
+import datetime
 import random
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,12 @@ import trio.testing
 from trio._core import _run
 
 from runtime import IdGenerator, Location, Prompt, llm, open_runtime
+from runtime.context import (
+    SystemContext,
+    SystemContextRegistry,
+    date_source,
+    environment_source,
+)
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._testing import TestingGates, testing_registry
 
@@ -60,7 +67,9 @@ async def _scenario(seed: int, data_dir: Path, count: int) -> list[tuple[str, in
         ]  # fmt: skip
 
     client = llm.ScriptedLLM(script, latency=0.2)
-    options: dict[str, Any] = dict(storage_mode="inline", now_ms=now_ms, ids=ids, tools=tools)
+    options: dict[str, Any] = dict(
+        storage_mode="inline", now_ms=now_ms, ids=ids, tools=tools, context=_context
+    )
     async with open_runtime(data_dir=data_dir, llm=client, **options) as rt:
         location = Location(directory="/sim/work")
         sids = [(await rt.sessions.create(location=location)).id for _ in range(count)]
@@ -78,6 +87,21 @@ async def _scenario(seed: int, data_dir: Path, count: int) -> list[tuple[str, in
             )
             log.extend((sid, e.seq, e.data.decode()) for e in events)
         return log
+
+
+def _context(directory: str) -> SystemContextRegistry:
+    """Context Sources that read neither files nor the host clock (no worker threads)."""
+    registry = SystemContextRegistry()
+
+    async def builtins() -> list[SystemContext]:
+        day = datetime.date(2027, 1, 1) + datetime.timedelta(days=int(trio.current_time() // 2))
+        environment = environment_source(
+            directory=directory, workspace_root=directory, platform="linux", is_git_repo=False
+        )
+        return [environment, date_source(today=lambda: day)]
+
+    registry.contribute("core/builtins", builtins)
+    return registry
 
 
 async def _client(rt: Any, sid: str, delays: list[float], kinds: list[str]) -> None:

@@ -19,7 +19,12 @@ def test_the_same_seed_gives_the_same_event_log_twice(tmp_path: Path) -> None:
     assert len(first) > 100
     assert first == second
     kinds = {data.split('"type":"')[1].split('"')[0] for _, _, data in first}
-    assert {"session.next.tool.success", "session.next.prompt.promoted"} <= kinds
+    expected = {
+        "session.next.tool.success",
+        "session.next.prompt.promoted",
+        "session.next.context.updated",
+    }
+    assert expected <= kinds
 
 
 def test_a_different_seed_changes_the_run(tmp_path: Path) -> None:

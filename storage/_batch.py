@@ -223,6 +223,13 @@ class WriteBatch:
         self._set(self.epochs, epoch.session_id, epoch)
         self._add(self.cleared_epochs, epoch.session_id, present=False)
 
+    def last_seq(self, session_id: str) -> int:
+        """The session's highest seq so far, this batch included (-1 if none)."""
+        row = self._row(session_id)
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return row.last_seq
+
     def epoch(self, session_id: str) -> EpochRow | None:
         if session_id in self.cleared_epochs:
             return None

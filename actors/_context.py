@@ -1,0 +1,159 @@
+"""Context Epochs in the drain: initialize before the first promotion, reconcile after.
+
+The epoch row and the ``context.updated`` event that advances its snapshot are
+written in one operation of one batch, with an optimistic revision check; a
+conflicting writer makes the reconcile start over from the stored row.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from actors._storage import StorageActor
+from runtime import IdGenerator
+from runtime import _schema as ev
+from runtime.context import (
+    InitializationBlocked,
+    ReplacementBlocked,
+    ReplacementReady,
+    SystemContext,
+    SystemContextRegistry,
+    Updated,
+    contribute_core_context,
+    decode_snapshot,
+    encode_snapshot,
+)
+from storage import EpochConflictError, EpochRow, WriteBatch
+
+__all__ = ["ContextFactory", "EpochKeeper", "default_context"]
+
+_log = logging.getLogger("kittiwake.context")
+ContextFactory = Callable[[str], SystemContextRegistry]
+_RETRIES: Final = 5
+
+
+def default_context(directory: str) -> SystemContextRegistry:
+    """The built-in Context Sources of a Location: environment, date, AGENTS.md files."""
+    registry = SystemContextRegistry()
+    root = _project_root(Path(directory))
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    contribute_core_context(
+        registry, directory=directory, project_root=str(root),
+        config_dir=str(Path(config) / "kittiwake"), env=dict(os.environ),
+        is_git_repo=(root / ".git").exists(),
+    )  # fmt: skip
+    return registry
+
+
+def _project_root(directory: Path) -> Path:
+    real = directory.resolve()
+    for candidate in (real, *real.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return real
+
+
+class EpochKeeper:
+    """One session's Context Epoch operations, used by its SessionActor."""
+
+    def __init__(
+        self, session_id: str, storage: StorageActor, ids: IdGenerator, now_ms: Callable[[], int]
+    ) -> None:
+        self._sid = session_id
+        self._storage = storage
+        self._ids = ids
+        self._now = now_ms
+
+    async def current(self) -> EpochRow | None:
+        sid = self._sid
+        return await self._storage.read(lambda s: s.epoch(sid))
+
+    async def initialize(
+        self, load: Callable[[], Awaitable[SystemContext]], agent: str
+    ) -> EpochRow | None:
+        """Make sure an epoch exists; None when initial context is unavailable (blocked).
+
+        Context is observed (*load*) only when no epoch is stored yet.
+        """
+        existing = await self.current()
+        if existing is not None:
+            return existing
+        outcome = await (await load()).initialize()
+        if isinstance(outcome, InitializationBlocked):
+            _log.warning("initial context unavailable", extra={"keys": outcome.keys})
+            return None
+        snapshot = encode_snapshot(outcome.snapshot).decode()
+        sid = self._sid
+
+        def write(b: WriteBatch) -> EpochRow:
+            found = b.epoch(sid)
+            if found is not None:
+                return found
+            row = EpochRow(sid, outcome.baseline, snapshot, agent, b.last_seq(sid) + 1, None, 0)
+            b.put_epoch(row)
+            return row
+
+        return await self._storage.write(write)
+
+    async def reconcile(self, context: SystemContext) -> EpochRow:
+        """Admit changed context at this safe boundary; return the epoch to send.
+
+        Raises:
+            StorageError: the store failed. Conflicts are retried a few times, then
+                the stored epoch is used as it is.
+        """
+        epoch = await self.current()
+        assert epoch is not None, "reconcile needs an initialized epoch"
+        for _ in range(_RETRIES):
+            try:
+                return await self._reconcile_once(context, epoch)
+            except EpochConflictError:
+                refreshed = await self.current()
+                assert refreshed is not None
+                epoch = refreshed
+        return epoch
+
+    async def _reconcile_once(self, context: SystemContext, epoch: EpochRow) -> EpochRow:
+        outcome = await context.reconcile(decode_snapshot(epoch.snapshot))
+        if isinstance(outcome, Updated):
+            return await self._admit(epoch, outcome)
+        if isinstance(outcome, ReplacementReady):
+            return await self._replace(epoch, outcome)
+        if isinstance(outcome, ReplacementBlocked):
+            _log.warning("context replacement blocked", extra={"keys": outcome.keys})
+        return epoch
+
+    async def _admit(self, epoch: EpochRow, outcome: Updated) -> EpochRow:
+        sid, now, message_id = self._sid, self._now(), self._ids.new("msg")
+        snapshot = encode_snapshot(outcome.snapshot).decode()
+        row = msgspec.structs.replace(epoch, snapshot=snapshot, revision=epoch.revision + 1)
+
+        def write(b: WriteBatch) -> EpochRow:
+            b.put_epoch(row, expected_revision=epoch.revision)
+            update = ev.ContextUpdated(
+                timestamp=now, session_id=sid, message_id=message_id, text=outcome.text
+            )
+            b.append(sid, [update])
+            return row
+
+        return await self._storage.write(write)
+
+    async def _replace(self, epoch: EpochRow, outcome: ReplacementReady) -> EpochRow:
+        sid = self._sid
+        snapshot = encode_snapshot(outcome.snapshot).decode()
+
+        def write(b: WriteBatch) -> EpochRow:
+            row = EpochRow(
+                sid, outcome.baseline, snapshot, epoch.agent, b.last_seq(sid) + 1, None,
+                epoch.revision + 1,
+            )  # fmt: skip
+            b.put_epoch(row, expected_revision=epoch.revision)
+            return row
+
+        return await self._storage.write(write)
