@@ -263,9 +263,60 @@ class Sessions:
         self._x.remember(info)
         return info
 
+    async def permissions(self, session_id: str) -> builtins.list[ev.PermissionInfo]:
+        """The session's permission requests, oldest first. Raises SessionNotFoundError."""
+        await self.get(session_id)
+        return await self._storage.read(lambda s: s.permissions(session_id))
+
+    async def reply_permission(
+        self, session_id: str, request_id: str, reply: Literal["once", "always", "reject"]
+    ) -> None:
+        """Answer a pending permission request; the waiting tool call proceeds or fails.
+
+        Raises:
+            SessionNotFoundError: no such session or request.
+            PromptConflictError: the request was already answered.
+            InvalidInputError: an unknown reply.
+        """
+        await self._x.permissions.reply(session_id, request_id, reply)
+
     async def needs_resume(self) -> builtins.list[str]:
         """Sessions whose promoted input has no settled answer (continued only by resume)."""
         return await self._storage.read(lambda s: s.sessions_needing_resume())
+
+    async def follow(
+        self, session_id: str, *, after: int | None = None
+    ) -> AsyncIterator[SessionEvent]:
+        """``events`` as one flat generator, for consumers that stop early (``aclosing``).
+
+        Same contract: replay seq > *after*, then tail live commits, no gap and no
+        duplicate. Cancellation or ``aclose`` ends it and releases the subscription.
+        Raises SessionNotFoundError.
+        """
+        await self.get(session_id)
+        cursor = -1 if after is None else after
+        with self._hub.subscribe(session_id) as sub:
+            while True:
+                page = await self._storage.read(
+                    lambda s, c=cursor: s.events(session_id, after=c, limit=_PAGE)  # type: ignore[misc]
+                )
+                for stored in page:
+                    cursor = stored.seq
+                    if stored.type.startswith("session.next."):
+                        yield _decoded(stored)
+                if len(page) == _PAGE:
+                    continue
+                while True:
+                    item = await sub.receive()
+                    if item == OVERFLOWED:
+                        break
+                    if not isinstance(item, StoredEvent) or item.seq <= cursor:
+                        continue
+                    if item.seq != cursor + 1:
+                        break
+                    cursor = item.seq
+                    if item.type.startswith("session.next."):
+                        yield _decoded(item)
 
 
 def _decoded(stored: StoredEvent) -> SessionEvent:

@@ -32,6 +32,7 @@ from gateway._wire import (
     encode,
     error_body,
     error_for,
+    follow,
 )
 from gateway._ws import WebsocketLimits, serve_websocket
 from runtime import KittiwakeError, LiveDelta, Location
@@ -407,10 +408,11 @@ def _install_streams(app: QuartTrio, gw: Gateway) -> None:
         await rt.sessions.get(session_id)
 
         async def produce(send: trio.MemorySendChannel[bytes]) -> None:
-            async for item in rt.sessions.events(session_id, after=after):
-                payload = durable_event_json(item)
-                frame = sse_frame(encode(payload), event=payload["type"], id=str(item.seq))
-                await send.send(frame)
+            async with follow(rt, session_id, after) as events:
+                async for item in events:
+                    payload = durable_event_json(item)
+                    frame = sse_frame(encode(payload), event=payload["type"], id=str(item.seq))
+                    await send.send(frame)
 
         return _sse(app, gw, produce)
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Final, TypeVar
+from collections.abc import AsyncGenerator
+from contextlib import AbstractAsyncContextManager, aclosing
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import msgspec
 
 from actors import SessionEvent
+
+if TYPE_CHECKING:
+    from actors import Runtime
 from runtime import (
     KittiwakeError,
     LiveDelta,
@@ -30,6 +35,7 @@ __all__ = [
     "encode",
     "error_body",
     "error_for",
+    "follow",
 ]
 
 STATUS_BY_TAG: Final[dict[str, int]] = {
@@ -137,3 +143,11 @@ def delta_json(delta: LiveDelta) -> dict[str, Any]:
     data = msgspec.to_builtins(delta)
     kind = data.pop("type")
     return {"type": kind, "data": data}
+
+
+def follow(
+    rt: Runtime, session_id: str, after: int | None
+) -> AbstractAsyncContextManager[AsyncGenerator[SessionEvent, None]]:
+    """``rt.sessions.follow`` closed on exit, however the consumer leaves."""
+    events = cast(AsyncGenerator[SessionEvent, None], rt.sessions.follow(session_id, after=after))
+    return aclosing(events)

@@ -23,6 +23,7 @@ from gateway._wire import (
     encode,
     error_body,
     error_for,
+    follow,
 )
 from runtime import KittiwakeError, LiveDelta
 
@@ -202,14 +203,17 @@ class _Connection:
             with scope, rt.hub.subscribe(session_id) as deltas:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._deltas, session_id, deltas)
-                    async for item in rt.sessions.events(session_id, after=after):
-                        frame = {
-                            "type": "event", "sessionID": session_id, "seq": item.seq,
-                            "event": durable_event_json(item),
-                        }  # fmt: skip
-                        await self.emit(frame)
-        except _Slow:
-            return
+                    try:
+                        async with follow(rt, session_id, after) as events:
+                            async for item in events:
+                                frame = {
+                                    "type": "event", "sessionID": session_id, "seq": item.seq,
+                                    "event": durable_event_json(item),
+                                }  # fmt: skip
+                                await self.emit(frame)
+                    except _Slow:
+                        pass
+                    nursery.cancel_scope.cancel()
         finally:
             if self._subscriptions.get(session_id) is scope:
                 del self._subscriptions[session_id]
@@ -218,7 +222,9 @@ class _Connection:
         while True:
             item = await deltas.receive()
             if isinstance(item, LiveDelta):
-                self.emit_lossy({"type": "delta", "sessionID": session_id, **delta_json(item)})
+                self.emit_lossy(
+                    {"type": "delta", "sessionID": session_id, "event": delta_json(item)}
+                )
 
 
 async def serve_websocket(gw: Gateway, ws: Websocket) -> None:
