@@ -19,6 +19,7 @@ from actors._context import ContextFactory
 from actors._directory import ActorDirectory
 from actors._events import EventHub
 from actors._mailbox import open_mailbox
+from actors._permissions import DurablePermissions
 from actors._session import Interrupt, Run, SessionActor, WaitIdle, Wake
 from actors._storage import StorageActor
 from actors._supervisor import Supervisor, SupervisorPolicy
@@ -137,6 +138,7 @@ class SessionExecution:
         self._locations: dict[str, LocationActor] = {}
         self._infos: dict[str, SessionInfo] = {}
         self.ready = trio.Event()
+        self.permissions = DurablePermissions(storage, now_ms)
 
     def _reset(self) -> None:
         self._sessions.clear()
@@ -183,7 +185,10 @@ class SessionExecution:
         location = self._locations.get(directory)
         if location is None:
             env = ToolEnvironment(directory=directory, data_dir=str(self._data_dir), ids=self.ids)
-            location = LocationActor(directory, self._tools(env), self._context(directory))
+            registry = self._tools(env)
+            if registry.saved_approvals is None:
+                registry.saved_approvals = self.permissions
+            location = LocationActor(directory, registry, self._context(directory))
             self._locations[directory] = location
             self.supervisor.start_child(location)
         return location

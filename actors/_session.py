@@ -245,7 +245,7 @@ class SessionActor(Actor[Message]):
         turn = Turn(
             session_id=sid, assistant_id=self._x.ids.new("msg"), agent=agent, model=model,
             append=self._append, hub=self._x.hub, now=self._x.now_ms, registry=location.registry,
-            directory=info.location.directory,
+            directory=info.location.directory, permissions=self._x.permissions,
         )  # fmt: skip
         return await run_turn(client=self._x.llm, request=request, turn=turn)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Final, Literal
 
 import msgspec
@@ -166,7 +166,7 @@ class Sessions:
 
     async def events(
         self, session_id: str, *, after: int | None = None
-    ) -> AsyncIterator[SessionEvent]:
+    ) -> AsyncGenerator[SessionEvent, None]:
         """Replay durable ``session.next.*`` events with seq > *after*, then tail live commits.
 
         No gap and no duplicate: the subscription is registered before the replay,
@@ -286,7 +286,7 @@ class Sessions:
 
     async def follow(
         self, session_id: str, *, after: int | None = None
-    ) -> AsyncIterator[SessionEvent]:
+    ) -> AsyncGenerator[SessionEvent, None]:
         """``events`` as one flat generator, for consumers that stop early (``aclosing``).
 
         Same contract: replay seq > *after*, then tail live commits, no gap and no

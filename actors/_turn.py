@@ -17,7 +17,7 @@ import trio
 from actors._events import EventHub
 from runtime import _schema as ev
 from runtime import llm
-from runtime.agents import AgentInfo
+from runtime.agents import AgentInfo, PermissionGate
 from runtime.tools import ToolContext, ToolFailure, ToolRegistry, ToolSettlement
 
 __all__ = ["INTERRUPTED_TOOL", "TurnOutcome", "run_turn"]
@@ -40,7 +40,7 @@ class _Turn:
     def __init__(
         self, *, session_id: str, assistant_id: str, agent: AgentInfo, model: ev.ModelRef,
         append: Callable[[list[ev.DurableEvent]], Any], hub: EventHub, now: Callable[[], int],
-        registry: ToolRegistry, directory: str,
+        registry: ToolRegistry, directory: str, permissions: PermissionGate | None = None,
     ) -> None:  # fmt: skip
         self.session_id = session_id
         self.assistant_id = assistant_id
@@ -51,6 +51,7 @@ class _Turn:
         self._now = now
         self._registry = registry
         self._directory = directory
+        self._permissions = permissions
         self.buffer: list[ev.DurableEvent] = []
         self.texts: dict[str, list[str]] = {}
         self.outcome = TurnOutcome(assistant_message_id=assistant_id)
@@ -132,7 +133,9 @@ class _Turn:
             tool_call_id=call.call_id, directory=self._directory,
         )  # fmt: skip
         try:
-            settlement = await self._registry.settle(call.name, call.input, ctx, agent=self.agent)
+            settlement = await self._registry.settle(
+                call.name, call.input, ctx, agent=self.agent, permissions=self._permissions
+            )
         except trio.Cancelled:
             with trio.move_on_after(_SETTLE_GRACE, shield=True):
                 await self._append([self._settled(call, ToolFailure(error=INTERRUPTED_TOOL))])

@@ -52,6 +52,8 @@ class ProjectionState(Protocol):
     def message(self, session_id: str, message_id: str) -> SessionMessage | None: ...
     def put_message(self, session_id: str, seq: int, message: SessionMessage) -> None: ...
     def clear_epoch(self, session_id: str) -> None: ...
+    def permission(self, request_id: str) -> ev.PermissionInfo | None: ...
+    def put_permission(self, info: ev.PermissionInfo) -> None: ...
 
 
 def project(event: ev.DurableEvent, seq: int, state: ProjectionState) -> None:
@@ -222,6 +224,21 @@ def _tool_failed(e: Any, seq: int, state: ProjectionState) -> None:
     _replace_content(state, e, e.call_id, change)
 
 
+def _permission_asked(e: Any, seq: int, state: ProjectionState) -> None:
+    info = ev.PermissionInfo(
+        id=e.request_id, session_id=e.session_id, agent=e.agent, tool=e.tool, call_id=e.call_id,
+        permission=e.permission, resources=e.resources, time_created=e.timestamp,
+    )  # fmt: skip
+    state.put_permission(info)
+
+
+def _permission_replied(e: Any, seq: int, state: ProjectionState) -> None:
+    info = state.permission(e.request_id)
+    if info is None:
+        raise ProjectionError(f"Unknown permission request: {e.request_id}")
+    state.put_permission(replace(info, status=e.reply))
+
+
 # -- helpers ---------------------------------------------------------------------------------
 
 
@@ -302,4 +319,6 @@ _HANDLERS: dict[type, Callable[[Any, int, ProjectionState], None]] = {
     ev.ToolCalled: _tool_called,
     ev.ToolSuccess: _tool_success,
     ev.ToolFailed: _tool_failed,
+    ev.PermissionAsked: _permission_asked,
+    ev.PermissionReplied: _permission_replied,
 }

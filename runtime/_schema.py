@@ -27,6 +27,9 @@ __all__ = [
     "ModelSwitched",
     "Moved",
     "Prompt",
+    "PermissionAsked",
+    "PermissionInfo",
+    "PermissionReplied",
     "PromptAdmitted",
     "PromptPromoted",
     "ReasoningDelta",
@@ -304,6 +307,36 @@ class ToolFailed(Event, frozen=True, tag="session.next.tool.failed"):
     provider: ToolProvider = ToolProvider()
 
 
+class PermissionAsked(Event, frozen=True, tag="permission.v2.asked"):
+    """A local tool call waits for a client to allow it (durable pending request)."""
+
+    request_id: str
+    agent: str
+    tool: str
+    call_id: str
+    permission: str
+    resources: list[str]
+
+
+class PermissionReplied(Event, frozen=True, tag="permission.v2.replied"):
+    request_id: str
+    reply: Literal["once", "always", "reject"]
+
+
+class PermissionInfo(Record, frozen=True):
+    """A permission request as clients list it."""
+
+    id: str
+    session_id: str
+    agent: str
+    tool: str
+    call_id: str
+    permission: str
+    resources: list[str]
+    time_created: int
+    status: Literal["pending", "once", "always", "reject"] = "pending"
+
+
 DurableEvent = (
     SessionCreated
     | PromptAdmitted
@@ -326,6 +359,8 @@ DurableEvent = (
     | ToolCalled
     | ToolSuccess
     | ToolFailed
+    | PermissionAsked
+    | PermissionReplied
 )
 
 

@@ -21,7 +21,14 @@ from runtime._projection import project
 if TYPE_CHECKING:
     from storage._store import EventStore, _SessionRow
 
-__all__ = ["AdmitPrompt", "EpochConflictError", "EpochRow", "StoredEvent", "WriteBatch"]
+__all__ = [
+    "AdmitPrompt",
+    "ApprovalRow",
+    "EpochConflictError",
+    "EpochRow",
+    "StoredEvent",
+    "WriteBatch",
+]
 
 _encode = msgspec.json.Encoder().encode
 _decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
@@ -49,6 +56,15 @@ class EpochRow(msgspec.Struct, frozen=True, array_like=True):
     baseline_seq: int
     replacement_seq: int | None
     revision: int
+
+
+class ApprovalRow(msgspec.Struct, frozen=True, array_like=True):
+    """One saved per-project "always" approval."""
+
+    project: str
+    permission: str
+    resource: str
+    time_created: int
 
 
 class EpochConflictError(Exception):
@@ -84,16 +100,20 @@ class WriteBatch:
         self.new_sessions: set[str] = set()
         self.new_inputs: set[str] = set()
         self.new_messages: set[str] = set()
+        self.permissions: dict[str, ev.PermissionInfo] = {}
+        self.new_permissions: set[str] = set()
+        self.approvals: list[ApprovalRow] = []
         self.changed_sessions: set[str] = set()
         self._undo: list[tuple[Any, Any, Any]] = []
 
     # -- undo log -----------------------------------------------------------------------
 
-    def mark(self) -> tuple[int, int]:
-        return len(self._undo), len(self.events)
+    def mark(self) -> tuple[int, int, int]:
+        return len(self._undo), len(self.events), len(self.approvals)
 
-    def rollback(self, mark: tuple[int, int]) -> None:
-        undo_len, events_len = mark
+    def rollback(self, mark: tuple[int, int, int]) -> None:
+        undo_len, events_len, approvals_len = mark
+        del self.approvals[approvals_len:]
         while len(self._undo) > undo_len:
             target, key, old = self._undo.pop()
             if isinstance(target, set):
@@ -235,6 +255,11 @@ class WriteBatch:
             return None
         return self.epochs.get(session_id) or self._store.epoch(session_id)
 
+    def save_approval(self, row: ApprovalRow) -> None:
+        """Remember a per-project "always" approval (journaled with the batch)."""
+        if not self._store.is_approved(row.project, row.permission, row.resource):
+            self.approvals.append(row)
+
     # -- ProjectionState ----------------------------------------------------------------
 
     def session(self, session_id: str) -> ev.SessionInfo:
@@ -281,6 +306,14 @@ class WriteBatch:
         if session_id in self.epochs:
             self._set(self.epochs, session_id, self.epochs[session_id])
             del self.epochs[session_id]
+
+    def permission(self, request_id: str) -> ev.PermissionInfo | None:
+        return self.permissions.get(request_id) or self._store.permission(request_id)
+
+    def put_permission(self, info: ev.PermissionInfo) -> None:
+        if self.permission(info.id) is None:
+            self._add(self.new_permissions, info.id)
+        self._set(self.permissions, info.id, info)
 
     # -- reads through the overlay ---------------------------------------------------------
 
@@ -364,6 +397,27 @@ class WriteBatch:
                 for mid, (sid, seq, m) in messages
                 if mid not in self.new_messages
             ),
+        )
+        permissions = self.permissions.values()
+        yield (
+            _insert("permission_request", 5),
+            _columns(
+                (p.id, p.session_id, p.status, p.time_created, _encode(p).decode())
+                for p in permissions
+                if p.id in self.new_permissions
+            ),
+        )
+        yield (
+            _update("permission_request", ["status", "data"]),
+            _columns(
+                (p.id, p.status, _encode(p).decode())
+                for p in permissions
+                if p.id not in self.new_permissions
+            ),
+        )
+        yield (
+            _insert("permission_approval", 4),
+            _columns(msgspec.structs.astuple(a) for a in self.approvals),
         )
         cleared = sorted(self.cleared_epochs | set(self.epochs))
         yield (

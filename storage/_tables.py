@@ -53,6 +53,22 @@ _MIGRATIONS: Final[list[list[str]]] = [
     ],
 ]
 
+_MIGRATIONS.append(
+    [
+        """create table permission_request (
+            id varchar primary key,
+            session_id varchar not null,
+            status varchar not null,
+            time_created bigint not null,
+            data varchar not null)""",
+        """create table permission_approval (
+            project varchar not null,
+            permission varchar not null,
+            resource varchar not null,
+            time_created bigint not null)""",
+    ]
+)
+
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
 
