@@ -25,7 +25,7 @@ import msgspec
 from runtime import IdGenerator, SessionMessage
 from runtime import _schema as ev
 from runtime._errors import StorageError
-from storage._batch import AdmitPrompt, EpochRow, StoredEvent, WriteBatch
+from storage._batch import AdmitPrompt, ApprovalRow, EpochRow, StoredEvent, WriteBatch
 from storage._journal import Journal
 from storage._tables import migrate
 
@@ -42,6 +42,7 @@ _decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
 _decode_message = msgspec.json.Decoder(SessionMessage).decode
 _decode_info = msgspec.json.Decoder(ev.SessionInfo).decode
 _decode_prompt = msgspec.json.Decoder(ev.Prompt).decode
+_decode_permission = msgspec.json.Decoder(ev.PermissionInfo).decode
 
 
 class JournalRecord(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
@@ -49,6 +50,7 @@ class JournalRecord(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
 
     events: list[StoredEvent]
     epochs: list[EpochRow] = []
+    approvals: list[ApprovalRow] = []
 
 
 _encode_record = msgspec.msgpack.Encoder().encode
@@ -106,6 +108,8 @@ class EventStore:
         self._rebuilt = False
         self._ids = IdGenerator()
         self._absent: set[str] = set()
+        self._permissions: OrderedDict[str, ev.PermissionInfo] = OrderedDict()
+        self._approvals: set[tuple[str, str, str]] | None = None
         self.broken = False
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -184,6 +188,8 @@ class EventStore:
             batch.replay_event(stored)
         for epoch in record.epochs:
             batch.put_epoch(epoch)
+        for approval in record.approvals:
+            batch.save_approval(approval)
         self._write(batch, lsn)
         self._adopt(batch)
 
@@ -222,7 +228,7 @@ class EventStore:
         self._prefetch([op.message_id for op in operations if isinstance(op, AdmitPrompt)])
         outcomes = [self._plan(batch, op) for op in operations]
         self._absent.clear()
-        if batch.events or batch.epochs:
+        if batch.events or batch.epochs or batch.approvals:
             started = time.perf_counter()
             try:
                 self._commit(batch)
@@ -269,7 +275,9 @@ class EventStore:
 
     def _commit(self, batch: WriteBatch) -> None:
         assert self._journal is not None
-        record = JournalRecord(events=batch.events, epochs=list(batch.epochs.values()))
+        record = JournalRecord(
+            events=batch.events, epochs=list(batch.epochs.values()), approvals=batch.approvals
+        )
         lsn = self._journal.append([_encode_record(record)])
         self._write(batch, lsn)
 
@@ -297,6 +305,10 @@ class EventStore:
             self._epochs[session_id] = epoch
         for session_id in batch.cleared_epochs:
             self._epochs[session_id] = None
+        for request_id, info in batch.permissions.items():
+            self._cache(self._permissions, request_id, info, _CACHE_MESSAGES)
+        if self._approvals is not None:
+            self._approvals.update((a.project, a.permission, a.resource) for a in batch.approvals)
 
     @staticmethod
     def _cache(cache: OrderedDict[str, Any], key: str, value: Any, bound: int) -> None:
@@ -425,6 +437,31 @@ class EventStore:
         epoch = EpochRow(*found) if found else None
         self._epochs[session_id] = epoch
         return epoch
+
+    def permission(self, request_id: str) -> ev.PermissionInfo | None:
+        cached = self._permissions.get(request_id)
+        if cached is not None:
+            return cached
+        found = self.conn.execute(
+            "select data from permission_request where id = ?", [request_id]
+        ).fetchone()
+        return _decode_permission(found[0]) if found else None
+
+    def is_approved(self, project: str, permission: str, resource: str) -> bool:
+        if self._approvals is None:
+            rows = self.conn.execute(
+                "select project, permission, resource from permission_approval"
+            ).fetchall()
+            self._approvals = {(str(a), str(b), str(c)) for a, b, c in rows}
+        return (project, permission, resource) in self._approvals
+
+    def permissions(self, session_id: str) -> list[ev.PermissionInfo]:
+        """A session's permission requests, oldest first."""
+        rows = self.conn.execute(
+            "select data from permission_request where session_id = ? order by time_created, id",
+            [session_id],
+        ).fetchall()
+        return [_decode_permission(r[0]) for r in rows]
 
     # -- public reads -------------------------------------------------------------------
 
