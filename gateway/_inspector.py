@@ -18,24 +18,22 @@ ul{list-style:none;padding-left:1.4em;border-left:1px dotted #aaa}
 <div id="tree"></div><h2>Storage</h2><table id="storage"></table>
 <script>
 const esc = s => String(s).replace(/[&<>"]/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}[c]));
-function stat(byId, id) { return byId[id] || {}; }
-function node(n, byId) {
-  const s = stat(byId, n.id || n.actor_id);
-  const label = Object.entries(n).filter(([k, v]) => k !== "children" && typeof v !== "object")
-    .map(([k, v]) => `${esc(k)}=${esc(v)}`).join(" ");
-  const extra = Object.entries(s).filter(([k, v]) => typeof v !== "object")
-    .map(([k, v]) => `${esc(k)}=${esc(v)}`).join(" ");
-  const kids = (n.children || []).map(c => node(c, byId)).join("");
-  return `<li><b class="state-${esc(n.state || s.state || "")}">${label}</b>
-    <span class="meta">${extra}</span>${kids ? `<ul>${kids}</ul>` : ""}</li>`;
+function node(n) {
+  const s = n.statistics || {};
+  const bound = s.mailbox_bound === null ? "inf" : s.mailbox_bound;
+  const kids = (n.children || []).map(node).join("");
+  return `<li><b class="state-${esc(s.state)}">${esc(s.id)}</b> [${esc(s.kind)}] ${esc(s.state)}
+    <span class="meta">mailbox ${esc(s.mailbox_depth)}/${esc(bound)} peak ${esc(s.mailbox_peak)}
+    restarts ${esc(s.restarts)} in ${esc(s.messages_in)} out ${esc(s.messages_out)}
+    ${s.current_activity ? "doing " + esc(s.current_activity) : "idle"}
+    ${s.last_death_cause ? "last death: " + esc(s.last_death_cause) : ""}</span>
+    ${kids ? `<ul>${kids}</ul>` : ""}</li>`;
 }
 async function refresh() {
   try {
     const r = await fetch("api/actors", {credentials: "same-origin"});
     const d = await r.json();
-    const byId = {};
-    for (const a of d.actors || []) byId[a.id || a.actor_id] = a;
-    document.getElementById("tree").innerHTML = `<ul>${(d.tree || []).map(n => node(n, byId)).join("")}</ul>`;
+    document.getElementById("tree").innerHTML = `<ul>${(d.tree || []).map(node).join("")}</ul>`;
     document.getElementById("storage").innerHTML = Object.entries(d.storage || {})
       .map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join("");
     document.getElementById("status").textContent =

@@ -1,0 +1,303 @@
+"""The ``kittiwake`` command: ``serve``, ``run``, ``sessions`` and ``inspect``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import msgspec
+import trio
+
+from runtime import ModelRef, open_runtime
+from runtime import llm as llm_package
+
+__all__ = ["default_data_dir", "main"]
+
+_log = logging.getLogger("kittiwake.cli")
+_FEATURED: Final = ("anthropic", "openai", "google", "openrouter", "github-copilot")
+_TEXT_ENDED: Final = "session.next.text.ended"
+_STEP_FAILED: Final = "session.next.step.failed"
+_STEP_ENDED: Final = "session.next.step.ended"
+
+
+def default_data_dir(env: dict[str, str] | None = None) -> Path:
+    """``$KITTIWAKE_DATA_DIR``, else ``$XDG_DATA_HOME/kittiwake``, else ``~/.local/share/kittiwake``."""
+    environ = os.environ if env is None else env
+    if environ.get("KITTIWAKE_DATA_DIR"):
+        return Path(environ["KITTIWAKE_DATA_DIR"])
+    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kittiwake"
+
+
+# -- provider discovery -------------------------------------------------------------------
+
+
+class _Provider(msgspec.Struct, frozen=True):
+    client: Any
+    model: ModelRef
+    http: httpx.AsyncClient
+
+
+async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
+    """A ProviderClient for the first provider with credentials; else explain and return None."""
+    try:
+        catalog = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
+    except (llm_package.CatalogError, OSError) as exc:
+        print(f"kittiwake: could not load the model catalog ({exc}); no provider", file=out)
+        return None
+    store = llm_package.CredentialStore(data_dir)
+    try:
+        stored = store.load()
+    except llm_package.AuthError:
+        stored = {}
+    providers = catalog.providers
+    wanted = os.environ.get("KITTIWAKE_MODEL", "")
+    for provider in providers.values():
+        has_env = any(os.environ.get(name) for name in provider.env)
+        if not (has_env or provider.id in stored) or not provider.models:
+            continue
+        provider_id, _, model_id = wanted.partition("/")
+        if provider_id != provider.id or model_id not in provider.models:
+            if wanted and provider_id in providers:
+                continue
+            model_id = next(iter(provider.models))
+        http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
+        auth = llm_package.Auth(env=dict(os.environ), store=store)
+        client = llm_package.ProviderClient(catalog, auth, http_client=http)
+        print(f"kittiwake: using provider {provider.id}, model {model_id}", file=out)
+        return _Provider(client, ModelRef(id=model_id, provider_id=provider.id), http)
+    looked = [providers[p] for p in _FEATURED if p in providers] or list(providers.values())[:5]
+    print("kittiwake: no LLM provider is configured; prompts will fail until one is.", file=out)
+    print("  Looked for credentials of these providers (and every other catalog entry):", file=out)
+    for provider in looked:
+        names = ", ".join(provider.env) or "(login)"
+        print(f"    {provider.id:<16} {names}", file=out)
+    print(f"  Set one of those variables, or store a credential in {store.path},", file=out)
+    print("  optionally with KITTIWAKE_MODEL=provider/model, and restart.", file=out)
+    return None
+
+
+# -- commands -----------------------------------------------------------------------------
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from gateway._serve import serve
+
+    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    provider = await _configured_provider(data_dir, sys.stderr)
+    options: dict[str, Any] = {}
+    if provider is not None:
+        options["default_model"] = provider.model
+    password = os.environ.get("KITTIWAKE_SERVER_PASSWORD") or None
+    cors = [o for o in os.environ.get("KITTIWAKE_CORS_ORIGINS", "").split(",") if o]
+    try:
+        async with open_runtime(
+            data_dir=data_dir, llm=provider.client if provider else None, **options
+        ) as rt:
+            async with trio.open_nursery() as nursery:
+                server = await nursery.start(
+                    lambda task_status: serve(
+                        rt, args.hostname, args.port, password=password, cors_origins=cors,
+                        task_status=task_status,
+                    )
+                )  # fmt: skip
+                print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
+                if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
+                    print("kittiwake: warning: listening beyond localhost without a password")
+    finally:
+        if provider is not None:
+            await provider.http.aclose()
+    return 0
+
+
+@asynccontextmanager
+async def _api(args: argparse.Namespace) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client to ``--attach`` or to a runtime served in this process on a free port."""
+    password = os.environ.get("KITTIWAKE_SERVER_PASSWORD")
+    auth = ("kittiwake", password) if password else None
+    timeout = httpx.Timeout(30.0, read=None)
+    if args.attach:
+        async with httpx.AsyncClient(base_url=args.attach, auth=auth, timeout=timeout) as c:
+            yield c
+        return
+    from gateway._serve import serve
+
+    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
+    provider = await _configured_provider(data_dir, sys.stderr) if args.command == "run" else None
+    options: dict[str, Any] = {"default_model": provider.model} if provider else {}
+    try:
+        async with open_runtime(
+            data_dir=data_dir, llm=provider.client if provider else None, **options
+        ) as rt:
+            async with trio.open_nursery() as nursery:
+                server = await nursery.start(
+                    lambda task_status: serve(rt, "127.0.0.1", 0, task_status=task_status)
+                )
+                try:
+                    async with httpx.AsyncClient(base_url=server.url, timeout=timeout) as c:
+                        yield c
+                finally:
+                    server.stop()
+    finally:
+        if provider is not None:
+            await provider.http.aclose()
+
+
+def _check(response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        try:
+            body = response.json()
+            message = f"{body.get('_tag')}: {body.get('message')}"
+        except ValueError:
+            message = response.text
+        raise SystemExit(f"kittiwake: {response.request.method} {response.url.path}: {message}")
+    return response.json() if response.content else None
+
+
+async def _run(args: argparse.Namespace) -> int:
+    """Create a session, prompt it, print the answer's text as it streams; 1 on a failed step."""
+    text = " ".join(args.prompt)
+    async with _api(args) as api:
+        session = _check(
+            await api.post("/api/session", json={"location": {"directory": os.getcwd()}})
+        )
+        sid = session["data"]["id"]
+        after: int | None = None
+        async with api.stream("GET", f"/api/session/{sid}/event") as events:
+            receipt = _check(
+                await api.post(f"/api/session/{sid}/prompt", json={"prompt": {"text": text}})
+            )
+            admitted = receipt["data"]["admittedSeq"]
+            failed = False
+            printed = False
+            async for line in events.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = msgspec.json.decode(line[6:])
+                seq = event["durable"]["seq"]
+                if seq <= admitted or (after is not None and seq <= after):
+                    continue
+                after = seq
+                kind, data = event["type"], event["data"]
+                if kind == _TEXT_ENDED:
+                    sys.stdout.write(data["text"])
+                    sys.stdout.flush()
+                    printed = True
+                elif kind == _STEP_FAILED:
+                    failed = True
+                    print(f"kittiwake: step failed: {data['error']['message']}", file=sys.stderr)
+                    break
+                elif kind == _STEP_ENDED and data.get("finish") != "tool-calls":
+                    break
+        if printed:
+            sys.stdout.write("\n")
+        print(f"session {sid}", file=sys.stderr)
+        return 1 if failed else 0
+
+
+async def _sessions(args: argparse.Namespace) -> int:
+    async with _api(args) as api:
+        if args.action == "list":
+            page = _check(await api.get("/api/session", params={"limit": args.limit}))
+            for info in page["data"]:
+                print(f"{info['id']}  {info['title']}  {info['location']['directory']}")
+        else:
+            info = _check(await api.get(f"/api/session/{args.id}"))["data"]
+            print(msgspec.json.format(msgspec.json.encode(info)).decode())
+            messages = _check(
+                await api.get(
+                    f"/api/session/{args.id}/message", params={"order": "asc", "limit": 200}
+                )
+            )
+            for message in messages["data"]:
+                print(f"--- {message['type']} {message['id']}")
+                if "text" in message:
+                    print(message["text"])
+                for part in message.get("content", []):
+                    if part.get("type") == "text":
+                        print(part["text"])
+                    elif part.get("type") == "tool":
+                        print(f"[tool {part['name']}: {part['state']['status']}]")
+    return 0
+
+
+def render_tree(snapshot: dict[str, Any]) -> str:
+    """The actor tree as indented text: state, mailbox depth, restarts, current activity."""
+    lines: list[str] = []
+
+    def walk(node: dict[str, Any], depth: int) -> None:
+        st = node.get("statistics", {})
+        bound = st.get("mailbox_bound")
+        mailbox = f"{st.get('mailbox_depth')}/{bound if bound is not None else 'inf'}"
+        activity = st.get("current_activity") or "-"
+        lines.append(
+            f"{'  ' * depth}{st.get('id')} [{st.get('kind')}] {st.get('state')}"
+            f"  mailbox={mailbox} restarts={st.get('restarts')} activity={activity}"
+        )
+        for child in node.get("children", []):
+            walk(child, depth + 1)
+
+    for root in snapshot.get("tree", []):
+        walk(root, 0)
+    storage = snapshot.get("storage", {})
+    if storage:
+        lines.append("storage: " + " ".join(f"{k}={v}" for k, v in storage.items()))
+    return "\n".join(lines)
+
+
+async def _inspect(args: argparse.Namespace) -> int:
+    async with _api(args) as api:
+        print(render_tree(_check(await api.get("/api/actors"))))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kittiwake", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the HTTP API (OpenCode V2 routes)")
+    serve.add_argument("--port", type=int, default=4096)
+    serve.add_argument("--hostname", default="127.0.0.1")
+    serve.add_argument("--data-dir")
+    for name, help_text in (
+        ("run", "prompt a new session once and print the answer"),
+        ("sessions", "list or show sessions"),
+        ("inspect", "print the actor tree"),
+    ):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("--attach", help="URL of a running kittiwake server")
+        cmd.add_argument("--data-dir")
+        if name == "run":
+            cmd.add_argument("prompt", nargs="+")
+        if name == "sessions":
+            cmd.add_argument("action", choices=["list", "show"])
+            cmd.add_argument("id", nargs="?")
+            cmd.add_argument("--limit", type=int, default=50)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kittiwake`` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("KITTIWAKE_LOG", "WARNING").upper())
+    if args.command == "sessions" and args.action == "show" and not args.id:
+        raise SystemExit("kittiwake: sessions show needs a session id")
+    command = {"serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect}
+    try:
+        return trio.run(command[args.command], args)
+    except KeyboardInterrupt:
+        return 130
+    except httpx.HTTPError as exc:
+        print(f"kittiwake: cannot reach the server: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

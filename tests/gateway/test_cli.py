@@ -1,0 +1,88 @@
+"""The ``kittiwake`` command in real subprocesses, and the operator routes it uses."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import httpx
+import trio
+
+from gateway.cli import default_data_dir, render_tree
+
+from .conftest import served
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def kittiwake(*args: str, env: dict[str, str] | None = None) -> trio.CompletedProcess[bytes]:
+    with trio.fail_after(30):
+        return await trio.run_process(
+            [sys.executable, "-m", "gateway.cli", *args],
+            capture_stdout=True, capture_stderr=True, check=False, cwd=ROOT,
+            env=env if env is not None else {**os.environ, "KITTIWAKE_SERVER_PASSWORD": ""},
+        )  # fmt: skip
+
+
+async def test_run_attached_streams_the_answer(tmp_path):
+    async with served(tmp_path) as g:
+        done = await kittiwake("run", "--attach", g.url, "say", "hello")
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode() == "answer 1\n"
+        listed = await kittiwake("sessions", "list", "--attach", g.url)
+        sid = done.stderr.decode().split("session ")[-1].strip()
+        assert sid in listed.stdout.decode()
+        shown = await kittiwake("sessions", "show", sid, "--attach", g.url)
+        assert "say hello" in shown.stdout.decode() and "answer 1" in shown.stdout.decode()
+        tree = await kittiwake("inspect", "--attach", g.url)
+        assert "storage [storage] running" in tree.stdout.decode()
+
+
+async def test_run_without_provider_explains_and_fails(tmp_path):
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "KITTIWAKE_DATA_DIR": str(tmp_path / "d"),
+    }
+    done = await kittiwake("run", "hello", env=env)
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert "no LLM provider is configured" in err
+    assert "ANTHROPIC_API_KEY" in err and "OPENAI_API_KEY" in err
+    assert "No LLM provider is configured" in err  # the failed step's own message
+
+
+async def test_unreachable_server_is_reported(tmp_path):
+    done = await kittiwake("sessions", "list", "--attach", "http://127.0.0.1:9")
+    assert done.returncode == 2
+    assert "cannot reach the server" in done.stderr.decode()
+
+
+def test_default_data_dir_order(tmp_path):
+    assert default_data_dir({"KITTIWAKE_DATA_DIR": "/a", "XDG_DATA_HOME": "/b"}) == Path("/a")
+    assert default_data_dir({"XDG_DATA_HOME": "/b"}) == Path("/b/kittiwake")
+    assert default_data_dir({}) == Path.home() / ".local/share/kittiwake"
+
+
+async def test_actors_inspector_and_cors(tmp_path):
+    async with (
+        served(tmp_path, cors_origins=["http://ok.example"]) as g,
+        httpx.AsyncClient(base_url=g.url) as client,
+    ):
+        snapshot = (await client.get("/api/actors")).json()
+        ids = {node["statistics"]["id"] for node in snapshot["tree"]}
+        assert "storage" in ids
+        assert snapshot["storage"]["batches"] >= 0 and "file_bytes" in snapshot["storage"]
+        assert "storage [storage] running" in render_tree(snapshot)
+        page = await client.get("/inspector")
+        assert page.status_code == 200 and "api/actors" in page.text
+        allowed = await client.get("/api/health", headers={"Origin": "http://ok.example"})
+        assert allowed.headers["access-control-allow-origin"] == "http://ok.example"
+        other = await client.get("/api/health", headers={"Origin": "http://evil.example"})
+        assert "access-control-allow-origin" not in other.headers
+    async with served(tmp_path / "b") as g, httpx.AsyncClient(base_url=g.url) as client:
+        plain = await client.get("/api/health", headers={"Origin": "http://ok.example"})
+        assert "access-control-allow-origin" not in plain.headers
+        missing = await client.get("/api/nothing")
+        assert missing.status_code == 404 and missing.json()["_tag"] == "NotFoundError"
