@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 from actors import Runtime
 from actors._events import OVERFLOWED
 from gateway._inspector import INSPECTOR_HTML
+from gateway._openapi import openapi_document
 from gateway._wire import (
     AgentBody,
     CreateBody,
@@ -459,6 +460,14 @@ def _install_operator_routes(app: QuartTrio, gw: Gateway) -> None:
     @app.get("/api/actors")
     async def actors() -> Response:
         return _json(await actors_snapshot(gw.rt))
+
+    document: dict[str, Any] = {}
+
+    @app.get("/doc")
+    async def doc() -> Response:
+        if not document:
+            document.update(openapi_document())
+        return _json(document)
 
     @app.get("/inspector")
     async def inspector() -> Response:

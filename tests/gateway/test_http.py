@@ -133,3 +133,27 @@ async def test_large_bodies_are_refused(tmp_path):
         assert r.status_code == 413
         assert r.json()["_tag"] == "PayloadTooLargeError"
         assert (await client.get(f"{S}/{sid}/context")).json()["data"] == []
+
+
+async def test_doc_describes_the_routes_it_serves(tmp_path):
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        doc = (await client.get("/doc")).json()
+        assert doc["openapi"] == "3.1.0"
+        assert {"/api/session", SID + "/prompt", SID + "/event", "/api/actors"} <= set(doc["paths"])
+        sid = (await client.post(S, json={})).json()["data"]["id"]
+        receipt = (await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "a"}})).json()
+        await client.post(f"{S}/{sid}/wait")
+        context = (await client.get(f"{S}/{sid}/context")).json()
+        op = doc["paths"][SID + "/prompt"]["post"]
+        for body, schema in (
+            (receipt, op["responses"]["200"]["content"]["application/json"]["schema"]),
+            (
+                context,
+                doc["paths"][SID + "/context"]["get"]["responses"]["200"]["content"][
+                    "application/json"
+                ]["schema"],
+            ),  # fmt: skip
+        ):
+            assert_valid(body, {**schema, "components": doc["components"]})
+        r = await client.post(f"{S}/{sid}/revert/stage", json={})
+        assert r.status_code == 501

@@ -1,0 +1,126 @@
+"""``GET /doc``: an OpenAPI 3.1 document generated from the msgspec schemas the routes use."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from gateway._wire import AgentBody, CreateBody, ModelBody, PromptBody
+from runtime import DurableEvent, InputAdmitted, SessionInfo, SessionMessage
+
+__all__ = ["openapi_document"]
+
+_REF: Final = "#/components/schemas/{name}"
+
+
+class ErrorBody(msgspec.Struct, frozen=True, rename={"tag": "_tag"}):
+    """Every error answer: ``{"_tag", "message", ...}``."""
+
+    tag: str
+    message: str
+
+
+def _ok(schema: dict[str, Any]) -> dict[str, Any]:
+    wrapped = {"type": "object", "properties": {"data": schema}, "required": ["data"]}
+    return {"description": "OK", "content": {"application/json": {"schema": wrapped}}}
+
+
+def _page(item: dict[str, Any]) -> dict[str, Any]:
+    cursor = {
+        "type": "object",
+        "properties": {"previous": {"type": "string"}, "next": {"type": "string"}},
+    }
+    schema = {
+        "type": "object",
+        "properties": {"data": {"type": "array", "items": item}, "cursor": cursor},
+        "required": ["data", "cursor"],
+    }
+    return {"description": "OK", "content": {"application/json": {"schema": schema}}}
+
+
+def _op(
+    summary: str,
+    responses: dict[str, Any],
+    body: dict[str, Any] | None = None,
+    params: Sequence[str] = (),
+) -> dict[str, Any]:
+    error = {"$ref": _REF.format(name="ErrorBody")}
+    op: dict[str, Any] = {
+        "summary": summary,
+        "responses": {
+            **responses,
+            "default": {"description": "Error", "content": {"application/json": {"schema": error}}},
+        },
+    }
+    parameters = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in ("sessionID", "messageID")
+        if name in params
+    ] + [
+        {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+        for name in params
+        if name not in ("sessionID", "messageID")
+    ]
+    if parameters:
+        op["parameters"] = parameters
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    return op
+
+
+def openapi_document() -> dict[str, Any]:
+    """The document: paths of every route with request and response schemas."""
+    types = [SessionInfo, InputAdmitted, SessionMessage, DurableEvent, ErrorBody,
+             CreateBody, PromptBody, AgentBody, ModelBody]  # fmt: skip
+    refs, components = msgspec.json.schema_components(types, ref_template=_REF)
+    info, admitted, message, _event, _err, create, prompt, agent, model = refs
+    none = {"204": {"description": "No Content"}}
+    sid = ["sessionID"]
+    sse = {"description": "SSE", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    paths: dict[str, Any] = {
+        "/api/health": {"get": _op("Health", {"200": {"description": "OK"}})},
+        "/api/session": {
+            "get": _op("List sessions", {"200": _page(info)}, params=["limit", "cursor"]),
+            "post": _op("Create a session", {"200": _ok(info)}, create),
+        },
+        "/api/session/{sessionID}": {"get": _op("Get a session", {"200": _ok(info)}, params=sid)},
+        "/api/session/{sessionID}/prompt": {
+            "post": _op("Admit a prompt", {"200": _ok(admitted)}, prompt, params=sid)
+        },
+        "/api/session/{sessionID}/interrupt": {"post": _op("Interrupt", none, params=sid)},
+        "/api/session/{sessionID}/wait": {"post": _op("Wait until idle", none, params=sid)},
+        "/api/session/{sessionID}/compact": {"post": _op("Compact (503)", none, params=sid)},
+        "/api/session/{sessionID}/agent": {"post": _op("Switch agent", none, agent, params=sid)},
+        "/api/session/{sessionID}/model": {"post": _op("Switch model", none, model, params=sid)},
+        "/api/session/{sessionID}/context": {
+            "get": _op(
+                "Model-visible history",
+                {"200": _ok({"type": "array", "items": message})},
+                params=sid,
+            )  # fmt: skip
+        },
+        "/api/session/{sessionID}/message": {
+            "get": _op(
+                "Messages",
+                {"200": _page(message)},
+                params=["sessionID", "limit", "order", "cursor"],
+            )  # fmt: skip
+        },
+        "/api/session/{sessionID}/message/{messageID}": {
+            "get": _op("One message", {"200": _ok(message)}, params=["sessionID", "messageID"])
+        },
+        "/api/session/{sessionID}/event": {
+            "get": _op("Durable events (SSE)", {"200": sse}, params=["sessionID", "after"])
+        },
+        "/event": {"get": _op("Every session's events and deltas (SSE)", {"200": sse})},
+        "/api/actors": {
+            "get": _op("Actor tree and storage statistics", {"200": {"description": "OK"}})
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Kittiwake", "version": "0.1.0"},
+        "paths": paths,
+        "components": {"schemas": components},
+    }
