@@ -25,6 +25,7 @@ from runtime._coordinator import DrainMode, Lane
 from runtime._history import visible_history
 from runtime._lowering import lower_history, to_llm_model
 from runtime.agents import AgentInfo, resolve_agent
+from storage import WriteBatch
 
 if TYPE_CHECKING:
     from actors._execution import LocationActor, SessionExecution
@@ -77,6 +78,7 @@ class SessionActor(Actor[Message]):
         self.last_active = trio.current_time()
         self.last_error: str | None = None
         self.provider_turns = 0
+        self._recovered = False
         self._epochs = EpochKeeper(session_id, execution.storage, execution.ids, execution.now_ms)
 
     @property
@@ -85,6 +87,7 @@ class SessionActor(Actor[Message]):
 
     async def run(self) -> None:
         self.lane = Lane()
+        self._recovered = False
         async with trio.open_nursery() as nursery:
             self.mark_running()
             while True:
@@ -152,8 +155,10 @@ class SessionActor(Actor[Message]):
         pending = await storage.read(lambda s: s.pending_inputs(sid))
         if not pending and not force:
             return
-        self.set_activity("recovering tools")
-        await self._fail_interrupted_tools()
+        if not self._recovered:
+            self.set_activity("recovering tools")
+            await self._fail_interrupted_tools()
+            self._recovered = True
         queued = not any(row.delivery == "steer" for row in pending)
         attempted = False
         while True:
@@ -184,7 +189,7 @@ class SessionActor(Actor[Message]):
                 raise StepLimitExceededError(f"Work remained after {max_turns} provider turns")
             outcome = await self._provider_turn(step, max_turns)
             ran, force = True, False
-            steers = await self._pending_steers()
+            steers = any(row.delivery == "steer" for row in outcome.pending)
             if outcome.error is not None:
                 return ran
             if outcome.local_tools == 0 and not steers:
@@ -211,11 +216,6 @@ class SessionActor(Actor[Message]):
             lambda b: b.promote(sid, cutoff_seq=1 << 62, queued=queued, timestamp=now)
         )
 
-    async def _pending_steers(self) -> bool:
-        sid = self.session_id
-        rows = await self._x.storage.read(lambda s: s.pending_inputs(sid))
-        return any(row.delivery == "steer" for row in rows)
-
     def _agent(self) -> AgentInfo:
         info = self._x.session_info(self.session_id)
         name = info.agent if isinstance(info.agent, str) else None
@@ -224,7 +224,7 @@ class SessionActor(Actor[Message]):
     async def _provider_turn(self, step: int, max_turns: int) -> Any:
         sid = self.session_id
         info = await self._x.storage.read(lambda s: s.get_session(sid))
-        assert info is not None
+        assert info is not None, "an active session always exists"
         self._x.remember(info)
         agent = self._agent()
         model = info.model if isinstance(info.model, ev.ModelRef) else self._x.default_model
@@ -252,9 +252,15 @@ class SessionActor(Actor[Message]):
     def _system(self, agent: AgentInfo) -> list[str]:
         return [agent.prompt] if agent.prompt else []
 
-    async def _append(self, events: list[ev.DurableEvent]) -> Any:
+    async def _append(self, events: list[ev.DurableEvent]) -> list[ev.InputAdmitted]:
+        """Append *events*; return the inbox rows still pending after them."""
         sid = self.session_id
-        return await self._x.storage.write(lambda b: b.append(sid, events))
+
+        def write(b: WriteBatch) -> list[ev.InputAdmitted]:
+            b.append(sid, events)
+            return b.pending(sid)
+
+        return await self._x.storage.write(write)
 
     async def _fail_interrupted_tools(self) -> None:
         sid = self.session_id

@@ -149,13 +149,21 @@ class StorageActor(Actor[_Request]):
         reads = [r for r in batch if isinstance(r, _Read)]
         self.set_activity(f"committing {len(writes)} writes, {len(reads)} reads")
         if writes:
-            outcomes, events = await self._run(_write_job([w.op for w in writes]))
-            for request, outcome in zip(writes, outcomes, strict=True):
-                _answer(request.reply, outcome)
+            delivered = False
+
+            def deliver(outcomes: list[Outcome], events: list[StoredEvent]) -> None:
+                nonlocal delivered
+                delivered = True
+                for request, outcome in zip(writes, outcomes, strict=True):
+                    _answer(request.reply, outcome)
+                if events:
+                    self._hub.publish(events)
+
+            outcomes, events = await self._run(self._write_job([w.op for w in writes], deliver))
+            if not delivered:
+                deliver(outcomes, [])
             self.batches += 1
             self.last_batch = len(writes)
-            if events:
-                self._hub.publish(events)
             if any(isinstance(o.error, StorageError) for o in outcomes):
                 raise StorageError("the store failed a commit; restarting it")
         if reads:
@@ -163,6 +171,21 @@ class StorageActor(Actor[_Request]):
             for read, answer in zip(reads, answers, strict=True):
                 _answer(read.reply, answer)
         self.set_activity("")
+
+    def _write_job(
+        self,
+        ops: Sequence[Callable[[WriteBatch], Any]],
+        deliver: Callable[[list[Outcome], list[StoredEvent]], None],
+    ) -> Callable[[EventStore], tuple[list[Outcome], list[StoredEvent]]]:
+        """The batch as a job: answers go out (on the trio thread) once it is journaled."""
+        if self._mode == "inline":
+            return lambda store: store.write_batch(ops, on_durable=deliver)
+        token = trio.lowlevel.current_trio_token()
+
+        def durable(outcomes: list[Outcome], events: list[StoredEvent]) -> None:
+            token.run_sync_soon(deliver, outcomes, events)
+
+        return lambda store: store.write_batch(ops, on_durable=durable)
 
     async def _run(self, job: Callable[[EventStore], T]) -> T:
         if self._mode == "inline":
@@ -196,12 +219,6 @@ class StorageActor(Actor[_Request]):
         if self._thread is not None:
             thread, self._thread = self._thread, None
             await trio.to_thread.run_sync(lambda: thread.stop(timeout=30))
-
-
-def _write_job(
-    ops: Sequence[Callable[[WriteBatch], Any]],
-) -> Callable[[EventStore], tuple[list[Outcome], list[StoredEvent]]]:
-    return lambda store: store.write_batch(ops)
 
 
 def _read_job(ops: Sequence[Callable[[EventStore], Any]]) -> Callable[[EventStore], list[Outcome]]:

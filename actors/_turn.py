@@ -8,7 +8,7 @@ stream closes; live-only deltas go to subscribers at once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import msgspec
@@ -34,12 +34,13 @@ class TurnOutcome(msgspec.Struct, kw_only=True):
     local_tools: int = 0
     error: str | None = None
     finish: str = ""
+    pending: list[ev.InputAdmitted] = []
 
 
 class _Turn:
     def __init__(
         self, *, session_id: str, assistant_id: str, agent: AgentInfo, model: ev.ModelRef,
-        append: Callable[[list[ev.DurableEvent]], Any], hub: EventHub, now: Callable[[], int],
+        append: Callable[[list[ev.DurableEvent]], Awaitable[list[ev.InputAdmitted]]], hub: EventHub, now: Callable[[], int],
         registry: ToolRegistry, directory: str, permissions: PermissionGate | None = None,
     ) -> None:  # fmt: skip
         self.session_id = session_id
@@ -66,7 +67,7 @@ class _Turn:
     async def flush(self) -> None:
         if self.buffer:
             batch, self.buffer = self.buffer, []
-            await self._append(batch)
+            self.outcome.pending = await self._append(batch)
 
     def start_step(self) -> None:
         self.buffer.append(ev.StepStarted(**self._ids(), agent=self.agent.name, model=self.model))
@@ -180,7 +181,8 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: _Tur
             except Exception as exc:  # noqa: BLE001 - a provider failure ends the step
                 _log.warning("provider stream failed", exc_info=exc)
                 turn.outcome.error = f"{type(exc).__name__}: {exc}"
-            await turn.flush()
+            if turn.outcome.local_tools:
+                await turn.flush()
     except BaseException as exc:
         if not _cancelled(exc):
             raise
