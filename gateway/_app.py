@@ -37,7 +37,6 @@ from gateway._wire import (
 )
 from gateway._ws import WebsocketLimits, serve_websocket
 from runtime import KittiwakeError, LiveDelta, Location
-from runtime import _schema as ev
 from storage import StoredEvent
 
 __all__ = ["DEFAULT_MAX_BODY", "Gateway", "create_app", "gateway_of"]
@@ -46,7 +45,6 @@ _log = logging.getLogger("kittiwake.gateway")
 DEFAULT_MAX_BODY: Final = 1024 * 1024
 DEFAULT_HEARTBEAT: Final = 10.0
 DEFAULT_SSE_BUFFER: Final = 256
-_decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
 _EXTENSION: Final = "kittiwake"
 
 
@@ -391,8 +389,8 @@ def _after_arg() -> int | None:
 
 def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
     if isinstance(item, StoredEvent):
-        data = msgspec.to_builtins(_decode_event(item.data))
-        kind = data.pop("type")
+        data = msgspec.json.decode(item.data)
+        kind = data.pop("type", item.type)
         body = {"id": item.id, "type": kind, "properties": data, "seq": item.seq}
     else:
         payload = delta_json(item)
