@@ -101,14 +101,16 @@ class EpochKeeper:
 
         return await self._storage.write(write)
 
-    async def reconcile(self, context: SystemContext) -> EpochRow:
+    async def reconcile(self, context: SystemContext, epoch: EpochRow | None = None) -> EpochRow:
         """Admit changed context at this safe boundary; return the epoch to send.
+
+        *epoch* is the stored row if the caller just read it.
 
         Raises:
             StorageError: the store failed. Conflicts are retried a few times, then
                 the stored epoch is used as it is.
         """
-        epoch = await self.current()
+        epoch = epoch or await self.current()
         assert epoch is not None, "reconcile needs an initialized epoch"
         for _ in range(_RETRIES):
             try:

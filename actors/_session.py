@@ -79,6 +79,7 @@ class SessionActor(Actor[Message]):
         self.last_error: str | None = None
         self.provider_turns = 0
         self._recovered = False
+        self._has_epoch = False
         self._epochs = EpochKeeper(session_id, execution.storage, execution.ids, execution.now_ms)
 
     @property
@@ -88,6 +89,7 @@ class SessionActor(Actor[Message]):
     async def run(self) -> None:
         self.lane = Lane()
         self._recovered = False
+        self._has_epoch = False
         async with trio.open_nursery() as nursery:
             self.mark_running()
             while True:
@@ -197,12 +199,15 @@ class SessionActor(Actor[Message]):
 
     async def _ensure_epoch(self) -> bool:
         """Initialize the Context Epoch before any promotion; False when blocked."""
+        if self._has_epoch:
+            return True
         location = self._location()
         self.set_activity("initializing context")
         epoch = await self._epochs.initialize(location.observe_context, self._agent().name)
         if epoch is None:
             self.last_error = "Initial context is unavailable; the prompt stays pending"
             return False
+        self._has_epoch = True
         return True
 
     def _location(self) -> LocationActor:
@@ -223,14 +228,16 @@ class SessionActor(Actor[Message]):
 
     async def _provider_turn(self, step: int, max_turns: int) -> Any:
         sid = self.session_id
-        info = await self._x.storage.read(lambda s: s.get_session(sid))
+        info, stored_epoch = await self._x.storage.read(
+            lambda s: (s.get_session(sid), s.epoch(sid))
+        )
         assert info is not None, "an active session always exists"
         self._x.remember(info)
         agent = self._agent()
         model = info.model if isinstance(info.model, ev.ModelRef) else self._x.default_model
         location = self._x.location_for(info.location.directory)
         self.set_activity("reconciling context")
-        epoch = await self._epochs.reconcile(await location.observe_context())
+        epoch = await self._epochs.reconcile(await location.observe_context(), stored_epoch)
         rows = await self._x.storage.read(lambda s: s.history(sid))
         history = visible_history(rows, epoch.baseline_seq)
         final = step >= max_turns

@@ -107,7 +107,7 @@ class Sessions:
             check_id("msg", id)
         op = AdmitPrompt(
             session_id=session_id, message_id=id or self._ids.new("msg"), prompt=prompt,
-            delivery=delivery, timestamp=self._now(),
+            delivery=delivery, timestamp=self._now(), fresh=id is None,
         )  # fmt: skip
         receipt, _ = await self._storage.write(op)
         if resume:

@@ -25,6 +25,7 @@ import msgspec
 from runtime import IdGenerator, SessionMessage
 from runtime import _schema as ev
 from runtime._errors import StorageError
+from storage._applier import Applier, Statements
 from storage._batch import AdmitPrompt, ApprovalRow, EpochRow, StoredEvent, WriteBatch
 from storage._journal import Journal
 from storage._tables import migrate
@@ -36,6 +37,7 @@ T = TypeVar("T")
 DB_FILE: Final = "kittiwake.duckdb"
 _BACKUP_FILE: Final = "kittiwake.duckdb.backup"
 _CACHE_MESSAGES: Final = 4096
+_CACHE_HISTORIES: Final = 512
 
 _encode = msgspec.json.Encoder().encode
 _decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
@@ -114,6 +116,10 @@ class EventStore:
         self._rebuilt = False
         self._ids = IdGenerator()
         self._absent: set[str] = set()
+        self._applier: Applier | None = None
+        self._pinned: dict[str, int] = {}
+        self._histories: OrderedDict[str, dict[str, tuple[int, SessionMessage]]] = OrderedDict()
+        self._lsn = -1
         self._permissions: OrderedDict[str, ev.PermissionInfo] = OrderedDict()
         self._approvals: set[tuple[str, str, str]] | None = None
         self.broken = False
@@ -136,6 +142,8 @@ class EventStore:
         self._journal = Journal.open(self.directory / "journal", fsync=self._fsync)
         self._conn = self._connect_checked()
         self._catch_up()
+        self._lsn = self.journal_lsn()
+        self._applier = Applier(self._conn.cursor(), self._lsn)
 
     def _connect_checked(self) -> duckdb.DuckDBPyConnection:
         path = self.directory / DB_FILE
@@ -209,10 +217,13 @@ class EventStore:
         for approval in record.approvals:
             batch.save_approval(approval)
         self._write(batch, lsn)
-        self._adopt(batch)
+        self._adopt(batch, lsn)
 
     def close(self) -> None:
-        """Checkpoint and close; safe to call twice."""
+        """Apply what is queued, checkpoint and close; safe to call twice."""
+        if self._applier is not None:
+            applier, self._applier = self._applier, None
+            applier.stop()
         if self._conn is not None:
             try:
                 self._conn.execute("checkpoint")
@@ -249,8 +260,11 @@ class EventStore:
         If the DuckDB transaction fails after the journal append, StorageError is
         raised and the store must be reopened (the journal keeps the batch).
         """
+        self._check_applier()
         batch = WriteBatch(self)
-        self._prefetch([op.message_id for op in operations if isinstance(op, AdmitPrompt)])
+        self._prefetch(
+            [op.message_id for op in operations if isinstance(op, AdmitPrompt) and not op.fresh]
+        )
         outcomes = [self._plan(batch, op) for op in operations]
         self._absent.clear()
         if batch.events or batch.epochs or batch.approvals:
@@ -262,15 +276,14 @@ class EventStore:
                 error = StorageError(f"journal append failed: {exc}")
                 error.__cause__ = exc
                 return [Outcome(error=error) for _ in operations], []
+            self._lsn = lsn
+            self._adopt(batch, lsn)
             if on_durable is not None:
                 on_durable(outcomes, batch.events)
-            try:
-                self._write(batch, lsn)
-            except Exception as exc:
-                self.broken = True
-                raise StorageError(f"database commit failed after the journal: {exc}") from exc
+            self._apply_later(batch, lsn)
             self._last_commit_ms = (time.perf_counter() - started) * 1000
-        self._adopt(batch)
+        else:
+            self._adopt(batch, self._lsn)
         self._count(len(operations), len(batch.events))
         self._maybe_backup()
         return outcomes, batch.events
@@ -306,7 +319,36 @@ class EventStore:
             return Outcome(error=exc)
 
     def _commit(self, batch: WriteBatch) -> None:
-        self._write(batch, self._append_journal(batch))
+        """Journal and write *batch* synchronously (rebuilds; no applier work pending)."""
+        self._barrier()
+        self._lsn = self._append_journal(batch)
+        self._write(batch, self._lsn)
+
+    def _apply_later(self, batch: WriteBatch, lsn: int) -> None:
+        assert self._applier is not None
+        statements: Statements = [
+            (sql, cols) for sql, cols in batch.statements() if cols and cols[0]
+        ]
+        self._applier.submit(statements, lsn)
+
+    def _check_applier(self) -> None:
+        if self._applier is not None and self._applier.error is not None:
+            self.broken = True
+            raise StorageError(f"applying to the database failed: {self._applier.error}")
+
+    def _barrier(self) -> None:
+        """Wait until DuckDB holds every journaled batch (for reads that query it)."""
+        if self._applier is not None:
+            try:
+                self._applier.wait_applied(self._lsn)
+            except RuntimeError as exc:
+                self.broken = True
+                raise StorageError(str(exc)) from exc
+
+    def _db(self) -> duckdb.DuckDBPyConnection:
+        """The connection, after the read barrier."""
+        self._barrier()
+        return self.conn
 
     def _append_journal(self, batch: WriteBatch) -> int:
         assert self._journal is not None
@@ -328,7 +370,13 @@ class EventStore:
             conn.execute("rollback")
             raise
 
-    def _adopt(self, batch: WriteBatch) -> None:
+    def _adopt(self, batch: WriteBatch, lsn: int) -> None:
+        for key in (*batch.inputs, *batch.messages):
+            self._pinned[key] = lsn
+        for message_id, (session_id, seq, message) in batch.messages.items():
+            history = self._histories.get(session_id)
+            if history is not None:
+                history[message_id] = (seq, message)
         for session_id, session in batch.sessions.items():
             self._sessions[session_id] = session
         for row in batch.inputs.values():
@@ -344,11 +392,19 @@ class EventStore:
         if self._approvals is not None:
             self._approvals.update((a.project, a.permission, a.resource) for a in batch.approvals)
 
-    @staticmethod
-    def _cache(cache: OrderedDict[str, Any], key: str, value: Any, bound: int) -> None:
+    def _cache(self, cache: OrderedDict[str, Any], key: str, value: Any, bound: int) -> None:
+        """LRU insert; entries the database does not hold yet are never evicted."""
         cache[key] = value
         cache.move_to_end(key)
+        if len(cache) <= bound:
+            return
+        applied = self._applier.applied_lsn if self._applier is not None else self._lsn
+        if len(self._pinned) > 4 * bound:
+            self._pinned = {k: v for k, v in self._pinned.items() if v > applied}
         while len(cache) > bound:
+            oldest = next(iter(cache))
+            if self._pinned.get(oldest, -1) > applied:
+                break
             cache.popitem(last=False)
 
     def _count(self, operations: int, events: int) -> None:
@@ -377,6 +433,7 @@ class EventStore:
             StorageError: the copy did not verify; no journal segment was released.
         """
         assert self._journal is not None
+        self._barrier()
         lsn = self.journal_lsn()
         self.conn.execute("checkpoint")
         source = self.directory / DB_FILE
@@ -492,10 +549,14 @@ class EventStore:
 
     def permissions(self, session_id: str) -> list[ev.PermissionInfo]:
         """A session's permission requests, oldest first."""
-        rows = self.conn.execute(
-            "select data from permission_request where session_id = ? order by time_created, id",
-            [session_id],
-        ).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                "select data from permission_request where session_id = ? order by time_created, id",
+                [session_id],
+            )
+            .fetchall()
+        )
         return [_decode_permission(r[0]) for r in rows]
 
     # -- public reads -------------------------------------------------------------------
@@ -510,26 +571,38 @@ class EventStore:
 
     def list_sessions(self, *, limit: int, before: str | None) -> list[ev.SessionInfo]:
         """Sessions newest first (ids ascend with time), *limit* at most, ids below *before*."""
-        rows = self.conn.execute(
-            "select data from session where (? is null or id < ?) order by id desc limit ?",
-            [before, before, limit],
-        ).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                "select data from session where (? is null or id < ?) order by id desc limit ?",
+                [before, before, limit],
+            )
+            .fetchall()
+        )
         return [_decode_info(r[0]) for r in rows]
 
     def session_ids_with_pending(self) -> list[str]:
-        rows = self.conn.execute(
-            "select distinct session_id from session_input where promoted_seq is null "
-            "order by session_id"
-        ).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                "select distinct session_id from session_input where promoted_seq is null "
+                "order by session_id"
+            )
+            .fetchall()
+        )
         return [str(r[0]) for r in rows]
 
     def sessions_needing_resume(self) -> list[str]:
         """Sessions whose latest message is a user message or an unfinished assistant one."""
-        rows = self.conn.execute(
-            "select m.session_id, m.type, m.data from session_message m join "
-            "(select session_id, max(seq) as s from session_message group by session_id) x "
-            "on m.session_id = x.session_id and m.seq = x.s order by m.session_id"
-        ).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                "select m.session_id, m.type, m.data from session_message m join "
+                "(select session_id, max(seq) as s from session_message group by session_id) x "
+                "on m.session_id = x.session_id and m.seq = x.s order by m.session_id"
+            )
+            .fetchall()
+        )
         out = []
         for session_id, kind, data in rows:
             message = _decode_message(data)
@@ -544,34 +617,52 @@ class EventStore:
     ) -> list[tuple[int, SessionMessage]]:  # fmt: skip
         """A page of projected messages by creating-event seq."""
         direction = "desc" if order == "desc" else "asc"
-        rows = self.conn.execute(
-            "select seq, data from session_message where session_id = ? "
-            "and (? is null or seq > ?) and (? is null or seq < ?) "
-            f"order by seq {direction} limit ?",
-            [session_id, after_seq, after_seq, before_seq, before_seq, limit],
-        ).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                "select seq, data from session_message where session_id = ? "
+                "and (? is null or seq > ?) and (? is null or seq < ?) "
+                f"order by seq {direction} limit ?",
+                [session_id, after_seq, after_seq, before_seq, before_seq, limit],
+            )
+            .fetchall()
+        )
         return [(int(r[0]), _decode_message(r[1])) for r in rows]
 
     def history(self, session_id: str, *, from_seq: int = 0) -> list[tuple[int, SessionMessage]]:
-        """Every projected message at or after *from_seq*, chronological."""
-        rows = self.conn.execute(
-            "select seq, data from session_message where session_id = ? and seq >= ? order by seq",
-            [session_id, from_seq],
-        ).fetchall()
-        return [(int(r[0]), _decode_message(r[1])) for r in rows]
+        """Every projected message at or after *from_seq*, chronological (cached per session)."""
+        cached = self._histories.get(session_id)
+        if cached is None:
+            rows = (
+                self._db()
+                .execute(
+                    "select id, seq, data from session_message where session_id = ?", [session_id]
+                )
+                .fetchall()
+            )
+            cached = {str(r[0]): (int(r[1]), _decode_message(r[2])) for r in rows}
+            self._histories[session_id] = cached
+            while len(self._histories) > _CACHE_HISTORIES:
+                self._histories.popitem(last=False)
+        self._histories.move_to_end(session_id)
+        return sorted((entry for entry in cached.values() if entry[0] >= from_seq), key=_by_seq)
 
     def events(self, session_id: str, *, after: int, limit: int) -> list[StoredEvent]:
         """Durable events with seq > *after*, ascending, *limit* at most."""
-        rows = self.conn.execute(
-            "select id, aggregate_id, seq, type, version, data from event "
-            "where aggregate_id = ? and seq > ? order by seq limit ?",
-            [session_id, after, limit],
-        ).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                "select id, aggregate_id, seq, type, version, data from event "
+                "where aggregate_id = ? and seq > ? order by seq limit ?",
+                [session_id, after, limit],
+            )
+            .fetchall()
+        )
         return [_stored_from_row(r) for r in rows]
 
     def all_events(self) -> Iterator[StoredEvent]:
         """Every durable event in (aggregate, seq) order; used to rebuild projections."""
-        cursor = self.conn.execute(
+        cursor = self._db().execute(
             "select id, aggregate_id, seq, type, version, data from event "
             "order by aggregate_id, seq"
         )
@@ -585,11 +676,11 @@ class EventStore:
             current.replay_event(stored)
             if len(current.events) >= batch:
                 self._commit(current)
-                self._adopt(current)
+                self._adopt(current, self._lsn)
                 current = WriteBatch(self)
         if current.events:
             self._commit(current)
-            self._adopt(current)
+            self._adopt(current, self._lsn)
 
     def statistics(self) -> StoreStatistics:
         path = self.directory / DB_FILE
@@ -597,10 +688,14 @@ class EventStore:
             **self._stats,
             last_commit_ms=self._last_commit_ms,
             file_bytes=path.stat().st_size if path.exists() else 0,
-            journal_lsn=self.journal_lsn() if self._conn else -1,
+            journal_lsn=self._lsn,
             recovered_batches=self._recovered,
             rebuilt=self._rebuilt,
         )
+
+
+def _by_seq(entry: tuple[int, SessionMessage]) -> int:
+    return entry[0]
 
 
 def _fsync_file(path: Path) -> None:
