@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -112,6 +113,11 @@ async def _serve(args: argparse.Namespace) -> int:
                 print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
                 if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
                     print("kittiwake: warning: listening beyond localhost without a password")
+                with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for signum in signals:
+                        print(f"kittiwake: stopping on signal {signum}", file=sys.stderr)
+                        server.stop()
+                        break
     finally:
         if provider is not None:
             await provider.http.aclose()

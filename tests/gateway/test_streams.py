@@ -261,3 +261,20 @@ async def test_basic_auth_guards_http_and_websocket(tmp_path):
                 json.dumps({"type": "unsubscribe", "ref": 1, "sessionID": "ses_x"})
             )
             assert (await recv(ws)) == {"type": "reply", "ref": 1, "data": None}
+
+
+async def test_stopping_the_server_ends_open_streams(tmp_path):
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url, timeout=10) as client:
+        sid = (await client.post(S, json={})).json()["data"]["id"]
+        async with trio.open_nursery() as nursery:
+            ws, stream = await small_window_websocket(nursery, g.url)
+            await ws.send_message(json.dumps({"type": "subscribe", "ref": 1, "sessionID": sid}))
+            assert (await recv(ws))["ref"] == 1
+            async with client.stream("GET", f"{S}/{sid}/event") as r:
+                g.server.stop()
+                with trio.fail_after(5):
+                    body = await r.aread()
+                assert body == b""
+            with trio.fail_after(5), pytest.raises(ConnectionClosed):
+                await ws.get_message()
+            await stream.aclose()
