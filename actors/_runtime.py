@@ -18,7 +18,7 @@ from actors._events import EventHub
 from actors._execution import SessionExecution, ToolsFactory
 from actors._session import DEFAULT_MAX_TURNS
 from actors._sessions import Sessions
-from actors._storage import StorageActor, StorageMode
+from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode
 from actors._supervisor import Supervisor, SupervisorPolicy, run_root
 from runtime import IdGenerator, ModelRef
 from runtime import llm as llm_package
@@ -76,6 +76,7 @@ async def open_runtime(
     max_turns: int = DEFAULT_MAX_TURNS, idle_timeout: float = 300.0,
     now_ms: Callable[[], int] | None = None, ids: IdGenerator | None = None,
     store_options: dict[str, Any] | None = None, recover: bool = True,
+    storage_max_batch: int = DEFAULT_MAX_BATCH,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -88,13 +89,16 @@ async def open_runtime(
         llm: the ``LLMClient`` provider turns use; without one, turns fail clearly.
         storage_mode: ``"threaded"`` (pykka thread) or ``"inline"`` (simulation).
         max_turns: provider turns per drain (agents may override with ``steps``).
+        storage_max_batch: most writes in one group commit (1: a transaction per write).
     """
     data, project = _prepare(Path(data_dir))
     clock = now_ms or (lambda: time.time_ns() // 1_000_000)
     id_gen = ids or IdGenerator()
     hub = EventHub()
     directory = ActorDirectory()
-    storage = StorageActor(data, hub=hub, mode=storage_mode, store_options=store_options)
+    storage = StorageActor(
+        data, hub=hub, mode=storage_mode, store_options=store_options, max_batch=storage_max_batch
+    )
     execution = SessionExecution(
         storage=storage, hub=hub, llm_client=llm or _NoProvider(), tools=tools or default_tools,
         context=context or default_context,
