@@ -1,0 +1,219 @@
+"""Runtime overhead of provider turns and tool round trips, with a zero-latency ScriptedLLM.
+
+Usage: .venv/bin/python bench/turn_overhead.py [--dir DIR] [--turns N] [--idle N]
+
+- prompt to answer: ``rt.sessions.prompt`` called until the answering ``step.ended``
+  event is durable and seen on ``rt.sessions.events``, sequential in one session;
+- tool round trip: a provider step that calls the ``echo`` testing tool, measured from
+  that step's durable ``step.ended`` to the durable ``step.ended`` of the answer that
+  follows (tool run, ``tool.success``, the next provider turn);
+- throughput: 20 sessions prompted at once, each prompt awaited to idle;
+- memory: peak RSS of a fresh process that activated N idle sessions (create, one
+  prompt with ``resume=True`` answered by the ScriptedLLM, then idle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from runtime import Location, Prompt, open_runtime
+from runtime._schema import StepEnded
+from runtime.llm import (
+    LLMEvent,
+    LLMRequest,
+    ScriptedLLM,
+    StepFinish,
+    StepStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+)
+from runtime.tools import ToolEnvironment, ToolRegistry
+from runtime.tools._testing import testing_registry
+
+Script = Callable[[LLMRequest], Sequence[LLMEvent]]
+
+
+def answer(request: LLMRequest) -> Sequence[LLMEvent]:
+    return [
+        StepStart(),
+        TextStart(id="t"),
+        TextDelta(id="t", delta="done"),
+        TextEnd(id="t"),
+        StepFinish(finish_reason="stop", usage=Usage(input_tokens=10, output_tokens=1)),
+    ]
+
+
+def echo_then_answer(request: LLMRequest) -> Sequence[LLMEvent]:
+    if isinstance(request.messages[-1], ToolMessage):
+        return answer(request)
+    call = ToolCall(call_id=f"call_{len(request.messages)}", name="echo", input={"text": "hi"})
+    return [StepStart(), call, StepFinish(finish_reason="tool-calls", usage=Usage())]
+
+
+def tools(env: ToolEnvironment) -> ToolRegistry:
+    return testing_registry(env)[0]
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def sequential(directory: Path, script: Script, turns: int) -> list[list[float]]:
+    """Per prompt, the perf_counter offsets (from the prompt call) of each durable step.ended."""
+    results: list[list[float]] = []
+    async with open_runtime(data_dir=directory, llm=ScriptedLLM(script), tools=tools) as rt:
+        sid = (await rt.sessions.create(location=Location(directory=str(directory)))).id
+        ended: list[float] = []
+        step = trio.Condition()
+
+        async def follow() -> None:
+            async with aclosing(rt.sessions.events(sid)) as stream:
+                async for item in stream:
+                    if isinstance(item.event, StepEnded):
+                        ended.append(time.perf_counter())
+                        async with step:
+                            step.notify_all()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow)
+            expected = 2 if script is echo_then_answer else 1
+            for i in range(turns):
+                ended.clear()
+                started = time.perf_counter()
+                await rt.sessions.prompt(sid, prompt=Prompt(text=f"turn {i}"))
+                async with step:
+                    while len(ended) < expected:
+                        await step.wait()
+                results.append([t - started for t in ended])
+                await rt.sessions.wait_idle(sid)
+            nursery.cancel_scope.cancel()
+    return results
+
+
+async def concurrent(directory: Path, sessions: int, seconds: float) -> float:
+    """Prompts per second with *sessions* sessions each prompted again as soon as idle."""
+    async with open_runtime(data_dir=directory, llm=ScriptedLLM(answer), tools=tools) as rt:
+        loc = Location(directory=str(directory))
+        sids = [(await rt.sessions.create(location=loc)).id for _ in range(sessions)]
+        for sid in sids:  # warm every session once
+            await rt.sessions.prompt(sid, prompt=Prompt(text="warm up"))
+            await rt.sessions.wait_idle(sid)
+        done = 0
+        deadline = time.perf_counter() + seconds
+
+        async def drive(sid: str) -> None:
+            nonlocal done
+            while time.perf_counter() < deadline:
+                await rt.sessions.prompt(sid, prompt=Prompt(text="go"))
+                await rt.sessions.wait_idle(sid)
+                done += 1
+
+        started = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for sid in sids:
+                nursery.start_soon(drive, sid)
+        return done / (time.perf_counter() - started)
+
+
+async def idle_sessions(directory: Path, count: int) -> dict[str, Any]:
+    """Activate *count* sessions once, then report this process's peak and current RSS."""
+    llm = ScriptedLLM(answer)
+    started = time.perf_counter()
+    async with open_runtime(data_dir=directory, llm=llm, tools=tools) as rt:
+        loc = Location(directory=str(directory))
+        limit = trio.CapacityLimiter(200)
+
+        async def activate() -> None:
+            async with limit:
+                sid = (await rt.sessions.create(location=loc)).id
+                await rt.sessions.prompt(sid, prompt=Prompt(text="hello"))
+                await rt.sessions.wait_idle(sid)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(count):
+                nursery.start_soon(activate)
+        activated = time.perf_counter() - started
+        await trio.sleep(1.0)
+        current = _current_rss_kib()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return {
+            "sessions": count,
+            "requests": len(llm.requests),
+            "activate_s": round(activated, 2),
+            "peak_rss_mib": round(peak / 1024, 1),
+            "idle_rss_mib": round(current / 1024, 1),
+        }
+
+
+def _current_rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _ms(values: list[float]) -> str:
+    return f"median {statistics.median(values) * 1000:.2f} ms, p95 {_percentile(values, 0.95) * 1000:.2f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the run directories")
+    parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--idle", type=int, default=10_000)
+    parser.add_argument("--idle-child", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.idle_child is not None:
+        print(json.dumps(trio.run(idle_sessions, args.idle_child, args.idle)))
+        return
+
+    warm = 20
+    with tempfile.TemporaryDirectory(dir=args.dir) as name:
+        plain = trio.run(sequential, Path(name), answer, args.turns + warm)[warm:]
+    print(f"prompt to answer, 1 session, {args.turns} turns: {_ms([r[0] for r in plain])}")
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as name:
+        tool = trio.run(sequential, Path(name), echo_then_answer, args.turns + warm)[warm:]
+    print(
+        f"tool round trip (step.ended to step.ended), {args.turns}: {_ms([r[1] - r[0] for r in tool])}"
+    )
+    print(f"prompt to answer with one tool call, {args.turns}: {_ms([r[1] for r in tool])}")
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as name:
+        rate = trio.run(concurrent, Path(name), 20, args.seconds)
+    print(f"20 sessions at once: {rate:,.0f} prompts/s")
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as name:
+        out = subprocess.run(
+            [sys.executable, __file__, "--idle", str(args.idle), "--idle-child", name],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    print(
+        f"{report['sessions']:,} idle sessions (activated in {report['activate_s']} s, "
+        f"{report['requests']:,} provider requests): peak RSS {report['peak_rss_mib']} MiB, "
+        f"RSS when idle {report['idle_rss_mib']} MiB"
+    )
+
+
+if __name__ == "__main__":
+    main()
