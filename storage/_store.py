@@ -323,6 +323,10 @@ class EventStore:
         self._barrier()
         self._lsn = self._append_journal(batch)
         self._write(batch, self._lsn)
+        if self._applier is not None:
+            # Written here, not by the (idle) applier: advance its mark, or the next read
+            # barrier waits for an lsn the applier will never apply.
+            self._applier.applied_lsn = self._lsn
 
     def _apply_later(self, batch: WriteBatch, lsn: int) -> None:
         assert self._applier is not None

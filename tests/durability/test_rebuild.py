@@ -13,12 +13,13 @@ from runtime.llm import LLMEvent, LLMRequest, ScriptedLLM
 from runtime.tools import ToolEnvironment, ToolRegistry
 from storage import EventStore
 
+# session_context_epoch is not derived from events (its rows travel in the journal beside
+# them), so a replay of the event table alone does not recreate it.
 TABLES = {
     "event": "aggregate_id, seq",
     "session": "id",
     "session_input": "id",
     "session_message": "id",
-    "session_context_epoch": "session_id",
 }
 
 
