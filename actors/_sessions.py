@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Final, Literal
 
 import msgspec
@@ -170,8 +170,10 @@ class Sessions:
         """Replay durable ``session.next.*`` events with seq > *after*, then tail live commits.
 
         No gap and no duplicate: the subscription is registered before the replay,
-        and the store is re-read whenever a notification does not follow the cursor.
-        Cancellation ends the iteration. Raises SessionNotFoundError.
+        and the store is re-read whenever a notification does not follow the cursor
+        (or the subscriber's buffer overflowed). One flat generator, so ``aclose``
+        or cancellation ends it and releases the subscription at once.
+        Raises SessionNotFoundError.
         """
         await self.get(session_id)
         cursor = -1 if after is None else after
@@ -186,32 +188,17 @@ class Sessions:
                         yield _decoded(stored)
                 if len(page) == _PAGE:
                     continue
-                cursor = await self._tail(sub, cursor)
-                async for item in self._drain_live(sub, cursor):
-                    if isinstance(item, int):
-                        cursor = item
+                while True:
+                    item = await sub.receive()
+                    if item == OVERFLOWED:
+                        break
+                    if not isinstance(item, StoredEvent) or item.seq <= cursor:
+                        continue
+                    if item.seq != cursor + 1:
                         break
                     cursor = item.seq
-                    yield item
-
-    async def _tail(self, sub: object, cursor: int) -> int:
-        return cursor
-
-    async def _drain_live(self, sub: object, cursor: int) -> AsyncIterator[SessionEvent | int]:
-        """Yield live events that follow *cursor*; yield an int cursor to ask for a re-read."""
-        while True:
-            item = await sub.receive()  # type: ignore[attr-defined]
-            if item == OVERFLOWED:
-                yield cursor
-                return
-            if not isinstance(item, StoredEvent) or item.seq <= cursor:
-                continue
-            if item.seq != cursor + 1:
-                yield cursor
-                return
-            cursor = item.seq
-            if item.type.startswith("session.next."):
-                yield _decoded(item)
+                    if item.type.startswith("session.next."):
+                        yield _decoded(item)
 
     async def interrupt(self, session_id: str) -> None:
         """Record the interrupt durably and stop the active drain; no-op for idle or unknown."""
@@ -283,40 +270,6 @@ class Sessions:
     async def needs_resume(self) -> builtins.list[str]:
         """Sessions whose promoted input has no settled answer (continued only by resume)."""
         return await self._storage.read(lambda s: s.sessions_needing_resume())
-
-    async def follow(
-        self, session_id: str, *, after: int | None = None
-    ) -> AsyncGenerator[SessionEvent, None]:
-        """``events`` as one flat generator, for consumers that stop early (``aclosing``).
-
-        Same contract: replay seq > *after*, then tail live commits, no gap and no
-        duplicate. Cancellation or ``aclose`` ends it and releases the subscription.
-        Raises SessionNotFoundError.
-        """
-        await self.get(session_id)
-        cursor = -1 if after is None else after
-        with self._hub.subscribe(session_id) as sub:
-            while True:
-                page = await self._storage.read(
-                    lambda s, c=cursor: s.events(session_id, after=c, limit=_PAGE)  # type: ignore[misc]
-                )
-                for stored in page:
-                    cursor = stored.seq
-                    if stored.type.startswith("session.next."):
-                        yield _decoded(stored)
-                if len(page) == _PAGE:
-                    continue
-                while True:
-                    item = await sub.receive()
-                    if item == OVERFLOWED:
-                        break
-                    if not isinstance(item, StoredEvent) or item.seq <= cursor:
-                        continue
-                    if item.seq != cursor + 1:
-                        break
-                    cursor = item.seq
-                    if item.type.startswith("session.next."):
-                        yield _decoded(item)
 
 
 def _decoded(stored: StoredEvent) -> SessionEvent:

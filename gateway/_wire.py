@@ -149,5 +149,5 @@ def follow(
     rt: Runtime, session_id: str, after: int | None
 ) -> AbstractAsyncContextManager[AsyncGenerator[SessionEvent, None]]:
     """``rt.sessions.follow`` closed on exit, however the consumer leaves."""
-    events = cast(AsyncGenerator[SessionEvent, None], rt.sessions.follow(session_id, after=after))
+    events = cast(AsyncGenerator[SessionEvent, None], rt.sessions.events(session_id, after=after))
     return aclosing(events)

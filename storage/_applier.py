@@ -59,6 +59,12 @@ class Applier:
             if self.error is not None:
                 raise RuntimeError(f"applying to the database failed: {self.error}")
 
+    def note_applied(self, lsn: int) -> None:
+        """Record that *lsn* was written to DuckDB directly (with nothing queued before it)."""
+        with self._cond:
+            self.applied_lsn = max(self.applied_lsn, lsn)
+            self._cond.notify_all()
+
     @property
     def backlog(self) -> int:
         return len(self._queue)

@@ -324,6 +324,8 @@ class EventStore:
         self._lsn = self._append_journal(batch)
         self._write(batch, self._lsn)
         if self._applier is not None:
+            self._applier.note_applied(self._lsn)
+        if self._applier is not None:
             # Written here, not by the (idle) applier: advance its mark, or the next read
             # barrier waits for an lsn the applier will never apply.
             self._applier.applied_lsn = self._lsn

@@ -41,7 +41,7 @@ def ws_url(url: str) -> str:
 async def durable_seqs(rt, sid: str) -> list[int]:
     seqs = []
     with trio.move_on_after(0.5):
-        async with aclosing(rt.sessions.follow(sid)) as events:
+        async with aclosing(rt.sessions.events(sid)) as events:
             async for item in events:
                 seqs.append(item.seq)
     return seqs
