@@ -69,10 +69,13 @@ class EpochKeeper:
         self._storage = storage
         self._ids = ids
         self._now = now_ms
+        self.row: EpochRow | None = None
+        """The epoch as this keeper last read or wrote it (it is the only writer)."""
 
     async def current(self) -> EpochRow | None:
         sid = self._sid
-        return await self._storage.read(lambda s: s.epoch(sid))
+        self.row = await self._storage.read(lambda s: s.epoch(sid))
+        return self.row
 
     async def initialize(
         self, load: Callable[[], Awaitable[SystemContext]], agent: str
@@ -81,7 +84,7 @@ class EpochKeeper:
 
         Context is observed (*load*) only when no epoch is stored yet.
         """
-        existing = await self.current()
+        existing = self.row or await self.current()
         if existing is not None:
             return existing
         outcome = await (await load()).initialize()
@@ -99,7 +102,8 @@ class EpochKeeper:
             b.put_epoch(row)
             return row
 
-        return await self._storage.write(write)
+        self.row = await self._storage.write(write)
+        return self.row
 
     async def reconcile(self, context: SystemContext, epoch: EpochRow | None = None) -> EpochRow:
         """Admit changed context at this safe boundary; return the epoch to send.
@@ -110,11 +114,12 @@ class EpochKeeper:
             StorageError: the store failed. Conflicts are retried a few times, then
                 the stored epoch is used as it is.
         """
-        epoch = epoch or await self.current()
+        epoch = epoch or self.row or await self.current()
         assert epoch is not None, "reconcile needs an initialized epoch"
         for _ in range(_RETRIES):
             try:
-                return await self._reconcile_once(context, epoch)
+                self.row = await self._reconcile_once(context, epoch)
+                return self.row
             except EpochConflictError:
                 refreshed = await self.current()
                 assert refreshed is not None

@@ -152,50 +152,39 @@ class SessionActor(Actor[Message]):
     # -- the drain ----------------------------------------------------------------------
 
     async def _drain(self, *, force: bool) -> None:
-        storage = self._x.storage
-        sid = self.session_id
-        pending = await storage.read(lambda s: s.pending_inputs(sid))
-        if not pending and not force:
-            return
         if not self._recovered:
             self.set_activity("recovering tools")
             await self._fail_interrupted_tools()
             self._recovered = True
-        queued = not any(row.delivery == "steer" for row in pending)
         attempted = False
         while True:
-            worked = await self._run_activity(queued=queued, force=force and not attempted)
+            worked, pending = await self._run_activity(force=force and not attempted)
             attempted = attempted or worked
-            pending = await storage.read(lambda s: s.pending_inputs(sid))
-            if not any(row.delivery == "queue" for row in pending):
+            if not worked or not any(row.delivery == "queue" for row in pending):
                 return
-            queued = True
 
-    async def _run_activity(self, *, queued: bool, force: bool) -> bool:
-        """Promote and run provider turns until no continuation remains; True if any ran."""
-        step, ran = 0, False
-        max_turns = DEFAULT_MAX_TURNS
+    async def _run_activity(self, *, force: bool) -> tuple[bool, list[ev.InputAdmitted]]:
+        """Open an activity (steers, else the oldest queued prompt) and run provider turns
+        until no continuation remains. Returns whether a turn ran, and the inbox left."""
+        step, ran, opening = 0, False, True
         while True:
             if not await self._ensure_epoch():
-                return ran
-            promoted = await self._promote(queued=queued)
-            queued = False
+                return ran, []
+            promoted, pending = await self._promote(opening=opening)
+            opening = False
             if promoted:
                 step = 0
             if not promoted and not force and step == 0:
-                return ran
+                return ran, pending
             step += 1
-            agent = self._agent()
-            max_turns = agent.steps or self._x.max_turns
+            max_turns = self._agent().steps or self._x.max_turns
             if step > max_turns:
                 raise StepLimitExceededError(f"Work remained after {max_turns} provider turns")
             outcome = await self._provider_turn(step, max_turns)
             ran, force = True, False
             steers = any(row.delivery == "steer" for row in outcome.pending)
-            if outcome.error is not None:
-                return ran
-            if outcome.local_tools == 0 and not steers:
-                return ran
+            if outcome.error is not None or (outcome.local_tools == 0 and not steers):
+                return ran, outcome.pending
 
     async def _ensure_epoch(self) -> bool:
         """Initialize the Context Epoch before any promotion; False when blocked."""
@@ -214,12 +203,20 @@ class SessionActor(Actor[Message]):
         info = self._x.session_info(self.session_id)
         return self._x.location_for(info.location.directory)
 
-    async def _promote(self, *, queued: bool) -> list[ev.InputAdmitted]:
+    async def _promote(
+        self, *, opening: bool
+    ) -> tuple[list[ev.InputAdmitted], list[ev.InputAdmitted]]:
+        """Promote pending steers; when *opening* an activity with no steer pending, the
+        oldest queued prompt instead. Returns (promoted rows, rows still pending)."""
         sid, now = self.session_id, self._x.now_ms()
         self.set_activity("promoting")
-        return await self._x.storage.write(
-            lambda b: b.promote(sid, cutoff_seq=1 << 62, queued=queued, timestamp=now)
-        )
+
+        def write(b: WriteBatch) -> tuple[list[ev.InputAdmitted], list[ev.InputAdmitted]]:
+            queued = opening and not any(row.delivery == "steer" for row in b.pending(sid))
+            promoted = b.promote(sid, cutoff_seq=1 << 62, queued=queued, timestamp=now)
+            return promoted, b.pending(sid)
+
+        return await self._x.storage.write(write)
 
     def _agent(self) -> AgentInfo:
         info = self._x.session_info(self.session_id)
@@ -228,16 +225,12 @@ class SessionActor(Actor[Message]):
 
     async def _provider_turn(self, step: int, max_turns: int) -> Any:
         sid = self.session_id
-        info, stored_epoch = await self._x.storage.read(
-            lambda s: (s.get_session(sid), s.epoch(sid))
-        )
-        assert info is not None, "an active session always exists"
-        self._x.remember(info)
+        info = self._x.session_info(sid)
         agent = self._agent()
         model = info.model if isinstance(info.model, ev.ModelRef) else self._x.default_model
         location = self._x.location_for(info.location.directory)
         self.set_activity("reconciling context")
-        epoch = await self._epochs.reconcile(await location.observe_context(), stored_epoch)
+        epoch = await self._epochs.reconcile(await location.observe_context())
         rows = await self._x.storage.read(lambda s: s.history(sid))
         history = visible_history(rows, epoch.baseline_seq)
         final = step >= max_turns
