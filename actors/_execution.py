@@ -33,6 +33,7 @@ __all__ = ["LocationActor", "SessionExecution", "ToolsFactory"]
 
 ToolsFactory = Callable[[ToolEnvironment], ToolRegistry]
 DEFAULT_IDLE_TIMEOUT: Final = 300.0
+DEFAULT_MAX_ACTIVE: Final = 1000
 _SWEEP_EVERY: Final = 30.0
 
 
@@ -111,6 +112,8 @@ class SessionExecution:
         data_dir: where managed tool output goes.
         max_turns: provider turns per drain before failing when work remains.
         idle_timeout: seconds an idle SessionActor stays active.
+        max_active: active SessionActors kept; past it, the least recently used idle
+            ones are passivated as others activate.
         now_ms: the clock stamped on events.
     """
 
@@ -118,6 +121,7 @@ class SessionExecution:
         self, *, storage: StorageActor, hub: EventHub, llm_client: llm.LLMClient,
         tools: ToolsFactory, context: ContextFactory, agents: Mapping[str, AgentInfo], default_model: ev.ModelRef,
         data_dir: Path, max_turns: int, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        max_active: int = DEFAULT_MAX_ACTIVE,
         now_ms: Callable[[], int], ids: IdGenerator, directory: ActorDirectory,
         policy: SupervisorPolicy,
     ) -> None:  # fmt: skip
@@ -134,9 +138,11 @@ class SessionExecution:
         self._context = context
         self._data_dir = data_dir
         self._idle_timeout = idle_timeout
+        self._max_active = max_active
         self._sessions: dict[str, SessionActor] = {}
         self._locations: dict[str, LocationActor] = {}
         self._infos: dict[str, SessionInfo] = {}
+        self._shedding = False
         self.ready = trio.Event()
         self.permissions = DurablePermissions(storage, now_ms)
 
@@ -214,7 +220,46 @@ class SessionExecution:
             actor = SessionActor(session_id, self)
             self._sessions[session_id] = actor
             self.supervisor.start_child(actor)
+            if len(self._sessions) > self._max_active and self._nursery_ready():
+                self._shed_soon()
         return actor
+
+    def _nursery_ready(self) -> bool:
+        return self.supervisor._nursery is not None and not self._shedding
+
+    def _shed_soon(self) -> None:
+        """Passivate least recently used idle actors beyond ``max_active`` (in the background)."""
+        self._shedding = True
+
+        async def shed() -> None:
+            try:
+                idle = sorted(
+                    (a for a in self._sessions.values() if self._passivable(a)),
+                    key=lambda a: a.last_active,
+                )
+                for actor in idle[: len(self._sessions) - self._max_active]:
+                    await self._passivate(actor)
+            finally:
+                self._shedding = False
+
+        assert self.supervisor._nursery is not None
+        self.supervisor._nursery.start_soon(shed)
+
+    @staticmethod
+    def _passivable(actor: SessionActor) -> bool:
+        return actor.idle and actor.mailbox.statistics().depth == 0
+
+    async def _passivate(self, actor: SessionActor) -> None:
+        """Passivate an idle actor; one that got work meanwhile is started again."""
+        if self._sessions.get(actor.id) is not actor or not self._passivable(actor):
+            return
+        await self.supervisor.passivate_child(actor.id)
+        if actor.mailbox.statistics().depth:
+            self.supervisor.start_child(actor)
+            return
+        if self._sessions.get(actor.id) is actor:
+            del self._sessions[actor.id]
+            self._infos.pop(actor.id, None)
 
     async def _sweep(self) -> None:
         while True:
@@ -225,14 +270,10 @@ class SessionExecution:
         """Passivate idle SessionActors unused for *older_than* seconds; return how many."""
         cutoff = trio.current_time() - older_than
         idle = [
-            a
-            for a in self._sessions.values()
-            if a.idle and a.last_active <= cutoff and a.mailbox.statistics().depth == 0
+            a for a in self._sessions.values() if self._passivable(a) and a.last_active <= cutoff
         ]
         for actor in idle:
-            del self._sessions[actor.id]
-            self._infos.pop(actor.id, None)
-            await self.supervisor.stop_child(actor.id)
+            await self._passivate(actor)
         return len(idle)
 
 

@@ -73,7 +73,7 @@ async def open_runtime(
     *, data_dir: Path | str, llm: llm_package.LLMClient | None = None,
     tools: ToolsFactory | None = None, context: ContextFactory | None = None, agents: Mapping[str, AgentInfo] | None = None,
     default_model: ModelRef = DEFAULT_MODEL, storage_mode: StorageMode = "threaded",
-    max_turns: int = DEFAULT_MAX_TURNS, idle_timeout: float = 300.0,
+    max_turns: int = DEFAULT_MAX_TURNS, idle_timeout: float = 300.0, max_active: int = 1000,
     now_ms: Callable[[], int] | None = None, ids: IdGenerator | None = None,
     store_options: dict[str, Any] | None = None, recover: bool = True,
     storage_max_batch: int = DEFAULT_MAX_BATCH,
@@ -89,6 +89,9 @@ async def open_runtime(
         llm: the ``LLMClient`` provider turns use; without one, turns fail clearly.
         storage_mode: ``"threaded"`` (pykka thread) or ``"inline"`` (simulation).
         max_turns: provider turns per drain (agents may override with ``steps``).
+        idle_timeout: seconds an idle SessionActor stays active before passivation.
+        max_active: active SessionActors kept; least recently used idle ones beyond it
+            are passivated (their state is all in storage).
         storage_max_batch: most writes in one group commit (1: a transaction per write).
     """
     data, project = _prepare(Path(data_dir))
@@ -103,7 +106,8 @@ async def open_runtime(
         storage=storage, hub=hub, llm_client=llm or _NoProvider(), tools=tools or default_tools,
         context=context or default_context,
         agents=agents or BUILTIN_AGENTS, default_model=default_model, data_dir=data,
-        max_turns=max_turns, idle_timeout=idle_timeout, now_ms=clock, ids=id_gen,
+        max_turns=max_turns, idle_timeout=idle_timeout, max_active=max_active, now_ms=clock,
+        ids=id_gen,
         directory=directory, policy=RESTART_POLICY,
     )  # fmt: skip
     sessions = Sessions(

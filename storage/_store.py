@@ -379,6 +379,10 @@ class EventStore:
     def _adopt(self, batch: WriteBatch, lsn: int) -> None:
         for key in (*batch.inputs, *batch.messages):
             self._pinned[key] = lsn
+        for session_id in batch.new_sessions:
+            self._histories[session_id] = {}  # a new session's history is known: empty
+        while len(self._histories) > _CACHE_HISTORIES:
+            self._histories.popitem(last=False)
         for message_id, (session_id, seq, message) in batch.messages.items():
             history = self._histories.get(session_id)
             if history is not None:
