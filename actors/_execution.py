@@ -261,6 +261,13 @@ class SessionExecution:
             del self._sessions[actor.id]
             self._infos.pop(actor.id, None)
 
+    async def shutdown(self) -> None:
+        """Stop every SessionActor (active drains are interrupted and settle) while storage
+        still runs; used when the runtime closes."""
+        for actor in list(self._sessions.values()):
+            self._sessions.pop(actor.id, None)
+            await self.supervisor.stop_child(actor.id)
+
     async def _sweep(self) -> None:
         while True:
             await trio.sleep(_SWEEP_EVERY)

@@ -31,6 +31,7 @@ __all__ = ["Runtime", "open_runtime"]
 _log = logging.getLogger("kittiwake.runtime")
 DEFAULT_MODEL: Final = ModelRef(id="default", provider_id="kittiwake")
 RESTART_POLICY: Final = SupervisorPolicy(5, 10.0)
+_SHUTDOWN_GRACE: Final = 10.0
 
 
 class _Root(Supervisor):
@@ -81,8 +82,9 @@ async def open_runtime(
     """Start a runtime in this trio program; usable as ``async with``.
 
     Entering opens (and if needed rebuilds) the store and wakes every session with
-    unpromoted inbox rows. Exiting cancels active drains (their tools settle as
-    interrupted) and closes the store after its last batch.
+    unpromoted inbox rows. Exiting first interrupts active drains (their tools settle
+    as interrupted, durably, within a bounded grace), then closes the store after its
+    last batch.
 
     Args:
         data_dir: where ``kittiwake.duckdb``, the journal and tool output live.
@@ -126,6 +128,8 @@ async def open_runtime(
         try:
             yield rt
         finally:
+            with trio.move_on_after(_SHUTDOWN_GRACE, shield=True):
+                await execution.shutdown()
             nursery.cancel_scope.cancel()
 
 
