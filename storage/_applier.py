@@ -1,8 +1,9 @@
 """The applier: a thread that writes journaled batches into DuckDB, off the commit path.
 
 The StorageActor's thread plans a batch, appends it to the journal (fdatasync),
-answers its callers and hands the batch's statements here. The applier takes
-everything queued and writes it in one DuckDB transaction, advancing the
+answers its callers and hands the batch's rows here. The applier takes everything
+queued, merges it (the last state of each row wins) and writes it in one DuckDB
+transaction, one statement per table, advancing the
 ``journal_lsn`` meta row in the same transaction. Readers that need the
 database call :meth:`Applier.wait_applied` first (a read barrier).
 """
@@ -10,15 +11,17 @@ database call :meth:`Applier.wait_applied` first (a read barrier).
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
-from typing import Any, Final
+from typing import Final
 
 import duckdb
 
-__all__ = ["Applier", "Statements"]
+from storage._rows import RowSet
 
-Statements = list[tuple[str, list[list[Any]]]]
+__all__ = ["Applier"]
 _WAIT_SLICE: Final = 1.0
+DEFAULT_LINGER: Final = 0.02
 
 
 class Applier:
@@ -27,11 +30,17 @@ class Applier:
     Args:
         conn: a connection (cursor) to the store's database used only by this thread.
         applied_lsn: the ``journal_lsn`` the database holds now.
+        linger: seconds to let batches gather before a transaction, unless a reader
+            is waiting at the barrier (DuckDB's cost is per statement, not per row).
     """
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection, applied_lsn: int) -> None:
+    def __init__(
+        self, conn: duckdb.DuckDBPyConnection, applied_lsn: int, *, linger: float = DEFAULT_LINGER
+    ) -> None:
         self._conn = conn
-        self._queue: deque[tuple[Statements, int]] = deque()
+        self._linger = linger
+        self._urgent = False
+        self._queue: deque[tuple[RowSet, int]] = deque()
         self._cond = threading.Condition()
         self._stopping = False
         self.applied_lsn = applied_lsn
@@ -41,10 +50,10 @@ class Applier:
         self._thread = threading.Thread(target=self._run, name="kittiwake-applier", daemon=True)
         self._thread.start()
 
-    def submit(self, statements: Statements, lsn: int) -> None:
-        """Queue one journaled batch; never blocks on DuckDB."""
+    def submit(self, rows: RowSet, lsn: int) -> None:
+        """Queue one journaled batch's rows; never blocks on DuckDB."""
         with self._cond:
-            self._queue.append((statements, lsn))
+            self._queue.append((rows, lsn))
             self._cond.notify_all()
 
     def wait_applied(self, lsn: int) -> None:
@@ -55,6 +64,8 @@ class Applier:
         """
         with self._cond:
             while self.applied_lsn < lsn and self.error is None:
+                self._urgent = True
+                self._cond.notify_all()
                 self._cond.wait(_WAIT_SLICE)
             if self.error is not None:
                 raise RuntimeError(f"applying to the database failed: {self.error}")
@@ -83,8 +94,15 @@ class Applier:
                     self._cond.wait()
                 if not self._queue:
                     return
+                deadline = time.monotonic() + self._linger
+                while not (self._urgent or self._stopping):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 work = list(self._queue)
                 self._queue.clear()
+                self._urgent = False
             try:
                 self._apply(work)
             except BaseException as exc:  # noqa: BLE001 - reported to every waiter
@@ -98,13 +116,15 @@ class Applier:
                 self.batches += len(work)
                 self._cond.notify_all()
 
-    def _apply(self, work: list[tuple[Statements, int]]) -> None:
+    def _apply(self, work: list[tuple[RowSet, int]]) -> None:
+        merged = RowSet()
+        for rows, _ in work:
+            merged.merge(rows)
         conn = self._conn
         conn.execute("begin")
         try:
-            for statements, _ in work:
-                for sql, columns in statements:
-                    conn.execute(sql, columns)
+            for sql, columns in merged.statements():
+                conn.execute(sql, columns)
             conn.execute("update meta set value = ? where key = 'journal_lsn'", [work[-1][1]])
             conn.execute("commit")
         except BaseException:

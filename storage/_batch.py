@@ -7,7 +7,7 @@ undo-logged, so an operation that fails midway leaves the batch as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -17,6 +17,7 @@ from runtime import SessionMessage
 from runtime import _schema as ev
 from runtime._errors import PromptConflictError, SessionNotFoundError
 from runtime._projection import project
+from storage._rows import RowSet
 
 if TYPE_CHECKING:
     from storage._store import EventStore, _SessionRow
@@ -374,84 +375,28 @@ class WriteBatch:
 
     # -- SQL ------------------------------------------------------------------------------
 
-    def statements(self) -> Iterator[tuple[str, list[list[Any]]]]:
-        """The batch's writes: one ``insert ... select unnest(?)`` or update per table."""
-        yield (
-            _insert("event", 6),
-            _columns(
-                (e.id, e.aggregate_id, e.seq, f"{e.type}.{e.version}", e.version, e.data.decode())
-                for e in self.events
-            ),
-        )
-        sessions = [(sid, row.info) for sid, row in self.sessions.items()]
-        yield (
-            _insert("session", 6),
-            _columns(_session_row(i) for sid, i in sessions if sid in self.new_sessions),
-        )
-        yield (
-            _update("session", ["time_updated", "data"]),
-            _columns(
-                (sid, info.time.updated, _encode(info).decode())
-                for sid, info in sessions
-                if sid in self.changed_sessions and sid not in self.new_sessions
-            ),
-        )
-        inputs = self.inputs.values()
-        yield (
-            _insert("session_input", 7),
-            _columns(_input_row(r) for r in inputs if r.id in self.new_inputs),
-        )
-        yield (
-            _update("session_input", ["promoted_seq"]),
-            _columns((r.id, r.promoted_seq) for r in inputs if r.id not in self.new_inputs),
-        )
-        messages = self.messages.items()
-        yield (
-            _insert("session_message", 6),
-            _columns(
-                (mid, sid, m.__struct_config__.tag, seq, m.time.created, _encode(m).decode())
-                for mid, (sid, seq, m) in messages
-                if mid in self.new_messages
-            ),
-        )
-        yield (
-            _update("session_message", ["data"]),
-            _columns(
-                (mid, _encode(m).decode())
-                for mid, (sid, seq, m) in messages
-                if mid not in self.new_messages
-            ),
-        )
-        permissions = self.permissions.values()
-        yield (
-            _insert("permission_request", 5),
-            _columns(
-                (p.id, p.session_id, p.status, p.time_created, _encode(p).decode())
-                for p in permissions
-                if p.id in self.new_permissions
-            ),
-        )
-        yield (
-            _update("permission_request", ["status", "data"]),
-            _columns(
-                (p.id, p.status, _encode(p).decode())
-                for p in permissions
-                if p.id not in self.new_permissions
-            ),
-        )
-        yield (
-            _insert("permission_approval", 4),
-            _columns(msgspec.structs.astuple(a) for a in self.approvals),
-        )
-        cleared = sorted(self.cleared_epochs | set(self.epochs))
-        yield (
-            "delete from session_context_epoch where session_id in (select unnest(?))",
-            [cleared] if cleared else [[]],
-        )
-        yield (
-            _insert("session_context_epoch", 7),
-            _columns(msgspec.structs.astuple(x) for x in self.epochs.values()),
-        )
+    def rows(self) -> RowSet:
+        """The batch's writes as final row states (see ``storage._rows``)."""
+        rows = RowSet()
+        rows.events = [
+            (e.id, e.aggregate_id, e.seq, f"{e.type}.{e.version}", e.version, e.data.decode())
+            for e in self.events
+        ]
+        for sid, session in self.sessions.items():
+            if sid in self.new_sessions or sid in self.changed_sessions:
+                rows.put("session", _session_row(session.info), new=sid in self.new_sessions)
+        for r in self.inputs.values():
+            rows.put("session_input", _input_row(r), new=r.id in self.new_inputs)
+        for mid, (sid, seq, m) in self.messages.items():
+            message = (mid, sid, m.__struct_config__.tag, seq, m.time.created, _encode(m).decode())
+            rows.put("session_message", message, new=mid in self.new_messages)
+        for p in self.permissions.values():
+            request = (p.id, p.session_id, p.status, p.time_created, _encode(p).decode())
+            rows.put("permission_request", request, new=p.id in self.new_permissions)
+        rows.approvals = [msgspec.structs.astuple(a) for a in self.approvals]
+        rows.epochs = {sid: None for sid in self.cleared_epochs}
+        rows.epochs.update((sid, msgspec.structs.astuple(e)) for sid, e in self.epochs.items())
+        return rows
 
 
 def _session_row(info: ev.SessionInfo) -> tuple[Any, ...]:
@@ -467,22 +412,3 @@ def _input_row(r: ev.InputAdmitted) -> tuple[Any, ...]:
         r.id, r.session_id, _encode(r.prompt).decode(), r.delivery, r.admitted_seq, promoted,
         r.time_created,
     )  # fmt: skip
-
-
-def _update(table: str, columns: list[str]) -> str:
-    names = ["k", *(f"c{i}" for i in range(len(columns)))]
-    select = ", ".join(f"unnest(?) as {n}" for n in names)
-    sets = ", ".join(f"{c} = u.c{i}" for i, c in enumerate(columns))
-    key = "session_id" if table == "session_context_epoch" else "id"
-    return f"update {table} set {sets} from (select {select}) u where {table}.{key} = u.k"
-
-
-def _insert(table: str, width: int) -> str:
-    return f"insert into {table} select " + ", ".join(["unnest(?)"] * width)
-
-
-def _columns(rows: Iterator[tuple[Any, ...]]) -> list[list[Any]]:
-    materialized = list(rows)
-    if not materialized:
-        return [[]]
-    return [list(column) for column in zip(*materialized, strict=True)]

@@ -25,7 +25,7 @@ import msgspec
 from runtime import IdGenerator, SessionMessage
 from runtime import _schema as ev
 from runtime._errors import StorageError
-from storage._applier import Applier, Statements
+from storage._applier import Applier
 from storage._batch import AdmitPrompt, ApprovalRow, EpochRow, StoredEvent, WriteBatch
 from storage._journal import Journal
 from storage._tables import migrate
@@ -332,10 +332,7 @@ class EventStore:
 
     def _apply_later(self, batch: WriteBatch, lsn: int) -> None:
         assert self._applier is not None
-        statements: Statements = [
-            (sql, cols) for sql, cols in batch.statements() if cols and cols[0]
-        ]
-        self._applier.submit(statements, lsn)
+        self._applier.submit(batch.rows(), lsn)
 
     def _check_applier(self) -> None:
         if self._applier is not None and self._applier.error is not None:
@@ -367,9 +364,8 @@ class EventStore:
         conn = self.conn
         conn.execute("begin")
         try:
-            for sql, columns in batch.statements():
-                if columns and columns[0]:
-                    conn.execute(sql, columns)
+            for sql, columns in batch.rows().statements():
+                conn.execute(sql, columns)
             conn.execute("update meta set value = ? where key = 'journal_lsn'", [lsn])
             conn.execute("commit")
         except BaseException:

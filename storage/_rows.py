@@ -1,0 +1,95 @@
+"""Row sets: the final state of the rows one or more batches wrote, one statement per table.
+
+Merging batches keeps the last state of every row, so the applier writes a whole
+backlog with one ``insert ... select unnest(?)`` and one ``update ... from unnest``
+per table instead of a statement per batch and table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = ["TABLES", "RowSet", "Statements"]
+
+Statements = list[tuple[str, list[list[Any]]]]
+
+TABLES: Final[dict[str, tuple[str, ...]]] = {
+    "session": ("id", "project_id", "directory", "time_created", "time_updated", "data"),
+    "session_input": (
+        "id",
+        "session_id",
+        "prompt",
+        "delivery",
+        "admitted_seq",
+        "promoted_seq",
+        "time_created",
+    ),  # fmt: skip
+    "session_message": ("id", "session_id", "type", "seq", "time_created", "data"),
+    "permission_request": ("id", "session_id", "status", "time_created", "data"),
+}
+_EVENT_WIDTH: Final = 6
+_APPROVAL_WIDTH: Final = 4
+_EPOCH_WIDTH: Final = 7
+
+
+class RowSet:
+    """Rows to insert (new keys) and to update (existing keys), events, approvals, epochs.
+
+    Every row is the table's full tuple in ``TABLES`` column order; an epoch entry of
+    ``None`` means the session's epoch row is deleted.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.new: dict[str, dict[str, tuple[Any, ...]]] = {t: {} for t in TABLES}
+        self.changed: dict[str, dict[str, tuple[Any, ...]]] = {t: {} for t in TABLES}
+        self.approvals: list[tuple[Any, ...]] = []
+        self.epochs: dict[str, tuple[Any, ...] | None] = {}
+
+    def put(self, table: str, row: tuple[Any, ...], *, new: bool) -> None:
+        key = row[0]
+        if new or key in self.new[table]:
+            self.new[table][key] = row
+        else:
+            self.changed[table][key] = row
+
+    def merge(self, later: RowSet) -> None:
+        """Fold *later* (written after this set) in; the later state of a row wins."""
+        self.events.extend(later.events)
+        self.approvals.extend(later.approvals)
+        for table in TABLES:
+            for row in later.new[table].values():
+                self.put(table, row, new=True)
+            for row in later.changed[table].values():
+                self.put(table, row, new=False)
+        self.epochs.update(later.epochs)
+
+    def statements(self) -> Statements:
+        """The SQL with its column lists; empty parts are left out."""
+        out: Statements = []
+        _add(out, _insert("event", _EVENT_WIDTH), self.events)
+        for table, columns in TABLES.items():
+            _add(out, _insert(table, len(columns)), list(self.new[table].values()))
+            _add(out, _update(table, columns), list(self.changed[table].values()))
+        _add(out, _insert("permission_approval", _APPROVAL_WIDTH), self.approvals)
+        if self.epochs:
+            delete = "delete from session_context_epoch where session_id in (select unnest(?))"
+            out.append((delete, [sorted(self.epochs)]))
+            rows = [row for row in self.epochs.values() if row is not None]
+            _add(out, _insert("session_context_epoch", _EPOCH_WIDTH), rows)
+        return out
+
+
+def _add(out: Statements, sql: str, rows: list[tuple[Any, ...]]) -> None:
+    if rows:
+        out.append((sql, [list(column) for column in zip(*rows, strict=True)]))
+
+
+def _insert(table: str, width: int) -> str:
+    return f"insert into {table} select " + ", ".join(["unnest(?)"] * width)
+
+
+def _update(table: str, columns: tuple[str, ...]) -> str:
+    names = ", ".join(f"unnest(?) as c{i}" for i in range(len(columns)))
+    sets = ", ".join(f"{c} = u.c{i}" for i, c in enumerate(columns) if i > 0)
+    return f"update {table} set {sets} from (select {names}) u where {table}.{columns[0]} = u.c0"
