@@ -25,7 +25,7 @@ from actors._storage import StorageActor
 from actors._supervisor import Supervisor, SupervisorPolicy
 from runtime import IdGenerator, SessionInfo, llm
 from runtime import _schema as ev
-from runtime.agents import AgentInfo
+from runtime.agents import AgentInfo, load_agents
 from runtime.context import SystemContext, SystemContextRegistry
 from runtime.tools import ToolEnvironment, ToolRegistry
 
@@ -43,13 +43,15 @@ class LocationActor(Actor[Any]):
     kind = "location"
 
     def __init__(
-        self, directory: str, registry: ToolRegistry, context: SystemContextRegistry
-    ) -> None:
+        self, directory: str, registry: ToolRegistry, context: SystemContextRegistry,
+        agents: Mapping[str, AgentInfo],
+    ) -> None:  # fmt: skip
         mailbox = open_mailbox(0)
         super().__init__(f"location:{directory}", mailbox=mailbox, label=directory)
         self.directory = directory
         self.registry = registry
         self.context = context
+        self.agents = agents
         self._next: trio.Event | None = None
         self._result: SystemContext | None = None
         self._loading = False
@@ -107,7 +109,8 @@ class SessionExecution:
         llm_client: the ``LLMClient`` provider turns stream from.
         tools: builds a Location's tool registry from its environment.
         context: builds a Location's System Context Registry from its directory.
-        agents: the agents by name.
+        agents: agents by name that override each Location's own (built-ins, then
+            ``.kittiwake/agent/*.md``); ``None`` keeps the Location's.
         default_model: the model of sessions that selected none.
         data_dir: where managed tool output goes.
         max_turns: provider turns per drain before failing when work remains.
@@ -119,7 +122,7 @@ class SessionExecution:
 
     def __init__(
         self, *, storage: StorageActor, hub: EventHub, llm_client: llm.LLMClient,
-        tools: ToolsFactory, context: ContextFactory, agents: Mapping[str, AgentInfo], default_model: ev.ModelRef,
+        tools: ToolsFactory, context: ContextFactory, agents: Mapping[str, AgentInfo] | None, default_model: ev.ModelRef,
         data_dir: Path, max_turns: int, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         max_active: int = DEFAULT_MAX_ACTIVE,
         now_ms: Callable[[], int], ids: IdGenerator, directory: ActorDirectory,
@@ -194,7 +197,8 @@ class SessionExecution:
             registry = self._tools(env)
             if registry.saved_approvals is None:
                 registry.saved_approvals = self.permissions
-            location = LocationActor(directory, registry, self._context(directory))
+            agents = {**load_agents(directory).agents, **(self.agents or {})}
+            location = LocationActor(directory, registry, self._context(directory), agents)
             self._locations[directory] = location
             self.supervisor.start_child(location)
         return location

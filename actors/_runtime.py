@@ -22,9 +22,10 @@ from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode
 from actors._supervisor import Supervisor, SupervisorPolicy, run_root
 from runtime import IdGenerator, ModelRef
 from runtime import llm as llm_package
-from runtime.agents import BUILTIN_AGENTS, AgentInfo
+from runtime.agents import AgentInfo
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._builtin import location_registry
+from runtime.tools._custom import load_custom_tools
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -65,8 +66,12 @@ class Runtime:
 
 
 def default_tools(env: ToolEnvironment) -> ToolRegistry:
-    """The built-in tools of a Location."""
-    return location_registry(env)
+    """The built-in tools of a Location, then its ``.kittiwake/tool/*.py`` tools."""
+    registry = location_registry(env)
+    custom = load_custom_tools(env.directory)
+    if custom.tools:
+        registry.contribute(custom.tools)
+    return registry
 
 
 @asynccontextmanager
@@ -107,7 +112,7 @@ async def open_runtime(
     execution = SessionExecution(
         storage=storage, hub=hub, llm_client=llm or _NoProvider(), tools=tools or default_tools,
         context=context or default_context,
-        agents=agents or BUILTIN_AGENTS, default_model=default_model, data_dir=data,
+        agents=agents, default_model=default_model, data_dir=data,
         max_turns=max_turns, idle_timeout=idle_timeout, max_active=max_active, now_ms=clock,
         ids=id_gen,
         directory=directory, policy=RESTART_POLICY,

@@ -221,7 +221,7 @@ class SessionActor(Actor[Message]):
     def _agent(self) -> AgentInfo:
         info = self._x.session_info(self.session_id)
         name = info.agent if isinstance(info.agent, str) else None
-        return resolve_agent(self._x.agents, name)
+        return resolve_agent(self._location().agents, name)
 
     async def _provider_turn(self, step: int, max_turns: int) -> Any:
         sid = self.session_id

@@ -224,7 +224,8 @@ class Sessions:
 
     async def switch_agent(self, session_id: str, agent: str) -> SessionInfo:
         """Select *agent* from the next provider turn on. Raises SessionNotFoundError."""
-        if agent not in self._x.agents:
+        info = await self.get(session_id)
+        if agent not in self._x.location_for(info.location.directory).agents:
             raise InvalidInputError(f"Unknown agent {agent!r}")
         event = ev.AgentSwitched(
             timestamp=self._now(),

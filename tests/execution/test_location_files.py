@@ -1,0 +1,52 @@
+"""A Location's own agents and tools: .kittiwake/agent/*.md and .kittiwake/tool/*.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime import Location, Prompt, llm, open_runtime
+from tests.execution.conftest import answer, tool_calls
+
+AGENT = """---
+description: Reviews changes without editing them.
+steps: 4
+---
+You review code. Never edit files.
+"""
+
+TOOL = """
+import msgspec
+from runtime.llm import TextPart
+from runtime.tools import Tool, ToolOutput
+
+
+class ShoutInput(msgspec.Struct, frozen=True):
+    text: str
+
+
+async def shout(data, ctx, env):
+    return ToolOutput(content=[TextPart(text=data.text.upper() + "!")])
+
+
+SHOUT = Tool(name="shout", description="Shout the text.", input_type=ShoutInput, handler=shout)
+"""
+
+
+async def test_a_project_agent_and_tool_are_used_by_the_drain(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / ".kittiwake" / "agent").mkdir(parents=True)
+    (work / ".kittiwake" / "tool").mkdir(parents=True)
+    (work / ".kittiwake" / "agent" / "reviewer.md").write_text(AGENT)
+    (work / ".kittiwake" / "tool" / "shout.py").write_text(TOOL)
+    client = llm.ScriptedLLM([tool_calls(("c1", "shout", {"text": "hi"})), answer()])
+    async with open_runtime(data_dir=tmp_path / "data", llm=client) as rt:
+        info = await rt.sessions.create(location=Location(directory=str(work)))
+        await rt.sessions.switch_agent(info.id, "reviewer")
+        await rt.sessions.prompt(info.id, prompt=Prompt(text="look"))
+        await rt.sessions.wait_idle(info.id)
+    first, second = client.requests
+    assert first.system[0].strip() == "You review code. Never edit files."
+    assert "shout" in [tool.name for tool in first.tools]
+    result = [m for m in second.messages if isinstance(m, llm.ToolMessage)][-1]
+    text = result.content[0].content[0]
+    assert isinstance(text, llm.TextPart) and text.text == "HI!"
