@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +27,7 @@ from runtime.agents import AgentInfo
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._builtin import location_registry
 from runtime.tools._custom import load_custom_tools
+from runtime.tools._managed import DEFAULT_CLEANUP_EVERY, run_tool_output_cleanup
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -82,6 +84,7 @@ async def open_runtime(
     max_turns: int = DEFAULT_MAX_TURNS, idle_timeout: float = 300.0, max_active: int = 1000,
     now_ms: Callable[[], int] | None = None, ids: IdGenerator | None = None,
     store_options: dict[str, Any] | None = None, recover: bool = True,
+    tool_output_cleanup_every: float | None = DEFAULT_CLEANUP_EVERY,
     storage_max_batch: int = DEFAULT_MAX_BATCH,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
@@ -99,6 +102,8 @@ async def open_runtime(
         idle_timeout: seconds an idle SessionActor stays active before passivation.
         max_active: active SessionActors kept; least recently used idle ones beyond it
             are passivated (their state is all in storage).
+        tool_output_cleanup_every: seconds between sweeps removing Managed Tool Output
+            Files older than 7 days; ``None`` runs no sweeper (simulation).
         storage_max_batch: most writes in one group commit (1: a transaction per write).
     """
     data, project = _prepare(Path(data_dir))
@@ -123,6 +128,11 @@ async def open_runtime(
     root = _Root(storage, execution, directory)
     async with trio.open_nursery() as nursery:
         await nursery.start(run_root, root)
+        if tool_output_cleanup_every is not None:
+            output = str(data / "tool-output")
+            nursery.start_soon(
+                partial(run_tool_output_cleanup, output, every=tool_output_cleanup_every)
+            )
         await _wait_running(storage, execution)
         rt = Runtime(
             sessions=sessions, storage=storage, execution=execution, hub=hub,

@@ -68,7 +68,12 @@ async def _scenario(seed: int, data_dir: Path, count: int) -> list[tuple[str, in
 
     client = llm.ScriptedLLM(script, latency=0.2)
     options: dict[str, Any] = dict(
-        storage_mode="inline", now_ms=now_ms, ids=ids, tools=tools, context=_context
+        storage_mode="inline",
+        now_ms=now_ms,
+        ids=ids,
+        tools=tools,
+        context=_context,
+        tool_output_cleanup_every=None,
     )
     async with open_runtime(data_dir=data_dir, llm=client, **options) as rt:
         location = Location(directory="/sim/work")

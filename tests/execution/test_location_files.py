@@ -50,3 +50,22 @@ async def test_a_project_agent_and_tool_are_used_by_the_drain(tmp_path: Path) ->
     result = [m for m in second.messages if isinstance(m, llm.ToolMessage)][-1]
     text = result.content[0].content[0]
     assert isinstance(text, llm.TextPart) and text.text == "HI!"
+
+
+async def test_the_runtime_sweeps_expired_managed_tool_output(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from tests.execution.conftest import eventually
+
+    output = tmp_path / "data" / "tool-output"
+    output.mkdir(parents=True)
+    old, fresh, other = output / "tool_old", output / "tool_fresh", output / "notes.txt"
+    for path in (old, fresh, other):
+        path.write_text("x")
+    week_ago = time.time() - 8 * 24 * 3600
+    os.utime(old, (week_ago, week_ago))
+    os.utime(other, (week_ago, week_ago))
+    async with open_runtime(data_dir=tmp_path / "data", llm=llm.ScriptedLLM([])):
+        await eventually(lambda: not old.exists())
+    assert fresh.exists() and other.exists()
