@@ -26,6 +26,7 @@ from gateway._wire import (
     CreateBody,
     GatewayError,
     ModelBody,
+    PermissionReplyBody,
     PromptBody,
     decode_body,
     delta_json,
@@ -33,7 +34,10 @@ from gateway._wire import (
     encode,
     error_body,
     error_for,
+    find_permission,
     follow,
+    permission_json,
+    reply_permission,
 )
 from gateway._ws import WebsocketLimits, serve_websocket
 from runtime import KittiwakeError, LiveDelta, Location
@@ -313,6 +317,31 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
                 sessionID=session_id, messageID=message_id,
             )  # fmt: skip
         return _json({"data": entry[2]})
+
+    @app.get("/api/session/<session_id>/permission")
+    async def permissions(session_id: str) -> Response:
+        pending = [p for p in await rt.sessions.permissions(session_id) if p.status == "pending"]
+        return _json({"data": [permission_json(p) for p in pending]})
+
+    @app.post("/api/session/<session_id>/permission")
+    async def create_permission(session_id: str) -> Response:
+        await rt.sessions.get(session_id)
+        raise GatewayError(
+            "NotImplementedError",
+            "Permission requests are created by tool calls under the agent's rules; "
+            "clients answer them but cannot create them",
+            status=501,
+        )
+
+    @app.get("/api/session/<session_id>/permission/<request_id>")
+    async def permission(session_id: str, request_id: str) -> Response:
+        return _json({"data": permission_json(await find_permission(rt, session_id, request_id))})
+
+    @app.post("/api/session/<session_id>/permission/<request_id>/reply")
+    async def reply(session_id: str, request_id: str) -> Response:
+        body = decode_body(await _request_body(), PermissionReplyBody)
+        await reply_permission(rt, session_id, request_id, body)
+        return _no_content()
 
     @app.route("/api/session/<session_id>/revert/<action>", methods=["POST"])
     async def revert(session_id: str, action: str) -> Response:

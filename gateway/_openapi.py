@@ -7,7 +7,7 @@ from typing import Any, Final
 
 import msgspec
 
-from gateway._wire import AgentBody, CreateBody, ModelBody, PromptBody
+from gateway._wire import AgentBody, CreateBody, ModelBody, PermissionReplyBody, PromptBody
 from runtime import DurableEvent, InputAdmitted, SessionInfo, SessionMessage
 
 __all__ = ["openapi_document"]
@@ -20,6 +20,19 @@ class ErrorBody(msgspec.Struct, frozen=True, rename={"tag": "_tag"}):
 
     tag: str
     message: str
+
+
+_PERMISSION: Final = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "sessionID": {"type": "string"},
+        "action": {"type": "string"},
+        "resources": {"type": "array", "items": {"type": "string"}},
+        "metadata": {"type": "object"},
+    },
+    "required": ["id", "sessionID", "action", "resources"],
+}
 
 
 def _ok(schema: dict[str, Any]) -> dict[str, Any]:
@@ -56,12 +69,12 @@ def _op(
     }
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-        for name in ("sessionID", "messageID")
-        if name in params
+        for name in params
+        if name.endswith("ID")
     ] + [
         {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
         for name in params
-        if name not in ("sessionID", "messageID")
+        if not name.endswith("ID")
     ]
     if parameters:
         op["parameters"] = parameters
@@ -73,9 +86,11 @@ def _op(
 def openapi_document() -> dict[str, Any]:
     """The document: paths of every route with request and response schemas."""
     types = [SessionInfo, InputAdmitted, SessionMessage, DurableEvent, ErrorBody,
-             CreateBody, PromptBody, AgentBody, ModelBody]  # fmt: skip
+             CreateBody, PromptBody, AgentBody, ModelBody, PermissionReplyBody]  # fmt: skip
     refs, components = msgspec.json.schema_components(types, ref_template=_REF)
-    info, admitted, message, _event, _err, create, prompt, agent, model = refs
+    info, admitted, message, _event, _err, create, prompt, agent, model, reply = refs
+    components["PermissionV2Request"] = _PERMISSION
+    permission = {"$ref": _REF.format(name="PermissionV2Request")}
     none = {"204": {"description": "No Content"}}
     sid = ["sessionID"]
     sse = {"description": "SSE", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
@@ -113,6 +128,22 @@ def openapi_document() -> dict[str, Any]:
         },
         "/api/session/{sessionID}/event": {
             "get": _op("Durable events (SSE)", {"200": sse}, params=["sessionID", "after"])
+        },
+        "/api/session/{sessionID}/permission": {
+            "get": _op(
+                "Pending permission requests",
+                {"200": _ok({"type": "array", "items": permission})},
+                params=sid,
+            ),
+            "post": _op("Create a permission request (501)", none, {"type": "object"}, params=sid),
+        },
+        "/api/session/{sessionID}/permission/{requestID}": {
+            "get": _op(
+                "One permission request", {"200": _ok(permission)}, params=[*sid, "requestID"]
+            )
+        },
+        "/api/session/{sessionID}/permission/{requestID}/reply": {
+            "post": _op("Answer a permission request", none, reply, params=[*sid, "requestID"])
         },
         "/event": {"get": _op("Every session's events and deltas (SSE)", {"200": sse})},
         "/api/actors": {

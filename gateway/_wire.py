@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import AbstractAsyncContextManager, aclosing
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 import msgspec
 
@@ -28,6 +28,7 @@ __all__ = [
     "CreateBody",
     "GatewayError",
     "ModelBody",
+    "PermissionReplyBody",
     "PromptBody",
     "decode_body",
     "delta_json",
@@ -35,7 +36,10 @@ __all__ = [
     "encode",
     "error_body",
     "error_for",
+    "find_permission",
     "follow",
+    "permission_json",
+    "reply_permission",
 ]
 
 STATUS_BY_TAG: Final[dict[str, int]] = {
@@ -45,6 +49,8 @@ STATUS_BY_TAG: Final[dict[str, int]] = {
     "UnauthorizedError": 401,
     "SessionNotFoundError": 404,
     "MessageNotFoundError": 404,
+    "PermissionNotFoundError": 404,
+    "NotFoundError": 404,
     "ConflictError": 409,
     "PayloadTooLargeError": 413,
     "ServiceUnavailableError": 503,
@@ -107,6 +113,60 @@ class AgentBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 class ModelBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     model: ModelRef
+
+
+class PermissionReplyBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """OpenCode's ``PermissionV2Reply`` values are the runtime's replies, one for one.
+
+    ``message`` is accepted for compatibility; the runtime records no reply message.
+    """
+
+    reply: Literal["once", "always", "reject"]
+    message: str | None = None
+
+
+def permission_json(info: ev.PermissionInfo) -> dict[str, Any]:
+    """OpenCode's ``PermissionV2Request``: the runtime's ``permission`` is its ``action``.
+
+    The tool, its call id, the asking agent, the status and the creation time travel in
+    ``metadata`` (``source`` needs a message id, which a permission request does not record).
+    """
+    return {
+        "id": info.id,
+        "sessionID": info.session_id,
+        "action": info.permission,
+        "resources": list(info.resources),
+        "metadata": {
+            "tool": info.tool, "callID": info.call_id, "agent": info.agent,
+            "status": info.status, "timeCreated": info.time_created,
+        },
+    }  # fmt: skip
+
+
+async def find_permission(rt: Runtime, session_id: str, request_id: str) -> ev.PermissionInfo:
+    """The request *request_id* of the session; 404 ``PermissionNotFoundError`` otherwise.
+
+    Raises SessionNotFoundError when the session does not exist.
+    """
+    for info in await rt.sessions.permissions(session_id):
+        if info.id == request_id:
+            return info
+    raise GatewayError(
+        "PermissionNotFoundError", f"Permission request not found: {request_id}",
+        requestID=request_id,
+    )  # fmt: skip
+
+
+async def reply_permission(
+    rt: Runtime, session_id: str, request_id: str, body: PermissionReplyBody
+) -> None:
+    """Answer a permission request; the waiting tool call proceeds or fails.
+
+    Raises 404 (session or request unknown) and ``ConflictError`` when already answered.
+    Cancellation before the runtime accepts the reply leaves the request pending.
+    """
+    await find_permission(rt, session_id, request_id)
+    await rt.sessions.reply_permission(session_id, request_id, body.reply)
 
 
 def decode_body(data: bytes, kind: type[T], *, empty_ok: bool = False) -> T:

@@ -17,6 +17,7 @@ from quart import Websocket
 
 from gateway._wire import (
     GatewayError,
+    PermissionReplyBody,
     PromptBody,
     delta_json,
     durable_event_json,
@@ -24,6 +25,7 @@ from gateway._wire import (
     error_body,
     error_for,
     follow,
+    reply_permission,
 )
 from runtime import KittiwakeError, LiveDelta
 
@@ -152,7 +154,7 @@ class _Connection:
     async def _dispatch(self, frame: dict[str, Any]) -> Any:
         kind = frame.get("type")
         session_id = frame.get("sessionID")
-        if kind not in ("subscribe", "unsubscribe", "prompt", "interrupt"):
+        if kind not in ("subscribe", "unsubscribe", "prompt", "interrupt", "permission.reply"):
             raise GatewayError("InvalidRequestError", f"Unknown frame type {kind!r}")
         if not isinstance(session_id, str):
             raise GatewayError("InvalidRequestError", "sessionID is required")
@@ -168,6 +170,16 @@ class _Connection:
             scope = self._subscriptions.pop(session_id, None)
             if scope is not None:
                 scope.cancel()
+            return None
+        if kind == "permission.reply":
+            request_id = frame.get("requestID")
+            if not isinstance(request_id, str):
+                raise GatewayError("InvalidRequestError", "requestID is required")
+            try:
+                answer = msgspec.convert({"reply": frame.get("reply")}, PermissionReplyBody)
+            except msgspec.ValidationError as exc:
+                raise GatewayError("InvalidRequestError", f"Invalid reply: {exc}") from None
+            await reply_permission(rt, session_id, request_id, answer)
             return None
         await rt.sessions.get(session_id)
         if kind == "interrupt":

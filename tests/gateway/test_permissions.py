@@ -1,0 +1,128 @@
+"""Permission requests over HTTP and the websocket: list, get, reply, and the tool runs."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import trio
+from trio_websocket import open_websocket_url
+
+from runtime.agents import BUILTIN_AGENTS, AgentInfo, PermissionRule
+from runtime.agents._agent import compose_rules
+from runtime.llm import LLMEvent, ScriptedLLM, StepFinish, StepStart, ToolCall, ToolMessage, Usage
+
+from .conftest import answer, assert_valid, component, response_schema, served
+
+S = "/api/session"
+PERM = "/api/session/{sessionID}/permission"
+CAREFUL = AgentInfo(
+    name="careful", permission=compose_rules((), (PermissionRule(permission="bash", action="ask"),))
+)
+AGENTS = {**BUILTIN_AGENTS, "careful": CAREFUL}
+
+
+def shell(call_id: str, command: str) -> list[LLMEvent]:
+    return [
+        StepStart(),
+        ToolCall(call_id=call_id, name="shell", input={"command": command}),
+        StepFinish(finish_reason="tool-calls", usage=Usage()),
+    ]
+
+
+async def pending(client: httpx.AsyncClient, sid: str) -> list[dict]:
+    with trio.fail_after(10):
+        while True:
+            r = await client.get(f"{S}/{sid}/permission")
+            assert r.status_code == 200, r.text
+            assert_valid(r.json(), response_schema(PERM, "get", 200))
+            if r.json()["data"]:
+                return list(r.json()["data"])
+            await trio.sleep(0.02)
+
+
+async def _careful_session(client: httpx.AsyncClient, tmp_path) -> str:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    body = {"agent": "careful", "location": {"directory": str(work)}}
+    r = await client.post(S, json=body)
+    assert r.status_code == 200, r.text
+    return str(r.json()["data"]["id"])
+
+
+async def test_http_lists_a_pending_request_and_the_reply_lets_the_tool_run(tmp_path):
+    llm = ScriptedLLM([shell("c1", "echo approved > proof.txt"), answer("done")])
+    async with (
+        served(tmp_path, llm=llm, agents=AGENTS) as g,
+        httpx.AsyncClient(base_url=g.url) as client,
+    ):
+        sid = await _careful_session(client, tmp_path)
+        r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
+        assert r.status_code == 200
+        [request] = await pending(client, sid)
+        assert request["sessionID"] == sid and request["action"] == "bash"
+        assert request["metadata"]["tool"] == "shell" and request["metadata"]["status"] == "pending"
+        assert_valid(request, component("PermissionV2Request"))
+
+        r = await client.get(f"{S}/{sid}/permission/{request['id']}")
+        assert r.status_code == 200
+        assert_valid(r.json(), response_schema(PERM + "/{requestID}", "get", 200))
+        assert r.json()["data"] == request
+
+        reply = PERM + "/{requestID}/reply"
+        r = await client.post(f"{S}/{sid}/permission/{request['id']}/reply", json={"reply": "yes"})
+        assert r.status_code == 400
+        assert_valid(r.json(), response_schema(reply, "post", 400))
+        r = await client.post(f"{S}/{sid}/permission/per_nothere/reply", json={"reply": "once"})
+        assert r.status_code == 404 and r.json()["_tag"] == "PermissionNotFoundError"
+        assert_valid(r.json(), response_schema(reply, "post", 404))
+        assert not (tmp_path / "work" / "proof.txt").exists()
+
+        r = await client.post(
+            f"{S}/{sid}/permission/{request['id']}/reply",
+            json={"reply": "once", "message": "go ahead"},
+        )
+        assert r.status_code == 204, r.text
+        assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
+        assert (tmp_path / "work" / "proof.txt").read_text().strip() == "approved"
+        assert len(llm.requests) == 2
+        assert (await client.get(f"{S}/{sid}/permission")).json()["data"] == []
+        r = await client.get(f"{S}/{sid}/permission/{request['id']}")
+        assert r.json()["data"]["metadata"]["status"] == "once"
+
+        r = await client.post(f"{S}/{sid}/permission/{request['id']}/reply", json={"reply": "once"})
+        assert r.status_code == 409 and r.json()["_tag"] == "ConflictError"
+        r = await client.post(f"{S}/{sid}/permission", json={"action": "bash", "resources": []})
+        assert r.status_code == 501 and r.json()["_tag"] == "NotImplementedError"
+        missing = "ses_" + "0" * 26
+        r = await client.get(f"{S}/{missing}/permission")
+        assert r.status_code == 404
+        assert_valid(r.json(), response_schema(PERM, "get", 404))
+
+
+async def test_websocket_permission_reply_rejects_and_the_tool_fails(tmp_path):
+    llm = ScriptedLLM([shell("c1", "echo nope > proof.txt"), answer("ok")])
+    async with (
+        served(tmp_path, llm=llm, agents=AGENTS) as g,
+        httpx.AsyncClient(base_url=g.url) as client,
+    ):
+        sid = await _careful_session(client, tmp_path)
+        await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
+        [request] = await pending(client, sid)
+        url = g.url.replace("http://", "ws://") + "/api/ws"
+        async with open_websocket_url(url) as ws:
+            frame = {"type": "permission.reply", "ref": 1, "sessionID": sid,
+                     "requestID": request["id"], "reply": "maybe"}  # fmt: skip
+            await ws.send_message(json.dumps(frame))
+            with trio.fail_after(10):
+                bad = json.loads(await ws.get_message())
+            assert bad["ref"] == 1 and bad["error"]["_tag"] == "InvalidRequestError"
+            frame = {**frame, "ref": 2, "reply": "reject"}
+            await ws.send_message(json.dumps(frame))
+            with trio.fail_after(10):
+                ok = json.loads(await ws.get_message())
+            assert ok == {"type": "reply", "ref": 2, "data": None}
+        await client.post(f"{S}/{sid}/wait")
+        assert not (tmp_path / "work" / "proof.txt").exists()
+        result = [m for m in llm.requests[1].messages if isinstance(m, ToolMessage)][-1]
+        assert result.content[0].is_error
