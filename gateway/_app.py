@@ -21,6 +21,7 @@ from actors import Runtime
 from actors._events import OVERFLOWED
 from gateway._inspector import INSPECTOR_HTML
 from gateway._openapi import openapi_document
+from gateway._project import FileLimits, install_project_routes
 from gateway._wire import (
     AgentBody,
     CreateBody,
@@ -84,7 +85,7 @@ def create_app(
     rt: Runtime, *, password: str | None = None, cors_origins: Sequence[str] | None = None,
     max_body: int = DEFAULT_MAX_BODY, heartbeat: float = DEFAULT_HEARTBEAT,
     sse_buffer: int = DEFAULT_SSE_BUFFER, ws_limits: WebsocketLimits | None = None,
-    directory: Path | None = None,
+    directory: Path | None = None, file_limits: FileLimits | None = None,
 ) -> QuartTrio:  # fmt: skip
     """Build the app serving *rt*. Nothing runs until Hypercorn serves it (see ``serve``).
 
@@ -93,7 +94,9 @@ def create_app(
         cors_origins: origins allowed cross-origin (``"*"`` for any); none by default.
         max_body: largest request body in bytes; larger ones are answered 413.
         heartbeat: seconds between ``server.heartbeat`` frames on ``/event``.
-        directory: the Location of sessions created without one (default: cwd).
+        directory: the Location of sessions created without one (default: cwd), and the
+            project directory the file routes are confined to.
+        file_limits: bounds of the file and project message routes.
     """
     app = QuartTrio("kittiwake")
     app.config["MAX_CONTENT_LENGTH"] = max_body
@@ -109,6 +112,7 @@ def create_app(
     _install_session_routes(app, gw)
     _install_streams(app, gw)
     _install_operator_routes(app, gw)
+    install_project_routes(app, gw, file_limits or FileLimits())
     return app
 
 

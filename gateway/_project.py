@@ -1,0 +1,582 @@
+"""OpenCode's project-scoped and directory-resolved routes: projects, sessions, messages as
+``{info, parts}``, files, providers, config, agents and client logs.
+
+One runtime serves one project, rooted at the gateway's directory. File routes never leave
+that directory: a path (or ``directory``) resolving outside it is answered 400.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import mimetypes
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import msgspec
+import trio
+from quart import Response, request
+from quart_trio import QuartTrio
+
+from gateway._opencode import (
+    agent_json,
+    message_projections,
+    project_json,
+    provider_json,
+    session_json,
+)
+from gateway._wire import (
+    GatewayError,
+    PermissionReplyBody,
+    decode_body,
+    encode,
+    reply_permission,
+)
+from runtime import Location, ModelRef, Prompt, SessionInfo, SessionMessage
+from runtime import llm as llm_package
+from runtime.agents import load_agents
+
+if TYPE_CHECKING:
+    from actors import Runtime
+    from gateway._app import Gateway
+
+__all__ = [
+    "FileLimits",
+    "LogBody",
+    "MessageBody",
+    "PermissionResponseBody",
+    "ProjectSessionBody",
+    "fuzzy_score",
+    "install_project_routes",
+    "parse_porcelain",
+    "project_id_of",
+]
+
+_log = logging.getLogger("kittiwake.gateway.project")
+_client_log = logging.getLogger("kittiwake.client")
+_SKIP_DIRS: Final = frozenset({".git", "node_modules", "__pycache__", ".venv", ".hg", ".svn"})
+_LEVELS: Final = {
+    "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR,
+}  # fmt: skip
+
+
+class FileLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """Bounds of the file routes.
+
+    Attributes:
+        max_walk: directory entries one ``/find/file`` search visits at most.
+        max_read: largest file ``/file/content`` returns, in bytes (larger ones are 400).
+        max_list: entries ``/file`` returns at most.
+        max_messages: messages one ``{info, parts}`` listing reads at most.
+        git_timeout: seconds ``git status`` may take before the answer is 503.
+    """
+
+    max_walk: int = 50_000
+    max_read: int = 4 * 1024 * 1024
+    max_list: int = 5_000
+    max_messages: int = 10_000
+    git_timeout: float = 10.0
+
+
+class ProjectSessionBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    id: str | None = None
+    parentID: str | None = None
+    directory: str | None = None
+    title: str | None = None
+    agent: str | None = None
+
+
+class _TextPartInput(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text"):
+    text: str
+    id: str | None = None
+    synthetic: bool | None = None
+
+
+class _ModelInput(msgspec.Struct, frozen=True, kw_only=True):
+    providerID: str
+    modelID: str
+
+
+class MessageBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A new user message; only text parts are accepted."""
+
+    parts: list[_TextPartInput]
+    messageID: str | None = None
+    agent: str | None = None
+    model: _ModelInput | None = None
+
+
+class PermissionResponseBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    response: Literal["once", "always", "reject"]
+
+
+class LogBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    service: str
+    level: Literal["debug", "info", "warn", "error"]
+    message: str
+    extra: dict[str, Any] | None = None
+
+
+def _json(body: Any, *, status: int = 200) -> Response:
+    return Response(encode(body), status=status, content_type="application/json")
+
+
+def _not_implemented(what: str) -> GatewayError:
+    return GatewayError("NotImplementedError", f"{what} is not implemented", status=501)
+
+
+def project_id_of(rt: Runtime) -> str:
+    """The runtime's one project id (every session it creates carries it)."""
+    return str(rt.sessions._project)
+
+
+# -- files --------------------------------------------------------------------------------
+
+
+def _inside(root: Path, raw: str) -> Path:
+    """*raw* (relative to *root*, or absolute) resolved; 400 when it leaves *root*."""
+    if "\x00" in raw:
+        raise GatewayError("InvalidRequestError", "Paths cannot contain NUL")
+    target = (root / raw).resolve()
+    if target != root and root not in target.parents:
+        raise GatewayError("InvalidRequestError", f"Path is outside the project: {raw}")
+    return target
+
+
+def fuzzy_score(query: str, candidate: str) -> int | None:
+    """A score for *query* as a case-insensitive subsequence of *candidate*; None if absent.
+
+    Higher is better: consecutive matches and matches in the file name count more,
+    longer candidates a little less.
+    """
+    q = query.lower()
+    c = candidate.lower()
+    base = c.rfind("/") + 1
+    score = 0
+    pos = 0
+    last = -2
+    for ch in q:
+        found = c.find(ch, pos)
+        if found < 0:
+            return None
+        score += 1 + (3 if found == last + 1 else 0) + (2 if found >= base else 0)
+        last = found
+        pos = found + 1
+    if q in c[base:]:
+        score += 10 * len(q)
+    return score * 1000 - len(c)
+
+
+def _find(
+    root: Path, query: str, *, kind: str | None, limit: int, max_walk: int
+) -> list[str]:  # fmt: skip
+    scored: list[tuple[int, str]] = []
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        rel_dir = os.path.relpath(dirpath, root)
+        names: list[tuple[str, bool]] = []
+        if kind != "file":
+            names += [(d, True) for d in dirnames]
+        if kind != "directory":
+            names += [(f, False) for f in filenames]
+        for name, is_dir in names:
+            seen += 1
+            if seen > max_walk:
+                break
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            rel = rel + "/" if is_dir else rel
+            score = fuzzy_score(query, rel) if query else 0
+            if score is not None:
+                scored.append((score, rel))
+        if seen > max_walk:
+            break
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [rel for _, rel in scored[:limit]]
+
+
+def _list_dir(root: Path, target: Path, max_list: int) -> list[dict[str, Any]]:
+    if not target.is_dir():
+        raise GatewayError("InvalidRequestError", "Not a directory")
+    nodes = []
+    for entry in sorted(os.scandir(target), key=lambda e: (not e.is_dir(), e.name))[:max_list]:
+        absolute = Path(entry.path)
+        nodes.append(
+            {"name": entry.name, "path": str(absolute.relative_to(root)),
+             "absolute": str(absolute), "type": "directory" if entry.is_dir() else "file",
+             "ignored": entry.name in _SKIP_DIRS}
+        )  # fmt: skip
+    return nodes
+
+
+def _read_file(target: Path, max_read: int) -> dict[str, Any]:
+    if not target.is_file():
+        raise GatewayError("InvalidRequestError", "Not a file")
+    if target.stat().st_size > max_read:
+        raise GatewayError("InvalidRequestError", f"File is larger than {max_read} bytes")
+    data = target.read_bytes()
+    try:
+        if b"\x00" in data:
+            raise UnicodeDecodeError("utf-8", data, 0, 1, "NUL byte")
+        return {"type": "text", "content": data.decode()}
+    except UnicodeDecodeError:
+        mime = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        return {
+            "type": "binary", "content": base64.b64encode(data).decode(),
+            "encoding": "base64", "mimeType": mime,
+        }  # fmt: skip
+
+
+def _int(text: str) -> int:
+    return int(text) if text.isdigit() else 0  # "-" for binary files
+
+
+def parse_porcelain(status: str, numstat: str) -> list[dict[str, Any]]:
+    """OpenCode's ``File[]`` from ``git status --porcelain -z`` and ``git diff --numstat``."""
+    counts: dict[str, tuple[int, int]] = {}
+    for line in numstat.splitlines():
+        fields = line.split("\t", 2)
+        if len(fields) == 3:
+            added, removed, path = fields
+            counts[path] = (_int(added), _int(removed))
+    files = []
+    entries = status.split("\x00")
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if "R" in code or "C" in code:
+            i += 1  # the next entry is the rename source
+        if code == "??" or "A" in code:
+            kind = "added"
+        elif "D" in code:
+            kind = "deleted"
+        else:
+            kind = "modified"
+        plus, minus = counts.get(path, (0, 0))
+        files.append({"path": path, "added": plus, "removed": minus, "status": kind})
+    return files
+
+
+async def _git(root: Path, args: Sequence[str], limit: float) -> str | None:
+    """Run git in *root*; None when *root* is no work tree. Cancellation kills git."""
+    try:
+        with trio.fail_after(limit):
+            done = await trio.run_process(
+                ["git", *args], cwd=root, capture_stdout=True, capture_stderr=True, check=False,
+                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
+            )  # fmt: skip
+    except trio.TooSlowError:
+        raise GatewayError("ServiceUnavailableError", "git did not answer in time") from None
+    except FileNotFoundError:
+        raise GatewayError("ServiceUnavailableError", "git is not installed") from None
+    if done.returncode != 0:
+        return None
+    return bytes(done.stdout).decode(errors="replace")
+
+
+# -- routes -------------------------------------------------------------------------------
+
+
+def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> None:
+    """Add the project, file, provider, config, agent and log routes to *app*."""
+    rt = gw.rt
+    catalog_cache: dict[str, Any] = {}
+
+    def root_arg() -> Path:
+        root = gw.directory.resolve()
+        raw = request.args.get("directory")
+        return root if raw is None else _inside(root, raw)
+
+    def check_project(project_id: str) -> None:
+        if project_id != project_id_of(rt):
+            raise GatewayError(
+                "NotFoundError", f"Project not found: {project_id}", status=404,
+                projectID=project_id,
+            )  # fmt: skip
+
+    async def session_of(project_id: str, session_id: str) -> SessionInfo:
+        check_project(project_id)
+        return await rt.sessions.get(session_id)
+
+    async def all_messages(session_id: str) -> list[SessionMessage]:
+        out: list[SessionMessage] = []
+        cursor: str | None = None
+        while len(out) < limits.max_messages:
+            page = await rt.sessions.messages(session_id, limit=200, order="asc", cursor=cursor)
+            out.extend(page.data)  # type: ignore[arg-type]
+            cursor = page.next
+            if cursor is None:
+                break
+        return out[: limits.max_messages]
+
+    async def projections(info: SessionInfo) -> list[dict[str, Any]]:
+        messages = await all_messages(info.id)
+        return message_projections(messages, info, rt.execution.default_model)
+
+    async def project() -> dict[str, Any]:
+        root = gw.directory.resolve()
+        sessions = (await rt.sessions.list(limit=1)).data
+        stat = await trio.to_thread.run_sync(rt.data_dir.stat)
+        created = int(stat.st_mtime * 1000)
+        updated = max([s.time.updated for s in sessions if isinstance(s, SessionInfo)] + [created])
+        git = await trio.to_thread.run_sync((root / ".git").exists)
+        return project_json(project_id_of(rt), str(root), git=git, created=created, updated=updated)
+
+    @app.get("/project")
+    async def projects() -> Response:
+        return _json([await project()])
+
+    @app.get("/project/current")
+    async def current_project() -> Response:
+        return _json(await project())
+
+    @app.get("/project/<project_id>/session")
+    async def project_sessions(project_id: str) -> Response:
+        check_project(project_id)
+        out: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = await rt.sessions.list(limit=200, cursor=cursor)
+            out += [session_json(s) for s in page.data if isinstance(s, SessionInfo)]
+            cursor = page.next
+            if cursor is None or len(out) >= limits.max_messages:
+                return _json(out)
+
+    @app.post("/project/<project_id>/session")
+    async def project_create(project_id: str) -> Response:
+        check_project(project_id)
+        body = decode_body(await _body(), ProjectSessionBody, empty_ok=True)
+        if body.parentID is not None:
+            raise _not_implemented("Child sessions (parentID)")
+        root = gw.directory.resolve()
+        directory = root if body.directory is None else _inside(root, body.directory)
+        info = await rt.sessions.create(
+            id=body.id, location=Location(directory=str(directory)), agent=body.agent,
+            title=body.title,
+        )  # fmt: skip
+        return _json(session_json(info))
+
+    @app.get("/project/<project_id>/session/<session_id>")
+    async def project_session(project_id: str, session_id: str) -> Response:
+        return _json(session_json(await session_of(project_id, session_id)))
+
+    @app.delete("/project/<project_id>/session/<session_id>")
+    async def project_delete(project_id: str, session_id: str) -> Response:
+        await session_of(project_id, session_id)
+        raise GatewayError(
+            "NotImplementedError",
+            "Sessions are durable and cannot be deleted: the runtime has no deletion",
+            status=501,
+        )
+
+    @app.post("/project/<project_id>/session/<session_id>/abort")
+    async def project_abort(project_id: str, session_id: str) -> Response:
+        await session_of(project_id, session_id)
+        await rt.sessions.interrupt(session_id)
+        return _json(True)
+
+    @app.post("/project/<project_id>/session/<session_id>/init")
+    async def project_init(project_id: str, session_id: str) -> Response:
+        await session_of(project_id, session_id)
+        raise _not_implemented("Session init (writing AGENTS.md)")
+
+    @app.post("/project/<project_id>/session/<session_id>/compact")
+    async def project_compact(project_id: str, session_id: str) -> Response:
+        await session_of(project_id, session_id)
+        raise GatewayError(
+            "ServiceUnavailableError", "Compaction is not available yet", service="compaction"
+        )
+
+    @app.route("/project/<project_id>/session/<session_id>/share", methods=["POST", "DELETE"])
+    async def project_share(project_id: str, session_id: str) -> Response:
+        raise _not_implemented("Sharing")
+
+    @app.post("/project/<project_id>/session/<session_id>/revert")
+    async def project_revert(project_id: str, session_id: str) -> Response:
+        raise _not_implemented("Revert")
+
+    @app.post("/project/<project_id>/session/<session_id>/unrevert")
+    async def project_unrevert(project_id: str, session_id: str) -> Response:
+        raise _not_implemented("Unrevert")
+
+    @app.get("/project/<project_id>/session/<session_id>/message")
+    async def project_messages(project_id: str, session_id: str) -> Response:
+        return _json(await projections(await session_of(project_id, session_id)))
+
+    @app.get("/project/<project_id>/session/<session_id>/message/<message_id>")
+    async def project_message(project_id: str, session_id: str, message_id: str) -> Response:
+        info = await session_of(project_id, session_id)
+        for item in await projections(info):
+            if item["info"]["id"] == message_id:
+                return _json(item)
+        raise GatewayError(
+            "MessageNotFoundError", f"Message not found: {message_id}",
+            sessionID=session_id, messageID=message_id,
+        )  # fmt: skip
+
+    @app.post("/project/<project_id>/session/<session_id>/message")
+    async def project_prompt(project_id: str, session_id: str) -> Response:
+        """Admit a text prompt, wait until the session is idle, answer the reply.
+
+        Cancellation (client gone) leaves the prompt admitted; the session still answers it.
+        """
+        body = decode_body(await _body(), MessageBody)
+        info = await session_of(project_id, session_id)
+        text = "\n".join(p.text for p in body.parts)
+        if body.agent is not None:
+            await rt.sessions.switch_agent(session_id, body.agent)
+        if body.model is not None:
+            model = ModelRef(id=body.model.modelID, provider_id=body.model.providerID)
+            await rt.sessions.switch_model(session_id, model)
+        receipt = await rt.sessions.prompt(
+            session_id, prompt=Prompt(text=text), id=body.messageID, delivery="queue"
+        )
+        await rt.sessions.wait_idle(session_id)
+        items = await projections(await rt.sessions.get(info.id))
+        replies = [
+            i for i in items
+            if i["info"]["role"] == "assistant" and i["info"]["parentID"] == receipt.id
+        ]  # fmt: skip
+        if not replies:
+            raise GatewayError(
+                "ServiceUnavailableError", "The session settled without an answer to the prompt"
+            )
+        return _json(replies[-1])
+
+    @app.post("/project/<project_id>/session/<session_id>/permission/<permission_id>")
+    async def project_permission(project_id: str, session_id: str, permission_id: str) -> Response:
+        body = decode_body(await _body(), PermissionResponseBody)
+        await session_of(project_id, session_id)
+        reply = PermissionReplyBody(reply=body.response)
+        await reply_permission(rt, session_id, permission_id, reply)
+        return _json(session_json(await rt.sessions.get(session_id)))
+
+    @app.get("/project/<project_id>/agent")
+    async def project_agents(project_id: str) -> Response:
+        check_project(project_id)
+        root = root_arg()
+        loaded = await trio.to_thread.run_sync(load_agents, str(root))
+        agents = {**loaded.agents, **(rt.execution.agents or {})}
+        return _json([agent_json(a) for _, a in sorted(agents.items())])
+
+    # -- files ---------------------------------------------------------------------------
+
+    @app.get("/find/file")
+    async def find_file() -> Response:
+        root = root_arg()
+        query = request.args.get("query")
+        if query is None:
+            raise GatewayError("InvalidRequestError", "query is required")
+        kind = request.args.get("type")
+        if kind not in (None, "file", "directory"):
+            raise GatewayError("InvalidRequestError", "type must be 'file' or 'directory'")
+        if request.args.get("dirs") == "false" and kind is None:
+            kind = "file"
+        limit = _bounded_int("limit", 50, 1, 200)
+        found = await trio.to_thread.run_sync(
+            lambda: _find(root, query, kind=kind, limit=limit, max_walk=limits.max_walk)
+        )
+        return _json(found)
+
+    @app.get("/file")
+    async def list_files() -> Response:
+        root = root_arg()
+        target = _inside(root, _required("path"))
+        return _json(await trio.to_thread.run_sync(_list_dir, root, target, limits.max_list))
+
+    @app.get("/file/content")
+    async def file_content() -> Response:
+        target = _inside(root_arg(), _required("path"))
+        return _json(await trio.to_thread.run_sync(_read_file, target, limits.max_read))
+
+    @app.get("/file/status")
+    async def file_status() -> Response:
+        root = root_arg()
+        status = await _git(root, ["status", "--porcelain=v1", "-z"], limits.git_timeout)
+        if status is None:
+            return _json([])
+        numstat = await _git(root, ["diff", "--numstat", "HEAD"], limits.git_timeout)
+        return _json(parse_porcelain(status, numstat or ""))
+
+    # -- providers, config, log ----------------------------------------------------------
+
+    async def providers() -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
+        if not catalog_cache:
+            catalog = await llm_package.load_catalog(cache_path=rt.data_dir / "models-dev.json")
+            try:
+                stored = await trio.to_thread.run_sync(
+                    llm_package.CredentialStore(rt.data_dir).load
+                )
+            except llm_package.AuthError:
+                stored = {}
+            connected = [
+                p.id for p in catalog.providers.values()
+                if p.id in stored or any(os.environ.get(name) for name in p.env)
+            ]  # fmt: skip
+            catalog_cache["all"] = [
+                provider_json(p, connected=p.id in connected)
+                for _, p in sorted(catalog.providers.items())
+            ]
+            catalog_cache["default"] = {
+                p.id: sorted(p.models)[0] for p in catalog.providers.values() if p.models
+            }
+            catalog_cache["connected"] = connected
+        return catalog_cache["all"], catalog_cache["default"], catalog_cache["connected"]
+
+    @app.get("/provider")
+    async def provider_list() -> Response:
+        root_arg()
+        all_, default, connected = await providers()
+        return _json({"all": all_, "default": default, "connected": connected})
+
+    @app.get("/config/providers")
+    async def config_providers() -> Response:
+        root_arg()
+        all_, default, _ = await providers()
+        return _json({"providers": all_, "default": default})
+
+    @app.get("/config")
+    async def config() -> Response:
+        root_arg()
+        model = rt.execution.default_model
+        return _json({"model": f"{model.provider_id}/{model.id}"})
+
+    @app.post("/log")
+    async def client_log() -> Response:
+        body = decode_body(await _body(), LogBody)
+        _client_log.log(
+            _LEVELS[body.level], body.message,
+            extra={"service": body.service, "client_extra": body.extra or {}},
+        )  # fmt: skip
+        return Response(b"", status=204)
+
+
+async def _body() -> bytes:
+    data = await request.get_data(as_text=False)
+    return data if isinstance(data, bytes) else data.encode()
+
+
+def _required(name: str) -> str:
+    value = request.args.get(name)
+    if value is None:
+        raise GatewayError("InvalidRequestError", f"{name} is required")
+    return value
+
+
+def _bounded_int(name: str, default: int, low: int, high: int) -> int:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise GatewayError("InvalidRequestError", f"{name} must be an integer") from None
+    if not low <= value <= high:
+        raise GatewayError("InvalidRequestError", f"{name} must be within {low}..{high}")
+    return value
