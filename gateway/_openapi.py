@@ -7,6 +7,7 @@ from typing import Any, Final
 
 import msgspec
 
+from gateway._project import LogBody, MessageBody, PermissionResponseBody, ProjectSessionBody
 from gateway._wire import AgentBody, CreateBody, ModelBody, PermissionReplyBody, PromptBody
 from runtime import DurableEvent, InputAdmitted, SessionInfo, SessionMessage
 
@@ -86,10 +87,113 @@ def _op(
 def openapi_document() -> dict[str, Any]:
     """The document: paths of every route with request and response schemas."""
     types = [SessionInfo, InputAdmitted, SessionMessage, DurableEvent, ErrorBody,
-             CreateBody, PromptBody, AgentBody, ModelBody, PermissionReplyBody]  # fmt: skip
+             CreateBody, PromptBody, AgentBody, ModelBody, PermissionReplyBody,
+             ProjectSessionBody, MessageBody, PermissionResponseBody, LogBody]  # fmt: skip
     refs, components = msgspec.json.schema_components(types, ref_template=_REF)
-    info, admitted, message, _event, _err, create, prompt, agent, model, reply = refs
+    info, admitted, message, _event, _err, create, prompt, agent, model, reply = refs[:10]
+    paths: dict[str, Any] = _v2_paths(info, admitted, message, create, prompt, agent, model, reply)
+    paths.update(_project_paths(*refs[10:]))
     components["PermissionV2Request"] = _PERMISSION
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Kittiwake", "version": "0.1.0"},
+        "paths": paths,
+        "components": {"schemas": components},
+    }
+
+
+def _json_ok(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": "OK", "content": {"application/json": {"schema": schema}}}
+
+
+def _project_paths(
+    session_body: dict[str, Any], message_body: dict[str, Any], permission_body: dict[str, Any],
+    log_body: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """OpenCode's project-scoped and directory-resolved routes (``gateway/_project.py``)."""
+    obj = _json_ok({"type": "object"})
+    arr = _json_ok({"type": "array", "items": {"type": "object"}})
+    names = _json_ok({"type": "array", "items": {"type": "string"}})
+    yes = _json_ok({"type": "boolean"})
+    pid = ["projectID"]
+    ps = ["projectID", "sessionID"]
+    d = ["directory"]
+    unavailable = {"501": {"description": "Not Implemented"}}
+    return {
+        "/project": {"get": _op("Projects (one per runtime)", {"200": arr}, params=d)},
+        "/project/current": {"get": _op("The current project", {"200": obj}, params=d)},
+        "/project/{projectID}/session": {
+            "get": _op("The project's sessions", {"200": arr}, params=pid),
+            "post": _op("Create a session", {"200": obj}, session_body, params=pid),
+        },
+        "/project/{projectID}/session/{sessionID}": {
+            "get": _op("A session", {"200": obj}, params=ps),
+            "delete": _op("Delete (501: sessions are durable)", unavailable, params=ps),
+        },
+        "/project/{projectID}/session/{sessionID}/abort": {
+            "post": _op("Interrupt the session", {"200": yes}, params=ps)
+        },
+        "/project/{projectID}/session/{sessionID}/init": {
+            "post": _op("Init (501)", unavailable, params=ps)
+        },
+        "/project/{projectID}/session/{sessionID}/compact": {
+            "post": _op("Compact (503)", {"503": {"description": "Unavailable"}}, params=ps)
+        },
+        "/project/{projectID}/session/{sessionID}/share": {
+            "post": _op("Share (501)", unavailable, params=ps),
+            "delete": _op("Unshare (501)", unavailable, params=ps),
+        },
+        "/project/{projectID}/session/{sessionID}/revert": {
+            "post": _op("Revert (501)", unavailable, params=ps)
+        },
+        "/project/{projectID}/session/{sessionID}/unrevert": {
+            "post": _op("Unrevert (501)", unavailable, params=ps)
+        },
+        "/project/{projectID}/session/{sessionID}/message": {
+            "get": _op("Messages as {info, parts}", {"200": arr}, params=ps),
+            "post": _op("Prompt and wait for the answer", {"200": obj}, message_body, params=ps),
+        },
+        "/project/{projectID}/session/{sessionID}/message/{messageID}": {
+            "get": _op("One message as {info, parts}", {"200": obj}, params=[*ps, "messageID"])
+        },
+        "/project/{projectID}/session/{sessionID}/permission/{permissionID}": {
+            "post": _op(
+                "Answer a permission request",
+                {"200": obj},
+                permission_body,
+                params=[*ps, "permissionID"],
+            )  # fmt: skip
+        },
+        "/project/{projectID}/agent": {
+            "get": _op("Agents of a directory", {"200": arr}, params=[*pid, "directory"])
+        },
+        "/find/file": {
+            "get": _op(
+                "Fuzzy file name search",
+                {"200": names},
+                params=["directory", "query", "type", "dirs", "limit"],
+            )  # fmt: skip
+        },
+        "/file": {"get": _op("List a directory", {"200": arr}, params=["directory", "path"])},
+        "/file/content": {
+            "get": _op("A file's content", {"200": obj}, params=["directory", "path"])
+        },
+        "/file/status": {"get": _op("git status", {"200": arr}, params=d)},
+        "/provider": {"get": _op("Catalog providers", {"200": obj}, params=d)},
+        "/config/providers": {"get": _op("Catalog providers", {"200": obj}, params=d)},
+        "/config": {"get": _op("Configuration", {"200": obj}, params=d)},
+        "/log": {
+            "post": _op("Write a client log line", {"204": {"description": "No Content"}}, log_body)
+        },
+    }
+
+
+def _v2_paths(
+    info: dict[str, Any], admitted: dict[str, Any], message: dict[str, Any],
+    create: dict[str, Any], prompt: dict[str, Any], agent: dict[str, Any],
+    model: dict[str, Any], reply: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """OpenCode's V2 routes and the operator routes."""
     permission = {"$ref": _REF.format(name="PermissionV2Request")}
     none = {"204": {"description": "No Content"}}
     sid = ["sessionID"]
@@ -150,9 +254,4 @@ def openapi_document() -> dict[str, Any]:
             "get": _op("Actor tree and storage statistics", {"200": {"description": "OK"}})
         },
     }
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "Kittiwake", "version": "0.1.0"},
-        "paths": paths,
-        "components": {"schemas": components},
-    }
+    return paths

@@ -88,13 +88,13 @@ class ProjectSessionBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     agent: str | None = None
 
 
-class _TextPartInput(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text"):
+class TextPartInput(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text"):
     text: str
     id: str | None = None
     synthetic: bool | None = None
 
 
-class _ModelInput(msgspec.Struct, frozen=True, kw_only=True):
+class ModelInput(msgspec.Struct, frozen=True, kw_only=True):
     providerID: str
     modelID: str
 
@@ -102,10 +102,10 @@ class _ModelInput(msgspec.Struct, frozen=True, kw_only=True):
 class MessageBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A new user message; only text parts are accepted."""
 
-    parts: list[_TextPartInput]
+    parts: list[TextPartInput]
     messageID: str | None = None
     agent: str | None = None
-    model: _ModelInput | None = None
+    model: ModelInput | None = None
 
 
 class PermissionResponseBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
