@@ -92,16 +92,20 @@ class EventStore:
         fsync: fdatasync the journal before answering (off only in benchmarks).
         db_fsync: let DuckDB fsync its own commits too. Off by default: the journal
             is fdatasynced first, and a database that trails or loses it is caught up.
+        db_memory_mb: DuckDB's memory limit (its buffer pool spills beyond it).
+        db_threads: DuckDB's worker threads.
         backup_every: batches between checkpoint + verified backup + journal release.
     """
 
     def __init__(
         self, directory: Path, *, fsync: bool = True, backup_every: int = 2000,
-        db_fsync: bool = False,
+        db_fsync: bool = False, db_memory_mb: int = 128, db_threads: int = 1,
     ) -> None:  # fmt: skip
         self.directory = directory
         self._fsync = fsync
         self._db_fsync = db_fsync
+        self._db_memory_mb = db_memory_mb
+        self._db_threads = db_threads
         self._backup_every = backup_every
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._journal: Journal | None = None
@@ -175,6 +179,9 @@ class EventStore:
             if not self._db_fsync:
                 # The fdatasynced journal is the durable record; the database trails it.
                 conn.execute("set fsync_mode = 'NONE'")
+            # Small OLTP batches: bound DuckDB's buffer pool and worker threads explicitly.
+            conn.execute(f"set memory_limit = '{self._db_memory_mb}MB'")
+            conn.execute(f"set threads = {self._db_threads}")
             migrate(conn, now_ms=time.time_ns() // 1_000_000)
             # count(*) is answered from metadata; hashing whole rows reads (and checksums)
             # every data block, so a damaged block is found here and not on a later write.
