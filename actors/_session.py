@@ -23,7 +23,7 @@ from runtime import _schema as ev
 from runtime import llm
 from runtime._coordinator import DrainMode, Lane
 from runtime._history import visible_history
-from runtime._lowering import lower_history, to_llm_model
+from runtime._lowering import HistoryLowerer, to_llm_model
 from runtime.agents import AgentInfo, resolve_agent
 from storage import WriteBatch
 
@@ -80,6 +80,7 @@ class SessionActor(Actor[Message]):
         self.provider_turns = 0
         self._recovered = False
         self._has_epoch = False
+        self._lowerer = HistoryLowerer()
         self._epochs = EpochKeeper(session_id, execution.storage, execution.ids, execution.now_ms)
 
     @property
@@ -237,7 +238,7 @@ class SessionActor(Actor[Message]):
         tools = [] if final else location.registry.definitions(agent)
         request = llm.LLMRequest(
             model=to_llm_model(model), system=[*self._system(agent), epoch.baseline],
-            messages=lower_history((msg for _, msg in history), model), tools=tools,
+            messages=self._lowerer.lower((msg for _, msg in history), model), tools=tools,
             tool_choice="none" if final else "auto", prompt_cache_key=sid,
         )  # fmt: skip
         self.set_activity(f"provider turn {step}/{max_turns}")
