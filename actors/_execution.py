@@ -7,7 +7,6 @@ directory, holding the Location's tool registry).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -286,6 +285,3 @@ class SessionExecution:
         for actor in idle:
             await self._passivate(actor)
         return len(idle)
-
-
-_ = time

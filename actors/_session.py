@@ -8,7 +8,6 @@ is in flight. The actor holds nothing durable: a restart rebuilds from storage.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -284,6 +283,3 @@ def _interrupted(session_id: str, message_id: str, call_id: str, now: int) -> ev
         timestamp=now, session_id=session_id, assistant_message_id=message_id, call_id=call_id,
         error=ev.SessionError(message=INTERRUPTED_TOOL),
     )  # fmt: skip
-
-
-_ = Callable

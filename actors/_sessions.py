@@ -7,7 +7,6 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Final, Literal
 
 import msgspec
-import trio
 from msgspec import UNSET
 
 from actors._events import OVERFLOWED, EventHub
@@ -287,6 +286,3 @@ def _parse_cursor(cursor: str) -> tuple[Literal["asc", "desc"], int]:
     if order not in ("asc", "desc") or not seq.isdigit():
         raise InvalidInputError(f"Invalid cursor {cursor!r}")
     return order, int(seq)  # type: ignore[return-value]
-
-
-_ = trio

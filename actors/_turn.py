@@ -20,7 +20,7 @@ from runtime import llm
 from runtime.agents import AgentInfo, PermissionGate
 from runtime.tools import ToolContext, ToolFailure, ToolRegistry, ToolSettlement
 
-__all__ = ["INTERRUPTED_TOOL", "TurnOutcome", "run_turn"]
+__all__ = ["INTERRUPTED_TOOL", "Turn", "TurnOutcome", "run_turn"]
 
 _log = logging.getLogger("kittiwake.turn")
 INTERRUPTED_TOOL: Final = "Tool execution interrupted"
@@ -37,7 +37,9 @@ class TurnOutcome(msgspec.Struct, kw_only=True):
     pending: list[ev.InputAdmitted] = []
 
 
-class _Turn:
+class Turn:
+    """The state of one provider turn: buffered durable events, text accumulators, outcome."""
+
     def __init__(
         self, *, session_id: str, assistant_id: str, agent: AgentInfo, model: ev.ModelRef,
         append: Callable[[list[ev.DurableEvent]], Awaitable[list[ev.InputAdmitted]]], hub: EventHub, now: Callable[[], int],
@@ -162,7 +164,7 @@ class _Turn:
         return ev.StepEnded(**self._ids(), finish=finish, tokens=self.usage)
 
 
-async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: _Turn) -> TurnOutcome:
+async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn) -> TurnOutcome:
     """Stream one provider turn to durable settlement.
 
     Cancellation (interrupt): unfinished local tools settle as "Tool execution
@@ -218,6 +220,3 @@ def _tool_content(part: Any) -> ev.ToolContent:
     if isinstance(part, llm.FilePart):
         return ev.ToolFileContent(uri=part.url, mime=part.mime)
     return ev.ToolTextContent(text=part.text)
-
-
-Turn = _Turn
