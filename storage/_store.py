@@ -606,12 +606,14 @@ class EventStore:
         return [str(r[0]) for r in rows]
 
     def sessions_needing_resume(self) -> list[str]:
-        """Sessions whose latest message is a user message or an unfinished assistant one."""
+        """Sessions whose latest conversational message (user, assistant, synthetic) is a
+        user message or an unfinished assistant one; system and switch messages don't count."""
         rows = (
             self._db()
             .execute(
                 "select m.session_id, m.type, m.data from session_message m join "
-                "(select session_id, max(seq) as s from session_message group by session_id) x "
+                "(select session_id, max(seq) as s from session_message "
+                "where type in ('user', 'assistant', 'synthetic') group by session_id) x "
                 "on m.session_id = x.session_id and m.seq = x.s order by m.session_id"
             )
             .fetchall()

@@ -76,3 +76,39 @@ async def _replay(rt, sid):  # type: ignore[no-untyped-def]
 
     for item in stored:
         yield _decoded(item)
+
+
+def _run_context_child_until_updated(data: Path, work: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    child_script = Path(__file__).with_name("context_child.py")
+    child = subprocess.Popen(
+        [sys.executable, str(child_script), str(data), str(work)],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert child.stdout is not None
+    first = child.stdout.readline().split()
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=10)
+    child.stdout.close()
+    assert first == ["UPDATED"], first
+
+
+async def test_a_crash_after_a_context_update_replays_the_same_message(tmp_path: Path) -> None:
+    from tests.execution.context_sources import file_context
+
+    work = tmp_path / "work"
+    work.mkdir()
+    await trio.to_thread.run_sync(_run_context_child_until_updated, tmp_path / "data", work)
+
+    client = llm.ScriptedLLM([answer("after the crash")])
+    context = file_context(str(work))
+    async with running(tmp_path, client, context=context) as rt:
+        sid = "ses_ctx"
+        assert sid in await rt.sessions.needs_resume()
+        await rt.sessions.resume(sid)
+        stored = await rt.storage.read(lambda s: s.events(sid, after=-1, limit=1000))
+    updates = [e for e in stored if e.type == "session.next.context.updated"]
+    assert len(updates) == 1
+    systems = [m.text for m in client.requests[0].messages if isinstance(m, llm.SystemMessage)]
+    assert systems == ["mode is now: slow\n\nregion is now: us"]
+    assert client.requests[0].system[-1] == "mode: unset\n\nregion: unset"
