@@ -144,6 +144,10 @@ def _install_guards(app: QuartTrio, gw: Gateway, origins: frozenset[str]) -> Non
         if gw.password and request.method != "OPTIONS":
             if not _authorized(request.headers.get("Authorization"), gw.password):
                 return _unauthorized()
+        # Read (and cache) every body up front, bounded by max_body: a route that answers
+        # without reading it would otherwise leave unread bytes on a keep-alive connection,
+        # and Hypercorn can then wait for them forever before the next request.
+        await request.get_data(cache=True)
         return None
 
     @app.before_websocket

@@ -124,7 +124,12 @@ def _project_paths(
         "/project/current": {"get": _op("The current project", {"200": obj}, params=d)},
         "/project/{projectID}/session": {
             "get": _op("The project's sessions", {"200": arr}, params=pid),
-            "post": _op("Create a session", {"200": obj}, session_body, params=pid),
+            "post": _op(
+                "Create a session (parentID: 501)",
+                {"200": obj, **unavailable},
+                session_body,
+                params=pid,
+            ),  # fmt: skip
         },
         "/project/{projectID}/session/{sessionID}": {
             "get": _op("A session", {"200": obj}, params=ps),
@@ -210,7 +215,9 @@ def _v2_paths(
         },
         "/api/session/{sessionID}/interrupt": {"post": _op("Interrupt", none, params=sid)},
         "/api/session/{sessionID}/wait": {"post": _op("Wait until idle", none, params=sid)},
-        "/api/session/{sessionID}/compact": {"post": _op("Compact (503)", none, params=sid)},
+        "/api/session/{sessionID}/compact": {
+            "post": _op("Compact (503)", {"503": {"description": "Unavailable"}}, params=sid)
+        },
         "/api/session/{sessionID}/agent": {"post": _op("Switch agent", none, agent, params=sid)},
         "/api/session/{sessionID}/model": {"post": _op("Switch model", none, model, params=sid)},
         "/api/session/{sessionID}/context": {
@@ -239,7 +246,12 @@ def _v2_paths(
                 {"200": _ok({"type": "array", "items": permission})},
                 params=sid,
             ),
-            "post": _op("Create a permission request (501)", none, {"type": "object"}, params=sid),
+            "post": _op(
+                "Create a permission request (501)",
+                {"501": {"description": "Not Implemented"}},
+                {"type": "object"},
+                params=sid,
+            ),  # fmt: skip
         },
         "/api/session/{sessionID}/permission/{requestID}": {
             "get": _op(

@@ -291,7 +291,12 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
     def root_arg() -> Path:
         root = gw.directory.resolve()
         raw = request.args.get("directory")
-        return root if raw is None else _inside(root, raw)
+        if raw is None:
+            return root
+        directory = _inside(root, raw)
+        if not directory.is_dir():
+            raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
+        return directory
 
     def check_project(project_id: str) -> None:
         if project_id != project_id_of(rt):
@@ -353,7 +358,7 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
         check_project(project_id)
         body = decode_body(await _body(), ProjectSessionBody, empty_ok=True)
         if body.parentID is not None:
-            raise _not_implemented("Child sessions (parentID)")
+            raise _not_implemented("A parent session (parentID)")
         root = gw.directory.resolve()
         directory = root if body.directory is None else _inside(root, body.directory)
         info = await rt.sessions.create(
