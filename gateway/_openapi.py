@@ -179,6 +179,29 @@ def _project_paths(
                 params=["directory", "query", "type", "dirs", "limit"],
             )  # fmt: skip
         },
+        "/project/{projectID}/find/file": {
+            "get": _op(
+                "Fuzzy file name search",
+                {"200": names},
+                params=[*pid, "directory", "query", "type", "dirs", "limit"],
+            )  # fmt: skip
+        },
+        "/project/{projectID}/session/{sessionID}/find/file": {
+            "get": _op(
+                "Fuzzy file name search in the session's directory",
+                {"200": names},
+                params=[*ps, "query", "type", "dirs", "limit"],
+            )  # fmt: skip
+        },
+        "/project/{projectID}/session/{sessionID}/file": {
+            "get": _op("List a directory of the session's", {"200": arr}, params=[*ps, "path"])
+        },
+        "/project/{projectID}/session/{sessionID}/file/content": {
+            "get": _op("A file's content", {"200": obj}, params=[*ps, "path"])
+        },
+        "/project/{projectID}/session/{sessionID}/file/status": {
+            "get": _op("git status of the session's directory", {"200": arr}, params=ps)
+        },
         "/file": {"get": _op("List a directory", {"200": arr}, params=["directory", "path"])},
         "/file/content": {
             "get": _op("A file's content", {"200": obj}, params=["directory", "path"])

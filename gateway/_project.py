@@ -472,9 +472,7 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
 
     # -- files ---------------------------------------------------------------------------
 
-    @app.get("/find/file")
-    async def find_file() -> Response:
-        root = root_arg()
+    async def find_in(root: Path) -> Response:
         query = request.args.get("query")
         if query is None:
             raise GatewayError("InvalidRequestError", "query is required")
@@ -489,25 +487,65 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
         )
         return _json(found)
 
-    @app.get("/file")
-    async def list_files() -> Response:
-        root = root_arg()
+    async def list_in(root: Path) -> Response:
         target = _inside(root, _required("path"))
         return _json(await trio.to_thread.run_sync(_list_dir, root, target, limits.max_list))
 
-    @app.get("/file/content")
-    async def file_content() -> Response:
-        target = _inside(root_arg(), _required("path"))
+    async def content_in(root: Path) -> Response:
+        target = _inside(root, _required("path"))
         return _json(await trio.to_thread.run_sync(_read_file, target, limits.max_read))
 
-    @app.get("/file/status")
-    async def file_status() -> Response:
-        root = root_arg()
+    async def status_in(root: Path) -> Response:
         status = await _git(root, ["status", "--porcelain=v1", "-z"], limits.git_timeout)
         if status is None:
             return _json([])
         numstat = await _git(root, ["diff", "--numstat", "HEAD"], limits.git_timeout)
         return _json(parse_porcelain(status, numstat or ""))
+
+    async def session_root(project_id: str, session_id: str) -> Path:
+        info = await session_of(project_id, session_id)
+        root = gw.directory.resolve()
+        directory = _inside(root, info.location.directory)
+        if not directory.is_dir():
+            raise GatewayError("InvalidRequestError", "The session's directory does not exist")
+        return directory
+
+    @app.get("/find/file")
+    async def find_file() -> Response:
+        return await find_in(root_arg())
+
+    @app.get("/project/<project_id>/find/file")
+    async def project_find_file(project_id: str) -> Response:
+        check_project(project_id)
+        return await find_in(root_arg())
+
+    @app.get("/file")
+    async def list_files() -> Response:
+        return await list_in(root_arg())
+
+    @app.get("/file/content")
+    async def file_content() -> Response:
+        return await content_in(root_arg())
+
+    @app.get("/file/status")
+    async def file_status() -> Response:
+        return await status_in(root_arg())
+
+    @app.get("/project/<project_id>/session/<session_id>/find/file")
+    async def session_find_file(project_id: str, session_id: str) -> Response:
+        return await find_in(await session_root(project_id, session_id))
+
+    @app.get("/project/<project_id>/session/<session_id>/file")
+    async def session_files(project_id: str, session_id: str) -> Response:
+        return await list_in(await session_root(project_id, session_id))
+
+    @app.get("/project/<project_id>/session/<session_id>/file/content")
+    async def session_file_content(project_id: str, session_id: str) -> Response:
+        return await content_in(await session_root(project_id, session_id))
+
+    @app.get("/project/<project_id>/session/<session_id>/file/status")
+    async def session_file_status(project_id: str, session_id: str) -> Response:
+        return await status_in(await session_root(project_id, session_id))
 
     # -- providers, config, log ----------------------------------------------------------
 

@@ -139,6 +139,27 @@ async def test_file_routes_stay_inside_the_project(tmp_path):
         r = await client.get("/find/file", params={"query": "a", "directory": "/"})
         assert r.status_code == 400
 
+        pid = await project_id(client)
+        r = await client.get(f"/project/{pid}/find/file", params={"query": "kwmain"})
+        assert r.json()[0] == "src/kittiwake_main.py"
+        r = await client.post(f"/project/{pid}/session", json={"directory": "src"})
+        sid = r.json()["id"]
+        scoped = f"/project/{pid}/session/{sid}"
+        r = await client.get(scoped + "/find/file", params={"query": "other"})
+        assert r.json() == ["other.txt"]
+        r = await client.get(scoped + "/file", params={"path": "."})
+        assert [n["name"] for n in r.json()] == ["kittiwake_main.py", "other.txt"]
+        r = await client.get(scoped + "/file/content", params={"path": "other.txt"})
+        assert r.json()["content"] == "x\n"
+        r = await client.get(scoped + "/file/content", params={"path": "../README.md"})
+        assert r.status_code == 400
+        (tmp_path / "src" / "link").symlink_to(tmp_path.parent)
+        r = await client.get(scoped + "/file", params={"path": "link"})
+        assert r.status_code == 400
+        outside = (await client.post("/api/session", json={"location": {"directory": "/"}})).json()
+        r = await client.get(f"/project/{pid}/session/{outside['data']['id']}/file/status")
+        assert r.status_code == 400
+
         r = await client.get("/file/status")
         assert r.json() == []  # not a git work tree
         git = ["git", "-c", "user.email=k@example.com", "-c", "user.name=k"]
