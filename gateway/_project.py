@@ -70,6 +70,7 @@ class FileLimits(msgspec.Struct, frozen=True, kw_only=True):
         max_read: largest file ``/file/content`` returns, in bytes (larger ones are 400).
         max_list: entries ``/file`` returns at most.
         max_messages: messages one ``{info, parts}`` listing reads at most.
+        max_sessions: sessions one project session listing returns at most.
         git_timeout: seconds ``git status`` may take before the answer is 503.
     """
 
@@ -77,6 +78,7 @@ class FileLimits(msgspec.Struct, frozen=True, kw_only=True):
     max_read: int = 4 * 1024 * 1024
     max_list: int = 5_000
     max_messages: int = 10_000
+    max_sessions: int = 10_000
     git_timeout: float = 10.0
 
 
@@ -350,8 +352,8 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
             page = await rt.sessions.list(limit=200, cursor=cursor)
             out += [session_json(s) for s in page.data if isinstance(s, SessionInfo)]
             cursor = page.next
-            if cursor is None or len(out) >= limits.max_messages:
-                return _json(out)
+            if cursor is None or len(out) >= limits.max_sessions:
+                return _json(out[: limits.max_sessions])
 
     @app.post("/project/<project_id>/session")
     async def project_create(project_id: str) -> Response:
