@@ -65,6 +65,11 @@ class Sessions:
         self._now = now_ms
         self._project = project_id
 
+    @property
+    def project_id(self) -> str:
+        """The project every session of this runtime belongs to."""
+        return self._project
+
     async def create(
         self, *, id: str | None = None, location: Location, agent: str | None = None,
         model: ModelRef | None = None, title: str | None = None,

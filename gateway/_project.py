@@ -131,7 +131,7 @@ def _not_implemented(what: str) -> GatewayError:
 
 def project_id_of(rt: Runtime) -> str:
     """The runtime's one project id (every session it creates carries it)."""
-    return str(rt.sessions._project)
+    return str(rt.sessions.project_id)
 
 
 # -- files --------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ FLAGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--virtual-time-budget=3000",
+    "--virtual-time-budget=10000",
     "--window-size=1024,768",
 ]
 
