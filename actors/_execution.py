@@ -16,8 +16,9 @@ import trio
 from actors._actor import Actor, call
 from actors._context import ContextFactory
 from actors._directory import ActorDirectory
+from actors._errors import ActorStopped
 from actors._events import EventHub
-from actors._mailbox import open_mailbox
+from actors._mailbox import Reply, open_mailbox
 from actors._permissions import DurablePermissions
 from actors._session import Interrupt, Run, SessionActor, WaitIdle, Wake
 from actors._storage import StorageActor
@@ -32,7 +33,8 @@ __all__ = ["LocationActor", "SessionExecution", "ToolsFactory"]
 
 ToolsFactory = Callable[[ToolEnvironment], ToolRegistry]
 DEFAULT_IDLE_TIMEOUT: Final = 300.0
-DEFAULT_MAX_ACTIVE: Final = 1000
+DEFAULT_MAX_ACTIVE: Final = 256
+_PASSIVATION_RETRIES: Final = 3
 _SWEEP_EVERY: Final = 30.0
 
 
@@ -163,23 +165,42 @@ class SessionExecution:
     async def run(self, session_id: str) -> None:
         """Explicit resume: join or start a drain with at least one provider attempt;
         returns when that drain has ended (cancelling the wait leaves it running)."""
-        actor = await self._activate(session_id)
-        if actor is not None:
-            await call(actor, lambda reply: Run(reply))
+        for _ in range(_PASSIVATION_RETRIES):
+            actor = await self._activate(session_id)
+            if actor is None or await self._ask(actor, lambda reply: Run(reply)):
+                return
 
     async def interrupt(self, session_id: str, seq: int | None = None) -> None:
         """Stop the active drain and wait for its cleanup; a no-op when idle or unknown."""
-        actor = self._sessions.get(session_id)
-        if actor is None:
-            return
         barrier = seq if seq is not None else 1 << 62
-        await call(actor, lambda reply: Interrupt(barrier, reply))
+        await self._ask_active(session_id, lambda reply: Interrupt(barrier, reply))
 
     async def wait_idle(self, session_id: str) -> None:
         """Wait until the session has no active or pending drain."""
-        actor = self._sessions.get(session_id)
-        if actor is not None:
-            await call(actor, lambda reply: WaitIdle(reply))
+        await self._ask_active(session_id, lambda reply: WaitIdle(reply))
+
+    async def _ask_active(self, session_id: str, make: Callable[[Reply[None]], Any]) -> None:
+        """Call the session's actor if it is active; a passivated one was idle, but one
+        restarted because work reached it as it stopped is asked again."""
+        for _ in range(_PASSIVATION_RETRIES):
+            actor = self._sessions.get(session_id)
+            if actor is None or await self._ask(actor, make):
+                return
+
+    @staticmethod
+    async def _ask(actor: SessionActor, make: Callable[[Reply[None]], Any]) -> bool:
+        """Call *actor*; False when it was passivated meanwhile (so it was idle).
+
+        Raises:
+            ActorStopped: the actor stopped for another reason (the runtime is closing).
+        """
+        try:
+            await call(actor, make)
+        except ActorStopped as stopped:
+            if stopped.state != "passivated":
+                raise
+            return False
+        return True
 
     # -- used by SessionActors ----------------------------------------------------------
 
@@ -257,6 +278,8 @@ class SessionExecution:
         if self._sessions.get(actor.id) is not actor or not self._passivable(actor):
             return
         await self.supervisor.passivate_child(actor.id)
+        if not actor.lane.idle:  # took a wake just as it stopped: its drain never ran
+            actor.mailbox.send_nowait(Wake(1 << 61))
         if actor.mailbox.statistics().depth:
             self.supervisor.start_child(actor)
             return

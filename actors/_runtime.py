@@ -81,7 +81,7 @@ async def open_runtime(
     *, data_dir: Path | str, llm: llm_package.LLMClient | None = None,
     tools: ToolsFactory | None = None, context: ContextFactory | None = None, agents: Mapping[str, AgentInfo] | None = None,
     default_model: ModelRef = DEFAULT_MODEL, storage_mode: StorageMode = "threaded",
-    max_turns: int = DEFAULT_MAX_TURNS, idle_timeout: float = 300.0, max_active: int = 1000,
+    max_turns: int = DEFAULT_MAX_TURNS, idle_timeout: float = 300.0, max_active: int = 256,
     now_ms: Callable[[], int] | None = None, ids: IdGenerator | None = None,
     store_options: dict[str, Any] | None = None, recover: bool = True,
     tool_output_cleanup_every: float | None = DEFAULT_CLEANUP_EVERY,
