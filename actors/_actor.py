@@ -7,6 +7,7 @@ cannot know whether the crashed run had taken its message.
 
 from __future__ import annotations
 
+import abc
 import logging
 import traceback
 from collections.abc import Callable
@@ -65,7 +66,7 @@ class ActorStatistics(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds since the actor was first started."""
 
 
-class Actor(Generic[M]):
+class Actor(abc.ABC, Generic[M]):
     """A trio task that serves a mailbox, run and restarted by a supervisor.
 
     Subclasses set ``kind``, pass a mailbox with an explicit bound, and implement
@@ -96,9 +97,9 @@ class Actor(Generic[M]):
         self._on_running: Callable[[], None] | None = None
         self._task: trio.lowlevel.Task | None = None
 
+    @abc.abstractmethod
     async def run(self) -> None:
         """Serve the mailbox; returning stops the actor for good, raising restarts it."""
-        raise NotImplementedError
 
     @property
     def id(self) -> str:
