@@ -92,6 +92,9 @@ class SessionActor(Actor[Message]):
         self._has_epoch = False
         async with trio.open_nursery() as nursery:
             self.mark_running()
+            if self.statistics().restarts:
+                # A restart lost the lane and any wake it held; the inbox is the record.
+                await self._handle(Wake(1 << 61), nursery)
             while True:
                 message = await self.mailbox.receive()
                 await self._handle(message, nursery)
