@@ -22,6 +22,7 @@ import pykka
 import trio
 
 from actors._actor import Actor, call
+from actors._errors import ActorCrashed, ActorStopped
 from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
 from runtime import StorageError
@@ -115,14 +116,22 @@ class StorageActor(Actor[_Request]):
         """Run *op* in the next group commit; return its value once the batch is durable.
 
         Raises whatever *op* raised (nothing of it was written), or StorageError when
-        the commit failed. Cancellation abandons the wait; the write may still commit.
+        the commit failed or the actor stopped before answering (a restart: the write
+        was not acknowledged; an exact retry is safe). Cancellation abandons the wait;
+        the write may still commit.
         """
-        result: T = await call(self, lambda reply: _Write(op, reply))
+        try:
+            result: T = await call(self, lambda reply: _Write(op, reply))
+        except (ActorCrashed, ActorStopped) as exc:
+            raise StorageError(f"storage stopped before answering; not written: {exc}") from exc
         return result
 
     async def read(self, op: Callable[[EventStore], T]) -> T:
         """Run *op* against the store after the current batch; return its value."""
-        result: T = await call(self, lambda reply: _Read(op, reply))
+        try:
+            result: T = await call(self, lambda reply: _Read(op, reply))
+        except (ActorCrashed, ActorStopped) as exc:
+            raise StorageError(f"storage stopped before answering: {exc}") from exc
         return result
 
     # -- actor side -------------------------------------------------------------------
