@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 import msgspec
+from openapi_spec_validator import validate as validate_openapi
 
 from .conftest import assert_valid, component, response_schema, served
 
@@ -139,6 +140,7 @@ async def test_doc_describes_the_routes_it_serves(tmp_path):
     async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
         doc = (await client.get("/doc")).json()
         assert doc["openapi"] == "3.1.0"
+        validate_openapi(doc)  # a valid OpenAPI 3.1 document, not just a 3.1 label
         assert {"/api/session", SID + "/prompt", SID + "/event", "/api/actors"} <= set(doc["paths"])
         sid = (await client.post(S, json={})).json()["data"]["id"]
         receipt = (await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "a"}})).json()
