@@ -21,8 +21,8 @@ from runtime import _messages as m
 from runtime import _schema as ev
 from runtime import llm
 from runtime._coordinator import DrainMode, Lane
-from runtime._history import visible_history
-from runtime._lowering import HistoryLowerer, to_llm_model
+from runtime._history import HistoryView
+from runtime._lowering import to_llm_model
 from runtime.agents import AgentInfo, resolve_agent
 from storage import WriteBatch
 
@@ -79,7 +79,7 @@ class SessionActor(Actor[Message]):
         self.provider_turns = 0
         self._recovered = False
         self._has_epoch = False
-        self._lowerer = HistoryLowerer()
+        self._history = HistoryView()
         self._epochs = EpochKeeper(session_id, execution.storage, execution.ids, execution.now_ms)
 
     @property
@@ -90,6 +90,7 @@ class SessionActor(Actor[Message]):
         self.lane = Lane()
         self._recovered = False
         self._has_epoch = False
+        self._history = HistoryView()
         async with trio.open_nursery() as nursery:
             self.mark_running()
             if self.statistics().restarts:
@@ -234,13 +235,17 @@ class SessionActor(Actor[Message]):
         location = self._x.location_for(info.location.directory)
         self.set_activity("reconciling context")
         epoch = await self._epochs.reconcile(await location.observe_context())
-        rows = await self._x.storage.read(lambda s: s.history(sid))
-        history = visible_history(rows, epoch.baseline_seq)
+        view = self._history
+        view.apply(
+            await self._x.storage.read(
+                lambda s: s.history_delta(sid, view.generation, view.version)
+            )
+        )
         final = step >= max_turns
         tools = [] if final else location.registry.definitions(agent)
         request = llm.LLMRequest(
             model=to_llm_model(model), system=[*self._system(agent), epoch.baseline],
-            messages=self._lowerer.lower((msg for _, msg in history), model), tools=tools,
+            messages=view.lowered(model, epoch.baseline_seq), tools=tools,
             tool_choice="none" if final else "auto", prompt_cache_key=sid,
         )  # fmt: skip
         self.set_activity(f"provider turn {step}/{max_turns}")

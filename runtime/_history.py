@@ -1,12 +1,24 @@
-"""Which projected messages the model sees: the Session History of the current epoch."""
+"""Which projected messages the model sees: the Session History of the current epoch.
+
+``visible_history`` filters a full listing. ``HistoryView`` is the same rule kept
+incrementally by a SessionActor between provider turns: the store hands it only
+the messages changed since its last read (a :class:`HistoryDelta`), and it lowers
+only from the first changed position onward, so a turn's cost does not grow with
+the length of the session.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runtime._messages import SessionMessage, SystemMessage
+import msgspec
 
-__all__ = ["visible_history"]
+from runtime import llm
+from runtime._lowering import lower_message
+from runtime._messages import SessionMessage, SystemMessage
+from runtime._schema import ModelRef
+
+__all__ = ["HistoryDelta", "HistoryView", "visible_history"]
 
 
 def visible_history(
@@ -18,8 +30,103 @@ def visible_history(
     starts, its baseline already carries what they said.
     """
     cutoff = -1 if baseline_seq is None else baseline_seq
-    return [
-        (seq, message)
-        for seq, message in rows
-        if not (isinstance(message, SystemMessage) and seq < cutoff)
-    ]
+    return [(seq, message) for seq, message in rows if not _hidden(seq, message, cutoff)]
+
+
+def _hidden(seq: int, message: SessionMessage, cutoff: int) -> bool:
+    return isinstance(message, SystemMessage) and seq < cutoff
+
+
+class HistoryDelta(msgspec.Struct, frozen=True):
+    """What changed in one session's projected history since a reader's last look.
+
+    ``generation`` names the store's copy the versions count in; ``full`` says
+    ``entries`` is the whole history (chronological) rather than the changed
+    messages (in change order) after the reader's ``version``.
+    """
+
+    generation: int
+    version: int
+    full: bool
+    entries: list[tuple[int, SessionMessage]]
+
+
+class HistoryView:
+    """One session's history as of the last applied delta, lowered incrementally.
+
+    Sans-IO. :meth:`apply` takes a :class:`HistoryDelta`; :meth:`lowered` gives the
+    provider-neutral messages of the visible history for a model and baseline.
+    A message's lowering is recomputed only when it changed, the model changed, or
+    the Context Epoch's baseline moved.
+    """
+
+    __slots__ = (
+        "_baseline",
+        "_dirty",
+        "_flat",
+        "_index",
+        "_model",
+        "_offsets",
+        "_rows",
+        "generation",
+        "version",
+    )
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.version = -1
+        self._rows: list[tuple[int, SessionMessage]] = []
+        self._index: dict[str, int] = {}
+        self._flat: list[llm.Message] = []
+        self._offsets: list[int] = []
+        self._dirty = 0
+        self._model: ModelRef | None = None
+        self._baseline: int | None = None
+
+    @property
+    def rows(self) -> list[tuple[int, SessionMessage]]:
+        """Every message, chronological (hidden System messages included)."""
+        return self._rows
+
+    def apply(self, delta: HistoryDelta) -> None:
+        """Fold *delta* in; a full delta replaces everything."""
+        if delta.full:
+            self._rows, self._index, self._dirty = [], {}, 0
+        rows, index = self._rows, self._index
+        ordered = True
+        for seq, message in delta.entries:
+            position = index.get(message.id)
+            if position is None:
+                position = index[message.id] = len(rows)
+                ordered = ordered and (not rows or rows[-1][0] <= seq)
+                rows.append((seq, message))
+            else:
+                ordered = ordered and rows[position][0] == seq
+                rows[position] = (seq, message)
+            self._dirty = min(self._dirty, position)
+        if not ordered:
+            rows.sort(key=_seq)
+            self._index = {message.id: i for i, (_, message) in enumerate(rows)}
+            self._dirty = 0
+        self.generation, self.version = delta.generation, delta.version
+
+    def lowered(self, model: ModelRef, baseline_seq: int | None) -> list[llm.Message]:
+        """The visible history lowered for *model*; a fresh list the caller may keep."""
+        if model != self._model or baseline_seq != self._baseline:
+            self._model, self._baseline, self._dirty = model, baseline_seq, 0
+        start = min(self._dirty, len(self._offsets))
+        if start < len(self._offsets):
+            del self._flat[self._offsets[start] :]
+            del self._offsets[start:]
+        cutoff = -1 if baseline_seq is None else baseline_seq
+        flat, offsets = self._flat, self._offsets
+        for seq, message in self._rows[start:]:
+            offsets.append(len(flat))
+            if not _hidden(seq, message, cutoff):
+                flat.extend(lower_message(message, model))
+        self._dirty = len(self._rows)
+        return list(flat)
+
+
+def _seq(row: tuple[int, SessionMessage]) -> int:
+    return row[0]

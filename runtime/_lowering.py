@@ -10,7 +10,7 @@ from runtime import _messages as m
 from runtime import llm
 from runtime._schema import ModelRef, ToolContent, ToolFileContent
 
-__all__ = ["HistoryLowerer", "lower_history", "to_llm_model"]
+__all__ = ["lower_history", "lower_message", "to_llm_model"]
 
 
 def to_llm_model(model: ModelRef) -> llm.ModelRef:
@@ -26,33 +26,12 @@ def lower_history(history: Iterable[m.SessionMessage], model: ModelRef) -> list[
     """
     out: list[llm.Message] = []
     for message in history:
-        out.extend(_lower(message, model))
+        out.extend(lower_message(message, model))
     return out
 
 
-class HistoryLowerer:
-    """``lower_history`` that remembers each message's lowering while the message object
-    and the selected model stay the same (projected messages are immutable values)."""
-
-    def __init__(self) -> None:
-        self._model: ModelRef | None = None
-        self._cache: dict[str, tuple[m.SessionMessage, list[llm.Message]]] = {}
-
-    def lower(self, history: Iterable[m.SessionMessage], model: ModelRef) -> list[llm.Message]:
-        if model != self._model:
-            self._model, self._cache = model, {}
-        out: list[llm.Message] = []
-        seen: dict[str, tuple[m.SessionMessage, list[llm.Message]]] = {}
-        for message in history:
-            hit = self._cache.get(message.id)
-            lowered = hit[1] if hit is not None and hit[0] is message else _lower(message, model)
-            seen[message.id] = (message, lowered)
-            out.extend(lowered)
-        self._cache = seen
-        return out
-
-
-def _lower(message: m.SessionMessage, model: ModelRef) -> list[llm.Message]:
+def lower_message(message: m.SessionMessage, model: ModelRef) -> list[llm.Message]:
+    """One message's lowering (empty for switch messages); see :func:`lower_history`."""
     if isinstance(message, m.UserMessage):
         files = [llm.FilePart(mime=f.mime, url=f.uri) for f in message.files]
         return [llm.UserMessage(content=[llm.TextPart(text=message.text), *files])]

@@ -25,6 +25,7 @@ import msgspec
 from runtime import IdGenerator, SessionMessage
 from runtime import _schema as ev
 from runtime._errors import StorageError
+from runtime._history import HistoryDelta
 from storage._applier import Applier
 from storage._batch import AdmitPrompt, ApprovalRow, EpochRow, StoredEvent, WriteBatch
 from storage._journal import Journal
@@ -78,6 +79,44 @@ class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
     rebuilt: bool
 
 
+class _History:
+    """One session's projected messages, most recently changed last.
+
+    ``version`` counts changes; each entry remembers the version that last changed
+    it, so the changes after a reader's version are a walk back from the end.
+    """
+
+    __slots__ = ("entries", "generation", "version")
+
+    def __init__(self, generation: int, rows: Iterable[tuple[str, int, SessionMessage]]) -> None:
+        self.generation = generation
+        self.version = 0
+        self.entries: OrderedDict[str, tuple[int, SessionMessage, int]] = OrderedDict(
+            (message_id, (seq, message, 0)) for message_id, seq, message in rows
+        )
+
+    def put(self, message_id: str, seq: int, message: SessionMessage) -> None:
+        self.version += 1
+        self.entries[message_id] = (seq, message, self.version)
+        self.entries.move_to_end(message_id)
+
+    def listing(self, from_seq: int = 0) -> list[tuple[int, SessionMessage]]:
+        rows = [(seq, message) for seq, message, _ in self.entries.values() if seq >= from_seq]
+        rows.sort(key=_by_seq)
+        return rows
+
+    def delta(self, generation: int, version: int) -> HistoryDelta:
+        if generation != self.generation or version > self.version:
+            return HistoryDelta(self.generation, self.version, True, self.listing())
+        changed: list[tuple[int, SessionMessage]] = []
+        for seq, message, changed_at in reversed(self.entries.values()):
+            if changed_at <= version:
+                break
+            changed.append((seq, message))
+        changed.reverse()
+        return HistoryDelta(self.generation, self.version, False, changed)
+
+
 class _SessionRow(msgspec.Struct):
     info: ev.SessionInfo
     last_seq: int
@@ -122,7 +161,8 @@ class EventStore:
         self._absent: set[str] = set()
         self._applier: Applier | None = None
         self._pinned: dict[str, int] = {}
-        self._histories: OrderedDict[str, dict[str, tuple[int, SessionMessage]]] = OrderedDict()
+        self._histories: OrderedDict[str, _History] = OrderedDict()
+        self._generations = 0
         self._lsn = -1
         self._permissions: OrderedDict[str, ev.PermissionInfo] = OrderedDict()
         self._approvals: set[tuple[str, str, str]] | None = None
@@ -383,13 +423,13 @@ class EventStore:
         for key in (*batch.inputs, *batch.messages):
             self._pinned[key] = lsn
         for session_id in batch.new_sessions:
-            self._histories[session_id] = {}  # a new session's history is known: empty
+            self._histories[session_id] = self._new_history([])  # known: empty
         while len(self._histories) > _CACHE_HISTORIES:
             self._histories.popitem(last=False)
         for message_id, (session_id, seq, message) in batch.messages.items():
             history = self._histories.get(session_id)
             if history is not None:
-                history[message_id] = (seq, message)
+                history.put(message_id, seq, message)
         for session_id, session in batch.sessions.items():
             self._sessions[session_id] = session
         for row in batch.inputs.values():
@@ -646,21 +686,34 @@ class EventStore:
 
     def history(self, session_id: str, *, from_seq: int = 0) -> list[tuple[int, SessionMessage]]:
         """Every projected message at or after *from_seq*, chronological (cached per session)."""
+        return self._history(session_id).listing(from_seq)
+
+    def history_delta(self, session_id: str, generation: int, version: int) -> HistoryDelta:
+        """The messages changed since a reader's (*generation*, *version*), or the whole
+        history when the reader's copy is from another generation of the cache."""
+        return self._history(session_id).delta(generation, version)
+
+    def _history(self, session_id: str) -> _History:
         cached = self._histories.get(session_id)
         if cached is None:
             rows = (
                 self._db()
                 .execute(
-                    "select id, seq, data from session_message where session_id = ?", [session_id]
+                    "select id, seq, data from session_message where session_id = ? order by seq",
+                    [session_id],
                 )
                 .fetchall()
             )
-            cached = {str(r[0]): (int(r[1]), _decode_message(r[2])) for r in rows}
+            cached = self._new_history((str(r[0]), int(r[1]), _decode_message(r[2])) for r in rows)
             self._histories[session_id] = cached
             while len(self._histories) > _CACHE_HISTORIES:
                 self._histories.popitem(last=False)
         self._histories.move_to_end(session_id)
-        return sorted((entry for entry in cached.values() if entry[0] >= from_seq), key=_by_seq)
+        return cached
+
+    def _new_history(self, rows: Iterable[tuple[str, int, SessionMessage]]) -> _History:
+        self._generations += 1
+        return _History(self._generations, rows)
 
     def events(self, session_id: str, *, after: int, limit: int) -> list[StoredEvent]:
         """Durable events with seq > *after*, ascending, *limit* at most."""
