@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final
 
@@ -21,6 +22,7 @@ __all__ = [
     "INSTRUCTIONS_FILENAME",
     "INSTRUCTIONS_KEY",
     "InstructionFile",
+    "InstructionsWatch",
     "discover_instructions",
     "instructions_producer",
     "instructions_source",
@@ -97,11 +99,12 @@ def _canonical_file(path: str, directory_is_canonical: bool) -> str | None:
     return resolved if os.path.exists(resolved) else None
 
 
-def _upward(start: str, stop: str) -> list[str]:
+def _upward(start: str, stop: str, looked_at: list[str]) -> list[str]:
     found: list[str] = []
     directory = start
     while True:
-        candidate = _canonical_file(os.path.join(directory, INSTRUCTIONS_FILENAME), True)
+        looked_at.append(os.path.join(directory, INSTRUCTIONS_FILENAME))
+        candidate = _canonical_file(looked_at[-1], True)
         if candidate is not None and _within(candidate, stop):
             found.append(candidate)
         parent = os.path.dirname(directory)
@@ -133,13 +136,25 @@ def discover_instructions(
     Returns:
       The files in order, or :data:`UNAVAILABLE` when a discovered file can't be read.
     """
+    return _discover(directory, project_root, config_dir, env, [])
+
+
+def _discover(
+    directory: str | os.PathLike[str],
+    project_root: str | os.PathLike[str],
+    config_dir: str | os.PathLike[str] | None,
+    env: Mapping[str, str],
+    looked_at: list[str],
+) -> list[InstructionFile] | Unavailable:
+    """:func:`discover_instructions`, also noting in *looked_at* every path it checked."""
     paths: list[str] = []
     if config_dir is not None:
-        found = _canonical_file(os.path.join(os.fspath(config_dir), INSTRUCTIONS_FILENAME), False)
+        looked_at.append(os.path.join(os.fspath(config_dir), INSTRUCTIONS_FILENAME))
+        found = _canonical_file(looked_at[-1], False)
         paths += [] if found is None else [found]
     start, stop = os.path.realpath(directory), os.path.realpath(project_root)
     if not _flag(env, DISABLE_PROJECT_CONFIG_ENV) and _within(start, stop):
-        paths += [path for path in _upward(start, stop) if path not in paths]
+        paths += [path for path in _upward(start, stop, looked_at) if path not in paths]
     files: list[InstructionFile] = []
     for path in paths:
         content = _read(path)
@@ -147,6 +162,88 @@ def discover_instructions(
             return UNAVAILABLE
         files.append(InstructionFile(path=path, content=content))
     return files
+
+
+_Stamp = tuple[int, int, int, int, int]
+
+
+def _stamp(path: str) -> tuple[_Stamp | None, _Stamp | None]:
+    """What identifies *path*'s current state: its own inode, and its target's if a link."""
+    try:
+        own = os.lstat(path)
+    except OSError:
+        return None, None
+    key = (own.st_mode, own.st_ino, own.st_size, own.st_mtime_ns, own.st_ctime_ns)
+    if not stat.S_ISLNK(own.st_mode):
+        return key, None
+    try:
+        target = os.stat(path)
+    except OSError:
+        return key, None
+    return key, (target.st_mode, target.st_ino, target.st_size, target.st_mtime_ns,
+                 target.st_ctime_ns)  # fmt: skip
+
+
+RACY_NS: Final = 100_000_000
+"""Files changed this close (ns) before an observation are re-read at the next one:
+a file's times come from a coarse kernel clock, so an edit within the same tick as
+the previous one can leave size and times unchanged."""
+
+
+class InstructionsWatch:
+    """:func:`load_instructions` that skips the worker thread while nothing changed.
+
+    After each full discovery it remembers the ``lstat`` (and, for links, ``stat``)
+    of every path discovery looked at, present or not. The next load compares those
+    few stamps on the calling thread (microseconds on a local disk) and reuses the
+    files when all match and every file was last changed more than :data:`RACY_NS`
+    before the discovery started; otherwise it discovers again in a worker thread.
+    Creating, deleting, editing, replacing, re-linking or chmod-ing a watched file
+    all change a stamp. Cancellation behaves as :func:`load_instructions`.
+    """
+
+    __slots__ = ("_args", "_files", "_stamps", "discoveries")
+
+    def __init__(
+        self,
+        *,
+        directory: str | os.PathLike[str],
+        project_root: str | os.PathLike[str],
+        config_dir: str | os.PathLike[str] | None,
+        env: Mapping[str, str],
+    ) -> None:
+        self._args = (directory, project_root, config_dir, env)
+        self._files: list[InstructionFile] | Unavailable | None = None
+        self._stamps: list[tuple[str, tuple[_Stamp | None, _Stamp | None]]] | None = None
+        self.discoveries = 0
+
+    async def load(self) -> list[InstructionFile] | Unavailable:
+        """The instruction files as they are now."""
+        if self._files is not None and self._stamps is not None:
+            if all(_stamp(path) == stamp for path, stamp in self._stamps):
+                await trio.lowlevel.checkpoint()
+                return self._files
+        files, stamps = await trio.to_thread.run_sync(self._discover)
+        self._files, self._stamps = files, stamps
+        self.discoveries += 1
+        return files
+
+    def _discover(
+        self,
+    ) -> tuple[
+        list[InstructionFile] | Unavailable,
+        list[tuple[str, tuple[_Stamp | None, _Stamp | None]]] | None,
+    ]:
+        started = time.time_ns()
+        looked_at: list[str] = []
+        files = _discover(*self._args, looked_at)
+        stamps = [(path, _stamp(path)) for path in looked_at]
+        settled = started - RACY_NS
+        for own, target in (stamp for _, stamp in stamps):
+            for key in (own, target):
+                if key is not None and max(key[3], key[4]) >= settled:
+                    return files, None  # changed too recently to trust: look again next time
+        return files, stamps
 
 
 async def load_instructions(
@@ -175,12 +272,13 @@ def instructions_producer(
     config_dir: str | os.PathLike[str] | None,
     env: Mapping[str, str],
 ) -> Callable[[], Awaitable[SystemContext]]:
-    """A registry producer observing ``core/instructions`` at each load."""
+    """A registry producer observing ``core/instructions`` at each load (through an
+    :class:`InstructionsWatch`, so an unchanged tree costs a few ``lstat`` calls)."""
+    watch = InstructionsWatch(
+        directory=directory, project_root=project_root, config_dir=config_dir, env=env
+    )
 
     async def produce() -> SystemContext:
-        files = await load_instructions(
-            directory=directory, project_root=project_root, config_dir=config_dir, env=env
-        )
-        return instructions_source(files)
+        return instructions_source(await watch.load())
 
     return produce
