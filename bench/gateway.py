@@ -1,16 +1,32 @@
 """Gateway latency and throughput over real HTTP, cold start, idle memory.
 
 Run: .venv/bin/python bench/gateway.py [--sequential 50] [--concurrent 20] [--rounds 5]
+                                       [--runs 3] [--cold 5]
 
-The server runs in a child process (this file with ``--serve``): a runtime on a temporary
-DuckDB store whose provider is a zero-latency ``ScriptedLLM``. The client (httpx, one
-keep-alive pool) measures, end to end, ``POST /prompt`` followed by ``POST /wait`` (the
-answer is durable when ``wait`` returns):
+Every server is a child process (this file with ``--serve``): a runtime on a temporary
+DuckDB store served by Hypercorn's trio worker. Two providers are measured:
+
+- ``openai``: a zero-latency local OpenAI-compatible mock, a real HTTP/1.1 server in its
+  own child process (this file with ``--mock-openai``; trio + h11) answering every
+  ``POST /v1/chat/completions`` with one streamed chat-completions SSE answer. The runtime
+  reaches it through the real ``ProviderClient`` (httpx), configured as a config-only
+  ``@ai-sdk/openai-compatible`` provider. This is the benchmark's definition; its figures
+  are the headline.
+- ``scripted``: the same answer from an in-process ``ScriptedLLM``, so the provider hop's
+  cost is visible as the difference.
+
+The client (httpx, one keep-alive pool) measures, end to end, ``POST /prompt`` followed by
+``POST /wait`` (the answer is durable when ``wait`` returns):
 
 - one warm session, N sequential prompts: median and p95 latency, prompts/s;
-- M sessions prompted at once, R rounds: prompts/s;
+- M sessions prompted at once, R rounds: prompts/s (median of the rounds);
+- a websocket variant (``openai`` provider): one ``/api/ws`` connection subscribed to the
+  session sends a ``prompt`` frame and waits for the answering durable
+  ``session.next.step.ended`` event on the same connection;
 - cold start: ``kittiwake serve`` in a fresh process until the first 200 from /api/health;
-- idle RSS of that process after startup.
+- idle RSS of that process one second after startup.
+
+Warm figures are the median over ``--runs`` fresh servers.
 """
 
 from __future__ import annotations
@@ -18,32 +34,121 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
+import msgspec
 import trio
 
 ROOT = Path(__file__).resolve().parents[1]
+MOCK_MODEL = "mock-model"
+MAX_REQUEST = 64 * 1024 * 1024
+STEP_ENDED = "session.next.step.ended"
 
 
-async def _serve(port: int, data_dir: str) -> None:
-    from gateway import serve
-    from runtime import open_runtime
-    from runtime.llm import ScriptedLLM, StepFinish, StepStart, TextDelta, TextEnd, TextStart, Usage
+# -- the zero-latency OpenAI-compatible mock -------------------------------------------------
 
-    script = [
-        StepStart(), TextStart(id="t"), TextDelta(id="t", delta="ok"), TextEnd(id="t"),
-        StepFinish(finish_reason="stop", usage=Usage(input_tokens=1, output_tokens=1)),
+
+def _chat_answer() -> bytes:
+    """One chat-completions SSE answer: "ok", finish ``stop``, usage, ``[DONE]``."""
+    chunks: list[dict[str, Any]] = [
+        {"id": "c", "object": "chat.completion.chunk", "model": MOCK_MODEL,
+         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"},
+                      "finish_reason": None}]},
+        {"id": "c", "object": "chat.completion.chunk", "model": MOCK_MODEL,
+         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"id": "c", "object": "chat.completion.chunk", "model": MOCK_MODEL, "choices": [],
+         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}},
     ]  # fmt: skip
-    llm = ScriptedLLM(lambda request: script)
-    async with open_runtime(data_dir=data_dir, llm=llm) as rt:
-        async with trio.open_nursery() as nursery:
-            server = await nursery.start(partial(serve, rt, "127.0.0.1", port))
-            print(server.url, flush=True)
+    body = b"".join(b"data: " + msgspec.json.encode(c) + b"\n\n" for c in chunks)
+    return body + b"data: [DONE]\n\n"
+
+
+async def _mock_connection(answer: bytes, stream: trio.SocketStream) -> None:
+    """Answer every request on one connection with *answer* (headers and body in one write)."""
+    import h11
+
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST)
+    headers = [("content-type", "text/event-stream"), ("content-length", str(len(answer)))]
+    try:
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await stream.receive_some(65536)
+                conn.receive_data(data)
+                if not data:
+                    return
+                continue
+            if isinstance(event, h11.ConnectionClosed):
+                return
+            if isinstance(event, h11.EndOfMessage):
+                reply = conn.send(h11.Response(status_code=200, headers=headers))
+                reply += conn.send(h11.Data(data=answer)) + conn.send(h11.EndOfMessage())
+                await stream.send_all(reply)
+                conn.start_next_cycle()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
+        return
+
+
+async def _mock_openai(port: int) -> None:
+    listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+    print(f"http://127.0.0.1:{port}", flush=True)
+    await trio.serve_listeners(partial(_mock_connection, _chat_answer()), listeners)
+
+
+# -- the served runtime ----------------------------------------------------------------------
+
+
+async def _serve(port: int, data_dir: str, provider: str) -> None:
+    from gateway import serve
+    from runtime import ModelRef, open_runtime
+    from runtime import llm as llm_package
+
+    options: dict[str, Any] = {}
+    http: httpx.AsyncClient | None = None
+    if provider == "scripted":
+        script: list[llm_package.LLMEvent] = [
+            llm_package.StepStart(), llm_package.TextStart(id="t"),
+            llm_package.TextDelta(id="t", delta="ok"), llm_package.TextEnd(id="t"),
+            llm_package.StepFinish(
+                finish_reason="stop", usage=llm_package.Usage(input_tokens=1, output_tokens=1)
+            ),
+        ]  # fmt: skip
+        llm: Any = llm_package.ScriptedLLM(lambda request: script)
+    else:
+        config = {
+            "provider": {
+                "mock": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Local mock",
+                    "options": {"baseURL": provider + "/v1", "apiKey": "mock-key"},
+                    "models": {MOCK_MODEL: {"limit": {"context": 131072, "output": 4096}}},
+                }
+            }
+        }
+        catalog = llm_package.Catalog.from_models_dev({}).with_config(config)
+        http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
+        llm = llm_package.ProviderClient(catalog, llm_package.Auth(env={}), http_client=http)
+        options["default_model"] = ModelRef(id=MOCK_MODEL, provider_id="mock")
+    try:
+        async with open_runtime(data_dir=data_dir, llm=llm, **options) as rt:
+            async with trio.open_nursery() as nursery:
+                server = await nursery.start(partial(serve, rt, "127.0.0.1", port))
+                print(server.url, flush=True)
+    finally:
+        if http is not None:
+            await http.aclose()
+
+
+# -- measuring -------------------------------------------------------------------------------
 
 
 def _free_port() -> int:
@@ -54,17 +159,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _wait_healthy(url: str, deadline: float) -> float:
+async def _wait_healthy(url: str, deadline: float, path: str = "/api/health") -> float:
     async with httpx.AsyncClient() as client:
         while True:
             try:
-                if (await client.get(url + "/api/health")).status_code == 200:
+                if (await client.get(url + path)).status_code < 500:
                     return time.perf_counter()
             except httpx.TransportError:
                 pass
             if time.perf_counter() > deadline:
                 raise TimeoutError(url)
             await trio.sleep(0.005)
+
+
+@asynccontextmanager
+async def _child(argv: list[str], url: str, path: str) -> AsyncIterator[None]:
+    """Run this file with *argv* in a child process until it answers *path*; stop it on exit."""
+    async with trio.open_nursery() as nursery:
+        proc = await nursery.start(
+            partial(
+                trio.run_process, [sys.executable, __file__, *argv], check=False,
+                stdout=subprocess.DEVNULL,
+            )
+        )  # fmt: skip
+        try:
+            await _wait_healthy(url, time.perf_counter() + 30, path)
+            yield
+        finally:
+            proc.terminate()
 
 
 async def _prompt(client: httpx.AsyncClient, sid: str) -> float:
@@ -75,6 +197,104 @@ async def _prompt(client: httpx.AsyncClient, sid: str) -> float:
     return time.perf_counter() - start
 
 
+async def _check_answered(client: httpx.AsyncClient, sid: str) -> None:
+    """Fail unless the session's newest message is the provider's "ok" answer."""
+    newest = (await client.get(f"/api/session/{sid}/message", params={"limit": 1})).json()
+    message = newest["data"][0]
+    texts = [p.get("text") for p in message.get("content", [])]
+    if message["type"] != "assistant" or message.get("finish") != "stop" or texts != ["ok"]:
+        raise RuntimeError(f"the prompts were not answered: {message}")
+
+
+class Series(msgspec.Struct, kw_only=True):
+    median: float
+    p95: float
+    rate: float
+    concurrent: float | None = None
+
+
+def _summary(samples: list[float]) -> Series:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    return Series(median=statistics.median(ordered), p95=p95, rate=len(ordered) / sum(ordered))
+
+
+async def _http_series(url: str, args: argparse.Namespace) -> Series:
+    limits = httpx.Limits(max_connections=args.concurrent + 5)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+        sid = (await client.post("/api/session", json={})).json()["data"]["id"]
+        for _ in range(5):
+            await _prompt(client, sid)
+        series = _summary([await _prompt(client, sid) for _ in range(args.sequential)])
+        await _check_answered(client, sid)
+        sids = [
+            (await client.post("/api/session", json={})).json()["data"]["id"]
+            for _ in range(args.concurrent)
+        ]
+        rates = []
+        for _ in range(args.rounds):
+            start = time.perf_counter()
+            async with trio.open_nursery() as inner:
+                for s in sids:
+                    inner.start_soon(_prompt, client, s)
+            rates.append(len(sids) / (time.perf_counter() - start))
+        series.concurrent = statistics.median(rates)
+        return series
+
+
+async def _ws_series(url: str, args: argparse.Namespace) -> Series:
+    from trio_websocket import open_websocket_url
+
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        sid = (await client.post("/api/session", json={})).json()["data"]["id"]
+    ws_url = url.replace("http://", "ws://") + "/api/ws"
+    async with open_websocket_url(ws_url, max_message_size=MAX_REQUEST) as ws:
+        ref = 0
+
+        async def until(match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+            while True:
+                frame: dict[str, Any] = msgspec.json.decode(await ws.get_message())
+                if frame.get("type") == "reply" and "error" in frame:
+                    raise RuntimeError(frame["error"])
+                if match(frame):
+                    return frame
+
+        async def prompt() -> float:
+            # The reply and the turn's events travel on different tasks of the server, so
+            # the step's end may arrive before the reply that names the admitted seq.
+            nonlocal ref
+            ref += 1
+            mine = ref
+            start = time.perf_counter()
+            await ws.send_message(
+                msgspec.json.encode(
+                    {"type": "prompt", "ref": mine, "sessionID": sid, "prompt": {"text": "hi"}}
+                ).decode()
+            )
+            admitted: int | None = None
+            ended: list[int] = []
+            while admitted is None or not any(seq > admitted for seq in ended):
+                frame = await until(lambda f: f.get("type") in ("reply", "event"))
+                if frame["type"] == "reply" and frame.get("ref") == mine:
+                    admitted = frame["data"]["admittedSeq"]
+                elif frame["type"] == "event" and frame["event"]["type"] == STEP_ENDED:
+                    ended.append(frame["seq"])
+            return time.perf_counter() - start
+
+        ref += 1
+        await ws.send_message(
+            msgspec.json.encode({"type": "subscribe", "ref": ref, "sessionID": sid}).decode()
+        )
+        subscribed = ref
+        await until(lambda f: f.get("type") == "reply" and f.get("ref") == subscribed)
+        for _ in range(5):
+            await prompt()
+        series = _summary([await prompt() for _ in range(args.sequential)])
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        await _check_answered(client, sid)
+    return series
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -82,40 +302,7 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def _measure(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        port = _free_port()
-        cmd = [sys.executable, __file__, "--serve", str(port), tmp]
-        async with trio.open_nursery() as nursery:
-            proc = await nursery.start(partial(trio.run_process, cmd, check=False))
-            url = f"http://127.0.0.1:{port}"
-            await _wait_healthy(url, time.perf_counter() + 30)
-            limits = httpx.Limits(max_connections=args.concurrent + 5)
-            async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
-                sid = (await client.post("/api/session", json={})).json()["data"]["id"]
-                for _ in range(5):
-                    await _prompt(client, sid)
-                seq = [await _prompt(client, sid) for _ in range(args.sequential)]
-                seq.sort()
-                p95 = seq[min(len(seq) - 1, int(len(seq) * 0.95))]
-                med = statistics.median(seq)
-                print(f"sequential: median {med * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, "
-                      f"{len(seq) / sum(seq):.1f} prompts/s")  # fmt: skip
-                sids = [
-                    (await client.post("/api/session", json={})).json()["data"]["id"]
-                    for _ in range(args.concurrent)
-                ]
-                rates = []
-                for _ in range(args.rounds):
-                    start = time.perf_counter()
-                    async with trio.open_nursery() as inner:
-                        for s in sids:
-                            inner.start_soon(_prompt, client, s)
-                    rates.append(len(sids) / (time.perf_counter() - start))
-                print(f"{args.concurrent} at once: median {statistics.median(rates):.1f} prompts/s "
-                      f"over {args.rounds} rounds")  # fmt: skip
-            proc.terminate()
-
+async def _cold(args: argparse.Namespace) -> tuple[list[float], list[float]]:
     colds, rss = [], []
     for _ in range(args.cold):
         with tempfile.TemporaryDirectory() as tmp:
@@ -134,26 +321,71 @@ async def _measure(args: argparse.Namespace) -> None:
                 await trio.sleep(1.0)
                 rss.append(_rss_mb(proc.pid))
                 proc.terminate()
-    print(f"cold start to first 200: median {statistics.median(colds):.2f} s over {len(colds)}")
-    print(f"idle RSS after start: median {statistics.median(rss):.0f} MB")
+    return colds, rss
+
+
+def _print_series(label: str, runs: list[Series]) -> None:
+    def med(pick: Callable[[Series], float | None]) -> float:
+        return statistics.median(v for v in map(pick, runs) if v is not None)
+
+    line = (
+        f"{label:<28} sequential: median {med(lambda s: s.median) * 1000:5.1f} ms, "
+        f"p95 {med(lambda s: s.p95) * 1000:5.1f} ms, {med(lambda s: s.rate):6.1f} prompts/s"
+    )
+    if runs[0].concurrent is not None:
+        line += f"; at once: {med(lambda s: s.concurrent):6.1f} prompts/s"
+    per_run = ", ".join(f"{s.median * 1000:.1f}" for s in runs)
+    print(f"{line}  (run medians ms: {per_run})", flush=True)
+
+
+async def _measure(args: argparse.Namespace) -> None:
+    print(f"{args.runs} run(s): {args.sequential} sequential prompts, {args.concurrent} "
+          f"sessions at once x {args.rounds} rounds", flush=True)  # fmt: skip
+    results: dict[str, list[Series]] = {"openai": [], "ws": [], "scripted": []}
+    for _ in range(args.runs):
+        mock_port = _free_port()
+        mock = f"http://127.0.0.1:{mock_port}"
+        async with _child(["--mock-openai", str(mock_port)], mock, "/"):
+            for provider in ("openai", "scripted"):
+                with tempfile.TemporaryDirectory() as tmp:
+                    port = _free_port()
+                    url = f"http://127.0.0.1:{port}"
+                    which = mock if provider == "openai" else "scripted"
+                    async with _child(["--serve", str(port), tmp, which], url, "/api/health"):
+                        results[provider].append(await _http_series(url, args))
+                        if provider == "openai":
+                            results["ws"].append(await _ws_series(url, args))
+    _print_series("HTTP, OpenAI-compatible mock", results["openai"])
+    _print_series("websocket, same mock", results["ws"])
+    _print_series("HTTP, in-process ScriptedLLM", results["scripted"])
+    if args.cold:
+        colds, rss = await _cold(args)
+        per_run = ", ".join(f"{c:.2f}" for c in colds)
+        print(f"cold start to first 200: median {statistics.median(colds):.2f} s "
+              f"over {len(colds)} ({per_run})")  # fmt: skip
+        print(f"idle RSS after start: median {statistics.median(rss):.0f} MB")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--serve", nargs=2, metavar=("PORT", "DATA_DIR"))
+    parser.add_argument("--serve", nargs=3, metavar=("PORT", "DATA_DIR", "PROVIDER"))
+    parser.add_argument("--mock-openai", type=int, metavar="PORT")
     parser.add_argument("--sequential", type=int, default=50)
     parser.add_argument("--concurrent", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--cold", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cold", type=int, default=5)
     args = parser.parse_args()
-    if args.serve:
-        sys.path.insert(0, str(ROOT))
-        try:
-            trio.run(_serve, int(args.serve[0]), args.serve[1])
-        except KeyboardInterrupt:
-            pass
-        return
-    trio.run(_measure, args)
+    try:
+        if args.mock_openai:
+            trio.run(_mock_openai, args.mock_openai)
+        elif args.serve:
+            sys.path.insert(0, str(ROOT))
+            trio.run(_serve, int(args.serve[0]), args.serve[1], args.serve[2])
+        else:
+            trio.run(_measure, args)
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":
