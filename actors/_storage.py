@@ -39,6 +39,7 @@ DEFAULT_MAX_BATCH: Final = 1024
 class _Write(msgspec.Struct, frozen=True):
     op: Callable[[WriteBatch], Any]
     reply: Reply[Any]
+    durable: bool = True
 
 
 class _Read(msgspec.Struct, frozen=True):
@@ -112,8 +113,14 @@ class StorageActor(Actor[_Request]):
 
     # -- client side ------------------------------------------------------------------
 
-    async def write(self, op: Callable[[WriteBatch], T]) -> T:
+    async def write(self, op: Callable[[WriteBatch], T], *, durable: bool = True) -> T:
         """Run *op* in the next group commit; return its value once the batch is durable.
+
+        ``durable=False`` answers once the batch is written to the journal, while its
+        fdatasync runs: the write is then ordered before every later write, survives a
+        killed process, and is durable no later than the next durable write is
+        answered; only a power loss before that can drop it. For writes whose loss
+        would only make work be redone (a promotion before its provider turn).
 
         Raises whatever *op* raised (nothing of it was written), or StorageError when
         the commit failed or the actor stopped before answering (a restart: the write
@@ -121,7 +128,7 @@ class StorageActor(Actor[_Request]):
         the write may still commit.
         """
         try:
-            result: T = await call(self, lambda reply: _Write(op, reply))
+            result: T = await call(self, lambda reply: _Write(op, reply, durable))
         except (ActorCrashed, ActorStopped) as exc:
             raise StorageError(f"storage stopped before answering; not written: {exc}") from exc
         return result
@@ -158,17 +165,27 @@ class StorageActor(Actor[_Request]):
         reads = [r for r in batch if isinstance(r, _Read)]
         self.set_activity(f"committing {len(writes)} writes, {len(reads)} reads")
         if writes:
-            delivered = False
+            delivered = answered_early = False
+            early = not all(w.durable for w in writes)
 
             def deliver(outcomes: list[Outcome], events: list[StoredEvent]) -> None:
                 nonlocal delivered
                 delivered = True
                 for request, outcome in zip(writes, outcomes, strict=True):
-                    _answer(request.reply, outcome)
+                    if request.durable or not answered_early:
+                        _answer(request.reply, outcome)
                 if events:
                     self._hub.publish(events)
 
-            outcomes, events = await self._run(self._write_job([w.op for w in writes], deliver))
+            def written(outcomes: list[Outcome]) -> None:
+                nonlocal answered_early
+                answered_early = True
+                for request, outcome in zip(writes, outcomes, strict=True):
+                    if not request.durable:
+                        _answer(request.reply, outcome)
+
+            job = self._write_job([w.op for w in writes], deliver, written if early else None)
+            outcomes, events = await self._run(job)
             if not delivered:
                 deliver(outcomes, [])
             self.batches += 1
@@ -185,16 +202,23 @@ class StorageActor(Actor[_Request]):
         self,
         ops: Sequence[Callable[[WriteBatch], Any]],
         deliver: Callable[[list[Outcome], list[StoredEvent]], None],
+        written: Callable[[list[Outcome]], None] | None,
     ) -> Callable[[EventStore], tuple[list[Outcome], list[StoredEvent]]]:
-        """The batch as a job: answers go out (on the trio thread) once it is journaled."""
+        """The batch as a job: answers go out (on the trio thread) once it is journaled,
+        those of non-durable writes as soon as it is written."""
         if self._mode == "inline":
-            return lambda store: store.write_batch(ops, on_durable=deliver)
+            return lambda store: store.write_batch(ops, on_durable=deliver, on_written=written)
         token = trio.lowlevel.current_trio_token()
 
         def durable(outcomes: list[Outcome], events: list[StoredEvent]) -> None:
             token.run_sync_soon(deliver, outcomes, events)
 
-        return lambda store: store.write_batch(ops, on_durable=durable)
+        def ordered(outcomes: list[Outcome]) -> None:
+            assert written is not None
+            token.run_sync_soon(written, outcomes)
+
+        on_written = None if written is None else ordered
+        return lambda store: store.write_batch(ops, on_durable=durable, on_written=on_written)
 
     async def _run(self, job: Callable[[EventStore], T]) -> T:
         if self._mode == "inline":

@@ -166,6 +166,7 @@ class Journal:
         self._next_lsn = next_lsn
         self._segment_max_bytes = segment_max_bytes
         self._fsync = fsync
+        self._unsynced = False
         self._fd: int | None = os.open(segments[-1][1], os.O_WRONLY | os.O_APPEND)
         self._broken: str | None = None
         self._appends = 0
@@ -233,11 +234,13 @@ class Journal:
         """The lowest LSN still held (records below it were released)."""
         return self._segments[0][0]
 
-    def append(self, payloads: Sequence[bytes]) -> int:
+    def append(self, payloads: Sequence[bytes], *, sync: bool = True) -> int:
         """Write *payloads* as one batch, durably, and return the LSN of the last record.
 
         The batch goes out in one ``os.write`` followed by one ``os.fdatasync``; when this
-        returns, every record of the batch survives a crash.
+        returns, every record of the batch survives a crash. With ``sync=False`` the
+        fdatasync is left to the next :meth:`sync` (or synced append): the batch then
+        survives a killed process but not yet a power loss.
 
         Raises:
             ValueError: *payloads* is empty or a payload is longer than 4 GiB - 1.
@@ -259,13 +262,25 @@ class Journal:
         if self._active_size and self._active_size + len(data) > self._segment_max_bytes:
             fd = self._rotate()
         self._write_all(fd, data)
-        if self._fsync:
-            self._sync(fd)
+        self._unsynced = True
+        if sync:
+            self.sync()
         self._active_size += len(data)
         self._next_lsn += len(payloads)
         self._appends += 1
         self._last_append_seconds = time.perf_counter() - started
         return self._next_lsn - 1
+
+    def sync(self) -> None:
+        """fdatasync what earlier ``sync=False`` appends wrote; nothing when all is synced.
+
+        Raises:
+            JournalError: the fdatasync failed; the journal then refuses appends.
+        """
+        fd = self._writable_fd()
+        if self._unsynced and self._fsync:
+            self._sync(fd)
+        self._unsynced = False
 
     def read(self, from_lsn: int = 0) -> Iterator[tuple[int, bytes]]:
         """Yield ``(lsn, payload)`` in LSN order from *from_lsn* up to :attr:`next_lsn`.
@@ -338,6 +353,8 @@ class Journal:
         """Close the files and release the directory lock; closing twice does nothing."""
         if self._fd is None:
             return
+        if self._broken is None:
+            self.sync()
         fd, self._fd = self._fd, None
         try:
             os.close(fd)
@@ -368,6 +385,7 @@ class Journal:
 
     def _rotate(self) -> int:
         """Start a new active segment named after :attr:`next_lsn` and return its fd."""
+        self.sync()  # the closing segment keeps nothing unsynced
         path = _create_segment(self._directory, self._dir_fd, self._next_lsn, fsync=self._fsync)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         assert self._fd is not None

@@ -294,6 +294,7 @@ class EventStore:
         operations: Sequence[Callable[[WriteBatch], Any]],
         *,
         on_durable: Callable[[list[Outcome], list[StoredEvent]], None] | None = None,
+        on_written: Callable[[list[Outcome]], None] | None = None,
     ) -> tuple[list[Outcome], list[StoredEvent]]:
         """Run *operations* as one group commit; answer each with its outcome.
 
@@ -301,11 +302,17 @@ class EventStore:
         *on_durable*, it is called as soon as the batch is fdatasynced in the
         journal, before the DuckDB transaction: callers may be answered then, since
         a database that trails the journal is caught up from it at the next open.
+        With *on_written*, it is called between the journal write and its fdatasync
+        (the batch is then visible to later batches and survives a killed process,
+        not yet a power loss), so callers that only need ordering can go on while
+        the fdatasync runs.
 
         An operation that raises gets that error and writes nothing; the others
-        proceed. If the journal append fails, every operation gets a StorageError.
-        If the DuckDB transaction fails after the journal append, StorageError is
-        raised and the store must be reopened (the journal keeps the batch).
+        proceed. If the journal append (or its fdatasync) fails, every operation gets
+        a StorageError (those already answered by *on_written* cannot be; the store
+        is then broken and must be reopened, which rescans the journal). If the
+        DuckDB transaction fails after the journal append, StorageError is raised
+        and the store must be reopened (the journal keeps the batch).
         """
         self._check_applier()
         batch = WriteBatch(self)
@@ -317,23 +324,42 @@ class EventStore:
         if batch.events or batch.epochs or batch.approvals:
             started = time.perf_counter()
             try:
-                lsn = self._append_journal(batch)
+                lsn = self._append_journal(batch, sync=on_written is None)
             except Exception as exc:
-                self.broken = True
-                error = StorageError(f"journal append failed: {exc}")
-                error.__cause__ = exc
-                return [Outcome(error=error) for _ in operations], []
+                return self._journal_failed(exc, len(operations), on_durable)
             self._lsn = lsn
             self._adopt(batch, lsn)
+            if on_written is not None:
+                on_written(outcomes)
+                try:
+                    self._sync_journal()
+                except Exception as exc:
+                    return self._journal_failed(exc, len(operations), on_durable)
             if on_durable is not None:
                 on_durable(outcomes, batch.events)
             self._apply_later(batch, lsn)
             self._last_commit_ms = (time.perf_counter() - started) * 1000
         else:
             self._adopt(batch, self._lsn)
+            if on_written is not None:
+                on_written(outcomes)
         self._count(len(operations), len(batch.events))
         self._maybe_backup()
         return outcomes, batch.events
+
+    def _journal_failed(
+        self,
+        exc: Exception,
+        operations: int,
+        on_durable: Callable[[list[Outcome], list[StoredEvent]], None] | None,
+    ) -> tuple[list[Outcome], list[StoredEvent]]:
+        self.broken = True
+        error = StorageError(f"journal append failed: {exc}")
+        error.__cause__ = exc
+        failed = [Outcome(error=error) for _ in range(operations)]
+        if on_durable is not None:
+            on_durable(failed, [])
+        return failed, []
 
     def _prefetch(self, message_ids: list[str]) -> None:
         """Look up a batch's message ids in two queries instead of two per operation."""
@@ -400,12 +426,16 @@ class EventStore:
         self._barrier()
         return self.conn
 
-    def _append_journal(self, batch: WriteBatch) -> int:
+    def _append_journal(self, batch: WriteBatch, *, sync: bool = True) -> int:
         assert self._journal is not None
         record = JournalRecord(
             events=batch.events, epochs=list(batch.epochs.values()), approvals=batch.approvals
         )
-        return self._journal.append([_encode_record(record)])
+        return self._journal.append([_encode_record(record)], sync=sync)
+
+    def _sync_journal(self) -> None:
+        assert self._journal is not None
+        self._journal.sync()
 
     def _write(self, batch: WriteBatch, lsn: int) -> None:
         conn = self.conn

@@ -17,11 +17,11 @@ async def test_a_failed_commit_restarts_the_storage_actor_and_loses_nothing_ackn
     original = EventStore._append_journal
     failures: list[int] = []
 
-    def flaky(self: EventStore, batch: Any) -> int:
+    def flaky(self: EventStore, batch: Any, **options: Any) -> int:
         if len(failures) == 0 and any("fail me" in e.data.decode() for e in batch.events):
             failures.append(1)
             raise OSError("injected: disk full")
-        return original(self, batch)
+        return original(self, batch, **options)
 
     monkeypatch.setattr(EventStore, "_append_journal", flaky)
     async with open_runtime(data_dir=tmp_path / "data", llm=llm.ScriptedLLM([])) as rt:

@@ -1,0 +1,80 @@
+"""Writes answered before their fdatasync: ordered, visible, and published only once durable."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import trio
+
+import storage._journal as journal_module
+from runtime import _schema as ev
+from runtime import open_runtime
+from storage import Journal
+
+
+def _info(session_id: str) -> ev.SessionInfo:
+    return ev.SessionInfo(
+        id=session_id, project_id="p", location=ev.Location(directory="/a"), title="t",
+        time=ev.SessionTime(created=1, updated=1),
+    )  # fmt: skip
+
+
+def test_an_unsynced_append_is_synced_by_the_next_sync_or_rotation(tmp_path: Path) -> None:
+    journal = Journal.open(tmp_path, segment_max_bytes=200)
+    try:
+        journal.append([b"a" * 50], sync=False)
+        assert journal.statistics().fsyncs == 0
+        journal.sync()
+        journal.sync()  # nothing left to sync
+        assert journal.statistics().fsyncs == 1
+        journal.append([b"b" * 150], sync=False)
+        journal.append([b"c" * 150], sync=False)  # rotates: the closing segment is synced first
+        assert journal.statistics().fsyncs == 2
+        journal.append([b"d"])
+        assert journal.statistics().fsyncs == 3
+        assert [p for _, p in journal.read()] == [b"a" * 50, b"b" * 150, b"c" * 150, b"d"]
+    finally:
+        journal.close()
+
+
+async def test_a_non_durable_write_is_answered_while_its_fdatasync_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate, syncing = threading.Event(), threading.Event()
+    real = os.fdatasync
+
+    def held(fd: int) -> None:
+        syncing.set()
+        gate.wait(10)
+        real(fd)
+
+    async with open_runtime(data_dir=tmp_path, llm=None) as rt:
+        monkeypatch.setattr(journal_module.os, "fdatasync", held)
+        with rt.hub.subscribe(None) as sub:
+            created = await rt.storage.write(
+                lambda b: b.create_session(_info("ses_a")), durable=False
+            )
+            assert created[1] is True
+            assert await trio.to_thread.run_sync(syncing.wait, 10)  # its fdatasync is held
+            with pytest.raises(trio.WouldBlock):
+                sub.receive_nowait()  # nothing is published before it is durable
+            durable_done = trio.Event()
+
+            async def durable() -> None:
+                # Planned after the first write (which it sees), answered after its own sync.
+                again = await rt.storage.write(lambda b: b.create_session(_info("ses_a")))
+                assert again[1] is False
+                durable_done.set()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(durable)
+                await trio.sleep(0.2)
+                assert not durable_done.is_set()  # queued behind the held fdatasync
+                with pytest.raises(trio.WouldBlock):
+                    sub.receive_nowait()
+                gate.set()
+            item = await sub.receive()
+            assert item.aggregate_id == "ses_a"
