@@ -9,15 +9,19 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
+from importlib import import_module
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import httpx
 import msgspec
 import trio
 
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["default_data_dir", "main"]
 
@@ -69,6 +73,8 @@ async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
             if wanted and provider_id in providers:
                 continue
             model_id = next(iter(provider.models))
+        import httpx
+
         http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
         auth = llm_package.Auth(env=dict(os.environ), store=store)
         client = llm_package.ProviderClient(catalog, auth, http_client=http)
@@ -89,35 +95,48 @@ async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from gateway._serve import serve
-
     data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True)
-    provider = await _configured_provider(data_dir, sys.stderr)
-    options: dict[str, Any] = {}
-    if provider is not None:
-        options["default_model"] = provider.model
     password = os.environ.get("KITTIWAKE_SERVER_PASSWORD") or None
     cors = [o for o in os.environ.get("KITTIWAKE_CORS_ORIGINS", "").split(",") if o]
+    provider: _Provider | None = None
+    loaded = trio.Event()
+
+    async def load_gateway() -> None:
+        # The web framework's import is about a third of start-up; a worker thread runs
+        # it while this thread finds the provider and opens the store (whose DuckDB work
+        # runs outside the GIL). A failed import cancels start-up and raises.
+        await trio.to_thread.run_sync(partial(import_module, "gateway._serve"))
+        loaded.set()
+
     try:
-        async with open_runtime(
-            data_dir=data_dir, llm=provider.client if provider else None, **options
-        ) as rt:
-            async with trio.open_nursery() as nursery:
-                server = await nursery.start(
-                    lambda task_status: serve(
-                        rt, args.hostname, args.port, password=password, cors_origins=cors,
-                        task_status=task_status,
-                    )
-                )  # fmt: skip
-                print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
-                if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
-                    print("kittiwake: warning: listening beyond localhost without a password")
-                with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for signum in signals:
-                        print(f"kittiwake: stopping on signal {signum}", file=sys.stderr)
-                        server.stop()
-                        break
+        async with trio.open_nursery() as outer:
+            outer.start_soon(load_gateway)
+            provider = await _configured_provider(data_dir, sys.stderr)
+            options: dict[str, Any] = {}
+            if provider is not None:
+                options["default_model"] = provider.model
+            async with open_runtime(
+                data_dir=data_dir, llm=provider.client if provider else None, **options
+            ) as rt:
+                await loaded.wait()
+                from gateway._serve import serve
+
+                async with trio.open_nursery() as nursery:
+                    server = await nursery.start(
+                        lambda task_status: serve(
+                            rt, args.hostname, args.port, password=password,
+                            cors_origins=cors, task_status=task_status,
+                        )
+                    )  # fmt: skip
+                    print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
+                    if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
+                        print("kittiwake: warning: listening beyond localhost without a password")
+                    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                        async for signum in signals:
+                            print(f"kittiwake: stopping on signal {signum}", file=sys.stderr)
+                            server.stop()
+                            break
     finally:
         if provider is not None:
             await provider.http.aclose()
@@ -127,6 +146,8 @@ async def _serve(args: argparse.Namespace) -> int:
 @asynccontextmanager
 async def _api(args: argparse.Namespace) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client to ``--attach`` or to a runtime served in this process on a free port."""
+    import httpx
+
     password = os.environ.get("KITTIWAKE_SERVER_PASSWORD")
     auth = ("kittiwake", password) if password else None
     timeout = httpx.Timeout(30.0, read=None)
@@ -300,7 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return trio.run(command[args.command], args)
     except KeyboardInterrupt:
         return 130
-    except httpx.HTTPError as exc:
+    except Exception as exc:
+        # httpx is imported only by commands that talk HTTP; no other can raise its errors.
+        httpx = sys.modules.get("httpx")
+        if httpx is None or not isinstance(exc, httpx.HTTPError):
+            raise
         print(f"kittiwake: cannot reach the server: {exc}", file=sys.stderr)
         return 2
 

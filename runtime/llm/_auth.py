@@ -16,14 +16,16 @@ import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import httpx
 import msgspec
 import trio
 
 from ._catalog import CatalogProvider
 from ._errors import AuthError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "COPILOT_CLIENT_ID",

@@ -7,14 +7,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import msgspec
 import trio
 
 from ._catalog import Catalog
 from ._transport import close_unfinished
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["BUNDLED_SNAPSHOT", "MODELS_DEV_URL", "load_catalog", "load_models_dev"]
 
@@ -82,6 +84,8 @@ async def load_catalog(
 async def _fetch(
     client: httpx.AsyncClient, url: str, fetch_timeout: float, max_bytes: int
 ) -> tuple[dict[str, Any], bytes] | None:
+    import httpx
+
     with trio.move_on_after(fetch_timeout):
         try:
             async with client.stream("GET", url) as response:

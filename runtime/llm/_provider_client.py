@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
 
-import httpx
 import msgspec
 import trio
 
@@ -20,6 +20,9 @@ from ._retry import RetryPolicy, stream_with_retry
 from ._route import Route, WireRequest
 from ._schema import LLMRequest, UserMessage
 from ._transport import stream_wire
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["PreparedRequest", "ProviderClient"]
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ._events import (
     LLMEvent,
@@ -26,6 +24,9 @@ from ._lowering import dumps, meta
 from ._route import ProtocolName
 from ._schema import Usage
 from ._sse import SSEFrame, encode_sse
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["render_stream", "replay_transport"]
 
@@ -52,6 +53,8 @@ def replay_transport(
     """A ``MockTransport`` answering each request with the next script rendered for
     *protocol*, and the list it records requests into. Running out of scripts
     answers HTTP 500."""
+    import httpx
+
     seen: list[httpx.Request] = []
     remaining = list(scripts)
 

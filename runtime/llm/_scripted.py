@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING
 
-import httpx
 import trio
 
 from ._events import LLMEvent
 from ._replay import replay_transport
 from ._route import ProtocolName
 from ._schema import LLMRequest
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["ScriptExhaustedError", "ScriptedLLM"]
 

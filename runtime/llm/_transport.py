@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
-import httpx
 import msgspec
 import trio
 
@@ -13,6 +13,9 @@ from ._events import LLMEvent, ProviderError
 from ._protocols import StreamDecoder
 from ._route import WireRequest
 from ._sse import FrameTooLargeError, SSEDecoder
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["close_unfinished", "stream_wire"]
 
@@ -36,6 +39,8 @@ async def stream_wire(
     idle gap longer than *idle_timeout* between chunks are retryable. Cancellation
     (or closing this generator) closes the response, and so the connection.
     """
+    import httpx  # imported by whoever built *client*; deferred to keep start-up light
+
     try:
         async with client.stream(
             wire.method, wire.url, headers=wire.headers, content=wire.body
