@@ -7,6 +7,7 @@ import binascii
 import hmac
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -44,13 +45,28 @@ from gateway._ws import WebsocketLimits, serve_websocket
 from runtime import KittiwakeError, LiveDelta, Location
 from storage import StoredEvent
 
-__all__ = ["DEFAULT_MAX_BODY", "Gateway", "create_app", "gateway_of"]
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "HEALTHY",
+    "JSON",
+    "Gateway",
+    "admit_prompt",
+    "authorized",
+    "cors_headers",
+    "create_app",
+    "error_answer",
+    "gateway_of",
+    "wait_idle",
+]
 
 _log = logging.getLogger("kittiwake.gateway")
 DEFAULT_MAX_BODY: Final = 1024 * 1024
 DEFAULT_HEARTBEAT: Final = 10.0
 DEFAULT_SSE_BUFFER: Final = 256
+DEFAULT_KNOWN_SESSIONS: Final = 4096
 _EXTENSION: Final = "kittiwake"
+JSON: Final = "application/json"
+HEALTHY: Final = encode({"healthy": True})
 
 
 class Gateway:
@@ -58,16 +74,35 @@ class Gateway:
 
     def __init__(
         self, rt: Runtime, *, password: str | None, heartbeat: float, sse_buffer: int,
-        ws_limits: WebsocketLimits, directory: Path,
+        ws_limits: WebsocketLimits, directory: Path, origins: frozenset[str], max_body: int,
+        known_sessions: int = DEFAULT_KNOWN_SESSIONS,
     ) -> None:  # fmt: skip
         self.rt = rt
         self.password = password
+        self.origins = origins
+        self.max_body = max_body
         self.heartbeat = heartbeat
         self.sse_buffer = sse_buffer
         self.ws_limits = ws_limits
         self.directory = directory
         self.streams: set[trio.CancelScope] = set()
         self.closing = False
+        self._known: OrderedDict[str, None] = OrderedDict()
+        self._known_limit = known_sessions
+
+    async def check_session(self, session_id: str) -> None:
+        """Raise ``SessionNotFoundError`` unless the session exists.
+
+        Sessions are never deleted, so the last ``known_sessions`` ids seen to exist are
+        remembered and not looked up in the store again. Cancellation abandons the lookup.
+        """
+        if session_id in self._known:
+            self._known.move_to_end(session_id)
+            return
+        await self.rt.sessions.get(session_id)
+        self._known[session_id] = None
+        if len(self._known) > self._known_limit:
+            self._known.popitem(last=False)
 
     def close_streams(self) -> None:
         """End every open SSE stream and websocket; new ones are refused from now on."""
@@ -86,6 +121,7 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY, heartbeat: float = DEFAULT_HEARTBEAT,
     sse_buffer: int = DEFAULT_SSE_BUFFER, ws_limits: WebsocketLimits | None = None,
     directory: Path | None = None, file_limits: FileLimits | None = None,
+    known_sessions: int = DEFAULT_KNOWN_SESSIONS,
 ) -> QuartTrio:  # fmt: skip
     """Build the app serving *rt*. Nothing runs until Hypercorn serves it (see ``serve``).
 
@@ -97,6 +133,8 @@ def create_app(
         directory: the Location of sessions created without one (default: cwd), and the
             project directory the file routes are confined to.
         file_limits: bounds of the file and project message routes.
+        known_sessions: how many session ids seen to exist are remembered, sparing the
+            existence check of later requests a store lookup.
     """
     app = QuartTrio("kittiwake")
     app.config["MAX_CONTENT_LENGTH"] = max_body
@@ -104,10 +142,10 @@ def create_app(
     gw = Gateway(
         rt, password=password, heartbeat=heartbeat, sse_buffer=sse_buffer,
         ws_limits=ws_limits or WebsocketLimits(), directory=directory or Path.cwd(),
+        origins=frozenset(cors_origins or ()), max_body=max_body, known_sessions=known_sessions,
     )  # fmt: skip
     app.extensions[_EXTENSION] = gw
-    origins = frozenset(cors_origins or ())
-    _install_guards(app, gw, origins)
+    _install_guards(app, gw)
     _install_errors(app)
     _install_session_routes(app, gw)
     _install_streams(app, gw)
@@ -119,7 +157,8 @@ def create_app(
 # -- guards: auth, CORS -------------------------------------------------------------------
 
 
-def _authorized(header: str | None, password: str) -> bool:
+def authorized(header: str | None, password: str) -> bool:
+    """Whether an ``Authorization`` header carries HTTP basic auth with *password*."""
     if not header or not header.lower().startswith("basic "):
         return False
     try:
@@ -133,16 +172,29 @@ def _authorized(header: str | None, password: str) -> bool:
 def _unauthorized() -> Response:
     body = {"_tag": "UnauthorizedError", "message": "Missing or wrong password"}
     return Response(
-        encode(body), status=401, content_type="application/json",
+        encode(body), status=401, content_type=JSON,
         headers={"WWW-Authenticate": 'Basic realm="kittiwake", charset="UTF-8"'},
     )  # fmt: skip
 
 
-def _install_guards(app: QuartTrio, gw: Gateway, origins: frozenset[str]) -> None:
+def cors_headers(origin: str | None, origins: frozenset[str]) -> list[tuple[str, str]]:
+    """The CORS headers every answer to a request from *origin* carries (none if not allowed)."""
+    if not origin or not ("*" in origins or origin in origins):
+        return []
+    return [
+        ("Access-Control-Allow-Origin", origin),
+        ("Access-Control-Allow-Credentials", "true"),
+        ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
+        ("Access-Control-Allow-Methods", "GET, POST, OPTIONS"),
+        ("Vary", "Origin"),
+    ]
+
+
+def _install_guards(app: QuartTrio, gw: Gateway) -> None:
     @app.before_request
     async def _check_request() -> Response | None:
         if gw.password and request.method != "OPTIONS":
-            if not _authorized(request.headers.get("Authorization"), gw.password):
+            if not authorized(request.headers.get("Authorization"), gw.password):
                 return _unauthorized()
         # Read (and cache) every body up front, bounded by max_body: a route that answers
         # without reading it would otherwise leave unread bytes on a keep-alive connection,
@@ -152,42 +204,45 @@ def _install_guards(app: QuartTrio, gw: Gateway, origins: frozenset[str]) -> Non
 
     @app.before_websocket
     async def _check_websocket() -> Response | None:
-        if gw.password and not _authorized(websocket.headers.get("Authorization"), gw.password):
+        if gw.password and not authorized(websocket.headers.get("Authorization"), gw.password):
             return _unauthorized()
         return None
 
     @app.after_request
     async def _cors(response: Response) -> Response:
-        origin = request.headers.get("Origin")
-        if origin and ("*" in origins or origin in origins):
-            response.headers["Access-Control-Allow-Origin"] = origin
-            response.headers["Access-Control-Allow-Credentials"] = "true"
-            response.headers["Access-Control-Allow-Headers"] = "Authorization, Content-Type"
-            response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
-            response.headers["Vary"] = "Origin"
+        for name, value in cors_headers(request.headers.get("Origin"), gw.origins):
+            response.headers[name] = value
         return response
+
+
+_HTTP_TAGS: Final = {
+    401: "UnauthorizedError", 404: "NotFoundError", 405: "MethodNotAllowedError",
+    413: "PayloadTooLargeError",
+}  # fmt: skip
+
+
+def error_answer(exc: GatewayError | KittiwakeError | HTTPException) -> tuple[int, bytes]:
+    """The status and ``{"_tag","message",...}`` body answering *exc*; 5xx runtime errors
+    are logged."""
+    if isinstance(exc, HTTPException):
+        code = exc.code or 500
+        tag = _HTTP_TAGS.get(code, "InvalidRequestError" if code < 500 else "UnknownError")
+        return code, encode({"_tag": tag, "message": exc.description or exc.name})
+    if isinstance(exc, KittiwakeError):
+        error = error_for(exc)
+        if error.status >= 500:
+            _log.error("request failed", extra={"tag": exc.tag, "error": exc.message})
+        exc = error
+    return exc.status, encode(error_body(exc))
 
 
 def _install_errors(app: QuartTrio) -> None:
     @app.errorhandler(GatewayError)
-    async def _gateway_error(exc: GatewayError) -> Response:
-        return _json(error_body(exc), status=exc.status)
-
     @app.errorhandler(KittiwakeError)
-    async def _runtime_error(exc: KittiwakeError) -> Response:
-        error = error_for(exc)
-        if error.status >= 500:
-            _log.error("request failed", extra={"tag": exc.tag, "error": exc.message})
-        return _json(error_body(error), status=error.status)
-
     @app.errorhandler(HTTPException)
-    async def _http_error(exc: HTTPException) -> Response:
-        code = exc.code or 500
-        tag = {
-            401: "UnauthorizedError", 404: "NotFoundError", 405: "MethodNotAllowedError",
-            413: "PayloadTooLargeError",
-        }.get(code, "InvalidRequestError" if code < 500 else "UnknownError")  # fmt: skip
-        return _json({"_tag": tag, "message": exc.description or exc.name}, status=code)
+    async def _error(exc: GatewayError | KittiwakeError | HTTPException) -> Response:
+        status, body = error_answer(exc)
+        return Response(body, status=status, content_type=JSON)
 
 
 async def _request_body() -> bytes:
@@ -196,11 +251,38 @@ async def _request_body() -> bytes:
 
 
 def _json(body: Any, *, status: int = 200) -> Response:
-    return Response(encode(body), status=status, content_type="application/json")
+    return Response(encode(body), status=status, content_type=JSON)
 
 
 def _no_content() -> Response:
     return Response(b"", status=204)
+
+
+# -- the hot routes' answers, shared with the fast path (gateway/_fast.py) -----------------
+
+
+async def admit_prompt(rt: Runtime, session_id: str, data: bytes) -> bytes:
+    """``POST /api/session/{id}/prompt``: admit the decoded body durably; the receipt's JSON.
+
+    Raises ``GatewayError`` (400) for a malformed body and the runtime's errors (unknown
+    session, conflicting retry). Cancellation before the runtime acknowledges the write
+    leaves the prompt admitted or not, never half-written; an exact retry is safe.
+    """
+    body = decode_body(data, PromptBody)
+    receipt = await rt.sessions.prompt(
+        session_id, prompt=body.prompt, id=body.id, delivery=body.delivery, resume=body.resume
+    )
+    return encode({"data": receipt})
+
+
+async def wait_idle(gw: Gateway, session_id: str) -> None:
+    """``POST /api/session/{id}/wait``: return once the session is idle.
+
+    Raises ``SessionNotFoundError`` for an unknown session; cancellation stops waiting and
+    changes nothing.
+    """
+    await gw.check_session(session_id)
+    await gw.rt.sessions.wait_idle(session_id)
 
 
 # -- V2 session routes --------------------------------------------------------------------
@@ -235,7 +317,7 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
 
     @app.get("/api/health")
     async def health() -> Response:
-        return _json({"healthy": True})
+        return Response(HEALTHY, content_type=JSON)
 
     @app.get("/api/session")
     async def list_sessions() -> Response:
@@ -260,27 +342,24 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
 
     @app.post("/api/session/<session_id>/prompt")
     async def prompt(session_id: str) -> Response:
-        body = decode_body(await _request_body(), PromptBody)
-        receipt = await rt.sessions.prompt(
-            session_id, prompt=body.prompt, id=body.id, delivery=body.delivery, resume=body.resume
+        return Response(
+            await admit_prompt(rt, session_id, await _request_body()), content_type=JSON
         )
-        return _json({"data": receipt})
 
     @app.post("/api/session/<session_id>/interrupt")
     async def interrupt(session_id: str) -> Response:
-        await rt.sessions.get(session_id)
+        await gw.check_session(session_id)
         await rt.sessions.interrupt(session_id)
         return _no_content()
 
     @app.post("/api/session/<session_id>/wait")
     async def wait(session_id: str) -> Response:
-        await rt.sessions.get(session_id)
-        await rt.sessions.wait_idle(session_id)
+        await wait_idle(gw, session_id)
         return _no_content()
 
     @app.post("/api/session/<session_id>/compact")
     async def compact(session_id: str) -> Response:
-        await rt.sessions.get(session_id)
+        await gw.check_session(session_id)
         raise GatewayError(
             "ServiceUnavailableError", "Compaction is not available yet", service="compaction"
         )
@@ -288,14 +367,14 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
     @app.post("/api/session/<session_id>/agent")
     async def switch_agent(session_id: str) -> Response:
         body = decode_body(await _request_body(), AgentBody)
-        await rt.sessions.get(session_id)
+        await gw.check_session(session_id)
         await rt.sessions.switch_agent(session_id, body.agent)
         return _no_content()
 
     @app.post("/api/session/<session_id>/model")
     async def switch_model(session_id: str) -> Response:
         body = decode_body(await _request_body(), ModelBody)
-        await rt.sessions.get(session_id)
+        await gw.check_session(session_id)
         await rt.sessions.switch_model(session_id, body.model)
         return _no_content()
 
@@ -317,7 +396,7 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
 
     @app.get("/api/session/<session_id>/message/<message_id>")
     async def message(session_id: str, message_id: str) -> Response:
-        await rt.sessions.get(session_id)
+        await gw.check_session(session_id)
         entry = await rt.storage.read(lambda s: s.message_entry(message_id))
         if entry is None or entry[0] != session_id:
             raise GatewayError(
@@ -333,7 +412,7 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
 
     @app.post("/api/session/<session_id>/permission")
     async def create_permission(session_id: str) -> Response:
-        await rt.sessions.get(session_id)
+        await gw.check_session(session_id)
         raise GatewayError(
             "NotImplementedError",
             "Permission requests are created by tool calls under the agent's rules; "
@@ -441,7 +520,7 @@ def _install_streams(app: QuartTrio, gw: Gateway) -> None:
     @app.get("/api/session/<session_id>/event")
     async def session_events(session_id: str) -> Response:
         after = _after_arg()
-        await rt.sessions.get(session_id)
+        await gw.check_session(session_id)
 
         async def produce(send: trio.MemorySendChannel[bytes]) -> None:
             async with follow(rt, session_id, after) as events:

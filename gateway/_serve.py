@@ -12,6 +12,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from actors import Runtime
 from gateway._app import DEFAULT_MAX_BODY, create_app, gateway_of
+from gateway._fast import FastPath
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Server", "serve"]
 
@@ -71,8 +72,12 @@ async def serve(
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(
                 lambda task_status: hypercorn_serve(
-                    app, config, shutdown_trigger=stop.wait, task_status=task_status
-                )
+                    FastPath(app, gateway_of(app)),
+                    config,
+                    shutdown_trigger=stop.wait,
+                    task_status=task_status,
+                    mode="asgi",
+                )  # fmt: skip
             )
             await started(binds)
     finally:

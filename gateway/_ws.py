@@ -163,7 +163,7 @@ class _Connection:
             after = frame.get("after")
             if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
                 raise GatewayError("InvalidRequestError", "after must be an integer seq")
-            await rt.sessions.get(session_id)
+            await self._gw.check_session(session_id)
             self.subscribe(session_id, after)
             return None
         if kind == "unsubscribe":
@@ -181,7 +181,7 @@ class _Connection:
                 raise GatewayError("InvalidRequestError", f"Invalid reply: {exc}") from None
             await reply_permission(rt, session_id, request_id, answer)
             return None
-        await rt.sessions.get(session_id)
+        await self._gw.check_session(session_id)
         if kind == "interrupt":
             await rt.sessions.interrupt(session_id)
             return None

@@ -1,0 +1,145 @@
+"""The hot routes answered in front of Quart give the answers Quart's own routes give.
+
+A body sent without ``content-length`` (chunked) is passed to Quart untouched, so the same
+request is answered once by each path and the answers are compared.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+
+import httpx
+import trio
+
+from gateway import create_app
+from runtime import Location
+from runtime.llm import LLMEvent, LLMRequest
+
+from .conftest import answer, served
+
+
+async def chunked(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def both(client: httpx.AsyncClient, path: str, data: bytes) -> list[httpx.Response]:
+    """POST *data* once with ``content-length`` (fast path) and once chunked (Quart)."""
+    fast = await client.post(path, content=data)
+    slow = await client.post(path, content=chunked(data))
+    assert "content-length" in fast.request.headers
+    assert "content-length" not in slow.request.headers
+    return [fast, slow]
+
+
+async def test_fast_and_quart_answers_agree(tmp_path):
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = (await client.post("/api/session", json={})).json()["data"]["id"]
+        health = await client.get("/api/health")
+        assert (health.status_code, health.json()) == (200, {"healthy": True})
+        assert health.headers["content-type"] == "application/json"
+
+        cases = [
+            (f"/api/session/{sid}/prompt", b'{"prompt":{}}', 400),
+            (f"/api/session/{sid}/prompt", b"{bad", 400),
+            (f"/api/session/{sid}/prompt", b"", 400),
+            (f"/api/session/{sid}/prompt", b'{"prompt":{"text":"hi"},"x":1}', 400),
+            ("/api/session/ses_nope/prompt", b'{"prompt":{"text":"hi"}}', 404),
+            ("/api/session/not-an-id/prompt", b'{"prompt":{"text":"hi"}}', 400),
+            ("/api/session/ses_nope/wait", b"", 404),
+        ]
+        for path, data, status in cases:
+            fast, slow = await both(client, path, data)
+            assert fast.status_code == slow.status_code == status, (path, data)
+            assert fast.json() == slow.json(), (path, data)
+            assert fast.headers["content-type"] == slow.headers["content-type"]
+
+        exact = b'{"id":"msg_01HZXJ5Q7Y0000000000000000","prompt":{"text":"hi"}}'
+        fast, slow = await both(client, f"/api/session/{sid}/prompt", exact)
+        assert fast.status_code == slow.status_code == 200
+        assert fast.json() == slow.json()  # an exact retry returns the identical receipt
+        for _ in range(2):
+            fast, slow = await both(client, f"/api/session/{sid}/wait", b"")
+            assert fast.status_code == slow.status_code == 204
+            assert fast.content == slow.content == b""
+        messages = (await client.get(f"/api/session/{sid}/message")).json()["data"]
+        assert [m["type"] for m in messages] == ["assistant", "user"]
+
+
+async def test_fast_path_guards_match_quart(tmp_path):
+    options = {"password": "s3cret", "cors_origins": ["http://app.example"], "max_body": 64}
+    async with served(tmp_path, **options) as g, httpx.AsyncClient(base_url=g.url) as client:
+        token = base64.b64encode(b"kittiwake:s3cret").decode()
+        auth = {"Authorization": f"Basic {token}"}
+        refused = await client.get("/api/health")
+        assert refused.status_code == 401
+        assert refused.json()["_tag"] == "UnauthorizedError"
+        assert refused.headers["www-authenticate"].startswith("Basic")
+        wrong = await client.get("/api/health", headers={"Authorization": "Basic eDp5"})
+        assert wrong.status_code == 401
+
+        origin = {"Origin": "http://app.example"}
+        health = await client.get("/api/health", headers={**auth, **origin})
+        assert health.status_code == 200
+        assert health.headers["access-control-allow-origin"] == "http://app.example"
+        assert health.headers["vary"] == "Origin"
+        other = await client.get("/api/health", headers={**auth, "Origin": "http://evil"})
+        assert "access-control-allow-origin" not in other.headers
+
+        sid = (await client.post("/api/session", json={}, headers=auth)).json()["data"]["id"]
+        path = f"/api/session/{sid}/prompt"
+        too_large = b'{"prompt":{"text":"' + b"x" * 100 + b'"}}'
+        fast = await client.post(path, content=too_large, headers={**auth, **origin})
+        slow = await client.post(path, content=chunked(too_large), headers={**auth, **origin})
+        assert fast.status_code == slow.status_code == 413
+        assert fast.json() == slow.json()
+        assert fast.json()["_tag"] == "PayloadTooLargeError"
+        bad = await client.post(path, content=b"{bad", headers={**auth, **origin})
+        assert bad.status_code == 400
+        assert bad.headers["access-control-allow-origin"] == "http://app.example"
+        waited = await client.post(f"/api/session/{sid}/wait", headers={**auth, **origin})
+        assert waited.status_code == 204
+        assert waited.headers["access-control-allow-origin"] == "http://app.example"
+        unauthorized = await client.post(f"/api/session/{sid}/wait")
+        assert unauthorized.status_code == 401
+
+
+class GatedLLM:
+    """Answers once *gate* is set, so a turn stays busy as long as the test needs."""
+
+    def __init__(self) -> None:
+        self.gate = trio.Event()
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[LLMEvent]:
+        await self.gate.wait()
+        for event in answer("late"):
+            yield event
+
+
+async def test_a_client_leaving_a_wait_leaves_the_server_serving(tmp_path):
+    llm = GatedLLM()
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = (await client.post("/api/session", json={})).json()["data"]["id"]
+        await client.post(f"/api/session/{sid}/prompt", json={"prompt": {"text": "hi"}})
+        with trio.move_on_after(0.2) as waiting:
+            async with httpx.AsyncClient(base_url=g.url) as leaving:
+                await leaving.post(f"/api/session/{sid}/wait")
+        assert waiting.cancelled_caught  # the turn was still waiting for the provider
+        assert (await client.get("/api/health")).status_code == 200
+        llm.gate.set()
+        assert (await client.post(f"/api/session/{sid}/wait")).status_code == 204
+        messages = (await client.get(f"/api/session/{sid}/message")).json()["data"]
+        assert messages[0]["content"][0]["text"] == "late"
+
+
+async def test_known_sessions_are_bounded(tmp_path):
+    async with served(tmp_path) as g:
+        app = create_app(g.rt, known_sessions=2)
+        gw = app.extensions["kittiwake"]
+        where = Location(directory=str(tmp_path))
+        ids = [(await g.rt.sessions.create(location=where)).id for _ in range(3)]
+        for sid in ids:
+            await gw.check_session(sid)
+        assert list(gw._known) == ids[1:]
+        await gw.check_session(ids[1])
+        assert list(gw._known) == [ids[2], ids[1]]
