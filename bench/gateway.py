@@ -211,6 +211,7 @@ class Series(msgspec.Struct, kw_only=True):
     p95: float
     rate: float
     concurrent: float | None = None
+    client_cpu: float | None = None  # the client's own CPU seconds per sequential prompt
 
 
 def _summary(samples: list[float]) -> Series:
@@ -225,7 +226,9 @@ async def _http_series(url: str, args: argparse.Namespace) -> Series:
         sid = (await client.post("/api/session", json={})).json()["data"]["id"]
         for _ in range(5):
             await _prompt(client, sid)
+        cpu = time.process_time()
         series = _summary([await _prompt(client, sid) for _ in range(args.sequential)])
+        series.client_cpu = (time.process_time() - cpu) / args.sequential
         await _check_answered(client, sid)
         sids = [
             (await client.post("/api/session", json={})).json()["data"]["id"]
@@ -289,7 +292,9 @@ async def _ws_series(url: str, args: argparse.Namespace) -> Series:
         await until(lambda f: f.get("type") == "reply" and f.get("ref") == subscribed)
         for _ in range(5):
             await prompt()
+        cpu = time.process_time()
         series = _summary([await prompt() for _ in range(args.sequential)])
+        series.client_cpu = (time.process_time() - cpu) / args.sequential
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         await _check_answered(client, sid)
     return series
@@ -334,6 +339,8 @@ def _print_series(label: str, runs: list[Series]) -> None:
     )
     if runs[0].concurrent is not None:
         line += f"; at once: {med(lambda s: s.concurrent):6.1f} prompts/s"
+    if runs[0].client_cpu is not None:
+        line += f"; client CPU {med(lambda s: s.client_cpu) * 1000:.1f} ms/prompt"
     per_run = ", ".join(f"{s.median * 1000:.1f}" for s in runs)
     print(f"{line}  (run medians ms: {per_run})", flush=True)
 
@@ -355,9 +362,10 @@ async def _measure(args: argparse.Namespace) -> None:
                         results[provider].append(await _http_series(url, args))
                         if provider == "openai":
                             results["ws"].append(await _ws_series(url, args))
-    _print_series("HTTP, OpenAI-compatible mock", results["openai"])
-    _print_series("websocket, same mock", results["ws"])
-    _print_series("HTTP, in-process ScriptedLLM", results["scripted"])
+    if args.runs:
+        _print_series("HTTP, OpenAI-compatible mock", results["openai"])
+        _print_series("websocket, same mock", results["ws"])
+        _print_series("HTTP, in-process ScriptedLLM", results["scripted"])
     if args.cold:
         colds, rss = await _cold(args)
         per_run = ", ".join(f"{c:.2f}" for c in colds)
