@@ -173,8 +173,9 @@ async def _wait_healthy(url: str, deadline: float, path: str = "/api/health") ->
 
 
 @asynccontextmanager
-async def _child(argv: list[str], url: str, path: str) -> AsyncIterator[None]:
-    """Run this file with *argv* in a child process until it answers *path*; stop it on exit."""
+async def _child(argv: list[str], url: str, path: str) -> AsyncIterator[int]:
+    """Run this file with *argv* in a child process until it answers *path*; yield its pid
+    and stop it on exit."""
     async with trio.open_nursery() as nursery:
         proc = await nursery.start(
             partial(
@@ -184,7 +185,7 @@ async def _child(argv: list[str], url: str, path: str) -> AsyncIterator[None]:
         )  # fmt: skip
         try:
             await _wait_healthy(url, time.perf_counter() + 30, path)
-            yield
+            yield proc.pid
         finally:
             proc.terminate()
 
@@ -300,6 +301,43 @@ async def _ws_series(url: str, args: argparse.Namespace) -> Series:
     return series
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process *pid*, all threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _request_costs(url: str, pid: int, n: int) -> dict[str, tuple[float, float]]:
+    """Median latency and server CPU of single requests: the fast path's routes, and the
+    same ``wait`` sent chunked (no content-length), which the fast path leaves to Quart."""
+
+    async def chunked() -> AsyncIterator[bytes]:
+        yield b""
+
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        sid = (await client.post("/api/session", json={})).json()["data"]["id"]
+        kinds: dict[str, Callable[[], Any]] = {
+            "GET /api/health (fast path)": lambda: client.get("/api/health"),
+            "POST /wait, idle session (fast path)": lambda: client.post(f"/api/session/{sid}/wait"),
+            "POST /wait, chunked (Quart)": lambda: client.post(
+                f"/api/session/{sid}/wait", content=chunked()
+            ),
+            "GET /api/session/{id} (Quart)": lambda: client.get(f"/api/session/{sid}"),
+        }
+        out: dict[str, tuple[float, float]] = {}
+        for name, send in kinds.items():
+            for _ in range(20):
+                (await send()).raise_for_status()
+            samples = []
+            cpu = _cpu_seconds(pid)
+            for _ in range(n):
+                start = time.perf_counter()
+                (await send()).raise_for_status()
+                samples.append(time.perf_counter() - start)
+            out[name] = (statistics.median(samples), (_cpu_seconds(pid) - cpu) / n)
+        return out
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -349,6 +387,7 @@ async def _measure(args: argparse.Namespace) -> None:
     print(f"{args.runs} run(s): {args.sequential} sequential prompts, {args.concurrent} "
           f"sessions at once x {args.rounds} rounds", flush=True)  # fmt: skip
     results: dict[str, list[Series]] = {"openai": [], "ws": [], "scripted": []}
+    costs: list[dict[str, tuple[float, float]]] = []
     for _ in range(args.runs):
         mock_port = _free_port()
         mock = f"http://127.0.0.1:{mock_port}"
@@ -358,14 +397,22 @@ async def _measure(args: argparse.Namespace) -> None:
                     port = _free_port()
                     url = f"http://127.0.0.1:{port}"
                     which = mock if provider == "openai" else "scripted"
-                    async with _child(["--serve", str(port), tmp, which], url, "/api/health"):
+                    argv = ["--serve", str(port), tmp, which]
+                    async with _child(argv, url, "/api/health") as pid:
                         results[provider].append(await _http_series(url, args))
                         if provider == "openai":
                             results["ws"].append(await _ws_series(url, args))
+                            costs.append(await _request_costs(url, pid, args.requests))
     if args.runs:
         _print_series("HTTP, OpenAI-compatible mock", results["openai"])
         _print_series("websocket, same mock", results["ws"])
         _print_series("HTTP, in-process ScriptedLLM", results["scripted"])
+    if costs:
+        print(f"one request, {args.requests} times (median latency, server CPU per request):")
+        for name in costs[0]:
+            latency = statistics.median(c[name][0] for c in costs) * 1000
+            cpu = statistics.median(c[name][1] for c in costs) * 1000
+            print(f"  {name:<40} {latency:5.2f} ms, server CPU {cpu:4.2f} ms")
     if args.cold:
         colds, rss = await _cold(args)
         per_run = ", ".join(f"{c:.2f}" for c in colds)
@@ -383,6 +430,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cold", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=500)
     args = parser.parse_args()
     try:
         if args.mock_openai:
