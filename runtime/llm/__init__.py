@@ -70,6 +70,7 @@ from ._events import ToolInputStart as ToolInputStart
 from ._gemini import SKIP_SIGNATURE as SKIP_SIGNATURE
 from ._gemini import GeminiDecoder as GeminiDecoder
 from ._gemini import encode_gemini as encode_gemini
+from ._lowering import LoweringCache as LoweringCache
 from ._lowering import wrap_system_update as wrap_system_update
 from ._openai_chat import ChatDecoder as ChatDecoder
 from ._openai_chat import encode_chat as encode_chat
@@ -140,6 +141,7 @@ __all__ = [
     "LLMEvent",
     "LLMRequest",
     "LONG_CONTEXT_THRESHOLD",
+    "LoweringCache",
     "MODELS_DEV_URL",
     "Message",
     "ModelCost",

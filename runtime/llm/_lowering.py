@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -12,6 +13,7 @@ from ._events import LLMEvent, ToolCall, ToolInputEnd
 from ._schema import FilePart, TextPart, ToolResultPart
 
 __all__ = [
+    "LoweringCache",
     "data_url",
     "dumps",
     "finish_tool_call",
@@ -24,6 +26,47 @@ __all__ = [
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
+M = TypeVar("M")
+T = TypeVar("T")
+
+
+class LoweringCache:
+    """Wire shapes of history messages already lowered, by message identity.
+
+    A session sends the same immutable message objects turn after turn, so a protocol
+    whose messages lower one by one lowers each of them once instead of on every request.
+
+    Args:
+        max_entries: messages kept, least recently used out (0 keeps none). An entry holds
+            its message, so a message's id cannot be reused while it is cached.
+
+    Shapes are shared between requests and must not be mutated. Use from one thread.
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        if max_entries < 0:
+            raise ValueError("max_entries must be >= 0")
+        self._max = max_entries
+        self._entries: OrderedDict[tuple[int, Hashable], tuple[object, Any]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lower(self, message: M, variant: Hashable, build: Callable[[M], T]) -> T:
+        """``build(message)``, computed once per message and *variant* (the route fields
+        the shape depends on) while the entry stays cached."""
+        key = (id(message), variant)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is message:
+            self._entries.move_to_end(key)
+            shape: T = entry[1]
+            return shape
+        shape = build(message)
+        if self._max:
+            self._entries[key] = (message, shape)
+            if len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        return shape
 
 
 def dumps(value: Any) -> bytes:

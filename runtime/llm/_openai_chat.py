@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -21,7 +22,7 @@ from ._events import (
     ToolInputDelta,
     ToolInputStart,
 )
-from ._lowering import data_url, dumps, finish_tool_call, tool_result_payload
+from ._lowering import LoweringCache, data_url, dumps, finish_tool_call, tool_result_payload
 from ._route import Route, WireRequest
 from ._schema import (
     AssistantMessage,
@@ -51,11 +52,21 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning")
 _decode = msgspec.json.Decoder().decode
 
 
-def encode_chat(request: LLMRequest, route: Route) -> WireRequest:
-    """Encode *request* as a streaming ``POST {base}/chat/completions``."""
+def encode_chat(
+    request: LLMRequest, route: Route, *, cache: LoweringCache | None = None
+) -> WireRequest:
+    """Encode *request* as a streaming ``POST {base}/chat/completions``.
+
+    With a *cache*, each history message is lowered once (per reasoning field).
+    """
     messages: list[dict[str, Any]] = [{"role": "system", "content": s} for s in request.system]
-    for message in request.messages:
-        messages.extend(_message(message, route))
+    if cache is None:
+        for message in request.messages:
+            messages.extend(_message(message, route))
+    else:
+        lower = partial(_message, route=route)
+        for message in request.messages:
+            messages.extend(cache.lower(message, route.reasoning_field, lower))
     body: dict[str, Any] = {"model": route.model_id, "messages": messages, "stream": True}
     body["stream_options"] = {"include_usage": True}
     if request.tools:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -23,7 +24,14 @@ from ._events import (
     ToolInputDelta,
     ToolInputStart,
 )
-from ._lowering import data_url, dumps, finish_tool_call, meta, tool_result_payload
+from ._lowering import (
+    LoweringCache,
+    data_url,
+    dumps,
+    finish_tool_call,
+    meta,
+    tool_result_payload,
+)
 from ._route import Route, WireRequest
 from ._schema import (
     AssistantMessage,
@@ -44,13 +52,22 @@ _OPTION_KEYS = ("parallel_tool_calls", "service_tier", "user")
 _decode = msgspec.json.Decoder().decode
 
 
-def encode_responses(request: LLMRequest, route: Route) -> WireRequest:
-    """Encode *request* as a streaming ``POST {base}/responses`` (stateless by default)."""
+def encode_responses(
+    request: LLMRequest, route: Route, *, cache: LoweringCache | None = None
+) -> WireRequest:
+    """Encode *request* as a streaming ``POST {base}/responses`` (stateless by default).
+
+    With a *cache*, each history message is lowered once (per ``store`` setting).
+    """
     store = bool(request.options.get("store", False))
     body: dict[str, Any] = {"model": route.model_id}
     if request.system:
         body["instructions"] = "\n\n".join(request.system)
-    body["input"] = [item for m in request.messages for item in _items(m, store)]
+    if cache is None:
+        body["input"] = [item for m in request.messages for item in _items(m, store)]
+    else:
+        lower = partial(_items, store=store)
+        body["input"] = [item for m in request.messages for item in cache.lower(m, store, lower)]
     body["stream"] = True
     body["store"] = store
     if request.tools:

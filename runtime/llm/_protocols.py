@@ -9,13 +9,25 @@ from typing import Protocol
 from ._anthropic import AnthropicDecoder, encode_anthropic
 from ._events import LLMEvent
 from ._gemini import GeminiDecoder, encode_gemini
+from ._lowering import LoweringCache
 from ._openai_chat import ChatDecoder, encode_chat
 from ._openai_responses import ResponsesDecoder, encode_responses
 from ._route import ProtocolName, Route, WireRequest
 from ._schema import LLMRequest
 from ._sse import SSEFrame
 
-__all__ = ["ADAPTERS", "ProtocolAdapter", "StreamDecoder"]
+__all__ = ["ADAPTERS", "Encoder", "ProtocolAdapter", "StreamDecoder"]
+
+
+class Encoder(Protocol):
+    """Encode a request for a route; a ``LoweringCache`` lets history messages be
+    lowered once rather than on every request."""
+
+    def __call__(
+        self, request: LLMRequest, route: Route, *, cache: LoweringCache | None = None
+    ) -> WireRequest:
+        """The wire request."""
+        ...
 
 
 class StreamDecoder(Protocol):
@@ -35,13 +47,26 @@ class ProtocolAdapter:
     """Pure encode/decode functions for one wire protocol."""
 
     name: ProtocolName
-    encode: Callable[[LLMRequest, Route], WireRequest]
+    encode: Encoder
     new_decoder: Callable[[Route], StreamDecoder]
     auth_headers: Callable[[str], dict[str, str]]
 
 
 def _bearer(secret: str) -> dict[str, str]:
     return {"authorization": f"Bearer {secret}"}
+
+
+def _whole_history(encode: Callable[[LLMRequest, Route], WireRequest]) -> Encoder:
+    """Anthropic and Gemini merge consecutive same-role messages into one turn and mark
+    cache breakpoints on the last ones, so a message's wire shape depends on its
+    neighbours: these protocols lower the whole history on every request."""
+
+    def encoder(
+        request: LLMRequest, route: Route, *, cache: LoweringCache | None = None
+    ) -> WireRequest:
+        return encode(request, route)
+
+    return encoder
 
 
 ADAPTERS: dict[ProtocolName, ProtocolAdapter] = {
@@ -59,13 +84,13 @@ ADAPTERS: dict[ProtocolName, ProtocolAdapter] = {
     ),
     "anthropic-messages": ProtocolAdapter(
         name="anthropic-messages",
-        encode=encode_anthropic,
+        encode=_whole_history(encode_anthropic),
         new_decoder=lambda route: AnthropicDecoder(),
         auth_headers=lambda secret: {"x-api-key": secret},
     ),
     "gemini": ProtocolAdapter(
         name="gemini",
-        encode=encode_gemini,
+        encode=_whole_history(encode_gemini),
         new_decoder=lambda route: GeminiDecoder(),
         auth_headers=lambda secret: {"x-goog-api-key": secret},
     ),

@@ -15,6 +15,7 @@ from ._catalog import DEFAULT_BASE_URLS, Catalog, ResolvedModel, overlay_generat
 from ._cost import step_cost
 from ._errors import AuthError, CatalogError
 from ._events import LLMEvent, ProviderError, StepFinish
+from ._lowering import LoweringCache
 from ._protocols import ADAPTERS, ProtocolAdapter
 from ._retry import RetryPolicy, stream_with_retry
 from ._route import Route, WireRequest
@@ -29,6 +30,7 @@ __all__ = ["PreparedRequest", "ProviderClient"]
 DEFAULT_IDLE_TIMEOUT = 120.0
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_ERROR_BODY_BYTES = 64 * 1024
+DEFAULT_LOWERING_CACHE_ENTRIES = 4096
 
 
 class PreparedRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,6 +53,8 @@ class ProviderClient:
         idle_timeout: longest silence between body chunks before the attempt fails.
         max_frame_bytes: largest SSE frame accepted.
         max_error_body_bytes: how much of an error body is read for classification.
+        lowering_cache_entries: history messages whose wire shape is kept between
+            requests (OpenAI Chat and Responses lower message by message; 0 disables).
         rng: jitter source.
         sleep: backoff sleep (``trio.sleep``; virtual under ``MockClock``).
         now: wall clock for ``retry-after`` dates and token expiry.
@@ -66,6 +70,7 @@ class ProviderClient:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_error_body_bytes: int = DEFAULT_MAX_ERROR_BODY_BYTES,
+        lowering_cache_entries: int = DEFAULT_LOWERING_CACHE_ENTRIES,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = trio.sleep,
         now: Callable[[], float] = time.time,
@@ -78,6 +83,7 @@ class ProviderClient:
         self._idle_timeout = idle_timeout
         self._max_frame_bytes = max_frame_bytes
         self._max_error_body_bytes = max_error_body_bytes
+        self._lowered = LoweringCache(lowering_cache_entries)
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._now = now
@@ -94,7 +100,7 @@ class ProviderClient:
         credential = await self._auth.credential_for(resolved.provider)
         route = self.route_for(resolved, credential, request)
         effective = _effective_request(request, resolved)
-        wire = ADAPTERS[route.protocol].encode(effective, route)
+        wire = ADAPTERS[route.protocol].encode(effective, route, cache=self._lowered)
         return PreparedRequest(route=route, wire=wire, request=effective, resolved=resolved)
 
     def route_for(

@@ -7,11 +7,13 @@ import msgspec
 import pytest
 
 from runtime.llm import (
+    ADAPTERS,
     AssistantMessage,
     Auth,
     Catalog,
     GenerationControls,
     LLMRequest,
+    LoweringCache,
     ModelRef,
     ProviderClient,
     ProviderError,
@@ -20,6 +22,7 @@ from runtime.llm import (
     ReasoningPart,
     ReasoningStart,
     RetryPolicy,
+    Route,
     StepFinish,
     StepStart,
     SystemMessage,
@@ -577,3 +580,49 @@ async def test_encoding_is_byte_stable_across_clients(models_dev):
                 (await client.prepare(conversation("anthropic", "claude-sonnet-4-5"))).wire.body
             )
     assert len(bodies) == 1
+
+
+def _route(protocol: str, **fields) -> Route:
+    return Route(protocol=protocol, base_url="http://x/v1", model_id="m", **fields)
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
+def test_lowering_cache_gives_the_same_bytes_and_lowers_each_message_once(protocol):
+    encode = ADAPTERS[protocol].encode
+    request = conversation("openai", "gpt-5")
+    store = {"store": True} if protocol == "openai-responses" else {}
+    route = _route(protocol, reasoning_field="reasoning_content")
+    cache = LoweringCache(64)
+    first = encode(request, route, cache=cache)
+    assert first == encode(request, route)  # the cache changes nothing on the wire
+    assert len(cache) == len(request.messages)
+    longer = msgspec.structs.replace(
+        request, messages=[*request.messages, UserMessage(content=[TextPart(text="more")])]
+    )
+    assert encode(longer, route, cache=cache) == encode(longer, route)
+    assert len(cache) == len(request.messages) + 1  # the history was not lowered again
+    assert encode(request, route, cache=cache) == first  # cached shapes were not mutated
+    if store:
+        stored = msgspec.structs.replace(request, options=store)
+        assert encode(stored, route, cache=cache) == encode(stored, route)
+    else:
+        other = _route(protocol, reasoning_field=None)
+        assert encode(request, other, cache=cache) == encode(request, other)
+    assert len(cache) == 2 * len(request.messages) + 1  # one entry per variant
+
+
+def test_lowering_cache_is_bounded_least_recently_used_first():
+    cache = LoweringCache(2)
+    a, b, c = (UserMessage(content=[TextPart(text=t)]) for t in "abc")
+    built: list[str] = []
+
+    def build(message: UserMessage) -> str:
+        built.append(message.content[0].text)
+        return message.content[0].text.upper()
+
+    assert [cache.lower(m, None, build) for m in (a, b, a, c, a, b)] == list("ABACAB")
+    assert built == ["a", "b", "c", "b"]  # b was evicted by c (a was used more recently)
+    assert len(cache) == 2
+    assert LoweringCache(0).lower(a, None, build) == "A" and len(LoweringCache(0)) == 0
+    with pytest.raises(ValueError):
+        LoweringCache(-1)
