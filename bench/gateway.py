@@ -6,9 +6,9 @@ Run: .venv/bin/python bench/gateway.py [--sequential 50] [--concurrent 20] [--ro
 Every server is a child process (this file with ``--serve``): a runtime on a temporary
 DuckDB store served by Hypercorn's trio worker. Two providers are measured:
 
-- ``openai``: a zero-latency local OpenAI-compatible mock, a real HTTP/1.1 server in its
-  own child process (this file with ``--mock-openai``; trio + h11) answering every
-  ``POST /v1/chat/completions`` with one streamed chat-completions SSE answer. The runtime
+- ``openai``: a zero-latency local OpenAI-compatible mock, a real (minimal) HTTP/1.1
+  server on trio in its own child process (this file with ``--mock-openai``) answering
+  every ``POST /v1/chat/completions`` with one streamed chat-completions SSE answer. The runtime
   reaches it through the real ``ProviderClient`` (httpx), configured as a config-only
   ``@ai-sdk/openai-compatible`` provider. This is the benchmark's definition; its figures
   are the headline.
@@ -73,28 +73,40 @@ def _chat_answer() -> bytes:
 
 
 async def _mock_connection(answer: bytes, stream: trio.SocketStream) -> None:
-    """Answer every request on one connection with *answer* (headers and body in one write)."""
-    import h11
+    """Answer every request on one keep-alive connection with *answer*.
 
-    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST)
-    headers = [("content-type", "text/event-stream"), ("content-length", str(len(answer)))]
+    A minimal HTTP/1.1 server, so the mock costs next to nothing beside the gateway:
+    request bodies need a ``content-length`` (httpx sends one), the reply's headers and
+    body leave in one write. Anything else closes the connection.
+    """
+    reply = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
+        + str(len(answer)).encode() + b"\r\n\r\n" + answer
+    )  # fmt: skip
+    buffer = bytearray()
     try:
         while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
+            while (end := buffer.find(b"\r\n\r\n")) < 0:
                 data = await stream.receive_some(65536)
-                conn.receive_data(data)
+                if not data or len(buffer) > MAX_REQUEST:
+                    return
+                buffer += data
+            head = bytes(buffer[:end]).lower()
+            del buffer[: end + 4]
+            if b"\r\ntransfer-encoding:" in head:
+                return
+            _, found, rest = head.partition(b"\r\ncontent-length:")
+            length = int(rest.split(b"\r\n", 1)[0]) if found else 0
+            if length > MAX_REQUEST:
+                return
+            while len(buffer) < length:
+                data = await stream.receive_some(65536)
                 if not data:
                     return
-                continue
-            if isinstance(event, h11.ConnectionClosed):
-                return
-            if isinstance(event, h11.EndOfMessage):
-                reply = conn.send(h11.Response(status_code=200, headers=headers))
-                reply += conn.send(h11.Data(data=answer)) + conn.send(h11.EndOfMessage())
-                await stream.send_all(reply)
-                conn.start_next_cycle()
-    except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
+                buffer += data
+            del buffer[:length]
+            await stream.send_all(reply)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError):
         return
 
 
