@@ -66,6 +66,11 @@ class FastPath:
     async def __call__(
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
+        """Answer one ASGI connection scope (Hypercorn calls this per request).
+
+        A client that disconnects before the answer cancels the route and gets nothing;
+        failures are answered as Quart's error handlers answer them.
+        """
         route = _route(scope) if scope["type"] == "http" else None
         if route is None:
             return await self._app(scope, receive, send)
@@ -85,13 +90,14 @@ class FastPath:
         gw = self._gw
         if not 0 <= length <= gw.max_body or gw.password and not authorized(auth, gw.password):
             return await self._app(scope, receive, send)
+        # Read every body before answering, as Quart's routes do (see gateway/_app.py).
+        try:
+            body = await _read_body(receive) if length or route[0] != "health" else b""
+        except _Disconnected:
+            return
         if route[0] == "health":
             status, payload = 200, HEALTHY
         else:
-            try:
-                body = await _read_body(receive)
-            except _Disconnected:
-                return
             status, payload = await self._answer(route, body, receive)
             if status == 0:
                 return

@@ -48,6 +48,9 @@ async def serve(
 ) -> None:  # fmt: skip
     """Serve *rt* over HTTP until cancelled or ``Server.stop()``; use with ``nursery.start``.
 
+    Hypercorn's trio worker calls ``FastPath`` (``gateway/_fast.py``), which answers the
+    per-prompt routes itself and passes everything else to the Quart app.
+
     ``task_status`` receives the ``Server`` once the socket is bound (port 0 picks a free
     port; ``server.url`` tells which). Cancellation closes the open streams and stops
     Hypercorn. Failure to bind raises ``OSError`` before ``started``.

@@ -54,6 +54,10 @@ async def test_fast_and_quart_answers_agree(tmp_path):
             assert fast.json() == slow.json(), (path, data)
             assert fast.headers["content-type"] == slow.headers["content-type"]
 
+        for _ in range(3):  # a body nobody needs is still read: the connection stays usable
+            with_body = await client.request("GET", "/api/health", content=b"x" * 900_000)
+            assert with_body.status_code == 200
+
         exact = b'{"id":"msg_01HZXJ5Q7Y0000000000000000","prompt":{"text":"hi"}}'
         fast, slow = await both(client, f"/api/session/{sid}/prompt", exact)
         assert fast.status_code == slow.status_code == 200
