@@ -220,10 +220,16 @@ class SessionActor(Actor[Message]):
             promoted = b.promote(sid, cutoff_seq=1 << 62, queued=queued, timestamp=now)
             return promoted, b.pending(sid)
 
+        view = self._history
         # Not waiting for the fdatasync: it runs while the request is assembled, and the
         # turn's own durable write comes after it. Lost only to a power cut before that,
-        # a promotion leaves its prompt pending, to be promoted again at restart.
-        return await self._x.storage.write(write, durable=False)
+        # a promotion leaves its prompt pending, to be promoted again at restart. The
+        # history changes come with the answer instead of a read queued behind the sync.
+        rows, delta = await self._x.storage.write(
+            write, durable=False, then=lambda s: s.history_delta(sid, view.generation, view.version)
+        )
+        view.apply(delta)
+        return rows
 
     def _agent(self) -> AgentInfo:
         info = self._x.session_info(self.session_id)
@@ -237,13 +243,15 @@ class SessionActor(Actor[Message]):
         model = info.model if isinstance(info.model, ev.ModelRef) else self._x.default_model
         location = self._x.location_for(info.location.directory)
         self.set_activity("reconciling context")
+        known = self._epochs.row
         epoch = await self._epochs.reconcile(await location.observe_context())
         view = self._history
-        view.apply(
-            await self._x.storage.read(
-                lambda s: s.history_delta(sid, view.generation, view.version)
+        if epoch is not known:  # context was admitted (or re-read): history may have moved
+            view.apply(
+                await self._x.storage.read(
+                    lambda s: s.history_delta(sid, view.generation, view.version)
+                )
             )
-        )
         final = step >= max_turns
         tools = [] if final else location.registry.definitions(agent)
         request = llm.LLMRequest(

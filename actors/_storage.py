@@ -1,27 +1,38 @@
 """The StorageActor: trio's side of the one DuckDB connection.
 
-Callers send operations into a bounded mailbox. The actor takes everything
-queued (up to ``max_batch``), hands the batch to the store, and answers each
-caller only after the batch committed: group commit falls out of the queue
-filling while the previous batch is being written.
+Callers put operations on a bounded, thread-safe queue that the store's own
+thread drains: everything queued when it finished the previous batch (up to
+``max_batch``) becomes the next group commit. Callers are answered only after
+their batch committed; group commit falls out of the queue filling while the
+previous batch is being written. The store's thread never waits for the trio
+thread between batches, so a busy event loop does not slow the commit pipeline.
 
 Threaded mode (the default) runs the store in a pykka ``ThreadingActor`` that
-owns the connection; results come back through ``TrioToken.run_sync_soon``, so
-the trio thread never blocks on ``.get()``. Inline mode runs the same store on
-the trio thread, for deterministic simulation under a mock clock.
+owns the connection; answers come back through ``TrioToken.run_sync_soon``, one
+callback per batch, so the trio thread never blocks on ``.get()``. Inline mode
+drains the same queue on the trio thread, for deterministic simulation under a
+mock clock.
+
+The trio task of the actor owns the backend's lifecycle: it opens it, and
+crashes (to be restarted by its supervisor, which reopens the store from the
+journal) when the store fails a commit. Operations still queued then are
+dropped and their callers get ``StorageError`` (not written; an exact retry is
+safe).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar, overload
 
 import msgspec
 import pykka
 import trio
 
-from actors._actor import Actor, call
+from actors._actor import Actor, ActorStatistics
 from actors._errors import ActorCrashed, ActorStopped
 from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
@@ -31,6 +42,7 @@ from storage import EventStore, Outcome, StoredEvent, WriteBatch
 __all__ = ["StorageActor", "StorageMode"]
 
 T = TypeVar("T")
+U = TypeVar("U")
 StorageMode = Literal["threaded", "inline"]
 DEFAULT_MAILBOX: Final = 8192
 DEFAULT_MAX_BATCH: Final = 1024
@@ -40,6 +52,7 @@ class _Write(msgspec.Struct, frozen=True):
     op: Callable[[WriteBatch], Any]
     reply: Reply[Any]
     durable: bool = True
+    then: Callable[[EventStore], Any] | None = None
 
 
 class _Read(msgspec.Struct, frozen=True):
@@ -48,10 +61,11 @@ class _Read(msgspec.Struct, frozen=True):
 
 
 _Request = _Write | _Read
+_Post = Callable[..., None]
 
 
 class _DuckThread(pykka.ThreadingActor):
-    """The pykka thread that owns the store. Every message is (job, callback)."""
+    """The pykka thread that owns the store. Every message is a job run on the store."""
 
     def __init__(self, directory: Path, options: dict[str, Any]) -> None:
         super().__init__()
@@ -60,22 +74,21 @@ class _DuckThread(pykka.ThreadingActor):
         self.store: EventStore | None = None
 
     def on_receive(self, message: Any) -> None:
-        job, post = message
+        job: Callable[[EventStore | Exception], None] = message
         try:
             if self.store is None:
                 self.store = EventStore.open(self._directory, **self._options)
-            result: Any = job(self.store)
-        except Exception as exc:  # noqa: BLE001 - posted back to trio, which decides
-            post(None, exc)
+        except Exception as exc:  # noqa: BLE001 - handed to the job, which reports it
+            job(exc)
         else:
-            post(result, None)
+            job(self.store)
 
     def on_stop(self) -> None:
         if self.store is not None:
             self.store.close()
 
 
-class StorageActor(Actor[_Request]):
+class StorageActor(Actor[Any]):
     """Group-committing front of the event store; see the module docstring.
 
     Args:
@@ -83,7 +96,7 @@ class StorageActor(Actor[_Request]):
         hub: where committed events are published after each batch.
         mode: ``"threaded"`` (pykka thread) or ``"inline"`` (trio thread).
         max_batch: most operations in one commit.
-        mailbox_bound: most queued operations before senders wait.
+        mailbox_bound: most operations queued or in flight before senders wait.
         store_options: passed to :meth:`EventStore.open` (``fsync``, ``backup_every``).
     """
 
@@ -99,21 +112,46 @@ class StorageActor(Actor[_Request]):
         mailbox_bound: int = DEFAULT_MAILBOX,
         store_options: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__("storage", mailbox=open_mailbox(mailbox_bound), label=str(directory))
+        # The mailbox carries nothing: requests go on the queue the store's thread drains.
+        super().__init__("storage", mailbox=open_mailbox(0), label=str(directory))
         self._directory = directory
         self._hub = hub
         self._mode = mode
         self._max_batch = max_batch
+        self._bound = mailbox_bound
+        self._slots = trio.Semaphore(mailbox_bound)
         self._options = store_options or {}
         self._thread: pykka.ActorRef[Any] | None = None
         self._inline: EventStore | None = None
+        self._lock = threading.Lock()
+        self._queue: deque[_Request] = deque()
+        self._draining = False
+        self._serving = False
+        self._wake = trio.Event()
+        self._failure: str | None = None
+        self._failed = trio.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
         self.batches = 0
-        self.ready = trio.Event()
         self.last_batch = 0
+        self.peak_depth = 0
+        self.requests = 0
+        self.ready = trio.Event()
 
     # -- client side ------------------------------------------------------------------
 
-    async def write(self, op: Callable[[WriteBatch], T], *, durable: bool = True) -> T:
+    @overload
+    async def write(self, op: Callable[[WriteBatch], T], *, durable: bool = True) -> T: ...
+
+    @overload
+    async def write(
+        self, op: Callable[[WriteBatch], T], *, durable: bool = True,
+        then: Callable[[EventStore], U],
+    ) -> tuple[T, U]: ...  # fmt: skip
+
+    async def write(
+        self, op: Callable[[WriteBatch], Any], *, durable: bool = True,
+        then: Callable[[EventStore], Any] | None = None,
+    ) -> Any:  # fmt: skip
         """Run *op* in the next group commit; return its value once the batch is durable.
 
         ``durable=False`` answers once the batch is written to the journal, while its
@@ -122,128 +160,224 @@ class StorageActor(Actor[_Request]):
         answered; only a power loss before that can drop it. For writes whose loss
         would only make work be redone (a promotion before its provider turn).
 
+        With *then*, a read run on the store right after the batch is journaled (so it
+        sees the batch) and answered with it: ``(op's value, then's value)``, saving a
+        separate read that would queue behind the fdatasync.
+
         Raises whatever *op* raised (nothing of it was written), or StorageError when
         the commit failed or the actor stopped before answering (a restart: the write
         was not acknowledged; an exact retry is safe). Cancellation abandons the wait;
         the write may still commit.
         """
-        try:
-            result: T = await call(self, lambda reply: _Write(op, reply, durable))
-        except (ActorCrashed, ActorStopped) as exc:
-            raise StorageError(f"storage stopped before answering; not written: {exc}") from exc
-        return result
+        return await self._submit(lambda reply: _Write(op, reply, durable, then))
 
     async def read(self, op: Callable[[EventStore], T]) -> T:
-        """Run *op* against the store after the current batch; return its value."""
-        try:
-            result: T = await call(self, lambda reply: _Read(op, reply))
-        except (ActorCrashed, ActorStopped) as exc:
-            raise StorageError(f"storage stopped before answering: {exc}") from exc
+        """Run *op* against the store after the current batch; return its value.
+
+        Raises what *op* raised, or StorageError when the actor stopped first.
+        Cancellation abandons the wait.
+        """
+        result: T = await self._submit(lambda reply: _Read(op, reply))
         return result
+
+    async def _submit(self, make: Callable[[Reply[Any]], _Request]) -> Any:
+        if self.state in ("passivated", "stopped", "dead"):
+            raise StorageError(f"storage is {self.state}; not written")
+        reply: Reply[Any] = Reply()
+        self._pending.add(reply)
+        try:
+            async with self._slots:
+                self._enqueue(make(reply))
+                try:
+                    return await reply.wait()
+                except (ActorCrashed, ActorStopped) as exc:
+                    raise StorageError(f"storage stopped before answering: {exc}") from exc
+        finally:
+            self._pending.discard(reply)
+            reply._abandon()
+
+    def _enqueue(self, request: _Request) -> None:
+        with self._lock:
+            self._queue.append(request)
+            self.requests += 1
+            self.peak_depth = max(self.peak_depth, len(self._queue))
+            start = self._serving and not self._draining
+            if start:
+                self._draining = True
+        if start:
+            self._kick()
+
+    def _kick(self) -> None:
+        if self._mode == "inline":
+            self._wake.set()
+        else:
+            assert self._thread is not None
+            self._thread.tell(self._drain)
+
+    def statistics(self) -> ActorStatistics:
+        """The actor's statistics, with the request queue as its mailbox."""
+        slots = self._slots.statistics()
+        return msgspec.structs.replace(
+            super().statistics(), mailbox_depth=len(self._queue), mailbox_bound=self._bound,
+            mailbox_peak=self.peak_depth, blocked_senders=slots.tasks_waiting,
+            messages_in=self.requests, messages_out=self.requests - len(self._queue),
+        )  # fmt: skip
 
     # -- actor side -------------------------------------------------------------------
 
     async def run(self) -> None:
+        self._failure, self._failed = None, trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
         await self._start_backend()
         try:
             self.mark_running()
             self.ready.set()
-            while True:
-                batch = [await self.mailbox.receive()]
-                while len(batch) < self._max_batch:
-                    try:
-                        batch.append(self.mailbox.receive_nowait())
-                    except trio.WouldBlock:
-                        break
-                await self._serve(batch)
+            with self._lock:
+                self._serving = True
+                start = bool(self._queue) and not self._draining
+                self._draining = self._draining or start
+            if start:
+                self._kick()
+            if self._mode == "inline":
+                assert self._inline is not None
+                while self._failure is None:
+                    await self._wake.wait()
+                    self._wake = trio.Event()
+                    self._drain(self._inline)
+                    await trio.lowlevel.checkpoint()
+            else:
+                await self._failed.wait()
+            raise StorageError(f"the store failed a commit; restarting it: {self._failure}")
         finally:
+            with self._lock:
+                self._serving = False
+                dropped = list(self._queue)
+                self._queue.clear()
+            for request in dropped:  # never run: their callers may retry exactly
+                request.reply._settle(StorageError("storage restarted before writing this"))
             with trio.CancelScope(shield=True):
                 await self._stop_backend()
 
-    async def _serve(self, batch: list[_Request]) -> None:
+    # -- the store's thread ---------------------------------------------------------------
+
+    def _drain(self, store: EventStore | Exception) -> None:
+        """Serve batches until the queue is empty (on the store's thread)."""
+        while True:
+            with self._lock:
+                if not self._queue or self._failure is not None or not self._serving:
+                    self._draining = False
+                    return
+                batch = [
+                    self._queue.popleft() for _ in range(min(self._max_batch, len(self._queue)))
+                ]
+            if isinstance(store, Exception):
+                self._fail(batch, f"the store did not open: {store}")
+                continue
+            try:
+                self._serve(store, batch)
+            except Exception as exc:  # noqa: BLE001 - reported to trio, which restarts us
+                self._fail(batch, f"{type(exc).__name__}: {exc}")
+
+    def _serve(self, store: EventStore, batch: list[_Request]) -> None:
         writes = [r for r in batch if isinstance(r, _Write)]
         reads = [r for r in batch if isinstance(r, _Read)]
-        self.set_activity(f"committing {len(writes)} writes, {len(reads)} reads")
         if writes:
-            delivered = answered_early = False
-            early = not all(w.durable for w in writes)
-
-            def deliver(outcomes: list[Outcome], events: list[StoredEvent]) -> None:
-                nonlocal delivered
-                delivered = True
-                for request, outcome in zip(writes, outcomes, strict=True):
-                    if request.durable or not answered_early:
-                        _answer(request.reply, outcome)
-                if events:
-                    self._hub.publish(events)
-
-            def written(outcomes: list[Outcome]) -> None:
-                nonlocal answered_early
-                answered_early = True
-                for request, outcome in zip(writes, outcomes, strict=True):
-                    if not request.durable:
-                        _answer(request.reply, outcome)
-
-            job = self._write_job([w.op for w in writes], deliver, written if early else None)
-            outcomes, events = await self._run(job)
-            if not delivered:
-                deliver(outcomes, [])
-            self.batches += 1
-            self.last_batch = len(writes)
-            if any(isinstance(o.error, StorageError) for o in outcomes):
-                raise StorageError("the store failed a commit; restarting it")
+            self._commit(store, writes)
         if reads:
-            answers = await self._run(_read_job([r.op for r in reads]))
-            for read, answer in zip(reads, answers, strict=True):
-                _answer(read.reply, answer)
-        self.set_activity("")
+            outcomes = []
+            for read in reads:
+                try:
+                    outcomes.append(Outcome(value=read.op(store)))
+                except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
+                    outcomes.append(Outcome(error=exc))
+            self._post(_answer_all, [r.reply for r in reads], outcomes, [])
 
-    def _write_job(
-        self,
-        ops: Sequence[Callable[[WriteBatch], Any]],
-        deliver: Callable[[list[Outcome], list[StoredEvent]], None],
-        written: Callable[[list[Outcome]], None] | None,
-    ) -> Callable[[EventStore], tuple[list[Outcome], list[StoredEvent]]]:
-        """The batch as a job: answers go out (on the trio thread) once it is journaled,
-        those of non-durable writes as soon as it is written."""
-        if self._mode == "inline":
-            return lambda store: store.write_batch(ops, on_durable=deliver, on_written=written)
-        token = trio.lowlevel.current_trio_token()
+    def _commit(self, store: EventStore, writes: list[_Write]) -> None:
+        early = [w.reply for w in writes if not w.durable]
+        thens = [w.then for w in writes]
+        posted_early = False
+
+        def with_thens(outcomes: list[Outcome]) -> list[Outcome]:
+            if not any(thens):
+                return outcomes
+            return [_then(store, o, t) for o, t in zip(outcomes, thens, strict=True)]
+
+        def on_written(outcomes: list[Outcome]) -> None:
+            nonlocal posted_early, thens
+            outcomes[:] = with_thens(outcomes)
+            thens = [None] * len(writes)
+            posted_early = True
+            answers = [o for w, o in zip(writes, outcomes, strict=True) if not w.durable]
+            self._post(_answer_all, early, answers, [])
+
+        def on_durable(outcomes: list[Outcome], events: list[StoredEvent]) -> None:
+            outcomes = with_thens(outcomes)
+            replies = [
+                w.reply for w in writes if w.durable or not posted_early
+            ]  # fmt: skip
+            answers = [
+                o for w, o in zip(writes, outcomes, strict=True) if w.durable or not posted_early
+            ]  # fmt: skip
+            self._post(_answer_all, replies, answers, events, self._hub)
+
+        durable_posted = False
 
         def durable(outcomes: list[Outcome], events: list[StoredEvent]) -> None:
-            token.run_sync_soon(deliver, outcomes, events)
+            nonlocal durable_posted
+            durable_posted = True
+            on_durable(outcomes, events)
 
-        def ordered(outcomes: list[Outcome]) -> None:
-            assert written is not None
-            token.run_sync_soon(written, outcomes)
+        outcomes, _ = store.write_batch(
+            [w.op for w in writes], on_durable=durable,
+            on_written=on_written if early else None,
+        )  # fmt: skip
+        if not durable_posted:
+            on_durable(outcomes, [])
+        self.batches += 1
+        self.last_batch = len(writes)
+        failed = next((o.error for o in outcomes if isinstance(o.error, StorageError)), None)
+        if failed is not None:
+            self._report_failure(str(failed))
 
-        on_written = None if written is None else ordered
-        return lambda store: store.write_batch(ops, on_durable=durable, on_written=on_written)
+    def _fail(self, batch: list[_Request], why: str) -> None:
+        error = StorageError(f"storage failed; not written: {why}")
+        self._post(_answer_all, [r.reply for r in batch], [Outcome(error=error)] * len(batch), [])
+        self._report_failure(why)
 
-    async def _run(self, job: Callable[[EventStore], T]) -> T:
+    def _report_failure(self, why: str) -> None:
+        with self._lock:
+            if self._failure is None:
+                self._failure = why
+        self._post(_set_event, self._failed)
+
+    def _post(self, fn: _Post, *args: Any) -> None:
         if self._mode == "inline":
-            assert self._inline is not None
-            return job(self._inline)
-        assert self._thread is not None
-        token = trio.lowlevel.current_trio_token()
-        send, receive = trio.open_memory_channel[tuple[Any, BaseException | None]](1)
+            fn(*args)
+        else:
+            assert self._token is not None
+            self._token.run_sync_soon(fn, *args)
 
-        def post(result: Any, error: BaseException | None) -> None:
-            token.run_sync_soon(send.send_nowait, (result, error))
-
-        self._thread.tell((job, post))
-        with trio.CancelScope(shield=True):
-            result, error = await receive.receive()
-        if error is not None:
-            raise StorageError(f"storage thread failed: {error}") from error
-        return result
+    # -- backend lifecycle --------------------------------------------------------------
 
     async def _start_backend(self) -> None:
         if self._mode == "inline":
             self._inline = EventStore.open(self._directory, **self._options)
             return
         self._thread = _DuckThread.start(self._directory, self._options)
-        await self._run(lambda store: None)
+        opened = trio.Event()
+        error: list[Exception] = []
+        token = trio.lowlevel.current_trio_token()
+
+        def probe(store: EventStore | Exception) -> None:
+            if isinstance(store, Exception):
+                error.append(store)
+            token.run_sync_soon(opened.set)
+
+        self._thread.tell(probe)
+        with trio.CancelScope(shield=True):
+            await opened.wait()
+        if error:
+            raise StorageError(f"the store did not open: {error[0]}") from error[0]
 
     async def _stop_backend(self) -> None:
         if self._inline is not None:
@@ -254,21 +388,33 @@ class StorageActor(Actor[_Request]):
             await trio.to_thread.run_sync(lambda: thread.stop(timeout=30))
 
 
-def _read_job(ops: Sequence[Callable[[EventStore], Any]]) -> Callable[[EventStore], list[Outcome]]:
-    def job(store: EventStore) -> list[Outcome]:
-        outcomes = []
-        for op in ops:
-            try:
-                outcomes.append(Outcome(value=op(store)))
-            except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
-                outcomes.append(Outcome(error=exc))
-        return outcomes
-
-    return job
+def _then(store: EventStore, outcome: Outcome, then: Callable[[EventStore], Any] | None) -> Outcome:
+    if then is None or outcome.error is not None:
+        return outcome
+    try:
+        return Outcome(value=(outcome.value, then(store)))
+    except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
+        return Outcome(error=exc)
 
 
-def _answer(reply: Reply[Any], outcome: Outcome) -> None:
-    if outcome.error is not None:
-        reply.fail(outcome.error)  # type: ignore[arg-type]
-    else:
-        reply.send(outcome.value)
+def _answer_all(
+    replies: Sequence[Reply[Any]], outcomes: Sequence[Outcome], events: list[StoredEvent],
+    hub: EventHub | None = None,
+) -> None:  # fmt: skip
+    """Answer a batch's callers (on the trio thread), then publish what it committed.
+
+    A reply already settled (answered early, abandoned, or failed by a crash) is skipped.
+    """
+    for reply, outcome in zip(replies, outcomes, strict=True):
+        if reply.settled:
+            continue
+        if outcome.error is not None:
+            reply.fail(outcome.error)  # type: ignore[arg-type]
+        else:
+            reply.send(outcome.value)
+    if events and hub is not None:
+        hub.publish(events)
+
+
+def _set_event(event: trio.Event) -> None:
+    event.set()

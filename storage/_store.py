@@ -164,6 +164,7 @@ class EventStore:
         self._histories: OrderedDict[str, _History] = OrderedDict()
         self._generations = 0
         self._lsn = -1
+        self._unapplied: tuple[WriteBatch, int] | None = None
         self._permissions: OrderedDict[str, ev.PermissionInfo] = OrderedDict()
         self._approvals: set[tuple[str, str, str]] | None = None
         self.broken = False
@@ -327,10 +328,16 @@ class EventStore:
                 lsn = self._append_journal(batch, sync=on_written is None)
             except Exception as exc:
                 return self._journal_failed(exc, len(operations), on_durable)
-            self._lsn = lsn
+            applied_through, self._lsn = self._lsn, lsn
             self._adopt(batch, lsn)
             if on_written is not None:
-                on_written(outcomes)
+                # Until the applier has it, reads of DuckDB stop at the previous batch and
+                # a history loaded now takes this batch's messages from the overlay.
+                self._unapplied = (batch, applied_through)
+                try:
+                    on_written(outcomes)
+                finally:
+                    self._unapplied = None
                 try:
                     self._sync_journal()
                 except Exception as exc:
@@ -413,10 +420,13 @@ class EventStore:
             raise StorageError(f"applying to the database failed: {self._applier.error}")
 
     def _barrier(self) -> None:
-        """Wait until DuckDB holds every journaled batch (for reads that query it)."""
+        """Wait until DuckDB holds every journaled batch (for reads that query it); while a
+        batch is written but not yet handed to the applier, every batch before it."""
         if self._applier is not None:
             try:
-                self._applier.wait_applied(self._lsn)
+                self._applier.wait_applied(
+                    self._lsn if self._unapplied is None else self._unapplied[1]
+                )
             except RuntimeError as exc:
                 self.broken = True
                 raise StorageError(str(exc)) from exc
@@ -734,7 +744,16 @@ class EventStore:
                 )
                 .fetchall()
             )
-            cached = self._new_history((str(r[0]), int(r[1]), _decode_message(r[2])) for r in rows)
+            loaded = [(str(r[0]), int(r[1]), _decode_message(r[2])) for r in rows]
+            if self._unapplied is not None:
+                loaded += [
+                    (message_id, seq, message)
+                    for message_id, (owner, seq, message) in self._unapplied[0].messages.items()
+                    if owner == session_id
+                ]
+                loaded = list({entry[0]: entry for entry in loaded}.values())
+                loaded.sort(key=lambda entry: entry[1])
+            cached = self._new_history(loaded)
             self._histories[session_id] = cached
             while len(self._histories) > _CACHE_HISTORIES:
                 self._histories.popitem(last=False)

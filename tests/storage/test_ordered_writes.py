@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -78,3 +79,41 @@ async def test_a_non_durable_write_is_answered_while_its_fdatasync_runs(
                 gate.set()
             item = await sub.receive()
             assert item.aggregate_id == "ses_a"
+
+
+def test_a_history_first_read_between_write_and_sync_sees_the_batch(tmp_path: Path) -> None:
+    """Reading an uncached history while a batch is written but not yet applied neither
+    waits for the applier (it cannot have the batch yet) nor misses the batch."""
+    from runtime import Prompt
+    from storage import EventStore
+    from storage._batch import AdmitPrompt
+
+    def admit(store: EventStore, n: int) -> None:
+        op = AdmitPrompt(
+            session_id="ses_a", message_id=f"msg_{n}", prompt=Prompt(text=f"p{n}"),
+            delivery="queue", timestamp=n, fresh=True,
+        )  # fmt: skip
+        store.write_batch([op])
+
+    def promote(b: Any) -> Any:
+        return b.promote("ses_a", cutoff_seq=1 << 62, queued=True, timestamp=5)
+
+    store = EventStore.open(tmp_path)
+    store.write_batch([lambda b: b.create_session(_info("ses_a"))])
+    admit(store, 0)
+    store.write_batch([promote])
+    admit(store, 1)
+    store.close()
+    store = EventStore.open(tmp_path)  # no history cached
+    try:
+        seen: list[list[str]] = []
+
+        def on_written(outcomes: Any) -> None:
+            delta = store.history_delta("ses_a", -1, -1)
+            seen.append([message.id for _, message in delta.entries])
+
+        store.write_batch([promote], on_written=on_written)
+        assert seen == [["msg_0", "msg_1"]]
+        assert [m.id for _, m in store.history("ses_a")] == ["msg_0", "msg_1"]
+    finally:
+        store.close()
