@@ -19,6 +19,9 @@ IdPrefix = Literal["ses", "msg", "evt", "prt", "tool", "per", "call"]
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _RANDOM_CHARS: Final = 12
 _COUNTER_BITS: Final = 12
+# Two base62 characters per 12 random bits (each 6-bit half taken modulo 62: a slight
+# bias towards the first two symbols, about 71 bits of entropy per 12 characters).
+_PAIRS: Final = tuple(_BASE62[(k >> 6) % 62] + _BASE62[(k & 63) % 62] for k in range(4096))
 
 ID_PATTERNS: Final[dict[str, re.Pattern[str]]] = {
     prefix: re.compile(rf"^{prefix}_[0-9a-f]{{14}}[0-9A-Za-z]{{12}}$")
@@ -61,5 +64,10 @@ class IdGenerator:
         stamp = self._clock_ms() << _COUNTER_BITS
         self._last = max(stamp, self._last + 1)
         head = format(self._last, "014x")
-        tail = "".join(self._rng.choice(_BASE62) for _ in range(_RANDOM_CHARS))
+        bits = self._rng.getrandbits(6 * _RANDOM_CHARS)
+        pairs = _PAIRS
+        tail = (
+            pairs[bits & 4095] + pairs[(bits >> 12) & 4095] + pairs[(bits >> 24) & 4095]
+            + pairs[(bits >> 36) & 4095] + pairs[(bits >> 48) & 4095] + pairs[bits >> 60]
+        )  # fmt: skip
         return f"{prefix}_{head}{tail}"
