@@ -162,6 +162,13 @@ class SessionExecution:
         if actor is not None:
             await actor.mailbox.send(Wake(seq))
 
+    def reserve_opening(self, session_id: str) -> tuple[SessionActor, tuple[int, int]] | None:
+        """The active, idle, ready SessionActor of *session_id* with its opening reserved
+        (see :meth:`SessionActor.reserve_opening`), or None."""
+        actor = self._sessions.get(session_id)
+        base = None if actor is None else actor.reserve_opening()
+        return None if actor is None or base is None else (actor, base)
+
     async def run(self, session_id: str) -> None:
         """Explicit resume: join or start a drain with at least one provider attempt;
         returns when that drain has ended (cancelling the wait leaves it running)."""

@@ -21,7 +21,7 @@ from runtime import _messages as m
 from runtime import _schema as ev
 from runtime import llm
 from runtime._coordinator import DrainMode, Lane
-from runtime._history import HistoryView
+from runtime._history import HistoryDelta, HistoryView
 from runtime._lowering import to_llm_model
 from runtime.agents import AgentInfo, resolve_agent
 from storage import WriteBatch
@@ -57,7 +57,19 @@ class WaitIdle(msgspec.Struct, frozen=True):
     reply: Reply[None]
 
 
-Message = Wake | Run | Interrupt | WaitIdle
+class Opened(msgspec.Struct, frozen=True):
+    """An activity opened in the admitting batch (see :meth:`SessionActor.reserve_opening`):
+    the rows its promotion promoted, those left pending, and the history delta after it."""
+
+    seq: int
+    promoted: list[ev.InputAdmitted]
+    pending: list[ev.InputAdmitted]
+    delta: HistoryDelta
+    base: tuple[int, int]
+    """The history (generation, version) the delta was read against."""
+
+
+Message = Wake | Run | Interrupt | WaitIdle | Opened
 
 
 class SessionActor(Actor[Message]):
@@ -81,10 +93,28 @@ class SessionActor(Actor[Message]):
         self._has_epoch = False
         self._history = HistoryView()
         self._epochs = EpochKeeper(session_id, execution.storage, execution.ids, execution.now_ms)
+        self._openings = 0
+        self._opened: Opened | None = None
 
     @property
     def idle(self) -> bool:
-        return self.lane.idle
+        return self.lane.idle and self._openings == 0 and self._opened is None
+
+    def reserve_opening(self) -> tuple[int, int] | None:
+        """Let an admission open the next activity in its own batch, if the actor is idle
+        and ready (recovered, epoch initialized); return the history version to read
+        from, or None. Until :meth:`release_opening` (or the ``Opened`` message) the
+        actor does not count as idle, so it is not passivated meanwhile."""
+        if not (self.lane.idle and self._recovered and self._has_epoch) or self._openings:
+            return None
+        if self._opened is not None or self.state != "running":
+            return None
+        self._openings += 1
+        return self._history.generation, self._history.version
+
+    def release_opening(self) -> None:
+        """The reserved opening will not come (its admission failed or was cancelled)."""
+        self._openings -= 1
 
     async def run(self) -> None:
         self.lane = Lane()
@@ -115,6 +145,11 @@ class SessionActor(Actor[Message]):
                     nursery.start_soon(self._answer_when_done, reply, self._drain_done)
                 else:
                     reply.send(None)
+            case Opened(seq=seq):
+                self._openings -= 1
+                self._opened = message
+                if self.lane.wake(seq) == "start":
+                    self._start(nursery, "wake")
             case WaitIdle(reply=reply):
                 if self.lane.idle:
                     reply.send(None)
@@ -214,6 +249,9 @@ class SessionActor(Actor[Message]):
         oldest queued prompt instead. Returns (promoted rows, rows still pending)."""
         sid, now = self.session_id, self._x.now_ms()
         self.set_activity("promoting")
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            return await self._take_opened(opened)
 
         def write(b: WriteBatch) -> tuple[list[ev.InputAdmitted], list[ev.InputAdmitted]]:
             queued = opening and not any(row.delivery == "steer" for row in b.pending(sid))
@@ -230,6 +268,21 @@ class SessionActor(Actor[Message]):
         )
         view.apply(delta)
         return rows
+
+    async def _take_opened(
+        self, opened: Opened
+    ) -> tuple[list[ev.InputAdmitted], list[ev.InputAdmitted]]:
+        """Use a promotion the admitting batch already made (the drain's opening step)."""
+        view, sid = self._history, self.session_id
+        if opened.base == (view.generation, view.version):
+            view.apply(opened.delta)
+        else:  # the view moved on meanwhile: read what changed instead
+            view.apply(
+                await self._x.storage.read(
+                    lambda s: s.history_delta(sid, view.generation, view.version)
+                )
+            )
+        return opened.promoted, opened.pending
 
     def _agent(self) -> AgentInfo:
         info = self._x.session_info(self.session_id)

@@ -7,10 +7,12 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Final, Literal
 
 import msgspec
+import trio
 from msgspec import UNSET
 
 from actors._events import OVERFLOWED, EventHub
 from actors._execution import SessionExecution
+from actors._session import Opened, SessionActor
 from actors._storage import StorageActor
 from runtime import (
     IdGenerator,
@@ -26,7 +28,7 @@ from runtime import (
 from runtime import _schema as ev
 from runtime._history import visible_history
 from runtime._inbox import check_id, check_prompt
-from storage import StoredEvent
+from storage import StoredEvent, WriteBatch
 from storage._batch import AdmitPrompt
 
 __all__ = ["Page", "SessionEvent", "Sessions"]
@@ -99,6 +101,9 @@ class Sessions:
 
         The inbox row is durable before this returns and before any wake. An exact
         retry (same id, session, prompt, delivery) returns the identical receipt.
+        When the session's actor is active, idle and ready, the drain's opening
+        promotion is made in the admission's own batch and handed to the actor instead
+        of a wake; cancellation then waits for that batch (a few milliseconds).
 
         Raises:
             InvalidInputError: empty or oversized text, malformed ids; nothing written.
@@ -113,9 +118,48 @@ class Sessions:
             session_id=session_id, message_id=id or self._ids.new("msg"), prompt=prompt,
             delivery=delivery, timestamp=self._now(), fresh=id is None,
         )  # fmt: skip
+        reserved = self._x.reserve_opening(session_id) if resume and id is None else None
+        if reserved is not None:
+            return await self._admit_and_open(op, *reserved)
         receipt, _ = await self._storage.write(op)
         if resume:
             await self._x.wake(session_id, receipt.admitted_seq)
+        return receipt
+
+    async def _admit_and_open(
+        self, op: AdmitPrompt, actor: SessionActor, base: tuple[int, int]
+    ) -> InputAdmitted:
+        """Admit into an idle, ready session and open its next activity in the same batch.
+
+        The promotion is the one the drain would make first on waking (steers, else the
+        oldest queued prompt); it becomes durable with the admission, and the actor is
+        handed the result instead of a wake, saving a commit and a round trip. The
+        inbox row is still durable before the actor hears of it. If the admission
+        fails or is cancelled, the reservation is released and nothing is promoted.
+        """
+        sid, now = op.session_id, op.timestamp
+        generation, version = base
+
+        def write(b: WriteBatch) -> tuple[InputAdmitted, list[InputAdmitted], list[InputAdmitted]]:
+            receipt, _ = op(b)
+            queued = not any(row.delivery == "steer" for row in b.pending(sid))
+            promoted = b.promote(sid, cutoff_seq=1 << 62, queued=queued, timestamp=now)
+            return receipt, promoted, b.pending(sid)
+
+        sent = False
+        try:
+            # Shielded: once the batch may commit, the actor must hear of its promotion.
+            with trio.CancelScope(shield=True):
+                (receipt, promoted, pending), delta = await self._storage.write(
+                    write, then=lambda s: s.history_delta(sid, generation, version)
+                )
+                opened = Opened(receipt.admitted_seq, promoted, pending, delta, base)
+                await actor.mailbox.send(opened)
+                sent = True
+        finally:
+            if not sent:
+                actor.release_opening()
+        await trio.lowlevel.checkpoint_if_cancelled()
         return receipt
 
     async def get(self, session_id: str) -> SessionInfo:

@@ -305,12 +305,14 @@ class WriteBatch:
         session.pending = [*self.pending(row.session_id), row]
 
     def promote_input(self, session_id: str, message_id: str, seq: int) -> None:
-        row = self.input(message_id)
+        pending = self.pending(session_id)
+        # A promoted row is pending (oldest first, so usually at the front): no lookup.
+        row = next((r for r in pending if r.id == message_id), None) or self.input(message_id)
         if row is None:
             return
         self._set(self.inputs, message_id, replace(row, promoted_seq=seq))
         session = self._writable_row(session_id)
-        session.pending = [r for r in self.pending(session_id) if r.id != message_id]
+        session.pending = [r for r in pending if r.id != message_id]
 
     def message(self, session_id: str, message_id: str) -> SessionMessage | None:
         entry = self.messages.get(message_id) or self._store.message_entry(message_id)

@@ -29,6 +29,7 @@ from runtime._history import HistoryDelta
 from storage._applier import Applier
 from storage._batch import AdmitPrompt, ApprovalRow, EpochRow, StoredEvent, WriteBatch
 from storage._journal import Journal
+from storage._rows import RowSet
 from storage._tables import migrate
 
 __all__ = ["DB_FILE", "EventStore", "Outcome", "StoreStatistics"]
@@ -39,6 +40,8 @@ DB_FILE: Final = "kittiwake.duckdb"
 _BACKUP_FILE: Final = "kittiwake.duckdb.backup"
 _CACHE_MESSAGES: Final = 4096
 _CACHE_HISTORIES: Final = 512
+_REPLAY_CHUNK: Final = 512
+"""Journal records replayed into one DuckDB transaction at start-up."""
 
 _encode = msgspec.json.Encoder().encode
 _decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
@@ -249,14 +252,23 @@ class EventStore:
             raise StorageError(
                 f"journal starts at {first} but the database holds only up to {applied}"
             )
+        pending, last, written = RowSet(), applied, applied
         for lsn, payload in self._journal.read(applied + 1):
-            record = _decode_record(payload)
-            self._replay(record, lsn)
+            batch = self._replay(_decode_record(payload))
+            self._adopt(batch, lsn)  # pins its cache entries until DuckDB has them
+            pending.merge(batch.rows())
+            last = lsn
             self._recovered += 1
+            if self._recovered % _REPLAY_CHUNK == 0:
+                self._write(pending, last)
+                pending, written = RowSet(), last
+        if last > written:
+            self._write(pending, last)
         if self._recovered:
             _log.warning("caught up from journal", extra={"batches": self._recovered})
 
-    def _replay(self, record: JournalRecord, lsn: int) -> None:
+    def _replay(self, record: JournalRecord) -> WriteBatch:
+        """Plan one journal record again (against the caches and the database)."""
         batch = WriteBatch(self)
         for stored in record.events:
             batch.replay_event(stored)
@@ -264,8 +276,7 @@ class EventStore:
             batch.put_epoch(epoch)
         for approval in record.approvals:
             batch.save_approval(approval)
-        self._write(batch, lsn)
-        self._adopt(batch, lsn)
+        return batch
 
     def close(self) -> None:
         """Apply what is queued, checkpoint and close; safe to call twice."""
@@ -402,7 +413,7 @@ class EventStore:
         """Journal and write *batch* synchronously (rebuilds; no applier work pending)."""
         self._barrier()
         self._lsn = self._append_journal(batch)
-        self._write(batch, self._lsn)
+        self._write(batch.rows(), self._lsn)
         if self._applier is not None:
             self._applier.note_applied(self._lsn)
         if self._applier is not None:
@@ -447,11 +458,11 @@ class EventStore:
         assert self._journal is not None
         self._journal.sync()
 
-    def _write(self, batch: WriteBatch, lsn: int) -> None:
+    def _write(self, rows: RowSet, lsn: int) -> None:
         conn = self.conn
         conn.execute("begin")
         try:
-            for sql, columns in batch.rows().statements():
+            for sql, columns in rows.statements():
                 conn.execute(sql, columns)
             conn.execute("update meta set value = ? where key = 'journal_lsn'", [lsn])
             conn.execute("commit")
