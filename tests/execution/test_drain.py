@@ -233,3 +233,26 @@ async def test_model_and_agent_switches_apply_to_the_next_turn(tmp_path: Path) -
         context = await rt.sessions.context(sid)
         last = [x for x in context if isinstance(x, AssistantMessage)][-1]
         assert last.agent == "plan" and last.model.id == "m2"
+
+
+async def test_a_prompt_to_an_idle_ready_session_opens_its_activity_in_the_admitting_batch(
+    tmp_path: Path,
+) -> None:
+    """Once the session's actor is ready, a prompt's admission and the drain's opening
+    promotion share one commit; what the request carries is unchanged (pending steers
+    admitted earlier come along, in order), and so is the durable record."""
+    client = llm.ScriptedLLM([answer("first"), answer("second")])
+    async with running(tmp_path, client) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("warm"))
+        await rt.sessions.wait_idle(sid)
+        await rt.sessions.prompt(sid, prompt=prompt("a"), resume=False)
+        before = rt.storage.batches
+        await rt.sessions.prompt(sid, prompt=prompt("b"))
+        await rt.sessions.wait_idle(sid)
+        assert rt.storage.batches - before == 2  # admission + opening, then the turn
+        assert [user_texts(r) for r in client.requests] == [["warm"], ["warm", "a", "b"]]
+        assert await rt.storage.read(lambda s: s.pending_inputs(sid)) == []
+        kinds = [type(x).__name__ for x in await rt.sessions.context(sid)]
+        assert kinds == ["UserMessage", "AssistantMessage", "UserMessage", "UserMessage",
+                         "AssistantMessage"]  # fmt: skip
