@@ -290,54 +290,47 @@ class StorageActor(Actor[Any]):
                     outcomes.append(Outcome(value=read.op(store)))
                 except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
                     outcomes.append(Outcome(error=exc))
-            self._post(_answer_all, [r.reply for r in reads], outcomes, [])
+            replies = [r.reply for r in reads]
+
+            def answer(error: BaseException | None) -> None:
+                # Reads see written batches; they answer once those are durable.
+                answers = outcomes if error is None else [Outcome(error=_lost(error))] * len(reads)
+                self._post(_answer_all, replies, answers, [])
+
+            store.after_durable(answer)
 
     def _commit(self, store: EventStore, writes: list[_Write]) -> None:
+        """One group commit. *then* reads run on this thread once the batch is written;
+        answers are posted early for non-durable writes, and for the rest when the
+        batch is durable (from the store's sync thread in threaded mode)."""
         early = [w.reply for w in writes if not w.durable]
         thens = [w.then for w in writes]
         posted_early = False
 
-        def with_thens(outcomes: list[Outcome]) -> list[Outcome]:
-            if not any(thens):
-                return outcomes
-            return [_then(store, o, t) for o, t in zip(outcomes, thens, strict=True)]
-
         def on_written(outcomes: list[Outcome]) -> None:
-            nonlocal posted_early, thens
-            outcomes[:] = with_thens(outcomes)
-            thens = [None] * len(writes)
-            posted_early = True
-            answers = [o for w, o in zip(writes, outcomes, strict=True) if not w.durable]
-            self._post(_answer_all, early, answers, [])
+            nonlocal posted_early
+            if any(thens):
+                outcomes[:] = [_then(store, o, t) for o, t in zip(outcomes, thens, strict=True)]
+            if early:
+                posted_early = True
+                answers = [o for w, o in zip(writes, outcomes, strict=True) if not w.durable]
+                self._post(_answer_all, early, answers, [])
 
         def on_durable(outcomes: list[Outcome], events: list[StoredEvent]) -> None:
-            outcomes = with_thens(outcomes)
-            replies = [
-                w.reply for w in writes if w.durable or not posted_early
-            ]  # fmt: skip
-            answers = [
-                o for w, o in zip(writes, outcomes, strict=True) if w.durable or not posted_early
-            ]  # fmt: skip
+            keep = [w.durable or not posted_early for w in writes]
+            replies = [w.reply for w, k in zip(writes, keep, strict=True) if k]
+            answers = [o for o, k in zip(outcomes, keep, strict=True) if k]
             self._post(_answer_all, replies, answers, events, self._hub)
+            failed = next((o.error for o in outcomes if isinstance(o.error, StorageError)), None)
+            if failed is not None:
+                self._report_failure(str(failed))
 
-        durable_posted = False
-
-        def durable(outcomes: list[Outcome], events: list[StoredEvent]) -> None:
-            nonlocal durable_posted
-            durable_posted = True
-            on_durable(outcomes, events)
-
-        outcomes, _ = store.write_batch(
-            [w.op for w in writes], on_durable=durable,
-            on_written=on_written if early else None,
+        store.write_batch(
+            [w.op for w in writes], on_durable=on_durable,
+            on_written=on_written if early or any(thens) else None,
         )  # fmt: skip
-        if not durable_posted:
-            on_durable(outcomes, [])
         self.batches += 1
         self.last_batch = len(writes)
-        failed = next((o.error for o in outcomes if isinstance(o.error, StorageError)), None)
-        if failed is not None:
-            self._report_failure(str(failed))
 
     def _fail(self, batch: list[_Request], why: str) -> None:
         error = StorageError(f"storage failed; not written: {why}")
@@ -363,7 +356,7 @@ class StorageActor(Actor[Any]):
         if self._mode == "inline":
             self._inline = EventStore.open(self._directory, **self._options)
             return
-        self._thread = _DuckThread.start(self._directory, self._options)
+        self._thread = _DuckThread.start(self._directory, {"sync_thread": True, **self._options})
         opened = trio.Event()
         error: list[Exception] = []
         token = trio.lowlevel.current_trio_token()
@@ -414,6 +407,12 @@ def _answer_all(
             reply.send(outcome.value)
     if events and hub is not None:
         hub.publish(events)
+
+
+def _lost(error: BaseException) -> StorageError:
+    lost = StorageError(f"the store failed a commit: {error}")
+    lost.__cause__ = error
+    return lost
 
 
 def _set_event(event: trio.Event) -> None:

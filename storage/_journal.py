@@ -23,6 +23,7 @@ import fcntl
 import os
 import re
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Iterator, Sequence
@@ -167,6 +168,9 @@ class Journal:
         self._segment_max_bytes = segment_max_bytes
         self._fsync = fsync
         self._unsynced = False
+        # Held by sync, rotation and close: a sync may run on another thread than
+        # appends (which never close the descriptor it uses).
+        self._fd_lock = threading.RLock()
         self._fd: int | None = os.open(segments[-1][1], os.O_WRONLY | os.O_APPEND)
         self._broken: str | None = None
         self._appends = 0
@@ -277,10 +281,15 @@ class Journal:
         Raises:
             JournalError: the fdatasync failed; the journal then refuses appends.
         """
-        fd = self._writable_fd()
-        if self._unsynced and self._fsync:
-            self._sync(fd)
-        self._unsynced = False
+        with self._fd_lock:
+            fd = self._writable_fd()
+            if self._unsynced and self._fsync:
+                self._unsynced = False
+                try:
+                    self._sync(fd)
+                except BaseException:
+                    self._unsynced = True
+                    raise
 
     def read(self, from_lsn: int = 0) -> Iterator[tuple[int, bytes]]:
         """Yield ``(lsn, payload)`` in LSN order from *from_lsn* up to :attr:`next_lsn`.
@@ -351,6 +360,10 @@ class Journal:
 
     def close(self) -> None:
         """Close the files and release the directory lock; closing twice does nothing."""
+        with self._fd_lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._fd is None:
             return
         if self._broken is None:
@@ -385,7 +398,11 @@ class Journal:
 
     def _rotate(self) -> int:
         """Start a new active segment named after :attr:`next_lsn` and return its fd."""
-        self.sync()  # the closing segment keeps nothing unsynced
+        with self._fd_lock:
+            self.sync()  # the closing segment keeps nothing unsynced
+            return self._open_next_segment()
+
+    def _open_next_segment(self) -> int:
         path = _create_segment(self._directory, self._dir_fd, self._next_lsn, fsync=self._fsync)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         assert self._fd is not None

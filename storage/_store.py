@@ -30,6 +30,7 @@ from storage._applier import Applier
 from storage._batch import AdmitPrompt, ApprovalRow, EpochRow, StoredEvent, WriteBatch
 from storage._journal import Journal
 from storage._rows import RowSet
+from storage._syncer import Syncer
 from storage._tables import migrate
 
 __all__ = ["DB_FILE", "EventStore", "Outcome", "StoreStatistics"]
@@ -137,11 +138,15 @@ class EventStore:
         db_memory_mb: DuckDB's memory limit (its buffer pool spills beyond it).
         db_threads: DuckDB's worker threads.
         backup_every: batches between checkpoint + verified backup + journal release.
+        sync_thread: fdatasync the journal on a thread of its own, so the next batch is
+            planned and written while the previous one syncs (the StorageActor's
+            threaded mode); off, :meth:`write_batch` syncs before it returns.
     """
 
     def __init__(
         self, directory: Path, *, fsync: bool = True, backup_every: int = 2000,
         db_fsync: bool = False, db_memory_mb: int = 128, db_threads: int = 1,
+        sync_thread: bool = False,
     ) -> None:  # fmt: skip
         self.directory = directory
         self._fsync = fsync
@@ -168,6 +173,8 @@ class EventStore:
         self._generations = 0
         self._lsn = -1
         self._unapplied: tuple[WriteBatch, int] | None = None
+        self._sync_thread = sync_thread
+        self._syncer: Syncer | None = None
         self._permissions: OrderedDict[str, ev.PermissionInfo] = OrderedDict()
         self._approvals: set[tuple[str, str, str]] | None = None
         self.broken = False
@@ -192,6 +199,8 @@ class EventStore:
         self._catch_up()
         self._lsn = self.journal_lsn()
         self._applier = Applier(self._conn.cursor(), self._lsn)
+        if self._sync_thread:
+            self._syncer = Syncer(self._sync_journal)
 
     def _connect_checked(self) -> duckdb.DuckDBPyConnection:
         path = self.directory / DB_FILE
@@ -280,6 +289,9 @@ class EventStore:
 
     def close(self) -> None:
         """Apply what is queued, checkpoint and close; safe to call twice."""
+        if self._syncer is not None:
+            syncer, self._syncer = self._syncer, None
+            syncer.stop()
         if self._applier is not None:
             applier, self._applier = self._applier, None
             applier.stop()
@@ -311,9 +323,12 @@ class EventStore:
         """Run *operations* as one group commit; answer each with its outcome.
 
         Returns the outcomes, in order, and the events the batch committed. With
-        *on_durable*, it is called as soon as the batch is fdatasynced in the
-        journal, before the DuckDB transaction: callers may be answered then, since
-        a database that trails the journal is caught up from it at the next open.
+        *on_durable*, it is called exactly once, as soon as the batch is fdatasynced
+        in the journal (at once for a batch that wrote nothing), before the DuckDB
+        transaction: callers may be answered then, since a database that trails the
+        journal is caught up from it at the next open. With the sync thread
+        (``sync_thread=True``), that happens on the sync thread, after this returns:
+        the store's thread plans and writes the next batch meanwhile.
         With *on_written*, it is called between the journal write and its fdatasync
         (the batch is then visible to later batches and survives a killed process,
         not yet a power loss), so callers that only need ordering can go on while
@@ -336,7 +351,7 @@ class EventStore:
         if batch.events or batch.epochs or batch.approvals:
             started = time.perf_counter()
             try:
-                lsn = self._append_journal(batch, sync=on_written is None)
+                lsn = self._append_journal(batch, sync=False)
             except Exception as exc:
                 return self._journal_failed(exc, len(operations), on_durable)
             applied_through, self._lsn = self._lsn, lsn
@@ -349,25 +364,55 @@ class EventStore:
                     on_written(outcomes)
                 finally:
                     self._unapplied = None
+
+            def complete(error: BaseException | None) -> None:
+                if error is not None:
+                    self._journal_failed(error, len(operations), on_durable)
+                    return
+                if on_durable is not None:
+                    on_durable(outcomes, batch.events)
+                self._apply_later(batch, lsn)
+                self._last_commit_ms = (time.perf_counter() - started) * 1000
+
+            if self._syncer is not None:
+                self._syncer.submit(complete)
+            else:
                 try:
                     self._sync_journal()
                 except Exception as exc:
                     return self._journal_failed(exc, len(operations), on_durable)
-            if on_durable is not None:
-                on_durable(outcomes, batch.events)
-            self._apply_later(batch, lsn)
-            self._last_commit_ms = (time.perf_counter() - started) * 1000
+                complete(None)
         else:
             self._adopt(batch, self._lsn)
             if on_written is not None:
                 on_written(outcomes)
+            if on_durable is not None:
+                # It wrote nothing, but what it saw must be durable before it answers.
+                self.after_durable(
+                    lambda error: on_durable(
+                        outcomes if error is None else self._failed(error, len(operations)), []
+                    )
+                )
         self._count(len(operations), len(batch.events))
         self._maybe_backup()
         return outcomes, batch.events
 
+    def after_durable(self, callback: Callable[[BaseException | None], None]) -> None:
+        """Call *callback* once everything written so far is durable (with the sync's
+        error if that failed): at once without the sync thread, else from it, in order."""
+        if self._syncer is not None:
+            self._syncer.submit(callback)
+        else:
+            callback(None)
+
+    def _failed(self, exc: BaseException, operations: int) -> list[Outcome]:
+        error = StorageError(f"journal append failed: {exc}")
+        error.__cause__ = exc
+        return [Outcome(error=error) for _ in range(operations)]
+
     def _journal_failed(
         self,
-        exc: Exception,
+        exc: BaseException,
         operations: int,
         on_durable: Callable[[list[Outcome], list[StoredEvent]], None] | None,
     ) -> tuple[list[Outcome], list[StoredEvent]]:
