@@ -51,19 +51,22 @@ def contribute_core_context(
       DuplicateContextKeyError: either contribution key is already registered.
     """
 
-    async def builtins() -> list[SystemContext]:
-        git = is_git_repo
-        if git is None:
-            git = await trio.to_thread.run_sync(find_git_repository, directory)
+    def sources(git: bool) -> list[SystemContext]:
         environment = environment_source(
             directory=directory, workspace_root=project_root, platform=platform, is_git_repo=git
         )
-        return [environment, date_source(today=today)]
+        return [environment, date_source(today=today)]  # the date is read at each load
+
+    async def builtins() -> list[SystemContext]:
+        return sources(await trio.to_thread.run_sync(find_git_repository, directory))
+
+    # With the git flag known, the sources are values: no task per registry load.
+    fixed = None if is_git_repo is None else sources(is_git_repo)
 
     instructions = instructions_producer(
         directory=directory, project_root=project_root, config_dir=config_dir, env=env
     )
     return [
-        registry.contribute(BUILTINS_CONTRIBUTION, builtins),
+        registry.contribute(BUILTINS_CONTRIBUTION, builtins if fixed is None else fixed),
         registry.contribute(INSTRUCTIONS_CONTRIBUTION, instructions),
     ]
