@@ -32,7 +32,7 @@ import msgspec
 import pykka
 import trio
 
-from actors._actor import Actor, ActorStatistics
+from actors._actor import Actor, ActorState, ActorStatistics
 from actors._errors import ActorCrashed, ActorStopped
 from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
@@ -127,6 +127,7 @@ class StorageActor(Actor[Any]):
         self._queue: deque[_Request] = deque()
         self._draining = False
         self._serving = False
+        self._serving_changed = trio.Event()
         self._wake = trio.Event()
         self._failure: str | None = None
         self._failed = trio.Event()
@@ -181,18 +182,24 @@ class StorageActor(Actor[Any]):
         return result
 
     async def _submit(self, make: Callable[[Reply[Any]], _Request]) -> Any:
-        if self.state in ("passivated", "stopped", "dead"):
-            raise StorageError(f"storage is {self.state}; not written")
+        while not self._serving or self._failure is not None:  # starting or restarting
+            if self.state in ("passivated", "stopped", "dead"):
+                raise StorageError(f"storage is {self.state}; not written")
+            await self._serving_changed.wait()
+        try:
+            self._slots.acquire_nowait()  # no scheduling round unless the queue is full
+        except trio.WouldBlock:
+            await self._slots.acquire()
         reply: Reply[Any] = Reply()
         self._pending.add(reply)
         try:
-            async with self._slots:
-                self._enqueue(make(reply))
-                try:
-                    return await reply.wait()
-                except (ActorCrashed, ActorStopped) as exc:
-                    raise StorageError(f"storage stopped before answering: {exc}") from exc
+            self._enqueue(make(reply))
+            try:
+                return await reply.wait()
+            except (ActorCrashed, ActorStopped) as exc:
+                raise StorageError(f"storage stopped before answering: {exc}") from exc
         finally:
+            self._slots.release()
             self._pending.discard(reply)
             reply._abandon()
 
@@ -238,6 +245,7 @@ class StorageActor(Actor[Any]):
                 self._draining = self._draining or start
             if start:
                 self._kick()
+            self._note_serving()
             if self._mode == "inline":
                 assert self._inline is not None
                 while self._failure is None:
@@ -255,8 +263,18 @@ class StorageActor(Actor[Any]):
                 self._queue.clear()
             for request in dropped:  # never run: their callers may retry exactly
                 request.reply._settle(StorageError("storage restarted before writing this"))
+            self._note_serving()
             with trio.CancelScope(shield=True):
                 await self._stop_backend()
+
+    def _release(self, state: ActorState) -> None:
+        super()._release(state)
+        self._note_serving()  # callers waiting for a restart learn it is not coming
+
+    def _note_serving(self) -> None:
+        """Wake callers waiting for the actor to (re)start serving, or to stop for good."""
+        self._serving_changed.set()
+        self._serving_changed = trio.Event()
 
     # -- the store's thread ---------------------------------------------------------------
 
