@@ -243,8 +243,12 @@ async def call(actor: Actor[M], make_message: Callable[[Reply[T]], M]) -> T:
     reply: Reply[T] = Reply()
     actor._pending.add(reply)
     try:
+        message = make_message(reply)
         try:
-            await actor.mailbox.send(make_message(reply))
+            try:
+                actor.mailbox.send_nowait(message)  # reply.wait is the checkpoint
+            except trio.WouldBlock:
+                await actor.mailbox.send(message)
         except trio.BrokenResourceError:
             raise ActorStopped(actor.id, actor.state) from None
         return await reply.wait()

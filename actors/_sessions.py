@@ -154,7 +154,10 @@ class Sessions:
                     write, then=lambda s: s.history_delta(sid, generation, version)
                 )
                 opened = Opened(receipt.admitted_seq, promoted, pending, delta, base)
-                await actor.mailbox.send(opened)
+                try:
+                    actor.mailbox.send_nowait(opened)  # the write above was the checkpoint
+                except trio.WouldBlock:
+                    await actor.mailbox.send(opened)
                 sent = True
         finally:
             if not sent:
