@@ -8,6 +8,7 @@ the applier). Planning and writing the next batch overlap the previous one's syn
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from collections.abc import Callable
 __all__ = ["Syncer"]
 
 Completion = Callable[[BaseException | None], None]
+_log = logging.getLogger("kittiwake.storage")
 
 
 class Syncer:
@@ -66,4 +68,7 @@ class Syncer:
                 except BaseException as exc:  # noqa: BLE001 - every completion is told
                     self._error = exc
             for completion in work:
-                completion(self._error)
+                try:
+                    completion(self._error)
+                except Exception:  # a failing completion must not strand the ones after it
+                    _log.exception("a sync completion failed")
