@@ -240,7 +240,10 @@ class Sessions:
                 if len(page) == _PAGE:
                     continue
                 while True:
-                    item = await sub.receive()
+                    try:  # a commit's events arrive together: take them in one go
+                        item = sub.receive_nowait()
+                    except trio.WouldBlock:
+                        item = await sub.receive()
                     if item == OVERFLOWED:
                         break
                     if not isinstance(item, StoredEvent) or item.seq <= cursor:
