@@ -173,10 +173,11 @@ class StorageActor(Actor[Any]):
         return await self._submit(lambda reply: _Write(op, reply, durable, then))
 
     async def read(self, op: Callable[[EventStore], T]) -> T:
-        """Run *op* against the store after the current batch; return its value.
+        """Run *op* against the store after the writes queued before it; return its value
+        once everything it could have seen is durable.
 
-        Raises what *op* raised, or StorageError when the actor stopped first.
-        Cancellation abandons the wait.
+        Raises what *op* raised, or StorageError when the actor stopped first (or the
+        sync it waited for failed). Cancellation abandons the wait.
         """
         result: T = await self._submit(lambda reply: _Read(op, reply))
         return result
