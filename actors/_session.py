@@ -273,16 +273,21 @@ class SessionActor(Actor[Message]):
         self, opened: Opened
     ) -> tuple[list[ev.InputAdmitted], list[ev.InputAdmitted]]:
         """Use a promotion the admitting batch already made (the drain's opening step)."""
-        view, sid = self._history, self.session_id
+        view = self._history
         if opened.base == (view.generation, view.version):
             view.apply(opened.delta)
         else:  # the view moved on meanwhile: read what changed instead
-            view.apply(
-                await self._x.storage.read(
-                    lambda s: s.history_delta(sid, view.generation, view.version)
-                )
-            )
+            await self._refresh_history()
         return opened.promoted, opened.pending
+
+    async def _refresh_history(self) -> None:
+        """Fold in what changed in the stored history since the view last looked."""
+        view, sid = self._history, self.session_id
+        view.apply(
+            await self._x.storage.read(
+                lambda s: s.history_delta(sid, view.generation, view.version)
+            )
+        )
 
     def _agent(self) -> AgentInfo:
         info = self._x.session_info(self.session_id)
@@ -298,18 +303,13 @@ class SessionActor(Actor[Message]):
         self.set_activity("reconciling context")
         known = self._epochs.row
         epoch = await self._epochs.reconcile(await location.observe_context())
-        view = self._history
         if epoch is not known:  # context was admitted (or re-read): history may have moved
-            view.apply(
-                await self._x.storage.read(
-                    lambda s: s.history_delta(sid, view.generation, view.version)
-                )
-            )
+            await self._refresh_history()
         final = step >= max_turns
         tools = [] if final else location.registry.definitions(agent)
         request = llm.LLMRequest(
             model=to_llm_model(model), system=[*self._system(agent), epoch.baseline],
-            messages=view.lowered(model, epoch.baseline_seq), tools=tools,
+            messages=self._history.lowered(model, epoch.baseline_seq), tools=tools,
             tool_choice="none" if final else "auto", prompt_cache_key=sid,
         )  # fmt: skip
         self.set_activity(f"provider turn {step}/{max_turns}")

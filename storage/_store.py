@@ -417,9 +417,7 @@ class EventStore:
         on_durable: Callable[[list[Outcome], list[StoredEvent]], None] | None,
     ) -> tuple[list[Outcome], list[StoredEvent]]:
         self.broken = True
-        error = StorageError(f"journal append failed: {exc}")
-        error.__cause__ = exc
-        failed = [Outcome(error=error) for _ in range(operations)]
+        failed = self._failed(exc, operations)
         if on_durable is not None:
             on_durable(failed, [])
         return failed, []

@@ -173,15 +173,16 @@ def _stamp(path: str) -> tuple[_Stamp | None, _Stamp | None]:
         own = os.lstat(path)
     except OSError:
         return None, None
-    key = (own.st_mode, own.st_ino, own.st_size, own.st_mtime_ns, own.st_ctime_ns)
     if not stat.S_ISLNK(own.st_mode):
-        return key, None
+        return _key(own), None
     try:
-        target = os.stat(path)
+        return _key(own), _key(os.stat(path))
     except OSError:
-        return key, None
-    return key, (target.st_mode, target.st_ino, target.st_size, target.st_mtime_ns,
-                 target.st_ctime_ns)  # fmt: skip
+        return _key(own), None
+
+
+def _key(st: os.stat_result) -> _Stamp:
+    return (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 RACY_NS: Final = 100_000_000
