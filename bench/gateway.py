@@ -147,7 +147,7 @@ async def _serve(port: int, data_dir: str, provider: str) -> None:
             }
         }
         catalog = llm_package.Catalog.from_models_dev({}).with_config(config)
-        http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
+        http = llm_package.provider_http_client()
         llm = llm_package.ProviderClient(catalog, llm_package.Auth(env={}), http_client=http)
         options["default_model"] = ModelRef(id=MOCK_MODEL, provider_id="mock")
     try:

@@ -73,9 +73,7 @@ async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
             if wanted and provider_id in providers:
                 continue
             model_id = next(iter(provider.models))
-        import httpx
-
-        http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
+        http = llm_package.provider_http_client()
         auth = llm_package.Auth(env=dict(os.environ), store=store)
         client = llm_package.ProviderClient(catalog, auth, http_client=http)
         print(f"kittiwake: using provider {provider.id}, model {model_id}", file=out)

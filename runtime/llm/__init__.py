@@ -3,6 +3,8 @@
 Standalone: imports nothing else from this repository. See ``docs/llm.md``.
 """
 
+import typing
+
 from ._anthropic import ANTHROPIC_VERSION as ANTHROPIC_VERSION
 from ._anthropic import AnthropicDecoder as AnthropicDecoder
 from ._anthropic import encode_anthropic as encode_anthropic
@@ -111,6 +113,22 @@ from ._sse import SSEFrame as SSEFrame
 from ._sse import encode_sse as encode_sse
 from ._transport import stream_wire as stream_wire
 
+if typing.TYPE_CHECKING:
+    from ._http11 import HTTP11Transport as HTTP11Transport
+    from ._http11 import provider_http_client as provider_http_client
+
+_LAZY: typing.Final = frozenset({"HTTP11Transport", "provider_http_client"})
+
+
+def __getattr__(name: str) -> object:
+    """httpx loads with the provider transport, on first use, to keep start-up light."""
+    if name in _LAZY:
+        from . import _http11
+
+        return getattr(_http11, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ADAPTERS",
     "ANTHROPIC_VERSION",
@@ -135,6 +153,7 @@ __all__ = [
     "FrameTooLargeError",
     "GeminiDecoder",
     "GenerationControls",
+    "HTTP11Transport",
     "HostedToolResult",
     "LLMClient",
     "LLMError",
@@ -213,6 +232,7 @@ __all__ = [
     "openai_refresh",
     "parse_retry_after",
     "partition_options",
+    "provider_http_client",
     "render_stream",
     "replay_transport",
     "step_cost",
