@@ -216,6 +216,53 @@ class TestRepairOnOpen:
             Journal.open(tmp_path)
 
 
+class TestPreallocation:
+    def test_records_overwrite_zeros_and_a_closed_segment_is_cut_back(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, preallocate_bytes=4096) as journal:
+            written = fill(journal, batches=3, batch_size=2)
+            (active,) = segment_files(tmp_path)
+            size = journal.statistics().bytes
+            assert active.stat().st_size > size + 3000  # zeros ahead of the records
+            assert active.read_bytes()[size:].count(0) == active.stat().st_size - size
+            written += fill(journal, batches=100, batch_size=2)  # runs out, grows again
+            assert [p for _, p in journal.read()] == written
+        assert active.stat().st_size == journal.statistics().bytes
+
+    def test_a_killed_process_leaves_zeros_that_reopen_drops(self, tmp_path: Path) -> None:
+        journal = Journal.open(tmp_path, preallocate_bytes=4096)
+        written = fill(journal, batches=5, batch_size=3)
+        size = journal.statistics().bytes
+        copy = tmp_path / "copy"  # the files as a kill -9 leaves them
+        copy.mkdir()
+        for path in segment_files(tmp_path):
+            (copy / path.name).write_bytes(path.read_bytes())
+        journal.close()
+        with Journal.open(copy) as reopened:
+            assert [p for _, p in reopened.read()] == written
+            assert segment_files(copy)[0].stat().st_size == size
+            more = fill(reopened, batches=1, batch_size=1)
+            assert [p for _, p in reopened.read()] == written + more
+
+    def test_zeros_left_after_a_closed_segment_are_its_end(self, tmp_path: Path) -> None:
+        """A crash after a rotation, before the cut-back reached the disk."""
+        with Journal.open(tmp_path, segment_max_bytes=300) as journal:
+            written = fill(journal, batches=6, batch_size=2)
+        first = segment_files(tmp_path)[0]
+        first.write_bytes(first.read_bytes() + bytes(100_000))
+        with Journal.open(tmp_path) as journal:
+            assert [p for _, p in journal.read()] == written
+            assert journal.verify() == len(written)
+        first.write_bytes(first.read_bytes() + b"\x01")
+        with Journal.open(tmp_path) as journal, pytest.raises(JournalCorrupt, match="bytes after"):
+            journal.verify()
+
+    def test_no_preallocation_grows_with_each_append(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, preallocate_bytes=0) as journal:
+            fill(journal, batches=3, batch_size=2)
+            (active,) = segment_files(tmp_path)
+            assert active.stat().st_size == journal.statistics().bytes
+
+
 class TestRelease:
     def test_release_deletes_only_covered_inactive_segments(self, tmp_path: Path) -> None:
         with Journal.open(tmp_path, segment_max_bytes=3 * (HEADER_SIZE + 40)) as journal:
