@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, final
+from typing import Any, Final, final
 
 import msgspec
 import trio
@@ -36,6 +36,7 @@ from runtime.tools._tool import Tool
 __all__ = ["ToolContribution", "ToolRegistry", "ToolRegistryStatistics"]
 
 _log = logging.getLogger("runtime.tools")
+_ADVERTISED_AGENTS: Final = 32  # agent objects whose tool definitions are kept
 
 
 class ToolRegistryStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,6 +106,8 @@ class ToolRegistry:
         self.saved_approvals = saved_approvals
         self._contributions: list[ToolContribution] = []
         self._counts = {"in_flight": 0, "settled": 0, "failed": 0, "lossy": 0}
+        # definitions() per agent object, until the contributions change
+        self._advertised: dict[int, tuple[AgentInfo, list[ToolDefinition]]] = {}
 
     def contribute(self, tools: Tool[Any] | Iterable[Tool[Any]]) -> ToolContribution:
         """Add definitions; a later contribution shadows an earlier one of the same name
@@ -115,10 +118,12 @@ class ToolRegistry:
             raise ValueError("Duplicate tool names in one contribution")
         contribution = ToolContribution(self, by_name)
         self._contributions.append(contribution)
+        self._advertised.clear()
         return contribution
 
     def _remove(self, contribution: ToolContribution) -> None:
         self._contributions.remove(contribution)
+        self._advertised.clear()
 
     def lookup(self, name: str) -> Tool[Any] | None:
         """The current definition called *name*, if any."""
@@ -139,13 +144,21 @@ class ToolRegistry:
         """The catalog advertised to *agent* for one request, sorted by name.
 
         Tools the agent switches off, and tools whose permission its rules deny
-        for every resource, are left out.
+        for every resource, are left out. Kept per agent object (at most
+        ``_ADVERTISED_AGENTS``) until a contribution is added or closed.
         """
-        return [
+        cached = self._advertised.get(id(agent))
+        if cached is not None and cached[0] is agent:
+            return list(cached[1])
+        definitions = [
             tool.definition()
             for tool in (self.lookup(n) for n in self.names())
             if tool is not None and _visible(tool, agent)
         ]
+        if len(self._advertised) >= _ADVERTISED_AGENTS:
+            self._advertised.clear()
+        self._advertised[id(agent)] = (agent, definitions)
+        return list(definitions)
 
     def statistics(self) -> ToolRegistryStatistics:
         """Counters for the inspector."""

@@ -123,6 +123,28 @@ async def test_definitions_follow_contributions_and_agent_switches(tmp_path):
     assert echo.input_schema["required"] == ["text"]
 
 
+async def test_definitions_kept_per_agent_follow_contributions(tmp_path):
+    registry, _ = testing_registry(_env(tmp_path))
+    first = registry.definitions(BUILD)
+    first.clear()  # callers get their own list
+    again = registry.definitions(BUILD)
+    assert [d.name for d in again] == ["echo", "failing", "gated", "slow"]
+    assert again[0] is registry.definitions(BUILD)[0]  # kept, not rebuilt
+
+    async def shout(data: EchoInput, ctx: ToolContext, env: ToolEnvironment) -> ToolOutput:
+        return ToolOutput(content=[TextPart(text=data.text.upper())])
+
+    loud = Tool(name="echo", description="Shout.", input_type=EchoInput, handler=shout)
+    with registry.contribute(
+        [loud, Tool(name="zz", description="Z.", input_type=EchoInput, handler=shout)]
+    ):
+        during = registry.definitions(BUILD)
+        assert [d.name for d in during][-1] == "zz"
+        assert during[0].description == "Shout."
+    assert [d.name for d in registry.definitions(BUILD)] == ["echo", "failing", "gated", "slow"]
+    assert registry.definitions(BUILD)[0].description != "Shout."
+
+
 async def test_later_contribution_shadows_until_closed(tmp_path):
     registry, _ = testing_registry(_env(tmp_path))
 
