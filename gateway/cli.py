@@ -19,6 +19,7 @@ import trio
 
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
+from storage import release_library_pages
 
 if TYPE_CHECKING:
     import httpx
@@ -127,6 +128,8 @@ async def _serve(args: argparse.Namespace) -> int:
                             cors_origins=cors, task_status=task_status,
                         )
                     )  # fmt: skip
+                    # Start-up's DuckDB work is done: unmap the library pages it alone used.
+                    await trio.to_thread.run_sync(release_library_pages)
                     print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
                     if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
                         print("kittiwake: warning: listening beyond localhost without a password")

@@ -43,6 +43,9 @@ _CACHE_MESSAGES: Final = 4096
 _CACHE_HISTORIES: Final = 512
 _REPLAY_CHUNK: Final = 512
 """Journal records replayed into one DuckDB transaction at start-up."""
+_DB_ASYNC_THREADS: Final = 0
+"""DuckDB's asynchronous I/O pool. It serves only Parquet and CSV scans, which the store
+never runs, and defaults to four threads per CPU (up to 256), each started at connect."""
 
 _encode = msgspec.json.Encoder().encode
 _decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
@@ -226,15 +229,22 @@ class EventStore:
                 self._set_aside(path)
         return self._connect(path)
 
+    def _db_config(self) -> dict[str, Any]:
+        """DuckDB's settings, given at connect so no default-sized thread pool ever starts."""
+        # Small OLTP batches: bound DuckDB's buffer pool and worker threads explicitly.
+        config: dict[str, Any] = {
+            "memory_limit": f"{self._db_memory_mb}MB",
+            "threads": self._db_threads,
+            "async_threads": _DB_ASYNC_THREADS,
+        }
+        if not self._db_fsync:
+            # The fdatasynced journal is the durable record; the database trails it.
+            config["fsync_mode"] = "NONE"
+        return config
+
     def _connect(self, path: Path) -> duckdb.DuckDBPyConnection:
-        conn = duckdb.connect(str(path))
+        conn = duckdb.connect(str(path), config=self._db_config())
         try:
-            if not self._db_fsync:
-                # The fdatasynced journal is the durable record; the database trails it.
-                conn.execute("set fsync_mode = 'NONE'")
-            # Small OLTP batches: bound DuckDB's buffer pool and worker threads explicitly.
-            conn.execute(f"set memory_limit = '{self._db_memory_mb}MB'")
-            conn.execute(f"set threads = {self._db_threads}")
             migrate(conn, now_ms=time.time_ns() // 1_000_000)
             # count(*) is answered from metadata; hashing whole rows reads (and checksums)
             # every data block, so a damaged block is found here and not on a later write.
@@ -595,7 +605,7 @@ class EventStore:
 
     def _verify_copy(self, path: Path, lsn: int) -> None:
         try:
-            copy = duckdb.connect(str(path), read_only=True)
+            copy = duckdb.connect(str(path), read_only=True, config=self._db_config())
         except Exception as exc:
             raise StorageError(f"backup copy does not open: {exc}") from exc
         try:
