@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
@@ -145,8 +146,34 @@ def _date_update(day: datetime.date) -> str:
     return f"Today's date is now: {to_date_string(day)}"
 
 
-def _host_today() -> datetime.date:
-    return datetime.date.today()
+_TODAY_TTL: Final = 1.0  # seconds a read of the host calendar is reused
+
+
+class _HostCalendar:
+    """The host-local date, read from the clock at most once a ``_TODAY_TTL``.
+
+    ``date.today()`` costs a timezone lookup (about 10 us) and every provider turn
+    asks; a new day (or timezone) shows within a second.
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        today: Callable[[], datetime.date] = datetime.date.today,
+    ) -> None:
+        self._clock = clock
+        self._today = today
+        self._day = datetime.date.min
+        self._until = -float("inf")
+
+    def __call__(self) -> datetime.date:
+        now = self._clock()
+        if now >= self._until:
+            self._day, self._until = self._today(), now + _TODAY_TTL
+        return self._day
+
+
+_host_today: Final = _HostCalendar()
 
 
 def date_source(*, today: Callable[[], datetime.date] = _host_today) -> SystemContext:

@@ -274,3 +274,24 @@ async def test_symlinked_directory_is_canonicalized(tmp_path: Path) -> None:
         directory=link, project_root=project.root, config_dir=None, env={}
     )
     assert files == [InstructionFile(path=str(near), content="sub rules")]
+
+
+def test_host_calendar_is_read_at_most_once_a_second() -> None:
+    from runtime.context._builtins import _HostCalendar
+
+    now = [100.0]
+    reads: list[datetime.date] = []
+    days = iter([datetime.date(2026, 11, 26), datetime.date(2026, 11, 27)])
+
+    def today() -> datetime.date:
+        reads.append(next(days))
+        return reads[-1]
+
+    calendar = _HostCalendar(clock=lambda: now[0], today=today)
+    assert calendar() == datetime.date(2026, 11, 26)
+    now[0] += 0.999
+    assert calendar() == datetime.date(2026, 11, 26)
+    assert len(reads) == 1
+    now[0] += 0.001
+    assert calendar() == datetime.date(2026, 11, 27)  # a new day shows within a second
+    assert len(reads) == 2
