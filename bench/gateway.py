@@ -137,7 +137,7 @@ async def _serve(port: int, data_dir: str, provider: str) -> None:
                 finish_reason="stop", usage=llm_package.Usage(input_tokens=1, output_tokens=1)
             ),
         ]  # fmt: skip
-        llm: Any = llm_package.ScriptedLLM(lambda request: script)
+        llm: Any = llm_package.ScriptedLLM(lambda request: script, event_checkpoints=False)
     else:
         config = {
             "provider": {

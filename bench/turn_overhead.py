@@ -1,6 +1,11 @@
 """Runtime overhead of provider turns and tool round trips, with a zero-latency ScriptedLLM.
 
 Usage: .venv/bin/python bench/turn_overhead.py [--dir DIR] [--turns N] [--idle N]
+                                              [--event-checkpoints]
+
+The ScriptedLLM delivers each answer whole, as one read of a zero-latency provider's SSE
+body does; ``--event-checkpoints`` makes it yield to the scheduler after every event
+instead (how the figures before the HTTP/1.1 transport work were taken).
 
 - prompt to answer: ``rt.sessions.prompt`` called until the answering ``step.ended``
   event is durable and seen on ``rt.sessions.events``, sequential in one session;
@@ -50,14 +55,28 @@ from runtime.tools._testing import testing_registry
 Script = Callable[[LLMRequest], Sequence[LLMEvent]]
 
 
+# Events are frozen: one answer serves every request, so building it is not counted.
+_ANSWER: Sequence[LLMEvent] = (
+    StepStart(),
+    TextStart(id="t"),
+    TextDelta(id="t", delta="done"),
+    TextEnd(id="t"),
+    StepFinish(finish_reason="stop", usage=Usage(input_tokens=10, output_tokens=1)),
+)
+
+
 def answer(request: LLMRequest) -> Sequence[LLMEvent]:
-    return [
-        StepStart(),
-        TextStart(id="t"),
-        TextDelta(id="t", delta="done"),
-        TextEnd(id="t"),
-        StepFinish(finish_reason="stop", usage=Usage(input_tokens=10, output_tokens=1)),
-    ]
+    return _ANSWER
+
+
+EVENT_CHECKPOINTS = "--event-checkpoints" in sys.argv
+
+
+def scripted(script: Script) -> ScriptedLLM:
+    """A zero-latency ScriptedLLM whose answers arrive whole, as one read of a real
+    provider's SSE body does; a checkpoint per event would add the fake's own
+    scheduling (six rounds a turn) to the runtime's overhead."""
+    return ScriptedLLM(script, event_checkpoints=EVENT_CHECKPOINTS)
 
 
 def echo_then_answer(request: LLMRequest) -> Sequence[LLMEvent]:
@@ -79,7 +98,7 @@ def _percentile(values: list[float], fraction: float) -> float:
 async def sequential(directory: Path, script: Script, turns: int) -> list[list[float]]:
     """Per prompt, the perf_counter offsets (from the prompt call) of each durable step.ended."""
     results: list[list[float]] = []
-    async with open_runtime(data_dir=directory, llm=ScriptedLLM(script), tools=tools) as rt:
+    async with open_runtime(data_dir=directory, llm=scripted(script), tools=tools) as rt:
         sid = (await rt.sessions.create(location=Location(directory=str(directory)))).id
         ended: list[float] = []
         step = trio.Condition()
@@ -110,7 +129,7 @@ async def sequential(directory: Path, script: Script, turns: int) -> list[list[f
 
 async def concurrent(directory: Path, sessions: int, seconds: float) -> float:
     """Prompts per second with *sessions* sessions each prompted again as soon as idle."""
-    async with open_runtime(data_dir=directory, llm=ScriptedLLM(answer), tools=tools) as rt:
+    async with open_runtime(data_dir=directory, llm=scripted(answer), tools=tools) as rt:
         loc = Location(directory=str(directory))
         sids = [(await rt.sessions.create(location=loc)).id for _ in range(sessions)]
         for sid in sids:  # warm every session once
@@ -142,8 +161,8 @@ class _CountingLLM:
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMEvent]:
         self.calls += 1
+        await trio.lowlevel.checkpoint()
         for event in answer(request):
-            await trio.lowlevel.checkpoint()
             yield event
 
 
@@ -195,6 +214,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--idle", type=int, default=10_000)
     parser.add_argument("--idle-child", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--event-checkpoints", action="store_true", help="yield after every scripted event"
+    )
     args = parser.parse_args()
     if args.idle_child is not None:
         print(json.dumps(trio.run(idle_sessions, args.idle_child, args.idle)))

@@ -29,6 +29,11 @@ class ScriptedLLM:
         scripts: a sequence of scripts used in order, or a function computing the
             script from the request.
         latency: seconds to ``trio.sleep`` before the first event of each stream.
+        event_checkpoints: yield to the scheduler after every event, as events that
+            arrive one network read at a time would. ``False`` delivers each script
+            after the one ``latency`` sleep, as an answer arriving in a single read
+            does (what a zero-latency provider's SSE body does through
+            ``stream_wire``); benchmarks of the runtime's own overhead use that.
 
     Every request is appended to ``requests`` before anything else happens, even
     when the scripts have run out.
@@ -39,9 +44,11 @@ class ScriptedLLM:
         scripts: Sequence[Sequence[LLMEvent]] | Callable[[LLMRequest], Sequence[LLMEvent]],
         *,
         latency: float = 0.0,
+        event_checkpoints: bool = True,
     ) -> None:
         self._scripts = scripts
         self._latency = latency
+        self._event_checkpoints = event_checkpoints
         self._next = 0
         self.requests: list[LLMRequest] = []
 
@@ -77,11 +84,12 @@ class ScriptedLLM:
 
         Raises:
             ScriptExhaustedError: no script is left. Cancellation propagates from
-                the latency sleep or between events.
+                the latency sleep or (with ``event_checkpoints``) between events.
         """
         self.requests.append(request)
         script = self._script_for(request)
         await trio.sleep(self._latency)
         for event in script:
             yield event
-            await trio.lowlevel.checkpoint()
+            if self._event_checkpoints:
+                await trio.lowlevel.checkpoint()

@@ -21,7 +21,9 @@ from runtime.llm import (
     StepStart,
     SystemMessage,
     TextDelta,
+    TextEnd,
     TextPart,
+    TextStart,
     ToolCall,
     ToolCallPart,
     ToolDefinition,
@@ -202,3 +204,27 @@ async def test_scripted_llm_is_cancellable_during_latency(autojump_clock: trio.a
         async for _ in client.stream(_req("x")):
             raise AssertionError("no event expected before the latency elapses")
     assert scope.cancelled_caught
+
+
+@pytest.mark.parametrize("event_checkpoints", [True, False])
+async def test_scripted_llm_event_checkpoints(event_checkpoints: bool) -> None:
+    """With ``event_checkpoints`` other tasks run between events; without, a script
+    arrives whole after its one latency sleep."""
+    script = [StepStart(), TextStart(id="t"), TextDelta(id="t", delta="x"), TextEnd(id="t")]
+    client = ScriptedLLM([script], event_checkpoints=event_checkpoints)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await trio.lowlevel.checkpoint()
+
+    seen: list[int] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        await trio.lowlevel.checkpoint()
+        async for _ in client.stream(_req("x")):
+            seen.append(ticks)
+        nursery.cancel_scope.cancel()
+    assert len(set(seen)) == (len(script) if event_checkpoints else 1)
