@@ -20,10 +20,12 @@ from runtime import IdGenerator
 from runtime import _schema as ev
 from runtime.context import (
     InitializationBlocked,
+    ObservedContext,
     ReplacementBlocked,
     ReplacementReady,
     SystemContext,
     SystemContextRegistry,
+    Unchanged,
     Updated,
     contribute_core_context,
     decode_snapshot,
@@ -71,6 +73,8 @@ class EpochKeeper:
         self._now = now_ms
         self.row: EpochRow | None = None
         """The epoch as this keeper last read or wrote it (it is the only writer)."""
+        self._settled: tuple[EpochRow, ObservedContext] | None = None
+        """An epoch row and an observation found unchanged against it."""
 
     async def current(self) -> EpochRow | None:
         sid = self._sid
@@ -127,8 +131,14 @@ class EpochKeeper:
         return epoch
 
     async def _reconcile_once(self, context: SystemContext, epoch: EpochRow) -> EpochRow:
-        outcome = await context.reconcile(decode_snapshot(epoch.snapshot))
-        if isinstance(outcome, Updated):
+        observed = await context.observe()
+        settled = self._settled
+        if settled is not None and settled[0] is epoch and settled[1].same_as(observed):
+            return epoch  # the same values against the same snapshot: still unchanged
+        outcome = observed.reconcile(decode_snapshot(epoch.snapshot))
+        if isinstance(outcome, Unchanged):
+            self._settled = (epoch, observed)
+        elif isinstance(outcome, Updated):
             return await self._admit(epoch, outcome)
         if isinstance(outcome, ReplacementReady):
             return await self._replace(epoch, outcome)

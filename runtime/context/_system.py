@@ -350,6 +350,18 @@ class ObservedContext:
         self._sources = sources
         self._values = values
 
+    def same_as(self, other: ObservedContext) -> bool:
+        """Whether *other* holds the very same source and value objects, in order.
+
+        Loaded values are never changed in place, so every method then answers for
+        *other* as it answers for this one: a caller may reuse an answer.
+        """
+        if len(self._sources) != len(other._sources):
+            return False
+        return all(a is b for a, b in zip(self._sources, other._sources, strict=True)) and all(
+            a is b for a, b in zip(self._values, other._values, strict=True)
+        )
+
     @property
     def unavailable(self) -> list[str]:
         """Keys whose observation was :data:`UNAVAILABLE`, in source order."""

@@ -289,3 +289,18 @@ async def test_loaded_sources_need_no_loader() -> None:
     assert observed.replace(EMPTY_SNAPSHOT) == ReplacementReady(
         baseline="a=4", snapshot=decode_snapshot(b'{"t/a":{"value":4}}')
     )
+
+
+async def test_same_as_is_identity_of_sources_and_values() -> None:
+    point = Point(x=1, y=2)
+    cell = Cell(point)
+    ctx = SystemContext.make("core/point", Point, cell.load, str, str)  # type: ignore[arg-type]
+    first, again = await ctx.observe(), await ctx.observe()
+    assert first.same_as(again)
+    cell.value = Point(x=1, y=2)  # equal, but another object: not the same observation
+    assert not first.same_as(await ctx.observe())
+    other = SystemContext.make("core/point", Point, cell.load, str, str)  # type: ignore[arg-type]
+    cell.value = point
+    assert not first.same_as(await other.observe())  # another source object
+    both = SystemContext.combine(ctx, counter("core/n", Cell(1)))
+    assert not first.same_as(await both.observe())
