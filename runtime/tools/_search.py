@@ -6,10 +6,9 @@ import os
 import re
 from collections.abc import Iterator
 from itertools import islice
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
-import pathspec
 
 from runtime.llm import TextPart
 from runtime.tools._authority import ResolvedPath, is_within, resolve_path
@@ -17,6 +16,9 @@ from runtime.tools._io import run_blocking
 from runtime.tools._model import ToolContext, ToolEnvironment, ToolError, ToolOutput
 from runtime.tools._read import is_binary
 from runtime.tools._tool import Tool
+
+if TYPE_CHECKING:
+    import pathspec
 
 __all__ = ["GlobInput", "GrepInput", "SearchLimits", "glob_regex", "glob_tool", "grep_tool"]
 
@@ -90,6 +92,8 @@ class _Ignores:
     def load(self, directory: str) -> None:
         path = os.path.join(directory, ".gitignore")
         if self.enabled and os.path.isfile(path):
+            import pathspec  # about 40 ms of start-up otherwise; loaded by the first walk
+
             with open(path, encoding="utf-8", errors="replace") as handle:
                 self.specs.append((directory, pathspec.GitIgnoreSpec.from_lines(handle)))
 
