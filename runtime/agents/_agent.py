@@ -96,7 +96,8 @@ def resolve_agent(agents: Mapping[str, AgentInfo], name: str | None) -> AgentInf
     A name that resolves to nothing gets an agent that denies every permission.
     """
     if name is not None:
-        return agents.get(name, msgspec.structs.replace(_DENY_ALL, name=name))
+        found = agents.get(name)
+        return found if found is not None else msgspec.structs.replace(_DENY_ALL, name=name)
     if DEFAULT_AGENT in agents:
         return agents[DEFAULT_AGENT]
     primary = [a for a in agents.values() if a.mode in ("primary", "all")]
