@@ -34,7 +34,6 @@ from storage._batch import AdmitPrompt
 __all__ = ["Page", "SessionEvent", "Sessions"]
 
 _PAGE: Final = 500
-_decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
@@ -328,7 +327,7 @@ class Sessions:
 
 
 def _decoded(stored: StoredEvent) -> SessionEvent:
-    return SessionEvent(seq=stored.seq, id=stored.id, event=_decode_event(stored.data))
+    return SessionEvent(seq=stored.seq, id=stored.id, event=ev.decode_event(stored.data))
 
 
 def _check_limit(limit: int) -> None:

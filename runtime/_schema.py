@@ -7,6 +7,7 @@ New fields get defaults and go last, so stored events stay decodable.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, ClassVar, Literal
 
 import msgspec
@@ -56,6 +57,7 @@ __all__ = [
     "ToolProvider",
     "ToolSuccess",
     "ToolTextContent",
+    "decode_event",
     "wire_name",
 ]
 
@@ -386,3 +388,14 @@ class ToolInputDelta(Event, frozen=True, tag="session.next.tool.input.delta"):
 
 
 LiveDelta = TextDelta | ReasoningDelta | ToolInputDelta
+
+
+@cache
+def _event_decoder() -> msgspec.json.Decoder[DurableEvent]:
+    return msgspec.json.Decoder(DurableEvent)
+
+
+def decode_event(data: bytes | str) -> DurableEvent:
+    """A stored event's JSON as its ``DurableEvent`` (the decoder is built on first use,
+    which keeps its cost out of start-up). Raises ``msgspec.ValidationError``."""
+    return _event_decoder().decode(data)

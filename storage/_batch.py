@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 _encode = msgspec.json.Encoder().encode
-_decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
 _MISSING: Any = object()
 
 
@@ -242,7 +241,7 @@ class WriteBatch:
 
     def replay_event(self, stored: StoredEvent) -> None:
         """Re-apply one stored event (journal catch-up, projection rebuild)."""
-        event = _decode_event(stored.data)
+        event = ev.decode_event(stored.data)
         if isinstance(event, ev.SessionCreated) and self._row(stored.aggregate_id) is None:
             from storage._store import _SessionRow
 

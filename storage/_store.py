@@ -48,7 +48,6 @@ _DB_ASYNC_THREADS: Final = 0
 never runs, and defaults to four threads per CPU (up to 256), each started at connect."""
 
 _encode = msgspec.json.Encoder().encode
-_decode_event = msgspec.json.Decoder(ev.DurableEvent).decode
 _decode_message = msgspec.json.Decoder(SessionMessage).decode
 _decode_info = msgspec.json.Decoder(ev.SessionInfo).decode
 _decode_prompt = msgspec.json.Decoder(ev.Prompt).decode
@@ -906,4 +905,4 @@ def _stored_from_row(row: Sequence[Any]) -> StoredEvent:
 
 def decode_stored(stored: StoredEvent) -> ev.DurableEvent:
     """Decode a stored event's data into its Struct."""
-    return _decode_event(stored.data)
+    return ev.decode_event(stored.data)
