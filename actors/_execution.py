@@ -183,8 +183,24 @@ class SessionExecution:
         await self._ask_active(session_id, lambda reply: Interrupt(barrier, reply))
 
     async def wait_idle(self, session_id: str) -> None:
-        """Wait until the session has no active or pending drain."""
-        await self._ask_active(session_id, lambda reply: WaitIdle(reply))
+        """Wait until the session has no active or pending drain.
+
+        While a drain chain runs and nothing is queued for the actor, the wait is
+        registered with it directly (``SessionActor.idle_waiter``) instead of by message.
+        Cancellation abandons the wait.
+        """
+        actor = self._sessions.get(session_id)
+        reply = actor.idle_waiter() if actor is not None else None
+        if actor is None or reply is None:
+            return await self._ask_active(session_id, lambda reply: WaitIdle(reply))
+        try:
+            await reply.wait()
+        except ActorStopped as stopped:
+            if stopped.state != "passivated":  # passivated only once idle
+                raise
+        finally:
+            actor._pending.discard(reply)
+            reply._abandon()
 
     async def _ask_active(self, session_id: str, make: Callable[[Reply[None]], Any]) -> None:
         """Call the session's actor if it is active; a passivated one was idle, but one

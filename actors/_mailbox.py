@@ -133,6 +133,11 @@ class Mailbox(Generic[T]):
         """Whether :meth:`close` was called."""
         return self._closed
 
+    @property
+    def depth(self) -> int:
+        """Messages queued and not yet received."""
+        return self._in - self._out
+
     def statistics(self) -> MailboxStatistics:
         """Return a snapshot of depth, bound, peak, waiters and counters."""
         raw = self._send.statistics()

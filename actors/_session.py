@@ -95,6 +95,7 @@ class SessionActor(Actor[Message]):
         self._epochs = EpochKeeper(session_id, execution.storage, execution.ids, execution.now_ms)
         self._openings = 0
         self._opened: Opened | None = None
+        self._nursery: trio.Nursery | None = None
 
     @property
     def idle(self) -> bool:
@@ -116,6 +117,30 @@ class SessionActor(Actor[Message]):
         """The reserved opening will not come (its admission failed or was cancelled)."""
         self._openings -= 1
 
+    def open_now(self, opened: Opened) -> bool:
+        """Take *opened* at once, on the caller's task, when no message is queued before
+        it: what handling the ``Opened`` message would do, without the actor's task
+        waking for it. False when it must be mailed (messages queued, not running)."""
+        nursery = self._nursery
+        if nursery is None or self.state != "running" or self.mailbox.depth:
+            return False
+        self._take(opened, nursery)
+        return True
+
+    def idle_waiter(self) -> Reply[None] | None:
+        """A reply answered when the running drain chain ends, registered without a
+        message (the answer a ``WaitIdle`` message would get); None when the actor must
+        be asked through its mailbox: it is idle, not running, or messages are queued
+        that could extend the chain. The actor fails the reply if it crashes or stops."""
+        if self._nursery is None or self.state != "running" or self.mailbox.depth:
+            return None
+        if self.lane.idle:
+            return None
+        reply: Reply[None] = Reply()
+        self._pending.add(reply)
+        self._idle_waiters.append(reply)
+        return reply
+
     async def run(self) -> None:
         self.lane = Lane()
         self._recovered = False
@@ -126,9 +151,13 @@ class SessionActor(Actor[Message]):
             if self.statistics().restarts:
                 # A restart lost the lane and any wake it held; the inbox is the record.
                 await self._handle(Wake(1 << 61), nursery)
-            while True:
-                message = await self.mailbox.receive()
-                await self._handle(message, nursery)
+            self._nursery = nursery
+            try:
+                while True:
+                    message = await self.mailbox.receive()
+                    await self._handle(message, nursery)
+            finally:
+                self._nursery = None
 
     async def _handle(self, message: Message, nursery: trio.Nursery) -> None:
         match message:
@@ -145,16 +174,19 @@ class SessionActor(Actor[Message]):
                     nursery.start_soon(self._answer_when_done, reply, self._drain_done)
                 else:
                     reply.send(None)
-            case Opened(seq=seq):
-                self._openings -= 1
-                self._opened = message
-                if self.lane.wake(seq) == "start":
-                    self._start(nursery, "wake")
+            case Opened():
+                self._take(message, nursery)
             case WaitIdle(reply=reply):
                 if self.lane.idle:
                     reply.send(None)
                 else:
                     self._idle_waiters.append(reply)
+
+    def _take(self, opened: Opened, nursery: trio.Nursery) -> None:
+        self._openings -= 1
+        self._opened = opened
+        if self.lane.wake(opened.seq) == "start":
+            self._start(nursery, "wake")
 
     async def _answer_when_done(self, reply: Reply[None], done: trio.Event) -> None:
         await done.wait()

@@ -153,10 +153,11 @@ class Sessions:
                     write, then=lambda s: s.history_delta(sid, generation, version)
                 )
                 opened = Opened(receipt.admitted_seq, promoted, pending, delta, base)
-                try:
-                    actor.mailbox.send_nowait(opened)  # the write above was the checkpoint
-                except trio.WouldBlock:
-                    await actor.mailbox.send(opened)
+                if not actor.open_now(opened):
+                    try:
+                        actor.mailbox.send_nowait(opened)  # the write above was the checkpoint
+                    except trio.WouldBlock:
+                        await actor.mailbox.send(opened)
                 sent = True
         finally:
             if not sent:

@@ -219,10 +219,11 @@ class InstructionsWatch:
         self.discoveries = 0
 
     async def load(self) -> list[InstructionFile] | Unavailable:
-        """The instruction files as they are now."""
+        """The instruction files as they are now. A cancellation point; it yields to the
+        scheduler only when the files are read again (in a worker thread)."""
         if self._files is not None and self._stamps is not None:
             if all(_stamp(path) == stamp for path, stamp in self._stamps):
-                await trio.lowlevel.checkpoint()
+                await trio.lowlevel.checkpoint_if_cancelled()
                 return self._files
         files, stamps = await trio.to_thread.run_sync(self._discover)
         self._files, self._stamps = files, stamps

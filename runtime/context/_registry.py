@@ -113,6 +113,7 @@ class SystemContextRegistry:
     async def load(self) -> SystemContext:
         """Evaluate every producer concurrently and combine in contribution-key order.
 
+        A cancellation point; it yields to the scheduler only when a producer does.
         Cancellation propagates once every producer has been cancelled. A producer
         that raises is a defect; its error propagates inside an ``ExceptionGroup``.
 
@@ -130,7 +131,7 @@ class SystemContextRegistry:
             index, producer = pending[0]
             results[index] = await producer()
         elif not pending:
-            await trio.lowlevel.checkpoint()
+            await trio.lowlevel.checkpoint_if_cancelled()
         else:
 
             async def produce(index: int, producer: Callable[[], Awaitable[Produced]]) -> None:

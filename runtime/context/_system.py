@@ -245,9 +245,10 @@ class SystemContext:
         """Run every loader once, concurrently, and keep the values in source order.
 
         Already-loaded sources are read directly; a single loader is awaited without
-        a nursery. Always a checkpoint. Cancellation propagates once every loader has
-        been cancelled. A loader that raises is a defect: its error propagates
-        (inside an ``ExceptionGroup`` when several loaders run).
+        a nursery. A cancellation point; it yields to the scheduler only when a loader
+        does. Cancellation propagates once every loader has been cancelled. A loader
+        that raises is a defect: its error propagates (inside an ``ExceptionGroup``
+        when several loaders run).
         """
         values: list[Any] = [source.value for source in self._sources]
         pending = [(i, s.loader) for i, s in enumerate(self._sources) if s.loader is not None]
@@ -255,7 +256,7 @@ class SystemContext:
             index, loader = pending[0]
             values[index] = await loader()
         elif not pending:
-            await trio.lowlevel.checkpoint()
+            await trio.lowlevel.checkpoint_if_cancelled()
         else:
 
             async def load(index: int, loader: Callable[[], Awaitable[Any]]) -> None:

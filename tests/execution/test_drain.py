@@ -6,6 +6,7 @@ from pathlib import Path
 
 import trio
 
+from actors._session import Wake
 from runtime import AssistantMessage, llm
 from runtime import _messages as m
 from tests.execution.conftest import (
@@ -256,3 +257,29 @@ async def test_a_prompt_to_an_idle_ready_session_opens_its_activity_in_the_admit
         kinds = [type(x).__name__ for x in await rt.sessions.context(sid)]
         assert kinds == ["UserMessage", "AssistantMessage", "UserMessage", "UserMessage",
                          "AssistantMessage"]  # fmt: skip
+
+
+async def test_an_opening_and_an_idle_wait_reach_a_ready_actor_without_messages(
+    tmp_path: Path,
+) -> None:
+    """With nothing queued for the actor, the admission hands it the opened activity and
+    ``wait_idle`` registers with the running drain directly; the outcome is the one the
+    messages would give, and a wait registered before a queued message still goes by mail."""
+    client = llm.ScriptedLLM([answer("first"), answer("second"), answer("third")], latency=0.05)
+    async with running(tmp_path, client) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("warm"))
+        await rt.sessions.wait_idle(sid)
+        actor = rt.execution.active_sessions()[0]
+        mailed = actor.mailbox.statistics().messages_in
+        await rt.sessions.prompt(sid, prompt=prompt("direct"))
+        assert not actor.idle  # the drain started on the admission's own task
+        await rt.sessions.wait_idle(sid)
+        assert actor.idle and actor.mailbox.statistics().messages_in == mailed
+        assert user_texts(client.requests[1]) == ["warm", "direct"]
+        # A wake queued ahead of the wait: the wait goes by mail and sees the drain it starts.
+        await rt.sessions.prompt(sid, prompt=prompt("queued"), resume=False)
+        actor.mailbox.send_nowait(Wake(1 << 61))
+        await rt.sessions.wait_idle(sid)
+        assert actor.mailbox.statistics().messages_in == mailed + 2
+        assert len(client.requests) == 3 and actor.idle
