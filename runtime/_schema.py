@@ -70,7 +70,7 @@ def wire_name(name: str) -> str:
     return head + "".join("ID" if part == "id" else part.capitalize() for part in rest)
 
 
-class Record(msgspec.Struct, frozen=True, kw_only=True, rename=wire_name):
+class Record(msgspec.Struct, frozen=True, kw_only=True, rename=wire_name, gc=False):
     """Base of every durable record: frozen, keyword-only, OpenCode field names.
 
     Optional wire fields default to ``UNSET`` and are then left out of the JSON.

@@ -30,11 +30,15 @@ __all__ = [
 ErrorKind: TypeAlias = Literal["retryable", "context_overflow", "auth", "terminal"]
 
 
-class StepStart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="step-start"):
+class StepStart(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="step-start"
+):
     """The provider accepted the request and began a step."""
 
 
-class StepFinish(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="step-finish"):
+class StepFinish(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="step-finish"
+):
     """The step ended.
 
     ``finish_reason`` is one of ``stop``, ``length``, ``tool-calls``,
@@ -48,20 +52,26 @@ class StepFinish(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", ta
     cost: float | None = None
 
 
-class TextStart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text-start"):
+class TextStart(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="text-start"
+):
     """A text block opened."""
 
     id: str
 
 
-class TextDelta(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text-delta"):
+class TextDelta(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="text-delta"
+):
     """More text for block ``id``."""
 
     id: str
     delta: str
 
 
-class TextEnd(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text-end"):
+class TextEnd(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="text-end"
+):
     """Text block ``id`` closed."""
 
     id: str
@@ -69,7 +79,7 @@ class TextEnd(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="
 
 
 class ReasoningStart(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="reasoning-start"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="reasoning-start"
 ):
     """A reasoning block opened."""
 
@@ -78,7 +88,7 @@ class ReasoningStart(
 
 
 class ReasoningDelta(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="reasoning-delta"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="reasoning-delta"
 ):
     """More reasoning text for block ``id``."""
 
@@ -87,7 +97,7 @@ class ReasoningDelta(
 
 
 class ReasoningEnd(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="reasoning-end"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="reasoning-end"
 ):
     """Reasoning block ``id`` closed; ``provider_metadata`` carries its signature."""
 
@@ -96,7 +106,7 @@ class ReasoningEnd(
 
 
 class ToolInputStart(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tool-input-start"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="tool-input-start"
 ):
     """The model began writing arguments for a tool call."""
 
@@ -105,7 +115,7 @@ class ToolInputStart(
 
 
 class ToolInputDelta(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tool-input-delta"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="tool-input-delta"
 ):
     """A raw JSON fragment of a tool call's arguments."""
 
@@ -114,14 +124,16 @@ class ToolInputDelta(
 
 
 class ToolInputEnd(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tool-input-end"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="tool-input-end"
 ):
     """The arguments of a tool call are complete."""
 
     call_id: str
 
 
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tool-call"):
+class ToolCall(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="tool-call"
+):
     """A complete tool call with parsed arguments."""
 
     call_id: str
@@ -132,7 +144,7 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=
 
 
 class HostedToolResult(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="hosted-tool-result"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="hosted-tool-result"
 ):
     """The result of a tool the provider executed itself."""
 
@@ -143,7 +155,7 @@ class HostedToolResult(
 
 
 class ProviderError(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="provider-error"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="provider-error"
 ):
     """A classified failure; always the last event of a stream.
 

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-class ModelRef(msgspec.Struct, frozen=True, kw_only=True):
+class ModelRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A catalog model: provider id, model id and optional variant (e.g. ``"high"``)."""
 
     provider_id: str
@@ -37,14 +37,14 @@ class ModelRef(msgspec.Struct, frozen=True, kw_only=True):
     variant: str | None = None
 
 
-class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text"):
+class TextPart(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="text"):
     """Plain text."""
 
     text: str
     provider_metadata: dict[str, Any] | None = None
 
 
-class FilePart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="file"):
+class FilePart(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="file"):
     """A file by URL (``data:`` URLs carry inline bytes)."""
 
     mime: str
@@ -52,14 +52,18 @@ class FilePart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=
     filename: str | None = None
 
 
-class ReasoningPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="reasoning"):
+class ReasoningPart(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="reasoning"
+):
     """Model reasoning; ``provider_metadata`` keeps signatures to echo back unmodified."""
 
     text: str
     provider_metadata: dict[str, Any] | None = None
 
 
-class ToolCallPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tool-call"):
+class ToolCallPart(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="tool-call"
+):
     """A tool call the model issued."""
 
     call_id: str
@@ -70,7 +74,7 @@ class ToolCallPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", 
 
 
 class ToolResultPart(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tool-result"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type", tag="tool-result"
 ):
     """The outcome of one tool call; ``is_error`` and ``structured`` survive every adapter."""
 
@@ -83,27 +87,33 @@ class ToolResultPart(
     provider_metadata: dict[str, Any] | None = None
 
 
-class SystemMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="system"):
+class SystemMessage(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="role", tag="system"
+):
     """A Mid-Conversation System Message, placed chronologically in the history."""
 
     text: str
 
 
-class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="user"):
+class UserMessage(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="role", tag="user"
+):
     """A user turn."""
 
     content: list[TextPart | FilePart]
 
 
 class AssistantMessage(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="assistant"
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="role", tag="assistant"
 ):
     """An assistant turn, including provider-executed tool results."""
 
     content: list[TextPart | ReasoningPart | ToolCallPart | ToolResultPart]
 
 
-class ToolMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="tool"):
+class ToolMessage(
+    msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="role", tag="tool"
+):
     """Results of local tool calls, answering the preceding assistant turn."""
 
     content: list[ToolResultPart]
@@ -112,7 +122,7 @@ class ToolMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", t
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage
 
 
-class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
+class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A tool the model may call; ``input_schema`` is JSON Schema."""
 
     name: str
@@ -120,7 +130,7 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     input_schema: dict[str, Any]
 
 
-class GenerationControls(msgspec.Struct, frozen=True, kw_only=True):
+class GenerationControls(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Provider-neutral sampling and output controls; ``None`` leaves the provider default."""
 
     max_output_tokens: int | None = None
@@ -130,7 +140,7 @@ class GenerationControls(msgspec.Struct, frozen=True, kw_only=True):
     stop: list[str] | None = None
 
 
-class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
+class LLMRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One provider turn.
 
     ``system`` is the Baseline System Context (top of the prompt); chronological
@@ -149,7 +159,7 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
     prompt_cache_key: str | None = None
 
 
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
+class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Token counts for one step; ``input_tokens`` excludes cache reads and writes."""
 
     input_tokens: int = 0
