@@ -21,6 +21,7 @@ import contextlib
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from typing import Final, Literal
+from urllib.request import getproxies_environment
 
 import httpx
 import trio
@@ -492,6 +493,18 @@ def provider_http_client(
     *, timeout: float = 600.0, connect: float = 30.0, **options: object
 ) -> httpx.AsyncClient:
     """The ``httpx.AsyncClient`` for provider requests: an ``HTTP11Transport`` (*options*
-    are its arguments), *timeout* seconds for reads and writes, *connect* to connect."""
+    are its arguments), *timeout* seconds for reads and writes, *connect* to connect.
+
+    When the environment names a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, any
+    case), httpx's own transport is used instead: it honours those and ``NO_PROXY``, and
+    httpx leaves the environment's proxies unused once a transport is given.
+    """
+    limits = httpx.Timeout(timeout, connect=connect)
+    if _environment_proxies():
+        return httpx.AsyncClient(timeout=limits)
     transport = HTTP11Transport(**options)  # type: ignore[arg-type]
-    return httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(timeout, connect=connect))
+    return httpx.AsyncClient(transport=transport, timeout=limits)
+
+
+def _environment_proxies() -> bool:
+    return any(scheme in getproxies_environment() for scheme in ("http", "https", "all"))

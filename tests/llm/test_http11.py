@@ -21,6 +21,21 @@ from runtime.llm._http11 import ChunkedDecoder, ProtocolError, body_framing, par
 from runtime.llm._transport import close_unfinished
 
 Handler = Callable[[trio.abc.Stream, bytes, int], Awaitable[bool]]
+_PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests talk to 127.0.0.1 through HTTP11Transport, whatever the host's proxies."""
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 class Server:
@@ -367,3 +382,20 @@ def test_chunked_decoder_rejects_bad_framing() -> None:
     for bad in (b"zz\r\n", b"3\r\nabcX\r\n", b"\r\n"):
         with pytest.raises(ProtocolError):
             ChunkedDecoder().feed(bad)
+
+
+def test_a_proxy_in_the_environment_keeps_httpx_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    assert isinstance(provider_http_client()._transport, HTTP11Transport)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    client = provider_http_client()
+    assert not isinstance(client._transport, HTTP11Transport)
+    assert client._mounts  # httpx mounted its proxy transport
