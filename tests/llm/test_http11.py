@@ -45,6 +45,7 @@ class Server:
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
         self.connections = 0
+        self.closed = 0  # connections the client ended
         self.requests: list[bytes] = []
         self.url = ""
 
@@ -57,6 +58,7 @@ class Server:
                 while (end := buffer.find(b"\r\n\r\n")) < 0:
                     data = await stream.receive_some(65536)
                     if not data:
+                        self.closed += 1
                         return
                     buffer += data
                 head, buffer = buffer[:end], buffer[end + 4 :]
@@ -399,3 +401,26 @@ def test_a_proxy_in_the_environment_keeps_httpx_transport(monkeypatch: pytest.Mo
     client = provider_http_client()
     assert not isinstance(client._transport, HTTP11Transport)
     assert client._mounts  # httpx mounted its proxy transport
+
+
+async def test_a_large_body_informational_answers_and_idle_bound() -> None:
+    async def early_hints(stream: trio.abc.Stream, request: bytes, index: int) -> bool:
+        body = request.partition(b"\r\n\r\n")[2]
+        await stream.send_all(b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n")
+        await stream.send_all(answer(str(len(body)).encode()))
+        return True
+
+    big = b"x" * 300_000  # past the size that leaves in the head's write
+    transport = HTTP11Transport(max_idle=1)
+    async with serving(early_hints) as server, httpx.AsyncClient(transport=transport) as client:
+        response = await client.post(server.url, content=big)
+        assert (response.status_code, response.text) == (200, "300000")
+        async with trio.open_nursery() as nursery:  # two connections at once...
+            for _ in range(2):
+                nursery.start_soon(client.get, server.url)
+        assert server.connections == 2
+        await trio.sleep(0.05)
+        assert server.closed == 1  # ...of which only one stays idle
+        await client.get(server.url)
+        await client.get(server.url)
+        assert server.connections == 2  # and is reused
