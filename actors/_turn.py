@@ -8,7 +8,7 @@ stream closes; live-only deltas go to subscribers at once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import msgspec
@@ -74,7 +74,9 @@ class Turn:
     def start_step(self) -> None:
         self.buffer.append(ev.StepStarted(**self._ids(), agent=self.agent.name, model=self.model))
 
-    async def handle(self, event: llm.LLMEvent, nursery: trio.Nursery) -> None:
+    async def handle(self, event: llm.LLMEvent, nursery: trio.Nursery | None) -> None:
+        """Fold one stream event into the turn; a local tool call starts in *nursery*
+        (which must be given for one)."""
         ids = self._ids()
         match event:
             case llm.TextStart(id=part):
@@ -118,7 +120,7 @@ class Turn:
             case llm.ProviderError(message=message):
                 self.outcome.error = message
 
-    async def _tool_call(self, call: llm.ToolCall, nursery: trio.Nursery) -> None:
+    async def _tool_call(self, call: llm.ToolCall, nursery: trio.Nursery | None) -> None:
         provider = ev.ToolProvider(executed=call.provider_executed)
         called = ev.ToolCalled(
             **self._ids(), call_id=call.call_id, tool=call.name, input=call.input, provider=provider
@@ -126,6 +128,7 @@ class Turn:
         self.buffer.append(called)
         if call.provider_executed:
             return
+        assert nursery is not None, "a local tool call needs the turn's tool nursery"
         await self.flush()
         self.outcome.local_tools += 1
         nursery.start_soon(self._settle, call)
@@ -174,17 +177,14 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn
     """
     turn.start_step()
     try:
-        async with trio.open_nursery() as tools:
-            try:
-                async for event in client.stream(request):
-                    await turn.handle(event, tools)
-            except (trio.Cancelled, KeyboardInterrupt):
-                raise
-            except Exception as exc:  # noqa: BLE001 - a provider failure ends the step
-                _log.warning("provider stream failed", exc_info=exc)
-                turn.outcome.error = f"{type(exc).__name__}: {exc}"
-            if turn.outcome.local_tools:
-                await turn.flush()
+        events = aiter(client.stream(request))
+        first = await _fold(events, turn, None)
+        if first is not None:
+            # A local tool call: the rest of the stream runs beside the tools it starts.
+            async with trio.open_nursery() as tools:
+                await _fold(events, turn, tools, first)
+                if turn.outcome.local_tools:
+                    await turn.flush()
     except BaseException as exc:
         if not _cancelled(exc):
             raise
@@ -195,6 +195,29 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn
     turn.buffer.append(turn.end_event())
     await turn.flush()
     return turn.outcome
+
+
+async def _fold(
+    events: AsyncIterator[llm.LLMEvent], turn: Turn, tools: trio.Nursery | None,
+    first: llm.LLMEvent | None = None,
+) -> llm.ToolCall | None:  # fmt: skip
+    """Fold *first*, then *events*, into *turn* until they end. Without a tool nursery,
+    stop at the first local tool call and return it unhandled, so a turn without one
+    opens no nursery (whose exit is a schedule point). A provider failure ends the
+    step: it becomes the turn's error."""
+    try:
+        if first is not None:
+            await turn.handle(first, tools)
+        async for event in events:
+            if tools is None and isinstance(event, llm.ToolCall) and not event.provider_executed:
+                return event
+            await turn.handle(event, tools)
+    except (trio.Cancelled, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a provider failure ends the step
+        _log.warning("provider stream failed", exc_info=exc)
+        turn.outcome.error = f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _cancelled(exc: BaseException) -> bool:
