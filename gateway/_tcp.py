@@ -90,9 +90,11 @@ async def serve_app(
             await lifespan_nursery.start(lifespan.handle_lifespan)
             await lifespan.wait_for_startup()
             binds = await _announce(config, listeners)
-            handler = partial(
-                _serve_connection, app, config, context, ConnectionState(lifespan_state.copy())
-            )
+            state = ConnectionState(lifespan_state.copy())
+
+            async def handler(stream: trio.SocketStream) -> None:
+                await _Connection(app, config, context, state, stream).run()
+
             async with trio.open_nursery() as server_nursery:
                 task_status.started(binds)
                 try:
@@ -201,16 +203,6 @@ async def _run_app(
 def _close_listeners(listeners: list[trio.SocketListener]) -> None:
     for listener in listeners:
         listener.socket.close()
-
-
-async def _serve_connection(
-    app: AppWrapper,
-    config: Config,
-    context: WorkerContext,
-    state: ConnectionState,
-    stream: trio.SocketStream,
-) -> None:
-    await _Connection(app, config, context, state, stream).run()
 
 
 class _Connection:

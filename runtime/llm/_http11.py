@@ -305,12 +305,13 @@ class HTTP11Transport(httpx.AsyncBaseTransport):
         if len(idle) > self._max_idle:
             idle.pop(0).close()
 
-    async def _connect(self, request: httpx.Request, seconds: float | None) -> _Connection:
+    async def _connect(
+        self, request: httpx.Request, origin: _Origin, seconds: float | None
+    ) -> _Connection:
         url = request.url
-        scheme = url.raw_scheme
+        scheme, _, port = origin
         if scheme not in (b"http", b"https"):
             raise httpx.UnsupportedProtocol(f"unsupported scheme {url.scheme!r}", request=request)
-        port = url.port or (443 if scheme == b"https" else 80)
         with _mapped(request, "connect"), _deadline(seconds):
             tcp = await trio.open_tcp_stream(url.host, port)
             stream: trio.abc.Stream = tcp
@@ -325,7 +326,7 @@ class HTTP11Transport(httpx.AsyncBaseTransport):
             except BaseException:
                 tcp.socket.close()
                 raise
-        return _Connection(stream, tcp.socket, (scheme, url.raw_host, port))
+        return _Connection(stream, tcp.socket, origin)
 
     def _tls(self) -> ssl.SSLContext:
         if self._ssl_context is None:
@@ -345,12 +346,13 @@ class HTTP11Transport(httpx.AsyncBaseTransport):
         replaced by a new one once; nothing of the request reached a handler then.
         """
         url = request.url
-        origin = (url.raw_scheme, url.raw_host, url.port or (443 if url.scheme == "https" else 80))
+        scheme = url.raw_scheme
+        origin = (scheme, url.raw_host, url.port or (443 if scheme == b"https" else 80))
         conn = self._take_idle(origin)
         while True:
             fresh = conn is None
             if conn is None:
-                conn = await self._connect(request, timeouts.get("connect"))
+                conn = await self._connect(request, origin, timeouts.get("connect"))
             try:
                 with _mapped(request, "write"), _deadline(timeouts.get("write")):
                     if len(body) <= _JOIN_LIMIT:

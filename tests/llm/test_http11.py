@@ -387,15 +387,6 @@ def test_chunked_decoder_rejects_bad_framing() -> None:
 
 
 def test_a_proxy_in_the_environment_keeps_httpx_transport(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ):
-        monkeypatch.delenv(name, raising=False)
     assert isinstance(provider_http_client()._transport, HTTP11Transport)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     client = provider_http_client()
