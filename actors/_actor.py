@@ -19,7 +19,7 @@ import trio
 from actors._errors import ActorCrashed, ActorStopped
 from actors._mailbox import Mailbox, Reply
 
-__all__ = ["Actor", "ActorState", "ActorStatistics", "call", "current_time"]
+__all__ = ["Actor", "ActorState", "ActorStatistics", "call", "current_time", "held"]
 
 M = TypeVar("M")
 T = TypeVar("T")
@@ -228,6 +228,28 @@ class Actor(abc.ABC, Generic[M]):
         self._since = current_time()
 
 
+class held:
+    """Hold *reply* for *actor* while the ``with`` block waits on it.
+
+    Held, the reply is failed if the actor crashes (``ActorCrashed``) or stops
+    (``ActorStopped``); leaving the block, however, abandons it, so a late answer is
+    dropped. A plain class, not a generator: it sits on every call's path.
+    """
+
+    __slots__ = ("_actor", "_reply")
+
+    def __init__(self, actor: Actor[Any], reply: Reply[Any]) -> None:
+        self._actor = actor
+        self._reply = reply
+
+    def __enter__(self) -> None:
+        self._actor._pending.add(self._reply)
+
+    def __exit__(self, *exc: object) -> None:
+        self._actor._pending.discard(self._reply)
+        self._reply._abandon()
+
+
 async def call(actor: Actor[M], make_message: Callable[[Reply[T]], M]) -> T:
     """Send *actor* the message ``make_message(reply)`` and wait for its answer.
 
@@ -241,8 +263,7 @@ async def call(actor: Actor[M], make_message: Callable[[Reply[T]], M]) -> T:
     if actor.state in ("passivated", "stopped", "dead"):
         raise ActorStopped(actor.id, actor.state)
     reply: Reply[T] = Reply()
-    actor._pending.add(reply)
-    try:
+    with held(actor, reply):
         message = make_message(reply)
         try:
             try:
@@ -252,9 +273,6 @@ async def call(actor: Actor[M], make_message: Callable[[Reply[T]], M]) -> T:
         except trio.BrokenResourceError:
             raise ActorStopped(actor.id, actor.state) from None
         return await reply.wait()
-    finally:
-        actor._pending.discard(reply)
-        reply._abandon()
 
 
 def _unwrap(group: BaseExceptionGroup[Exception]) -> BaseException:

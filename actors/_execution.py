@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import trio
 
-from actors._actor import Actor, call
+from actors._actor import Actor, call, held
 from actors._context import ContextFactory
 from actors._directory import ActorDirectory
 from actors._errors import ActorStopped
@@ -194,13 +194,11 @@ class SessionExecution:
         if actor is None or reply is None:
             return await self._ask_active(session_id, lambda reply: WaitIdle(reply))
         try:
-            await reply.wait()
+            with held(actor, reply):
+                await reply.wait()
         except ActorStopped as stopped:
             if stopped.state != "passivated":  # passivated only once idle
                 raise
-        finally:
-            actor._pending.discard(reply)
-            reply._abandon()
 
     async def _ask_active(self, session_id: str, make: Callable[[Reply[None]], Any]) -> None:
         """Call the session's actor if it is active; a passivated one was idle, but one

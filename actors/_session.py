@@ -121,8 +121,8 @@ class SessionActor(Actor[Message]):
         """Take *opened* at once, on the caller's task, when no message is queued before
         it: what handling the ``Opened`` message would do, without the actor's task
         waking for it. False when it must be mailed (messages queued, not running)."""
-        nursery = self._nursery
-        if nursery is None or self.state != "running" or self.mailbox.depth:
+        nursery = self._direct()
+        if nursery is None:
             return False
         self._take(opened, nursery)
         return True
@@ -131,15 +131,20 @@ class SessionActor(Actor[Message]):
         """A reply answered when the running drain chain ends, registered without a
         message (the answer a ``WaitIdle`` message would get); None when the actor must
         be asked through its mailbox: it is idle, not running, or messages are queued
-        that could extend the chain. The actor fails the reply if it crashes or stops."""
-        if self._nursery is None or self.state != "running" or self.mailbox.depth:
-            return None
-        if self.lane.idle:
+        that could extend the chain. Wait on it ``with held(actor, reply)``, so that it is
+        failed if the actor crashes or stops."""
+        if self._direct() is None or self.lane.idle:
             return None
         reply: Reply[None] = Reply()
-        self._pending.add(reply)
         self._idle_waiters.append(reply)
         return reply
+
+    def _direct(self) -> trio.Nursery | None:
+        """The actor's nursery when a caller may act for a message now (running,
+        nothing queued ahead); else None."""
+        if self.state != "running" or self.mailbox.depth:
+            return None
+        return self._nursery
 
     async def run(self) -> None:
         self.lane = Lane()

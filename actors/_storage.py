@@ -32,7 +32,7 @@ import msgspec
 import pykka
 import trio
 
-from actors._actor import Actor, ActorState, ActorStatistics
+from actors._actor import Actor, ActorState, ActorStatistics, held
 from actors._errors import ActorCrashed, ActorStopped
 from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
@@ -192,17 +192,15 @@ class StorageActor(Actor[Any]):
         except trio.WouldBlock:
             await self._slots.acquire()
         reply: Reply[Any] = Reply()
-        self._pending.add(reply)
         try:
-            self._enqueue(make(reply))
-            try:
-                return await reply.wait()
-            except (ActorCrashed, ActorStopped) as exc:
-                raise StorageError(f"storage stopped before answering: {exc}") from exc
+            with held(self, reply):
+                self._enqueue(make(reply))
+                try:
+                    return await reply.wait()
+                except (ActorCrashed, ActorStopped) as exc:
+                    raise StorageError(f"storage stopped before answering: {exc}") from exc
         finally:
             self._slots.release()
-            self._pending.discard(reply)
-            reply._abandon()
 
     def _enqueue(self, request: _Request) -> None:
         with self._lock:
