@@ -432,7 +432,7 @@ async def _cold(args: argparse.Namespace) -> tuple[list[float], list[float]]:
         with tempfile.TemporaryDirectory() as tmp:
             port = _free_port()
             env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "KITTIWAKE_DATA_DIR": tmp}
-            kittiwake = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
+            kittiwake = [sys.executable, "-m", "gateway", "serve", "--port", str(port)]
             async with trio.open_nursery() as nursery:
                 start = time.perf_counter()
                 proc = await nursery.start(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -130,6 +131,7 @@ async def _serve(args: argparse.Namespace) -> int:
                     )  # fmt: skip
                     # Start-up's DuckDB work is done: unmap the library pages it alone used.
                     await trio.to_thread.run_sync(release_library_pages)
+                    _end_startup(args)
                     print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
                     if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
                         print("kittiwake: warning: listening beyond localhost without a password")
@@ -311,9 +313,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kittiwake`` console script; returns the exit status."""
+def _end_startup(args: argparse.Namespace) -> None:
+    """Freeze what start-up built and resume the collector, if the launcher paused it.
+
+    See ``gateway/__main__.py``: everything alive now lives as long as the process, so
+    ``gc.freeze()`` keeps later collections from walking it. Runs once; later calls do nothing.
+    """
+    if args.collector_paused:
+        args.collector_paused = False
+        gc.freeze()
+        gc.enable()
+
+
+def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -> int:
+    """Run one ``kittiwake`` command; returns the exit status.
+
+    ``collector_paused`` says the caller (``gateway/__main__.py``) paused the cyclic
+    collector for start-up: ``serve`` resumes it once accepting, other commands at once.
+    """
     args = _parser().parse_args(argv)
+    args.collector_paused = collector_paused
+    if args.command != "serve":
+        _end_startup(args)
     logging.basicConfig(level=os.environ.get("KITTIWAKE_LOG", "WARNING").upper())
     if args.command == "sessions" and args.action == "show" and not args.id:
         raise SystemExit("kittiwake: sessions show needs a session id")

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from typing import Final
 
-import duckdb
+import _duckdb as duckdb
 
 from storage._rows import RowSet
 

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 async def kittiwake(*args: str, env: dict[str, str] | None = None) -> trio.CompletedProcess[bytes]:
     with trio.fail_after(30):
         return await trio.run_process(
-            [sys.executable, "-m", "gateway.cli", *args],
+            [sys.executable, "-m", "gateway", *args],
             capture_stdout=True, capture_stderr=True, check=False, cwd=ROOT,
             env=env if env is not None else {**os.environ, "KITTIWAKE_SERVER_PASSWORD": ""},
         )  # fmt: skip
@@ -91,12 +91,16 @@ async def test_actors_inspector_and_cors(tmp_path):
 async def test_serving_without_a_provider_does_not_import_an_http_client():
     # Start-up time: httpx (with rich and pygments behind it) loads only when a provider or
     # an HTTP-talking command needs it; `kittiwake --attach` commands skip the web framework.
-    probe = "import sys, gateway.cli, gateway._serve; print('httpx' in sys.modules)"
+    # The store opens DuckDB's engine (`_duckdb`) without the `duckdb` package's Python layer.
+    probe = (
+        "import sys, gateway.cli, gateway._serve; "
+        "print('httpx' in sys.modules, 'duckdb' in sys.modules, '_duckdb' in sys.modules)"
+    )
     with trio.fail_after(30):
         done = await trio.run_process(
             [sys.executable, "-c", probe], capture_stdout=True, check=True, cwd=ROOT
         )
-    assert done.stdout.decode().split() == ["False"]
+    assert done.stdout.decode().split() == ["False", "False", "True"]
     with trio.fail_after(30):
         done = await trio.run_process(
             [sys.executable, "-c", "import sys, gateway.cli; print('quart' in sys.modules)"],
