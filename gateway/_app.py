@@ -23,6 +23,7 @@ from actors._events import OVERFLOWED
 from gateway._inspector import INSPECTOR_HTML
 from gateway._openapi import openapi_document
 from gateway._project import FileLimits, install_project_routes
+from gateway._rules import LazyBuildRule
 from gateway._wire import (
     AgentBody,
     CreateBody,
@@ -136,7 +137,8 @@ def create_app(
         known_sessions: how many session ids seen to exist are remembered, sparing the
             existence check of later requests a store lookup.
     """
-    app = QuartTrio("kittiwake")
+    app = QuartTrio("kittiwake", static_folder=None)  # every page is inline; no /static
+    app.url_rule_class = LazyBuildRule
     app.config["MAX_CONTENT_LENGTH"] = max_body
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     gw = Gateway(
