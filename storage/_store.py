@@ -244,6 +244,10 @@ class EventStore:
     def _connect(self, path: Path) -> duckdb.DuckDBPyConnection:
         conn = duckdb.connect(str(path), config=self._db_config())
         try:
+            # A session setting (not accepted at connect), inherited by cursors: without it a
+            # statement running past 2 s (opening a large database, a checkpoint) draws a
+            # progress bar on the server's terminal.
+            conn.execute("set enable_progress_bar = false")
             migrate(conn, now_ms=time.time_ns() // 1_000_000)
             # count(*) is answered from metadata; hashing whole rows reads (and checksums)
             # every data block, so a damaged block is found here and not on a later write.

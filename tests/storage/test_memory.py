@@ -30,6 +30,18 @@ def test_the_connection_is_opened_with_bounded_threads_and_memory(tmp_path: Path
     assert limit == "61.0 MiB"  # 64 MB
 
 
+def test_no_progress_bar_is_drawn_on_the_servers_terminal(tmp_path: Path) -> None:
+    store = EventStore.open(tmp_path)
+    try:
+        assert _settings(store, "enable_progress_bar") == (False,)
+        applier = store.conn.cursor()  # as the applier's own cursor is made
+        assert applier.execute("select current_setting('enable_progress_bar')").fetchone() == (
+            False,
+        )
+    finally:
+        store.close()
+
+
 def test_db_fsync_keeps_duckdbs_own_syncs(tmp_path: Path) -> None:
     store = EventStore.open(tmp_path, db_fsync=True)
     try:
