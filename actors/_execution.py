@@ -7,7 +7,8 @@ directory, holding the Location's tool registry).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -16,7 +17,7 @@ import trio
 from actors._actor import Actor, call, held
 from actors._context import ContextFactory
 from actors._directory import ActorDirectory
-from actors._errors import ActorStopped
+from actors._errors import ActorNotFound, ActorStopped
 from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
 from actors._permissions import DurablePermissions
@@ -146,6 +147,7 @@ class SessionExecution:
         self._sessions: dict[str, SessionActor] = {}
         self._locations: dict[str, LocationActor] = {}
         self._infos: dict[str, SessionInfo] = {}
+        self._retiring: set[str] = set()
         self._shedding = False
         self.ready = trio.Event()
         self.permissions = DurablePermissions(storage, now_ms)
@@ -223,6 +225,28 @@ class SessionExecution:
             return False
         return True
 
+    @asynccontextmanager
+    async def retiring(self, session_id: str) -> AsyncIterator[None]:
+        """Hold the session inactive for the block (its deletion): the actor is stopped,
+        an active drain cancelled and settled first, and nothing activates the session
+        until the block ends (wakes and runs are ignored, as for an unknown session).
+
+        Cancellation while the actor stops waits for it to stop; the session is
+        activated again on its next use if it still exists.
+        """
+        self._retiring.add(session_id)
+        try:
+            actor = self._sessions.pop(session_id, None)
+            self._infos.pop(session_id, None)
+            if actor is not None:
+                try:
+                    await self.supervisor.stop_child(actor.id)
+                except ActorNotFound:
+                    pass  # it had just been passivated
+            yield
+        finally:
+            self._retiring.discard(session_id)
+
     # -- used by SessionActors ----------------------------------------------------------
 
     def remember(self, info: SessionInfo) -> None:
@@ -254,10 +278,10 @@ class SessionExecution:
 
     async def _activate(self, session_id: str) -> SessionActor | None:
         actor = self._sessions.get(session_id)
-        if actor is not None:
+        if actor is not None or session_id in self._retiring:
             return actor
         info = await self.storage.read(lambda s: s.get_session(session_id))
-        if info is None:
+        if info is None or session_id in self._retiring:
             return None
         actor = self._sessions.get(session_id)
         if actor is None:

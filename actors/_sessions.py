@@ -34,6 +34,7 @@ from storage._batch import AdmitPrompt
 __all__ = ["Page", "SessionEvent", "Sessions"]
 
 _PAGE: Final = 500
+_DELETED: Final = ev.SessionDeleted.__struct_config__.tag
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
@@ -223,8 +224,8 @@ class Sessions:
         No gap and no duplicate: the subscription is registered before the replay,
         and the store is re-read whenever a notification does not follow the cursor
         (or the subscriber's buffer overflowed). One flat generator, so ``aclose``
-        or cancellation ends it and releases the subscription at once.
-        Raises SessionNotFoundError.
+        or cancellation ends it and releases the subscription at once. It ends by
+        itself when the session is deleted. Raises SessionNotFoundError.
         """
         await self.get(session_id)
         cursor = -1 if after is None else after
@@ -248,11 +249,35 @@ class Sessions:
                         break
                     if not isinstance(item, StoredEvent) or item.seq <= cursor:
                         continue
+                    if item.type == _DELETED:
+                        return
                     if item.seq != cursor + 1:
                         break
                     cursor = item.seq
                     if item.type.startswith("session.next."):
                         yield _decoded(item)
+
+    async def delete(self, session_id: str) -> SessionInfo:
+        """Delete the session and everything it holds; return it as it was.
+
+        Its messages, inbox, permission requests, context epoch and stored events all go.
+        An active drain is cancelled and settles first, and nothing activates the session
+        meanwhile. The deletion is one durable event, ``session.deleted``, journaled like
+        any other: once this returns, the session stays deleted across a killed process.
+        Subscribers to the session's events see the stream end; subscribers to every
+        session see the event. Cancellation before the write deletes nothing.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            InvalidInputError: a malformed id.
+        """
+        check_id("ses", session_id)
+        await self.get(session_id)
+        async with self._x.retiring(session_id):
+            info: SessionInfo = await self._storage.write(
+                lambda b: b.delete_session(session_id, self._now())
+            )
+        return info
 
     async def interrupt(self, session_id: str) -> None:
         """Record the interrupt durably and stop the active drain; no-op for idle or unknown."""

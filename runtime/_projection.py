@@ -54,6 +54,7 @@ class ProjectionState(Protocol):
     def clear_epoch(self, session_id: str) -> None: ...
     def permission(self, request_id: str) -> ev.PermissionInfo | None: ...
     def put_permission(self, info: ev.PermissionInfo) -> None: ...
+    def drop_session(self, session_id: str) -> None: ...
 
 
 def project(event: ev.DurableEvent, seq: int, state: ProjectionState) -> None:
@@ -69,6 +70,10 @@ def project(event: ev.DurableEvent, seq: int, state: ProjectionState) -> None:
 
 def _created(e: Any, seq: int, state: ProjectionState) -> None:
     state.put_session(e.info)
+
+
+def _deleted(e: Any, seq: int, state: ProjectionState) -> None:
+    state.drop_session(e.session_id)
 
 
 def _admitted(e: Any, seq: int, state: ProjectionState) -> None:
@@ -300,6 +305,7 @@ def _replace_content(
 
 _HANDLERS: dict[type, Callable[[Any, int, ProjectionState], None]] = {
     ev.SessionCreated: _created,
+    ev.SessionDeleted: _deleted,
     ev.PromptAdmitted: _admitted,
     ev.PromptPromoted: _promoted,
     ev.AgentSwitched: _agent_switched,

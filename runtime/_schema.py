@@ -37,6 +37,7 @@ __all__ = [
     "ReasoningEnded",
     "ReasoningStarted",
     "SessionCreated",
+    "SessionDeleted",
     "SessionError",
     "SessionInfo",
     "StepEnded",
@@ -183,6 +184,13 @@ class Event(Record, frozen=True, tag_field="type"):
 
 
 class SessionCreated(Event, frozen=True, tag="session.created"):
+    info: SessionInfo
+
+
+class SessionDeleted(Event, frozen=True, tag="session.deleted"):
+    """The session and everything it holds are gone; its projection removes every row,
+    its stored events included (this one is journaled, so a catch-up removes them again)."""
+
     info: SessionInfo
 
 
@@ -341,6 +349,7 @@ class PermissionInfo(Record, frozen=True):
 
 DurableEvent = (
     SessionCreated
+    | SessionDeleted
     | PromptAdmitted
     | PromptPromoted
     | InterruptRequested

@@ -110,6 +110,9 @@ class WriteBatch:
         self.new_permissions: set[str] = set()
         self.approvals: list[ApprovalRow] = []
         self.changed_sessions: set[str] = set()
+        self.deleted_sessions: set[str] = set()
+        self._dropped_at: dict[str, int] = {}
+        """A deleted session: how many of ``events`` its deletion ends (they are not stored)."""
         self._undo: list[tuple[Any, Any, Any]] = []
 
     # -- undo log -----------------------------------------------------------------------
@@ -138,6 +141,10 @@ class WriteBatch:
         self._undo.append((target, key, target.get(key, _MISSING)))
         target[key] = value
 
+    def _pop(self, target: dict[str, Any], key: str) -> None:
+        if key in target:
+            self._undo.append((target, key, target.pop(key)))
+
     # -- domain operations ------------------------------------------------------------
 
     def create_session(self, info: ev.SessionInfo) -> tuple[ev.SessionInfo, bool]:
@@ -152,6 +159,18 @@ class WriteBatch:
         created = ev.SessionCreated(timestamp=info.time.created, session_id=info.id, info=info)
         self.append(info.id, [created])
         return info, True
+
+    def delete_session(self, session_id: str, timestamp: int) -> ev.SessionInfo:
+        """Delete the session and everything it holds; return its last info.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        info = self.session(session_id)
+        self.append(
+            session_id, [ev.SessionDeleted(timestamp=timestamp, session_id=session_id, info=info)]
+        )
+        return info
 
     def admit(
         self, session_id: str, message_id: str, prompt: ev.Prompt, delivery: ev.Delivery,
@@ -277,7 +296,9 @@ class WriteBatch:
     def epoch(self, session_id: str) -> EpochRow | None:
         if session_id in self.cleared_epochs:
             return None
-        return self.epochs.get(session_id) or self._store.epoch(session_id)
+        if session_id in self.epochs or session_id in self.deleted_sessions:
+            return self.epochs.get(session_id)
+        return self._store.epoch(session_id)
 
     def save_approval(self, row: ApprovalRow) -> None:
         """Remember a per-project "always" approval (journaled with the batch)."""
@@ -314,14 +335,14 @@ class WriteBatch:
         session.pending = [r for r in pending if r.id != message_id]
 
     def message(self, session_id: str, message_id: str) -> SessionMessage | None:
-        entry = self.messages.get(message_id) or self._store.message_entry(message_id)
+        entry = self.messages.get(message_id) or self._stored_message(message_id)
         if entry is None or entry[0] != session_id:
             return None
         return entry[2]
 
     def put_message(self, session_id: str, seq: int, message: SessionMessage) -> None:
         if seq < 0:
-            entry = self.messages.get(message.id) or self._store.message_entry(message.id)
+            entry = self.messages.get(message.id) or self._stored_message(message.id)
             seq = entry[1] if entry else 0
         else:
             self._add(self.new_messages, message.id)
@@ -334,32 +355,64 @@ class WriteBatch:
             del self.epochs[session_id]
 
     def permission(self, request_id: str) -> ev.PermissionInfo | None:
-        return self.permissions.get(request_id) or self._store.permission(request_id)
+        found = self.permissions.get(request_id)
+        if found is not None:
+            return found
+        found = self._store.permission(request_id)
+        return None if found is None or found.session_id in self.deleted_sessions else found
 
     def put_permission(self, info: ev.PermissionInfo) -> None:
         if self.permission(info.id) is None:
             self._add(self.new_permissions, info.id)
         self._set(self.permissions, info.id, info)
 
+    def drop_session(self, session_id: str) -> None:
+        """Forget the session's rows, this batch's included; the store deletes its own."""
+        self._add(self.deleted_sessions, session_id)
+        self._set(self._dropped_at, session_id, len(self.events))
+        self._pop(self.sessions, session_id)
+        self._pop(self.epochs, session_id)
+        for marks in (self.new_sessions, self.changed_sessions, self.cleared_epochs):
+            self._add(marks, session_id, present=False)
+        for key in [k for k, row in self.inputs.items() if row.session_id == session_id]:
+            self._pop(self.inputs, key)
+        for key in [k for k, entry in self.messages.items() if entry[0] == session_id]:
+            self._pop(self.messages, key)
+        for key in [k for k, info in self.permissions.items() if info.session_id == session_id]:
+            self._pop(self.permissions, key)
+
     # -- reads through the overlay ---------------------------------------------------------
 
     def input(self, message_id: str) -> ev.InputAdmitted | None:
-        return self.inputs.get(message_id) or self._store.input(message_id)
+        found = self.inputs.get(message_id)
+        if found is not None:
+            return found
+        found = self._store.input(message_id)
+        return None if found is None or found.session_id in self.deleted_sessions else found
+
+    def _stored_message(self, message_id: str) -> tuple[str, int, SessionMessage] | None:
+        entry = self._store.message_entry(message_id)
+        return None if entry is None or entry[0] in self.deleted_sessions else entry
 
     def pending(self, session_id: str) -> list[ev.InputAdmitted]:
         row = self.sessions.get(session_id)
         if row is not None and row.pending is not None:
             return list(row.pending)
+        if session_id in self.deleted_sessions:
+            return []
         return self._store.pending_inputs(session_id)
 
     def _row(self, session_id: str) -> _SessionRow | None:
-        return self.sessions.get(session_id) or self._store.session_row(session_id)
+        row = self.sessions.get(session_id)
+        if row is not None or session_id in self.deleted_sessions:
+            return row
+        return self._store.session_row(session_id)
 
     def _writable_row(self, session_id: str) -> _SessionRow:
         row = self.sessions.get(session_id)
         if row is not None:
             return row
-        base = self._store.session_row(session_id)
+        base = None if session_id in self.deleted_sessions else self._store.session_row(session_id)
         if base is None:
             raise SessionNotFoundError(session_id)
         pending = self._store.pending_inputs(session_id)
@@ -379,10 +432,13 @@ class WriteBatch:
     def rows(self) -> RowSet:
         """The batch's writes as final row states (see ``storage._rows``)."""
         rows = RowSet()
+        dropped = self._dropped_at
         rows.events = [
             (e.id, e.aggregate_id, e.seq, f"{e.type}.{e.version}", e.version, e.data.decode())
-            for e in self.events
+            for index, e in enumerate(self.events)
+            if index >= dropped.get(e.aggregate_id, 0)
         ]
+        rows.deleted = set(self.deleted_sessions)
         for sid, session in self.sessions.items():
             if sid in self.new_sessions or sid in self.changed_sessions:
                 rows.put("session", _session_row(session.info), new=sid in self.new_sessions)

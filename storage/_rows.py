@@ -27,6 +27,22 @@ TABLES: Final[dict[str, tuple[str, ...]]] = {
     "session_message": ("id", "session_id", "type", "seq", "time_created", "data"),
     "permission_request": ("id", "session_id", "status", "time_created", "data"),
 }
+# The column naming the session in each of TABLES (for dropping a deleted session's rows).
+_SESSION_COLUMN: Final = {
+    "session": 0,
+    "session_input": 1,
+    "session_message": 1,
+    "permission_request": 1,
+}
+# What a session's deletion removes from the database: the table and its session column.
+_SESSION_ROWS: Final = (
+    ("event", "aggregate_id"),
+    ("session_input", "session_id"),
+    ("session_message", "session_id"),
+    ("permission_request", "session_id"),
+    ("session_context_epoch", "session_id"),
+    ("session", "id"),
+)
 _EVENT_WIDTH: Final = 6
 _APPROVAL_WIDTH: Final = 4
 _EPOCH_WIDTH: Final = 7
@@ -36,7 +52,9 @@ class RowSet:
     """Rows to insert (new keys) and to update (existing keys), events, approvals, epochs.
 
     Every row is the table's full tuple in ``TABLES`` column order; an epoch entry of
-    ``None`` means the session's epoch row is deleted.
+    ``None`` means the session's epoch row is deleted. ``deleted`` names sessions whose
+    every row is removed before the set's rows are written: the rows a set holds were all
+    written after those deletions.
     """
 
     def __init__(self) -> None:
@@ -45,6 +63,7 @@ class RowSet:
         self.changed: dict[str, dict[str, tuple[Any, ...]]] = {t: {} for t in TABLES}
         self.approvals: list[tuple[Any, ...]] = []
         self.epochs: dict[str, tuple[Any, ...] | None] = {}
+        self.deleted: set[str] = set()
 
     def put(self, table: str, row: tuple[Any, ...], *, new: bool) -> None:
         key = row[0]
@@ -54,7 +73,10 @@ class RowSet:
             self.changed[table][key] = row
 
     def merge(self, later: RowSet) -> None:
-        """Fold *later* (written after this set) in; the later state of a row wins."""
+        """Fold *later* (written after this set) in; the later state of a row wins, and a
+        session *later* deleted loses every row this set held for it."""
+        if later.deleted:
+            self._drop(later.deleted)
         self.events.extend(later.events)
         self.approvals.extend(later.approvals)
         for table in TABLES:
@@ -64,9 +86,23 @@ class RowSet:
                 self.put(table, row, new=False)
         self.epochs.update(later.epochs)
 
+    def _drop(self, sessions: set[str]) -> None:
+        self.events = [row for row in self.events if row[1] not in sessions]
+        for table, column in _SESSION_COLUMN.items():
+            for rows in (self.new[table], self.changed[table]):
+                for key in [key for key, row in rows.items() if row[column] in sessions]:
+                    del rows[key]
+        for session_id in sessions:
+            self.epochs.pop(session_id, None)
+        self.deleted |= sessions
+
     def statements(self) -> Statements:
-        """The SQL with its column lists; empty parts are left out."""
+        """The SQL with its column lists; empty parts are left out. Deletions come first."""
         out: Statements = []
+        if self.deleted:
+            ids = [sorted(self.deleted)]
+            for table, column in _SESSION_ROWS:
+                out.append((f"delete from {table} where {column} in (select unnest(?))", ids))
         _add(out, _insert("event", _EVENT_WIDTH), self.events)
         for table, columns in TABLES.items():
             _add(out, _insert(table, len(columns)), list(self.new[table].values()))

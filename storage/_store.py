@@ -179,6 +179,8 @@ class EventStore:
         self._syncer: Syncer | None = None
         self._permissions: OrderedDict[str, ev.PermissionInfo] = OrderedDict()
         self._approvals: set[tuple[str, str, str]] | None = None
+        self._deleted: set[str] = set()
+        """Sessions deleted by this process: unread even while DuckDB still holds their rows."""
         self.broken = False
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -446,12 +448,16 @@ class EventStore:
             "from session_input where id in (select unnest(?))",
             [wanted],
         ).fetchall():
+            if row[1] in self._deleted:
+                continue
             self._cache(self._inputs, row[0], _input_from_row(row), _CACHE_MESSAGES)
             found.add(row[0])
         for row in self.conn.execute(
             "select id, session_id, seq, data from session_message where id in (select unnest(?))",
             [wanted],
         ).fetchall():
+            if row[1] in self._deleted:
+                continue
             entry = (str(row[1]), int(row[2]), _decode_message(row[3]))
             self._cache(self._messages, row[0], entry, _CACHE_MESSAGES)
             found.add(row[0])
@@ -527,6 +533,9 @@ class EventStore:
             raise
 
     def _adopt(self, batch: WriteBatch, lsn: int) -> None:
+        for session_id in batch.deleted_sessions:
+            self._forget(session_id)
+        self._deleted -= batch.new_sessions  # an id deleted, then created again
         for key in (*batch.inputs, *batch.messages):
             self._pinned[key] = lsn
         for session_id in batch.new_sessions:
@@ -551,6 +560,22 @@ class EventStore:
             self._cache(self._permissions, request_id, info, _CACHE_MESSAGES)
         if self._approvals is not None:
             self._approvals.update((a.project, a.permission, a.resource) for a in batch.approvals)
+
+    def _forget(self, session_id: str) -> None:
+        """Drop a deleted session from every cache; reads treat it as absent from now on."""
+        self._deleted.add(session_id)
+        self._sessions.pop(session_id, None)
+        self._histories.pop(session_id, None)
+        self._epochs[session_id] = None
+        caches: list[tuple[OrderedDict[str, Any], Callable[[Any], str]]] = [
+            (self._inputs, lambda row: row.session_id),
+            (self._messages, lambda entry: entry[0]),
+            (self._permissions, lambda info: info.session_id),
+        ]
+        for cache, owner in caches:
+            for key in [key for key, value in cache.items() if owner(value) == session_id]:
+                del cache[key]
+                self._pinned.pop(key, None)
 
     def _cache(self, cache: OrderedDict[str, Any], key: str, value: Any, bound: int) -> None:
         """LRU insert; entries the database does not hold yet are never evicted."""
@@ -626,7 +651,7 @@ class EventStore:
 
     def session_row(self, session_id: str) -> _SessionRow | None:
         row = self._sessions.get(session_id)
-        if row is not None:
+        if row is not None or session_id in self._deleted:
             return row
         found = self.conn.execute(
             "select data, (select coalesce(max(seq), -1) from event where aggregate_id = ?) "
@@ -663,7 +688,7 @@ class EventStore:
             "from session_input where id = ?",
             [message_id],
         ).fetchone()
-        return _input_from_row(found) if found else None
+        return _input_from_row(found) if found and found[1] not in self._deleted else None
 
     def message_entry(self, message_id: str) -> tuple[str, int, SessionMessage] | None:
         cached = self._messages.get(message_id)
@@ -672,7 +697,7 @@ class EventStore:
         found = self.conn.execute(
             "select session_id, seq, data from session_message where id = ?", [message_id]
         ).fetchone()
-        if found is None:
+        if found is None or found[0] in self._deleted:
             return None
         entry = (str(found[0]), int(found[1]), _decode_message(found[2]))
         self._cache(self._messages, message_id, entry, _CACHE_MESSAGES)
@@ -697,7 +722,8 @@ class EventStore:
         found = self.conn.execute(
             "select data from permission_request where id = ?", [request_id]
         ).fetchone()
-        return _decode_permission(found[0]) if found else None
+        info = _decode_permission(found[0]) if found else None
+        return None if info is None or info.session_id in self._deleted else info
 
     def is_approved(self, project: str, permission: str, resource: str) -> bool:
         if self._approvals is None:

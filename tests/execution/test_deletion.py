@@ -1,0 +1,192 @@
+"""Deleting a session removes everything it holds, durably, and stops its actor first."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from runtime import AssistantMessage, Location, SessionNotFoundError, llm
+from storage import EventStore, StoredEvent
+from tests.execution.conftest import answer, eventually, prompt, running
+
+_CHILD = Path(__file__).with_name("deletion_child.py")
+_SESSION_TABLES = {
+    "event": "aggregate_id",
+    "session": "id",
+    "session_input": "session_id",
+    "session_message": "session_id",
+    "permission_request": "session_id",
+    "session_context_epoch": "session_id",
+}
+
+
+def _row_counts(store: EventStore, session_id: str) -> dict[str, int]:
+    store.events(session_id, after=-1, limit=1)  # the read barrier: DuckDB holds every batch
+    counts = {}
+    for table, column in _SESSION_TABLES.items():
+        row = store.conn.execute(
+            f"select count(*) from {table} where {column} = ?", [session_id]
+        ).fetchone()
+        assert row is not None
+        counts[table] = int(row[0])
+    return counts
+
+
+async def _row_counts_of(rt: Any, session_id: str) -> dict[str, int]:
+    counts: dict[str, int] = await rt.storage.read(lambda s: _row_counts(s, session_id))
+    return counts
+
+
+async def test_deletion_removes_every_row_and_leaves_other_sessions(tmp_path: Path) -> None:
+    client = llm.ScriptedLLM([answer("one"), answer("two")])
+    async with running(tmp_path, client) as rt:
+        doomed = rt.test_session
+        kept = (await rt.sessions.create(location=Location(directory=str(tmp_path)))).id
+        for sid in (doomed, kept):
+            await rt.sessions.prompt(sid, prompt=prompt("hello"))
+            await rt.sessions.wait_idle(sid)
+        await rt.sessions.prompt(doomed, prompt=prompt("later"), delivery="queue", resume=False)
+        before = await _row_counts_of(rt, doomed)
+        assert before["event"] > 4 and before["session_message"] >= 2
+        assert before["session_input"] == 2 and before["session_context_epoch"] == 1
+
+        info = await rt.sessions.delete(doomed)
+
+        assert info.id == doomed
+        assert set((await _row_counts_of(rt, doomed)).values()) == {0}
+        with pytest.raises(SessionNotFoundError):
+            await rt.sessions.get(doomed)
+        with pytest.raises(SessionNotFoundError):
+            await rt.sessions.prompt(doomed, prompt=prompt("anyone?"))
+        with pytest.raises(SessionNotFoundError):
+            await rt.sessions.messages(doomed)
+        with pytest.raises(SessionNotFoundError):
+            await rt.sessions.delete(doomed)
+        listed = [s.id for s in (await rt.sessions.list()).data]
+        assert listed == [kept]
+        kept_context = await rt.sessions.context(kept)
+        assert [type(m).__name__ for m in kept_context].count("AssistantMessage") == 1
+        assert (await _row_counts_of(rt, kept))["session_message"] >= 2
+
+    # Reopened: still gone, the other session intact.
+    async with running(tmp_path, llm.ScriptedLLM([])) as rt:
+        with pytest.raises(SessionNotFoundError):
+            await rt.sessions.get(doomed)
+        assert set((await _row_counts_of(rt, doomed)).values()) == {0}
+        assert len(await rt.sessions.context(kept)) == len(kept_context)
+
+
+async def test_deletion_cancels_an_active_drain_first(tmp_path: Path) -> None:
+    script = [
+        [llm.StepStart(), llm.ToolCall(call_id="c1", name="gated", input={"key": "never"})],
+        answer("after"),
+    ]
+    client = llm.ScriptedLLM(script)
+    async with running(tmp_path, client) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("work"))
+        await eventually(lambda: bool(rt.test_gates.started))
+
+        with trio.fail_after(10):
+            await rt.sessions.delete(sid)
+
+        assert set((await _row_counts_of(rt, sid)).values()) == {0}
+        assert sid not in [a.session_id for a in rt.execution.active_sessions()]
+        # The runtime goes on serving other sessions.
+        other = (await rt.sessions.create(location=Location(directory=str(tmp_path)))).id
+        await rt.sessions.prompt(other, prompt=prompt("next"))
+        with trio.fail_after(10):
+            await rt.sessions.wait_idle(other)
+        context = await rt.sessions.context(other)
+        assert isinstance(context[-1], AssistantMessage)
+
+
+async def test_subscribers_see_the_deletion(tmp_path: Path) -> None:
+    async with running(tmp_path, llm.ScriptedLLM([answer("hi")])) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("hello"))
+        await rt.sessions.wait_idle(sid)
+        seen: list[str] = []
+        ended = trio.Event()
+
+        async def follow() -> None:
+            async for item in rt.sessions.events(sid, after=0):
+                seen.append(item.event.__struct_config__.tag)
+            ended.set()
+
+        with rt.hub.subscribe(None) as everything:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(follow)
+                await eventually(lambda: "session.next.step.ended" in seen)
+                await rt.sessions.delete(sid)
+                with trio.fail_after(5):
+                    await ended.wait()
+            deleted = []
+            while True:
+                try:
+                    item = everything.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                if isinstance(item, StoredEvent) and item.type == "session.deleted":
+                    deleted.append(item.aggregate_id)
+        assert deleted == [sid]
+        assert "session.deleted" not in seen  # the session's own stream ends instead
+
+
+async def test_an_id_can_be_used_again_after_deletion(tmp_path: Path) -> None:
+    async with running(tmp_path, llm.ScriptedLLM([answer("old"), answer("new")])) as rt:
+        loc = Location(directory=str(tmp_path))
+        await rt.sessions.create(id="ses_again", location=loc, title="first")
+        await rt.sessions.prompt("ses_again", prompt=prompt("old"))
+        await rt.sessions.wait_idle("ses_again")
+        await rt.sessions.delete("ses_again")
+        again = await rt.sessions.create(id="ses_again", location=loc, title="second")
+        assert again.title == "second"
+        assert await rt.sessions.context("ses_again") == []
+        await rt.sessions.prompt("ses_again", prompt=prompt("new"))
+        await rt.sessions.wait_idle("ses_again")
+        texts = [m.text for m in await rt.sessions.context("ses_again") if hasattr(m, "text")]
+        assert texts == ["new"]
+    async with running(tmp_path, llm.ScriptedLLM([])) as rt:
+        assert (await rt.sessions.get("ses_again")).title == "second"
+        context = await rt.sessions.context("ses_again")
+        assert [m.text for m in context if hasattr(m, "text")] == ["new"]
+
+
+def _run_child_until_deleted(data: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    child = subprocess.Popen(
+        [sys.executable, str(_CHILD), str(data)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert child.stdout is not None
+    lines = []
+    for line in child.stdout:
+        lines.append(line.strip())
+        if lines[-1] == "DELETED":
+            break
+    os.kill(child.pid, signal.SIGKILL)  # before the database has the deletion, usually
+    child.wait(timeout=10)
+    child.stdout.close()
+    assert lines == ["DELETED"], lines
+
+
+async def test_a_deletion_survives_kill_9(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    await trio.to_thread.run_sync(_run_child_until_deleted, data)
+    store = await trio.to_thread.run_sync(EventStore.open, data)
+    try:
+        assert store.statistics().recovered_batches == 5  # 2 creations, 2 prompts, 1 deletion
+        assert store.get_session("ses_doomed") is None
+        assert set(_row_counts(store, "ses_doomed").values()) == {0}
+        kept = store.get_session("ses_kept")
+        assert kept is not None
+        assert _row_counts(store, "ses_kept")["session_input"] == 1
+    finally:
+        store.close()
