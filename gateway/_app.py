@@ -94,8 +94,9 @@ class Gateway:
     async def check_session(self, session_id: str) -> None:
         """Raise ``SessionNotFoundError`` unless the session exists.
 
-        Sessions are never deleted, so the last ``known_sessions`` ids seen to exist are
-        remembered and not looked up in the store again. Cancellation abandons the lookup.
+        The last ``known_sessions`` ids seen to exist are remembered and not looked up in
+        the store again; a deletion through the gateway forgets its id (``forget``).
+        Cancellation abandons the lookup.
         """
         if session_id in self._known:
             self._known.move_to_end(session_id)
@@ -104,6 +105,10 @@ class Gateway:
         self._known[session_id] = None
         if len(self._known) > self._known_limit:
             self._known.popitem(last=False)
+
+    def forget(self, session_id: str) -> None:
+        """Stop remembering a deleted session as existing."""
+        self._known.pop(session_id, None)
 
     def close_streams(self) -> None:
         """End every open SSE stream and websocket; new ones are refused from now on."""

@@ -133,7 +133,7 @@ def _project_paths(
         },
         "/project/{projectID}/session/{sessionID}": {
             "get": _op("A session", {"200": obj}, params=ps),
-            "delete": _op("Delete (501: sessions are durable)", unavailable, params=ps),
+            "delete": _op("Delete the session and everything it holds", {"200": yes}, params=ps),
         },
         "/project/{projectID}/session/{sessionID}/abort": {
             "post": _op("Interrupt the session", {"200": yes}, params=ps)

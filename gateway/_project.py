@@ -375,12 +375,10 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
 
     @app.delete("/project/<project_id>/session/<session_id>")
     async def project_delete(project_id: str, session_id: str) -> Response:
-        await session_of(project_id, session_id)
-        raise GatewayError(
-            "NotImplementedError",
-            "Sessions are durable and cannot be deleted: the runtime has no deletion",
-            status=501,
-        )
+        check_project(project_id)
+        await rt.sessions.delete(session_id)
+        gw.forget(session_id)
+        return _json(True)
 
     @app.post("/project/<project_id>/session/<session_id>/abort")
     async def project_abort(project_id: str, session_id: str) -> Response:

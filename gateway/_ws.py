@@ -223,6 +223,8 @@ class _Connection:
                                     "event": durable_event_json(item),
                                 }  # fmt: skip
                                 await self.emit(frame)
+                        # The stream ends only when the session is deleted.
+                        await self.emit({"type": "deleted", "sessionID": session_id})
                     except _Slow:
                         pass
                     nursery.cancel_scope.cancel()

@@ -239,6 +239,10 @@ async def _sessions(args: argparse.Namespace) -> int:
             page = _check(await api.get("/api/session", params={"limit": args.limit}))
             for info in page["data"]:
                 print(f"{info['id']}  {info['title']}  {info['location']['directory']}")
+        elif args.action == "delete":
+            project = _check(await api.get("/project/current"))["id"]
+            _check(await api.delete(f"/project/{project}/session/{args.id}"))
+            print(f"deleted {args.id}")
         else:
             info = _check(await api.get(f"/api/session/{args.id}"))["data"]
             print(msgspec.json.format(msgspec.json.encode(info)).decode())
@@ -298,7 +302,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir")
     for name, help_text in (
         ("run", "prompt a new session once and print the answer"),
-        ("sessions", "list or show sessions"),
+        ("sessions", "list, show or delete sessions"),
         ("inspect", "print the actor tree"),
     ):
         cmd = sub.add_parser(name, help=help_text)
@@ -307,7 +311,7 @@ def _parser() -> argparse.ArgumentParser:
         if name == "run":
             cmd.add_argument("prompt", nargs="+")
         if name == "sessions":
-            cmd.add_argument("action", choices=["list", "show"])
+            cmd.add_argument("action", choices=["list", "show", "delete"])
             cmd.add_argument("id", nargs="?")
             cmd.add_argument("--limit", type=int, default=50)
     return parser
@@ -336,8 +340,8 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
     if args.command != "serve":
         _end_startup(args)
     logging.basicConfig(level=os.environ.get("KITTIWAKE_LOG", "WARNING").upper())
-    if args.command == "sessions" and args.action == "show" and not args.id:
-        raise SystemExit("kittiwake: sessions show needs a session id")
+    if args.command == "sessions" and args.action in ("show", "delete") and not args.id:
+        raise SystemExit(f"kittiwake: sessions {args.action} needs a session id")
     command = {"serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect}
     try:
         return trio.run(command[args.command], args)

@@ -37,6 +37,12 @@ async def test_run_attached_streams_the_answer(tmp_path):
         assert "say hello" in shown.stdout.decode() and "answer 1" in shown.stdout.decode()
         tree = await kittiwake("inspect", "--attach", g.url)
         assert "storage [storage] running" in tree.stdout.decode()
+        deleted = await kittiwake("sessions", "delete", sid, "--attach", g.url)
+        assert deleted.returncode == 0, deleted.stderr.decode()
+        assert deleted.stdout.decode() == f"deleted {sid}\n"
+        assert sid not in (await kittiwake("sessions", "list", "--attach", g.url)).stdout.decode()
+        again = await kittiwake("sessions", "delete", sid, "--attach", g.url)
+        assert again.returncode == 1 and "SessionNotFoundError" in again.stderr.decode()
 
 
 async def test_run_without_provider_explains_and_fails(tmp_path):

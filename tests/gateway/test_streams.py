@@ -27,8 +27,14 @@ S = "/api/session"
 # inner ones be collected unexhausted, which trio reports. The streams themselves are closed.
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Async generator 'httpx.*:ResourceWarning"),
+    pytest.mark.filterwarnings("ignore:Async generator 'httpcore.*:ResourceWarning"),
     pytest.mark.filterwarnings(
         "ignore:Exception ignored in. <async_generator object Response.aiter"
+        ":pytest.PytestUnraisableExceptionWarning"
+    ),
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <async_generator object "
+        "(HTTP11ConnectionByteStream|PoolByteStream|AsyncHTTP11Connection)"
         ":pytest.PytestUnraisableExceptionWarning"
     ),
 ]
@@ -278,3 +284,63 @@ async def test_stopping_the_server_ends_open_streams(tmp_path):
             with trio.fail_after(5), pytest.raises(ConnectionClosed):
                 await ws.get_message()
             await stream.aclose()
+
+
+async def test_deleting_a_session_ends_its_streams_and_tells_everyone(tmp_path):
+    async with (
+        served(tmp_path) as g,
+        httpx.AsyncClient(base_url=g.url, timeout=10) as client,
+        open_websocket_url(ws_url(g.url)) as ws,
+    ):
+        pid = (await client.get("/project/current")).json()["id"]
+        sid = (await client.post(S, json={})).json()["data"]["id"]
+        kept = (await client.post(S, json={})).json()["data"]["id"]
+        await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "one"}})
+        assert (await client.post(f"{S}/{sid}/wait")).status_code == 204  # now a known id
+        await ws.send_message(json.dumps({"type": "subscribe", "ref": 1, "sessionID": sid}))
+        seen: list[str] = []
+        globally: list[dict] = []
+
+        async def session_stream() -> None:
+            async with client.stream("GET", f"{S}/{sid}/event") as r:
+                async for line in r.aiter_lines():  # ends when the server ends the stream
+                    if line.startswith("data: "):
+                        seen.append(json.loads(line[6:])["type"])
+
+        async def global_stream(task_status=trio.TASK_STATUS_IGNORED) -> None:
+            async with client.stream("GET", "/event") as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: "):
+                        globally.append(json.loads(line[6:]))
+                        if globally[-1]["type"] == "server.connected":
+                            task_status.started()
+                        if globally[-1]["type"] == "session.deleted":
+                            return
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session_stream)
+                await nursery.start(global_stream)
+                frames = [await recv(ws)]
+                while frames[-1]["type"] != "event" or frames[-1]["seq"] < 2:
+                    frames.append(await recv(ws))
+                r = await client.delete(f"/project/{pid}/session/{sid}")
+                assert r.status_code == 200 and r.json() is True
+                while frames[-1]["type"] != "deleted":
+                    frames.append(await recv(ws))
+        assert frames[-1] == {"type": "deleted", "sessionID": sid}
+        assert "session.next.step.ended" in seen and "session.deleted" not in seen
+        deleted = globally[-1]
+        assert deleted["properties"]["sessionID"] == sid
+        assert deleted["properties"]["info"]["id"] == sid
+
+        for method, path in (("GET", f"{S}/{sid}"), ("POST", f"{S}/{sid}/wait"),
+                             ("POST", f"{S}/{sid}/prompt"), ("GET", f"{S}/{sid}/event"),
+                             ("DELETE", f"/project/{pid}/session/{sid}")):  # fmt: skip
+            body = {"prompt": {"text": "again"}} if path.endswith("prompt") else None
+            r = await client.request(method, path, json=body)
+            assert r.status_code == 404, (method, path)
+            assert r.json()["_tag"] == "SessionNotFoundError"
+        r = await client.delete(f"/project/prj_other/session/{kept}")
+        assert r.status_code == 404 and r.json()["_tag"] == "NotFoundError"
+        assert (await client.get(f"{S}/{kept}")).status_code == 200
