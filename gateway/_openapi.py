@@ -7,7 +7,13 @@ from typing import Any, Final
 
 import msgspec
 
-from gateway._project import LogBody, MessageBody, PermissionResponseBody, ProjectSessionBody
+from gateway._project import (
+    InitBody,
+    LogBody,
+    MessageBody,
+    PermissionResponseBody,
+    ProjectSessionBody,
+)
 from gateway._wire import AgentBody, CreateBody, ModelBody, PermissionReplyBody, PromptBody
 from runtime import DurableEvent, InputAdmitted, SessionInfo, SessionMessage
 
@@ -88,7 +94,8 @@ def openapi_document() -> dict[str, Any]:
     """The document: paths of every route with request and response schemas."""
     types = [SessionInfo, InputAdmitted, SessionMessage, DurableEvent, ErrorBody,
              CreateBody, PromptBody, AgentBody, ModelBody, PermissionReplyBody,
-             ProjectSessionBody, MessageBody, PermissionResponseBody, LogBody]  # fmt: skip
+             ProjectSessionBody, MessageBody, PermissionResponseBody, LogBody,
+             InitBody]  # fmt: skip
     refs, components = msgspec.json.schema_components(types, ref_template=_REF)
     info, admitted, message, _event, _err, create, prompt, agent, model, reply = refs[:10]
     paths: dict[str, Any] = _v2_paths(info, admitted, message, create, prompt, agent, model, reply)
@@ -108,7 +115,7 @@ def _json_ok(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _project_paths(
     session_body: dict[str, Any], message_body: dict[str, Any], permission_body: dict[str, Any],
-    log_body: dict[str, Any],
+    log_body: dict[str, Any], init_body: dict[str, Any],
 ) -> dict[str, Any]:  # fmt: skip
     """OpenCode's project-scoped and directory-resolved routes (``gateway/_project.py``)."""
     obj = _json_ok({"type": "object"})
@@ -139,7 +146,12 @@ def _project_paths(
             "post": _op("Interrupt the session", {"200": yes}, params=ps)
         },
         "/project/{projectID}/session/{sessionID}/init": {
-            "post": _op("Init (501)", unavailable, params=ps)
+            "post": _op(
+                "The session writes the project's AGENTS.md; true once answered",
+                {"200": yes},
+                init_body,
+                params=ps,
+            )  # fmt: skip
         },
         "/project/{projectID}/session/{sessionID}/compact": {
             "post": _op("Compact (503)", {"503": {"description": "Unavailable"}}, params=ps)

@@ -36,7 +36,7 @@ from gateway._wire import (
 )
 from runtime import Location, ModelRef, Prompt, SessionInfo, SessionMessage
 from runtime import llm as llm_package
-from runtime.agents import load_agents
+from runtime.agents import INIT_PROMPT, load_agents
 
 if TYPE_CHECKING:
     from actors import Runtime
@@ -108,6 +108,14 @@ class MessageBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     messageID: str | None = None
     agent: str | None = None
     model: ModelInput | None = None
+
+
+class InitBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """OpenCode's session init: the model to run it with and the prompt's message id."""
+
+    modelID: str
+    providerID: str
+    messageID: str
 
 
 class PermissionResponseBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -322,6 +330,24 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
                 break
         return out[: limits.max_messages]
 
+    async def answer_to(session_id: str, text: str, message_id: str | None) -> dict[str, Any]:
+        """Admit *text* (queued), wait until the session is idle, return the reply's
+        ``{info, parts}``; 503 when the session settled without one."""
+        receipt = await rt.sessions.prompt(
+            session_id, prompt=Prompt(text=text), id=message_id, delivery="queue"
+        )
+        await rt.sessions.wait_idle(session_id)
+        items = await projections(await rt.sessions.get(session_id))
+        replies = [
+            i for i in items
+            if i["info"]["role"] == "assistant" and i["info"]["parentID"] == receipt.id
+        ]  # fmt: skip
+        if not replies:
+            raise GatewayError(
+                "ServiceUnavailableError", "The session settled without an answer to the prompt"
+            )
+        return replies[-1]
+
     async def projections(info: SessionInfo) -> list[dict[str, Any]]:
         messages = await all_messages(info.id)
         return message_projections(messages, info, rt.execution.default_model)
@@ -388,8 +414,18 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
 
     @app.post("/project/<project_id>/session/<session_id>/init")
     async def project_init(project_id: str, session_id: str) -> Response:
-        await session_of(project_id, session_id)
-        raise _not_implemented("Session init (writing AGENTS.md)")
+        """Have the session write the project's AGENTS.md (``INIT_PROMPT``); ``true`` once
+        answered. The model is switched to the body's first if it differs.
+
+        Cancellation (client gone) leaves the prompt admitted; the session still runs it.
+        """
+        body = decode_body(await _body(), InitBody)
+        info = await session_of(project_id, session_id)
+        model = ModelRef(id=body.modelID, provider_id=body.providerID)
+        if info.model != model:
+            await rt.sessions.switch_model(session_id, model)
+        await answer_to(session_id, INIT_PROMPT, body.messageID)
+        return _json(True)
 
     @app.post("/project/<project_id>/session/<session_id>/compact")
     async def project_compact(project_id: str, session_id: str) -> Response:
@@ -432,27 +468,14 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
         Cancellation (client gone) leaves the prompt admitted; the session still answers it.
         """
         body = decode_body(await _body(), MessageBody)
-        info = await session_of(project_id, session_id)
+        await session_of(project_id, session_id)
         text = "\n".join(p.text for p in body.parts)
         if body.agent is not None:
             await rt.sessions.switch_agent(session_id, body.agent)
         if body.model is not None:
             model = ModelRef(id=body.model.modelID, provider_id=body.model.providerID)
             await rt.sessions.switch_model(session_id, model)
-        receipt = await rt.sessions.prompt(
-            session_id, prompt=Prompt(text=text), id=body.messageID, delivery="queue"
-        )
-        await rt.sessions.wait_idle(session_id)
-        items = await projections(await rt.sessions.get(info.id))
-        replies = [
-            i for i in items
-            if i["info"]["role"] == "assistant" and i["info"]["parentID"] == receipt.id
-        ]  # fmt: skip
-        if not replies:
-            raise GatewayError(
-                "ServiceUnavailableError", "The session settled without an answer to the prompt"
-            )
-        return _json(replies[-1])
+        return _json(await answer_to(session_id, text, body.messageID))
 
     @app.post("/project/<project_id>/session/<session_id>/permission/<permission_id>")
     async def project_permission(project_id: str, session_id: str, permission_id: str) -> Response:

@@ -10,6 +10,7 @@ from runtime.agents._agent import AgentInfo as AgentInfo
 from runtime.agents._agent import AgentMode as AgentMode
 from runtime.agents._agent import compose_rules as compose_rules
 from runtime.agents._agent import resolve_agent as resolve_agent
+from runtime.agents._commands import INIT_PROMPT as INIT_PROMPT
 from runtime.agents._frontmatter import parse_front_matter as parse_front_matter
 from runtime.agents._loader import AgentLoad as AgentLoad
 from runtime.agents._loader import agent_from_config as agent_from_config
@@ -33,6 +34,7 @@ __all__ = [
     "BUILD",
     "BUILTIN_AGENTS",
     "DEFAULT_AGENT",
+    "INIT_PROMPT",
     "PLAN",
     "PLAN_RULES",
     "PermissionAction",

@@ -88,7 +88,7 @@ async def test_project_sessions_and_messages_as_info_and_parts(tmp_path):
         r = await client.post(f"/project/{pid}/session/{sid}/abort")
         assert r.status_code == 200 and r.json() is True
         for method, path, status in (
-            ("POST", "/init", 501), ("POST", "/compact", 503),
+            ("POST", "/compact", 503),
             ("POST", "/share", 501), ("DELETE", "/share", 501), ("POST", "/revert", 501),
             ("POST", "/unrevert", 501),
         ):  # fmt: skip
@@ -98,6 +98,29 @@ async def test_project_sessions_and_messages_as_info_and_parts(tmp_path):
             assert r.json()["message"]
         r = await client.get(f"/project/{pid}/session/{sid}")
         assert r.status_code == 200  # none of those changed it
+
+
+async def test_init_has_the_session_write_agents_md(tmp_path):
+    write = [StepStart(), ToolCall(call_id="w1", name="write",
+                                   input={"path": "AGENTS.md", "content": "# Agents\nmake test\n"}),
+             StepFinish(finish_reason="tool-calls", usage=Usage(input_tokens=4, output_tokens=1))]  # fmt: skip
+    llm = ScriptedLLM([write, answer("wrote AGENTS.md")])
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        pid = await project_id(client)
+        sid = (await client.post(f"/project/{pid}/session", json={})).json()["id"]
+        body = {"modelID": "gpt-x", "providerID": "acme", "messageID": "msg_init1"}
+        r = await client.post(f"/project/{pid}/session/{sid}/init", json=body, timeout=30)
+        assert r.status_code == 200 and r.json() is True
+        assert_valid(r.json(), response_schema("/session/{sessionID}/init", "post", 200))
+        assert (tmp_path / "AGENTS.md").read_text() == "# Agents\nmake test\n"
+        first = llm.requests[0]
+        assert "AGENTS.md" in first.messages[-1].content[0].text  # the init prompt
+        assert (first.model.provider_id, first.model.model_id) == ("acme", "gpt-x")
+        # An exact retry is answered from the settled session, without a new turn.
+        r = await client.post(f"/project/{pid}/session/{sid}/init", json=body, timeout=30)
+        assert r.status_code == 200 and len(llm.requests) == 2
+        r = await client.post(f"/project/{pid}/session/{sid}/init", json={"modelID": "x"})
+        assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
 
 
 async def test_file_routes_stay_inside_the_project(tmp_path):
