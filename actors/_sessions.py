@@ -74,21 +74,28 @@ class Sessions:
 
     async def create(
         self, *, id: str | None = None, location: Location, agent: str | None = None,
-        model: ModelRef | None = None, title: str | None = None,
+        model: ModelRef | None = None, title: str | None = None, parent_id: str | None = None,
     ) -> SessionInfo:  # fmt: skip
         """Create a session; reusing an existing id returns that session unchanged.
 
+        With *parent_id*, the session is a child of that one (``children``); deleting
+        the parent deletes it too.
+
         Raises:
             InvalidInputError: a malformed id.
+            SessionNotFoundError: no session *parent_id* (checked in the creating batch).
         """
         if id is not None:
             check_id("ses", id)
+        if parent_id is not None:
+            check_id("ses", parent_id)
         session_id = id or self._ids.new("ses")
         now = self._now()
         info = SessionInfo(
             id=session_id, project_id=self._project, location=location,
             title=title or f"Session {session_id[-8:]}", time=ev.SessionTime(created=now, updated=now),
             agent=agent if agent is not None else UNSET, model=model if model is not None else UNSET,
+            parent_id=parent_id if parent_id is not None else UNSET,
         )  # fmt: skip
         stored, _ = await self._storage.write(lambda b: b.create_session(info))
         return stored
@@ -257,10 +264,20 @@ class Sessions:
                     if item.type.startswith("session.next."):
                         yield _decoded(item)
 
-    async def delete(self, session_id: str) -> SessionInfo:
-        """Delete the session and everything it holds; return it as it was.
+    async def children(self, session_id: str) -> builtins.list[SessionInfo]:
+        """The sessions created with this one as their parent, oldest first.
 
-        Its messages, inbox, permission requests, context epoch and stored events all go.
+        Raises SessionNotFoundError.
+        """
+        await self.get(session_id)
+        return await self._storage.read(lambda s: s.children(session_id))
+
+    async def delete(self, session_id: str) -> SessionInfo:
+        """Delete the session, its child sessions and everything they hold; return it as
+        it was.
+
+        Children go first, depth first, each as its own deletion. Its messages, inbox,
+        permission requests, context epoch and stored events all go.
         An active drain is cancelled and settles first, and nothing activates the session
         meanwhile. The deletion is one durable event, ``session.deleted``, journaled like
         any other: once this returns, the session stays deleted across a killed process.
@@ -272,7 +289,11 @@ class Sessions:
             InvalidInputError: a malformed id.
         """
         check_id("ses", session_id)
-        await self.get(session_id)
+        for child in await self.children(session_id):
+            try:
+                await self.delete(child.id)
+            except SessionNotFoundError:
+                pass  # deleted meanwhile
         async with self._x.retiring(session_id):
             info: SessionInfo = await self._storage.write(
                 lambda b: b.delete_session(session_id, self._now())

@@ -132,8 +132,8 @@ def _project_paths(
         "/project/{projectID}/session": {
             "get": _op("The project's sessions", {"200": arr}, params=pid),
             "post": _op(
-                "Create a session (parentID: 501)",
-                {"200": obj, **unavailable},
+                "Create a session (a child of parentID when given)",
+                {"200": obj},
                 session_body,
                 params=pid,
             ),  # fmt: skip
@@ -141,6 +141,11 @@ def _project_paths(
         "/project/{projectID}/session/{sessionID}": {
             "get": _op("A session", {"200": obj}, params=ps),
             "delete": _op("Delete the session and everything it holds", {"200": yes}, params=ps),
+        },
+        "/project/{projectID}/session/{sessionID}/children": {
+            "get": _op(
+                "The sessions created with this one as their parent", {"200": arr}, params=ps
+            )  # fmt: skip
         },
         "/project/{projectID}/session/{sessionID}/abort": {
             "post": _op("Interrupt the session", {"200": yes}, params=ps)

@@ -51,6 +51,8 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
         "time": {"created": info.time.created, "updated": info.time.updated},
         "cost": info.cost, "tokens": _tokens(info.tokens),
     }  # fmt: skip
+    if _defined(info.parent_id):
+        body["parentID"] = info.parent_id
     if _defined(info.agent):
         body["agent"] = info.agent
     if _defined(info.model):

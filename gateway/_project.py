@@ -385,15 +385,18 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
     async def project_create(project_id: str) -> Response:
         check_project(project_id)
         body = decode_body(await _body(), ProjectSessionBody, empty_ok=True)
-        if body.parentID is not None:
-            raise _not_implemented("A parent session (parentID)")
         root = gw.directory.resolve()
         directory = root if body.directory is None else _inside(root, body.directory)
         info = await rt.sessions.create(
             id=body.id, location=Location(directory=str(directory)), agent=body.agent,
-            title=body.title,
+            title=body.title, parent_id=body.parentID,
         )  # fmt: skip
         return _json(session_json(info))
+
+    @app.get("/project/<project_id>/session/<session_id>/children")
+    async def project_children(project_id: str, session_id: str) -> Response:
+        check_project(project_id)
+        return _json([session_json(child) for child in await rt.sessions.children(session_id)])
 
     @app.get("/project/<project_id>/session/<session_id>")
     async def project_session(project_id: str, session_id: str) -> Response:

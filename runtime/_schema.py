@@ -131,6 +131,7 @@ class SessionInfo(Record, frozen=True):
     location: Location
     title: str
     time: SessionTime
+    parent_id: str | UnsetType = UNSET
     agent: str | UnsetType = UNSET
     model: ModelRef | UnsetType = UNSET
     cost: float = 0.0

@@ -148,10 +148,17 @@ class WriteBatch:
     # -- domain operations ------------------------------------------------------------
 
     def create_session(self, info: ev.SessionInfo) -> tuple[ev.SessionInfo, bool]:
-        """Create *info* unless its id exists; return (the stored info, created?)."""
+        """Create *info* unless its id exists; return (the stored info, created?).
+
+        Raises:
+            SessionNotFoundError: the parent session (``parent_id``) does not exist.
+        """
         existing = self._row(info.id)
         if existing is not None:
             return existing.info, False
+        parent = info.parent_id
+        if isinstance(parent, str) and (parent == info.id or self._row(parent) is None):
+            raise SessionNotFoundError(parent)
         from storage._store import _SessionRow
 
         self._set(self.sessions, info.id, _SessionRow(info=info, last_seq=-1, pending=[]))

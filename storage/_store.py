@@ -767,6 +767,19 @@ class EventStore:
         )
         return [_decode_info(r[0]) for r in rows]
 
+    def children(self, session_id: str) -> list[ev.SessionInfo]:
+        """The sessions created with *session_id* as their parent, oldest first."""
+        rows = (
+            self._db()
+            .execute(
+                "select data from session where json_extract_string(data, '$.parentID') = ? "
+                "order by id",
+                [session_id],
+            )
+            .fetchall()
+        )
+        return [_decode_info(r[0]) for r in rows]
+
     def session_ids_with_pending(self) -> list[str]:
         rows = (
             self._db()

@@ -3,7 +3,7 @@
 Usage: python deletion_child.py DATA_DIR
 Creates ``ses_doomed`` and ``ses_kept``, admits a prompt into each (``resume=False``),
 deletes ``ses_doomed``, prints ``DELETED`` and sleeps until killed. Its applier lingers an
-hour, so DuckDB holds none of it when the process dies.
+hour, so DuckDB holds only what a read made it catch up on when the process dies.
 """
 
 from __future__ import annotations

@@ -182,7 +182,9 @@ async def test_a_deletion_survives_kill_9(tmp_path: Path) -> None:
     await trio.to_thread.run_sync(_run_child_until_deleted, data)
     store = await trio.to_thread.run_sync(EventStore.open, data)
     try:
-        assert store.statistics().recovered_batches == 5  # 2 creations, 2 prompts, 1 deletion
+        # Listing the children before the deletion let DuckDB catch up (a read barrier);
+        # the deletion itself was only in the journal.
+        assert store.statistics().recovered_batches == 1
         assert store.get_session("ses_doomed") is None
         assert set(_row_counts(store, "ses_doomed").values()) == {0}
         kept = store.get_session("ses_kept")
@@ -190,3 +192,29 @@ async def test_a_deletion_survives_kill_9(tmp_path: Path) -> None:
         assert _row_counts(store, "ses_kept")["session_input"] == 1
     finally:
         store.close()
+
+
+async def test_child_sessions_are_listed_and_deleted_with_their_parent(tmp_path: Path) -> None:
+    async with running(tmp_path, llm.ScriptedLLM([answer("child")])) as rt:
+        loc = Location(directory=str(tmp_path))
+        parent = rt.test_session
+        child = await rt.sessions.create(location=loc, parent_id=parent)
+        grandchild = await rt.sessions.create(location=loc, parent_id=child.id)
+        other = await rt.sessions.create(location=loc)
+        assert child.parent_id == parent
+        assert [s.id for s in await rt.sessions.children(parent)] == [child.id]
+        assert [s.id for s in await rt.sessions.children(child.id)] == [grandchild.id]
+        with pytest.raises(SessionNotFoundError):
+            await rt.sessions.create(location=loc, parent_id="ses_missing")
+        with pytest.raises(SessionNotFoundError):
+            await rt.sessions.create(id="ses_self", location=loc, parent_id="ses_self")
+        await rt.sessions.prompt(grandchild.id, prompt=prompt("hi"))
+        await rt.sessions.wait_idle(grandchild.id)
+
+        await rt.sessions.delete(parent)
+
+        for gone in (parent, child.id, grandchild.id):
+            with pytest.raises(SessionNotFoundError):
+                await rt.sessions.get(gone)
+            assert set((await _row_counts_of(rt, gone)).values()) == {0}
+        assert [s.id for s in (await rt.sessions.list()).data] == [other.id]

@@ -100,6 +100,28 @@ async def test_project_sessions_and_messages_as_info_and_parts(tmp_path):
         assert r.status_code == 200  # none of those changed it
 
 
+async def test_child_sessions_over_project_routes(tmp_path):
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        pid = await project_id(client)
+        base = f"/project/{pid}/session"
+        parent = (await client.post(base, json={})).json()["id"]
+        r = await client.post(base, json={"parentID": parent, "title": "sub"})
+        assert r.status_code == 200
+        assert_valid(r.json(), component("Session"))
+        child = r.json()
+        assert child["parentID"] == parent
+        r = await client.get(f"{base}/{parent}/children")
+        assert r.status_code == 200 and [s["id"] for s in r.json()] == [child["id"]]
+        assert_valid(r.json(), array_of("Session"))
+        v2 = (await client.get(f"/api/session/{child['id']}")).json()["data"]
+        assert v2["parentID"] == parent
+        r = await client.post(base, json={"parentID": "ses_missing"})
+        assert r.status_code == 404 and r.json()["_tag"] == "SessionNotFoundError"
+        assert (await client.delete(f"{base}/{parent}")).json() is True
+        r = await client.get(f"{base}/{child['id']}")
+        assert r.status_code == 404  # deleted with its parent
+
+
 async def test_init_has_the_session_write_agents_md(tmp_path):
     write = [StepStart(), ToolCall(call_id="w1", name="write",
                                    input={"path": "AGENTS.md", "content": "# Agents\nmake test\n"}),
