@@ -66,9 +66,9 @@ class DurablePermissions:
         if reply not in _REPLIES:
             raise InvalidInputError(f"Unknown reply {reply!r}; use once, always or reject")
         await self._record(session_id, request_id, reply)
-        self._replies[request_id] = reply
         waiting = self._waiting.get(request_id)
         if waiting is not None:
+            self._replies[request_id] = reply
             waiting.set()
 
     async def _record(self, session_id: str, request_id: str, reply: PermissionReply) -> None:

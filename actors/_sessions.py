@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncGenerator, Callable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 import trio
@@ -21,6 +21,7 @@ from runtime import (
     Location,
     ModelRef,
     Prompt,
+    PromptConflictError,
     SessionInfo,
     SessionMessage,
     SessionNotFoundError,
@@ -28,6 +29,7 @@ from runtime import (
 from runtime import _schema as ev
 from runtime._history import visible_history
 from runtime._inbox import check_id, check_prompt
+from runtime.agents import PermissionAction, evaluate, evaluate_resource, resolve_agent
 from storage import StoredEvent, WriteBatch
 from storage._batch import AdmitPrompt
 
@@ -367,6 +369,78 @@ class Sessions:
             InvalidInputError: an unknown reply.
         """
         await self._x.permissions.reply(session_id, request_id, reply)
+        if reply != "always":
+            return
+        info = await self._storage.read(lambda s: s.permission(request_id))
+        if info is not None and not info.tool:  # a client's own request: no tool call saves it
+            project = await self._project_key(session_id)
+            saved = info.save if isinstance(info.save, builtins.list) else info.resources
+            for pattern in saved:
+                await self._x.permissions.save(project, info.permission, pattern)
+
+    async def create_permission(
+        self, session_id: str, *, action: str, resources: builtins.list[str],
+        agent: str | None = None, id: str | None = None, save: builtins.list[str] | None = None,
+        message_id: str | None = None, call_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[str, PermissionAction]:  # fmt: skip
+        """Evaluate *action* on *resources* as a tool call would be, under *agent* (else the
+        session's), and record a pending request when that says ``ask``; return the
+        request's id and the effect.
+
+        ``allow`` and ``deny`` record nothing. A pending request is listed and answered
+        like a tool call's (``reply_permission``); answered ``always``, it saves *save*
+        (else the resources) as approvals of the project. An exact retry (same id,
+        session, action and resources) returns the same id.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            InvalidInputError: an empty action or a malformed id.
+            PromptConflictError: the id names another request.
+        """
+        if not action:
+            raise InvalidInputError("action must not be empty")
+        if id is not None:
+            check_id("per", id)
+        info = await self.get(session_id)
+        location = self._x.location_for(info.location.directory)
+        name = agent if agent is not None else info.agent if isinstance(info.agent, str) else None
+        resolved = resolve_agent(location.agents, name)
+        rules = resolved.permission
+        project = location.registry.env.project_key
+        saved = {
+            (action, r) for r in resources
+            if evaluate_resource(rules, action, r) == "ask"
+            and await self._x.permissions.is_approved(project, action, r)
+        }  # fmt: skip
+        effect = evaluate(rules, saved, action, resources)
+        request_id = id or self._ids.new("per")
+        if effect != "ask":
+            return request_id, effect
+        asked = ev.PermissionAsked(
+            timestamp=self._now(), session_id=session_id, request_id=request_id,
+            agent=resolved.name, tool="", call_id=call_id or "",
+            permission=action, resources=resources,
+            save=save if save is not None else UNSET,
+            message_id=message_id if message_id is not None else UNSET,
+            metadata=metadata if metadata is not None else UNSET,
+        )  # fmt: skip
+
+        def write(b: WriteBatch) -> None:
+            found = b.permission(request_id)
+            if found is None:
+                b.append(session_id, [asked])
+            elif (found.session_id, found.permission, found.resources) != (
+                session_id, action, resources,
+            ):  # fmt: skip
+                raise PromptConflictError(f"Permission request id {request_id} is already in use")
+
+        await self._storage.write(write)
+        return request_id, "ask"
+
+    async def _project_key(self, session_id: str) -> str:
+        info = await self.get(session_id)
+        return self._x.location_for(info.location.directory).registry.env.project_key
 
     async def needs_resume(self) -> builtins.list[str]:
         """Sessions whose promoted input has no settled answer (continued only by resume)."""

@@ -29,6 +29,7 @@ from gateway._wire import (
     CreateBody,
     GatewayError,
     ModelBody,
+    PermissionCreateBody,
     PermissionReplyBody,
     PromptBody,
     decode_body,
@@ -419,13 +420,15 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
 
     @app.post("/api/session/<session_id>/permission")
     async def create_permission(session_id: str) -> Response:
-        await gw.check_session(session_id)
-        raise GatewayError(
-            "NotImplementedError",
-            "Permission requests are created by tool calls under the agent's rules; "
-            "clients answer them but cannot create them",
-            status=501,
-        )
+        body = decode_body(await _request_body(), PermissionCreateBody)
+        source = body.source
+        request_id, effect = await rt.sessions.create_permission(
+            session_id, action=body.action, resources=body.resources, agent=body.agent,
+            id=body.id, save=body.save, metadata=body.metadata,
+            message_id=source.messageID if source else None,
+            call_id=source.callID if source else None,
+        )  # fmt: skip
+        return _json({"data": {"id": request_id, "effect": effect}})
 
     @app.get("/api/session/<session_id>/permission/<request_id>")
     async def permission(session_id: str, request_id: str) -> Response:

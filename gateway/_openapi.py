@@ -14,7 +14,14 @@ from gateway._project import (
     PermissionResponseBody,
     ProjectSessionBody,
 )
-from gateway._wire import AgentBody, CreateBody, ModelBody, PermissionReplyBody, PromptBody
+from gateway._wire import (
+    AgentBody,
+    CreateBody,
+    ModelBody,
+    PermissionCreateBody,
+    PermissionReplyBody,
+    PromptBody,
+)
 from runtime import DurableEvent, InputAdmitted, SessionInfo, SessionMessage
 
 __all__ = ["openapi_document"]
@@ -94,12 +101,11 @@ def openapi_document() -> dict[str, Any]:
     """The document: paths of every route with request and response schemas."""
     types = [SessionInfo, InputAdmitted, SessionMessage, DurableEvent, ErrorBody,
              CreateBody, PromptBody, AgentBody, ModelBody, PermissionReplyBody,
-             ProjectSessionBody, MessageBody, PermissionResponseBody, LogBody,
-             InitBody]  # fmt: skip
+             PermissionCreateBody, ProjectSessionBody, MessageBody, PermissionResponseBody,
+             LogBody, InitBody]  # fmt: skip
     refs, components = msgspec.json.schema_components(types, ref_template=_REF)
-    info, admitted, message, _event, _err, create, prompt, agent, model, reply = refs[:10]
-    paths: dict[str, Any] = _v2_paths(info, admitted, message, create, prompt, agent, model, reply)
-    paths.update(_project_paths(*refs[10:]))
+    paths: dict[str, Any] = _v2_paths(*refs[:5], *refs[5:11])
+    paths.update(_project_paths(*refs[11:]))
     components["PermissionV2Request"] = _PERMISSION
     return {
         "openapi": "3.1.0",
@@ -235,8 +241,9 @@ def _project_paths(
 
 def _v2_paths(
     info: dict[str, Any], admitted: dict[str, Any], message: dict[str, Any],
-    create: dict[str, Any], prompt: dict[str, Any], agent: dict[str, Any],
-    model: dict[str, Any], reply: dict[str, Any],
+    _event: dict[str, Any], _error: dict[str, Any], create: dict[str, Any],
+    prompt: dict[str, Any], agent: dict[str, Any], model: dict[str, Any], reply: dict[str, Any],
+    permission_create: dict[str, Any],
 ) -> dict[str, Any]:  # fmt: skip
     """OpenCode's V2 routes and the operator routes."""
     permission = {"$ref": _REF.format(name="PermissionV2Request")}
@@ -287,9 +294,9 @@ def _v2_paths(
                 params=sid,
             ),
             "post": _op(
-                "Create a permission request (501)",
-                {"501": {"description": "Not Implemented"}},
-                {"type": "object"},
+                "Evaluate a permission; record a pending request when it needs approval",
+                {"200": _json_ok({"type": "object"})},
+                permission_create,
                 params=sid,
             ),  # fmt: skip
         },

@@ -115,6 +115,26 @@ class ModelBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     model: ModelRef
 
 
+class PermissionSource(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """OpenCode's ``PermissionV2Source``: the tool call a client's request is for."""
+
+    type: Literal["tool"]
+    messageID: str
+    callID: str
+
+
+class PermissionCreateBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """OpenCode's permission create: evaluate, and record a request when approval is needed."""
+
+    action: str
+    resources: list[str]
+    id: str | None = None
+    save: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    source: PermissionSource | None = None
+    agent: str | None = None
+
+
 class PermissionReplyBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """OpenCode's ``PermissionV2Reply`` values are the runtime's replies, one for one.
 
@@ -131,16 +151,22 @@ def permission_json(info: ev.PermissionInfo) -> dict[str, Any]:
     The tool, its call id, the asking agent, the status and the creation time travel in
     ``metadata`` (``source`` needs a message id, which a permission request does not record).
     """
-    return {
+    body: dict[str, Any] = {
         "id": info.id,
         "sessionID": info.session_id,
         "action": info.permission,
         "resources": list(info.resources),
         "metadata": {
+            **(info.metadata if isinstance(info.metadata, dict) else {}),
             "tool": info.tool, "callID": info.call_id, "agent": info.agent,
             "status": info.status, "timeCreated": info.time_created,
         },
     }  # fmt: skip
+    if isinstance(info.save, list):
+        body["save"] = list(info.save)
+    if isinstance(info.message_id, str) and info.call_id:
+        body["source"] = {"type": "tool", "messageID": info.message_id, "callID": info.call_id}
+    return body
 
 
 async def find_permission(rt: Runtime, session_id: str, request_id: str) -> ev.PermissionInfo:

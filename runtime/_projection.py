@@ -232,7 +232,8 @@ def _tool_failed(e: Any, seq: int, state: ProjectionState) -> None:
 def _permission_asked(e: Any, seq: int, state: ProjectionState) -> None:
     info = ev.PermissionInfo(
         id=e.request_id, session_id=e.session_id, agent=e.agent, tool=e.tool, call_id=e.call_id,
-        permission=e.permission, resources=e.resources, time_created=e.timestamp,
+        permission=e.permission, resources=e.resources, time_created=e.timestamp, save=e.save,
+        message_id=e.message_id, metadata=e.metadata,
     )  # fmt: skip
     state.put_permission(info)
 

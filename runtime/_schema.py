@@ -319,7 +319,8 @@ class ToolFailed(Event, frozen=True, tag="session.next.tool.failed"):
 
 
 class PermissionAsked(Event, frozen=True, tag="permission.v2.asked"):
-    """A local tool call waits for a client to allow it (durable pending request)."""
+    """A local tool call waits for a client to allow it (durable pending request), or a
+    client asked for approval itself (``tool`` is then empty)."""
 
     request_id: str
     agent: str
@@ -327,6 +328,10 @@ class PermissionAsked(Event, frozen=True, tag="permission.v2.asked"):
     call_id: str
     permission: str
     resources: list[str]
+    save: list[str] | UnsetType = UNSET
+    """What an "always" reply approves for the project, when not the resources."""
+    message_id: str | UnsetType = UNSET
+    metadata: dict[str, Any] | UnsetType = UNSET
 
 
 class PermissionReplied(Event, frozen=True, tag="permission.v2.replied"):
@@ -346,6 +351,9 @@ class PermissionInfo(Record, frozen=True):
     resources: list[str]
     time_created: int
     status: Literal["pending", "once", "always", "reject"] = "pending"
+    save: list[str] | UnsetType = UNSET
+    message_id: str | UnsetType = UNSET
+    metadata: dict[str, Any] | UnsetType = UNSET
 
 
 DurableEvent = (

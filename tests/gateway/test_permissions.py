@@ -93,7 +93,7 @@ async def test_http_lists_a_pending_request_and_the_reply_lets_the_tool_run(tmp_
         r = await client.post(f"{S}/{sid}/permission/{request['id']}/reply", json={"reply": "once"})
         assert r.status_code == 409 and r.json()["_tag"] == "ConflictError"
         r = await client.post(f"{S}/{sid}/permission", json={"action": "bash", "resources": []})
-        assert r.status_code == 501 and r.json()["_tag"] == "NotImplementedError"
+        assert r.status_code == 200 and r.json()["data"]["effect"] == "allow"  # nothing to ask
         missing = "ses_" + "0" * 26
         r = await client.get(f"{S}/{missing}/permission")
         assert r.status_code == 404
@@ -126,3 +126,57 @@ async def test_websocket_permission_reply_rejects_and_the_tool_fails(tmp_path):
         assert not (tmp_path / "work" / "proof.txt").exists()
         result = [m for m in llm.requests[1].messages if isinstance(m, ToolMessage)][-1]
         assert result.content[0].is_error
+
+
+async def test_clients_create_permission_requests_under_the_agents_rules(tmp_path):
+    async with (
+        served(tmp_path, agents=AGENTS) as g,
+        httpx.AsyncClient(base_url=g.url) as client,
+    ):
+        sid = await _careful_session(client, tmp_path)
+        create = response_schema(PERM, "post", 200)
+
+        async def ask(**body) -> tuple[int, dict]:
+            r = await client.post(f"{S}/{sid}/permission", json=body)
+            if r.status_code == 200:
+                assert_valid(r.json(), create)
+            return r.status_code, r.json()
+
+        status, body = await ask(action="bash", resources=["ls"], id="per_client1",
+                                 source={"type": "tool", "messageID": "msg_1", "callID": "c9"},
+                                 metadata={"why": "listing"}, save=["ls -la"])  # fmt: skip
+        assert status == 200 and body["data"] == {"id": "per_client1", "effect": "ask"}
+        listed = await pending(client, sid)
+        assert [p["id"] for p in listed] == ["per_client1"]
+        request = listed[0]
+        assert request["action"] == "bash" and request["resources"] == ["ls"]
+        assert request["save"] == ["ls -la"] and request["metadata"]["why"] == "listing"
+        assert request["source"] == {"type": "tool", "messageID": "msg_1", "callID": "c9"}
+
+        # An exact retry answers the same; the id for something else is a conflict.
+        assert (await ask(action="bash", resources=["ls"], id="per_client1"))[1]["data"] == {
+            "id": "per_client1", "effect": "ask"
+        }
+        status, body = await ask(action="bash", resources=["rm"], id="per_client1")
+        assert status == 409 and body["_tag"] == "ConflictError"
+
+        # Allowed and denied actions record nothing.
+        status, body = await ask(action="read", resources=["notes.txt"])
+        assert body["data"]["effect"] == "allow" and body["data"]["id"].startswith("per")
+        status, body = await ask(action="edit", resources=["a.py"], agent="plan")
+        assert body["data"]["effect"] == "deny"
+        assert [p["id"] for p in await pending(client, sid)] == ["per_client1"]
+
+        # "always" saves what the request named in save, for the project.
+        r = await client.post(f"{S}/{sid}/permission/per_client1/reply", json={"reply": "always"})
+        assert r.status_code == 204
+        assert (await ask(action="bash", resources=["ls -la"]))[1]["data"]["effect"] == "allow"
+        assert (await ask(action="bash", resources=["ls"]))[1]["data"]["effect"] == "ask"
+
+        status, body = await ask(action="bash")
+        assert status == 400 and body["_tag"] == "InvalidRequestError"
+        status, body = await ask(action="", resources=["x"])
+        assert status == 400 and body["_tag"] == "InvalidRequestError"
+        r = await client.post(f"{S}/ses_nothere/permission", json={"action": "bash",
+                                                                   "resources": ["x"]})  # fmt: skip
+        assert r.status_code == 404 and r.json()["_tag"] == "SessionNotFoundError"
