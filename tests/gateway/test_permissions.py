@@ -155,7 +155,8 @@ async def test_clients_create_permission_requests_under_the_agents_rules(tmp_pat
 
         # An exact retry answers the same; the id for something else is a conflict.
         assert (await ask(action="bash", resources=["ls"], id="per_client1"))[1]["data"] == {
-            "id": "per_client1", "effect": "ask"
+            "id": "per_client1",
+            "effect": "ask",
         }
         status, body = await ask(action="bash", resources=["rm"], id="per_client1")
         assert status == 409 and body["_tag"] == "ConflictError"
