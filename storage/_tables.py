@@ -76,20 +76,26 @@ SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
 
 def migrate(conn: duckdb.DuckDBPyConnection, *, now_ms: int) -> int:
-    """Bring the schema to :data:`SCHEMA_VERSION`; return the version found before.
+    """Bring the schema to :data:`SCHEMA_VERSION`; return the version found before (0 for
+    a new database).
 
-    Each migration runs in its own transaction with its version row, so a crash
-    leaves the database at a whole version.
+    Every pending migration runs in one transaction with its version rows, so a crash
+    leaves the database at the version found or at the latest, never between.
     """
-    conn.execute(
-        "create table if not exists schema_version (version integer primary key, applied bigint)"
-    )
-    row = conn.execute("select coalesce(max(version), 0) from schema_version").fetchone()
-    found = int(row[0]) if row else 0
-    for version in range(found + 1, SCHEMA_VERSION + 1):
-        conn.execute("begin")
-        for statement in _MIGRATIONS[version - 1]:
-            conn.execute(statement)
-        conn.execute("insert into schema_version values (?, ?)", [version, now_ms])
+    conn.execute("begin")
+    try:
+        conn.execute(
+            "create table if not exists schema_version (version integer primary key, "
+            "applied bigint)"
+        )
+        row = conn.execute("select coalesce(max(version), 0) from schema_version").fetchone()
+        found = int(row[0]) if row else 0
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[version - 1]:
+                conn.execute(statement)
+            conn.execute("insert into schema_version values (?, ?)", [version, now_ms])
         conn.execute("commit")
+    except BaseException:
+        conn.execute("rollback")
+        raise
     return found
