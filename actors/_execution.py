@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import trio
 
@@ -24,7 +24,7 @@ from actors._permissions import DurablePermissions
 from actors._session import Interrupt, Run, SessionActor, WaitIdle, Wake
 from actors._storage import StorageActor
 from actors._supervisor import Supervisor, SupervisorPolicy
-from runtime import IdGenerator, SessionInfo, llm
+from runtime import IdGenerator, SessionInfo, SessionNotFoundError, llm
 from runtime import _schema as ev
 from runtime.agents import AgentInfo, load_agents
 from runtime.context import SystemContext, SystemContextRegistry
@@ -189,7 +189,8 @@ class SessionExecution:
 
         While a drain chain runs and nothing is queued for the actor, the wait is
         registered with it directly (``SessionActor.idle_waiter``) instead of by message.
-        Cancellation abandons the wait.
+        Cancellation abandons the wait. Raises SessionNotFoundError if the session is
+        deleted meanwhile.
         """
         actor = self._sessions.get(session_id)
         reply = actor.idle_waiter() if actor is not None else None
@@ -200,7 +201,7 @@ class SessionExecution:
                 await reply.wait()
         except ActorStopped as stopped:
             if stopped.state != "passivated":  # passivated only once idle
-                raise
+                self._raise_stopped(actor, stopped)
 
     async def _ask_active(self, session_id: str, make: Callable[[Reply[None]], Any]) -> None:
         """Call the session's actor if it is active; a passivated one was idle, but one
@@ -210,20 +211,26 @@ class SessionExecution:
             if actor is None or await self._ask(actor, make):
                 return
 
-    @staticmethod
-    async def _ask(actor: SessionActor, make: Callable[[Reply[None]], Any]) -> bool:
+    async def _ask(self, actor: SessionActor, make: Callable[[Reply[None]], Any]) -> bool:
         """Call *actor*; False when it was passivated meanwhile (so it was idle).
 
         Raises:
+            SessionNotFoundError: the session is being deleted.
             ActorStopped: the actor stopped for another reason (the runtime is closing).
         """
         try:
             await call(actor, make)
         except ActorStopped as stopped:
             if stopped.state != "passivated":
-                raise
+                self._raise_stopped(actor, stopped)
             return False
         return True
+
+    def _raise_stopped(self, actor: SessionActor, stopped: ActorStopped) -> NoReturn:
+        """Re-raise *stopped*, as SessionNotFoundError when the session is being deleted."""
+        if actor.id in self._retiring:
+            raise SessionNotFoundError(actor.id) from None
+        raise stopped
 
     @asynccontextmanager
     async def retiring(self, session_id: str) -> AsyncIterator[None]:

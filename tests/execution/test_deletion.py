@@ -93,9 +93,24 @@ async def test_deletion_cancels_an_active_drain_first(tmp_path: Path) -> None:
         sid = rt.test_session
         await rt.sessions.prompt(sid, prompt=prompt("work"))
         await eventually(lambda: bool(rt.test_gates.started))
+        outcomes: dict[str, str] = {}
+
+        async def outcome(name: str, call: Any) -> None:
+            try:
+                await call(sid)
+                outcomes[name] = "returned"
+            except SessionNotFoundError:
+                outcomes[name] = "not found"
 
         with trio.fail_after(10):
-            await rt.sessions.delete(sid)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(outcome, "wait", rt.sessions.wait_idle)
+                nursery.start_soon(outcome, "resume", rt.sessions.resume)
+                await trio.sleep(0.1)
+                await rt.sessions.delete(sid)
+
+        # Callers waiting on the drain learn the session is gone.
+        assert outcomes == {"wait": "not found", "resume": "not found"}
 
         assert set((await _row_counts_of(rt, sid)).values()) == {0}
         assert sid not in [a.session_id for a in rt.execution.active_sessions()]
