@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Final, Literal
 
@@ -35,6 +36,7 @@ from storage._batch import AdmitPrompt
 
 __all__ = ["Page", "SessionEvent", "Sessions"]
 
+_log = logging.getLogger("kittiwake.sessions")
 _PAGE: Final = 500
 _DELETED: Final = ev.SessionDeleted.__struct_config__.tag
 
@@ -300,6 +302,7 @@ class Sessions:
             info: SessionInfo = await self._storage.write(
                 lambda b: b.delete_session(session_id, self._now())
             )
+        _log.info("session deleted", extra={"session": session_id, "title": info.title})
         return info
 
     async def interrupt(self, session_id: str) -> None:

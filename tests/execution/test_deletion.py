@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -44,7 +45,10 @@ async def _row_counts_of(rt: Any, session_id: str) -> dict[str, int]:
     return counts
 
 
-async def test_deletion_removes_every_row_and_leaves_other_sessions(tmp_path: Path) -> None:
+async def test_deletion_removes_every_row_and_leaves_other_sessions(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kittiwake.sessions")
     client = llm.ScriptedLLM([answer("one"), answer("two")])
     async with running(tmp_path, client) as rt:
         doomed = rt.test_session
@@ -60,6 +64,8 @@ async def test_deletion_removes_every_row_and_leaves_other_sessions(tmp_path: Pa
         info = await rt.sessions.delete(doomed)
 
         assert info.id == doomed
+        logged = [r for r in caplog.records if r.getMessage() == "session deleted"]
+        assert [r.session for r in logged] == [doomed]  # type: ignore[attr-defined]
         assert set((await _row_counts_of(rt, doomed)).values()) == {0}
         with pytest.raises(SessionNotFoundError):
             await rt.sessions.get(doomed)
