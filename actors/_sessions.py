@@ -276,9 +276,9 @@ class Sessions:
         await self.get(session_id)
         return await self._storage.read(lambda s: s.children(session_id))
 
-    async def delete(self, session_id: str) -> SessionInfo:
-        """Delete the session, its child sessions and everything they hold; return it as
-        it was.
+    async def delete(self, session_id: str) -> builtins.list[SessionInfo]:
+        """Delete the session, its child sessions and everything they hold; return every
+        session deleted, as it was: descendants first, the session last.
 
         Children go first, depth first, each as its own deletion. Its messages, inbox,
         permission requests, context epoch and stored events all go.
@@ -293,9 +293,10 @@ class Sessions:
             InvalidInputError: a malformed id.
         """
         check_id("ses", session_id)
+        deleted: builtins.list[SessionInfo] = []
         for child in await self.children(session_id):
             try:
-                await self.delete(child.id)
+                deleted += await self.delete(child.id)
             except SessionNotFoundError:
                 pass  # deleted meanwhile
         async with self._x.retiring(session_id):
@@ -303,7 +304,7 @@ class Sessions:
                 lambda b: b.delete_session(session_id, self._now())
             )
         _log.info("session deleted", extra={"session": session_id, "title": info.title})
-        return info
+        return [*deleted, info]
 
     async def interrupt(self, session_id: str) -> None:
         """Record the interrupt durably and stop the active drain; no-op for idle or unknown."""

@@ -405,8 +405,8 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
     @app.delete("/project/<project_id>/session/<session_id>")
     async def project_delete(project_id: str, session_id: str) -> Response:
         check_project(project_id)
-        await rt.sessions.delete(session_id)
-        gw.forget(session_id)
+        for info in await rt.sessions.delete(session_id):
+            gw.forget(info.id)
         return _json(True)
 
     @app.post("/project/<project_id>/session/<session_id>/abort")

@@ -61,9 +61,9 @@ async def test_deletion_removes_every_row_and_leaves_other_sessions(
         assert before["event"] > 4 and before["session_message"] >= 2
         assert before["session_input"] == 2 and before["session_context_epoch"] == 1
 
-        info = await rt.sessions.delete(doomed)
+        deleted = await rt.sessions.delete(doomed)
 
-        assert info.id == doomed
+        assert [info.id for info in deleted] == [doomed]
         logged = [r for r in caplog.records if r.getMessage() == "session deleted"]
         assert [r.session for r in logged] == [doomed]  # type: ignore[attr-defined]
         assert set((await _row_counts_of(rt, doomed)).values()) == {0}
@@ -232,7 +232,8 @@ async def test_child_sessions_are_listed_and_deleted_with_their_parent(tmp_path:
         await rt.sessions.prompt(grandchild.id, prompt=prompt("hi"))
         await rt.sessions.wait_idle(grandchild.id)
 
-        await rt.sessions.delete(parent)
+        deleted = await rt.sessions.delete(parent)
+        assert [s.id for s in deleted] == [grandchild.id, child.id, parent]
 
         for gone in (parent, child.id, grandchild.id):
             with pytest.raises(SessionNotFoundError):

@@ -117,9 +117,12 @@ async def test_child_sessions_over_project_routes(tmp_path):
         assert v2["parentID"] == parent
         r = await client.post(base, json={"parentID": "ses_missing"})
         assert r.status_code == 404 and r.json()["_tag"] == "SessionNotFoundError"
+        assert (await client.post(f"/api/session/{child['id']}/wait")).status_code == 204
         assert (await client.delete(f"{base}/{parent}")).json() is True
         r = await client.get(f"{base}/{child['id']}")
         assert r.status_code == 404  # deleted with its parent
+        r = await client.post(f"/api/session/{child['id']}/wait")  # and no longer known
+        assert r.status_code == 404 and r.json()["_tag"] == "SessionNotFoundError"
 
 
 async def test_init_has_the_session_write_agents_md(tmp_path):
