@@ -11,7 +11,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The project's bytecode is written ahead, so that starting does not compile it when the
+# environment sets PYTHONDONTWRITEBYTECODE (about 60 ms of every start); up to date, 0.1 s.
 run: $(STAMP)
+	$(BIN)/python -m compileall -q actors gateway runtime storage
 	$(BIN)/kittiwake serve
 
 # The inspector test drives Debian's headless Chromium; install it when it is missing.
