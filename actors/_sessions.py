@@ -101,7 +101,8 @@ class Sessions:
             agent=agent if agent is not None else UNSET, model=model if model is not None else UNSET,
             parent_id=parent_id if parent_id is not None else UNSET,
         )  # fmt: skip
-        stored, _ = await self._storage.write(lambda b: b.create_session(info))
+        fresh = id is None
+        stored, _ = await self._storage.write(lambda b: b.create_session(info, fresh=fresh))
         return stored
 
     async def prompt(

@@ -147,13 +147,18 @@ class WriteBatch:
 
     # -- domain operations ------------------------------------------------------------
 
-    def create_session(self, info: ev.SessionInfo) -> tuple[ev.SessionInfo, bool]:
+    def create_session(
+        self, info: ev.SessionInfo, *, fresh: bool = False
+    ) -> tuple[ev.SessionInfo, bool]:
         """Create *info* unless its id exists; return (the stored info, created?).
+
+        *fresh* says this process just generated the id, so no stored session has it and
+        it is not looked up.
 
         Raises:
             SessionNotFoundError: the parent session (``parent_id``) does not exist.
         """
-        existing = self._row(info.id)
+        existing = None if fresh else self._row(info.id)
         if existing is not None:
             return existing.info, False
         parent = info.parent_id

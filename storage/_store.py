@@ -541,6 +541,7 @@ class EventStore:
             self._pinned[key] = lsn
         for session_id in batch.new_sessions:
             self._histories[session_id] = self._new_history([])  # known: empty
+            self._epochs[session_id] = None  # known: none yet (set below if the batch made one)
         while len(self._histories) > _CACHE_HISTORIES:
             self._histories.popitem(last=False)
         for message_id, (session_id, seq, message) in batch.messages.items():
