@@ -181,3 +181,24 @@ async def test_clients_create_permission_requests_under_the_agents_rules(tmp_pat
         r = await client.post(f"{S}/ses_nothere/permission", json={"action": "bash",
                                                                    "resources": ["x"]})  # fmt: skip
         assert r.status_code == 404 and r.json()["_tag"] == "SessionNotFoundError"
+
+
+async def test_deleting_a_session_with_a_pending_request(tmp_path):
+    llm = ScriptedLLM([shell("c1", "echo never > proof.txt"), answer("unused")])
+    async with (
+        served(tmp_path, llm=llm, agents=AGENTS) as g,
+        httpx.AsyncClient(base_url=g.url) as client,
+    ):
+        sid = await _careful_session(client, tmp_path)
+        r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
+        assert r.status_code == 200
+        request = (await pending(client, sid))[0]
+        pid = (await client.get("/project/current")).json()["id"]
+        with trio.fail_after(10):
+            r = await client.delete(f"/project/{pid}/session/{sid}")
+        assert r.status_code == 200 and r.json() is True
+        r = await client.get(f"{S}/{sid}/permission/{request['id']}")
+        assert r.status_code == 404 and r.json()["_tag"] == "SessionNotFoundError"
+        assert not (tmp_path / "work" / "proof.txt").exists()  # the call never ran
+        stored = await g.rt.storage.read(lambda s: s.permission(request["id"]))
+        assert stored is None
