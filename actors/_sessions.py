@@ -38,6 +38,7 @@ __all__ = ["Page", "SessionEvent", "Sessions"]
 
 _log = logging.getLogger("kittiwake.sessions")
 _PAGE: Final = 500
+_HISTORY_LIMIT: Final = 1000
 _DELETED: Final = ev.SessionDeleted.__struct_config__.tag
 
 
@@ -268,6 +269,37 @@ class Sessions:
                     cursor = item.seq
                     if item.type.startswith("session.next."):
                         yield _decoded(item)
+
+    def active(self) -> builtins.list[str]:
+        """Sessions whose drain is running in this process now (others are inactive)."""
+        return sorted(a.id for a in self._x.active_sessions() if not a.idle)
+
+    async def history(
+        self, session_id: str, *, after: int | None = None, limit: int = 100
+    ) -> tuple[builtins.list[SessionEvent], bool]:
+        """One page of the public durable ``session.next.*`` events with seq > *after*, at
+        most *limit* (1-1000); return it and whether more events follow now.
+
+        Raises SessionNotFoundError, InvalidInputError (bad limit).
+        """
+        if not 1 <= limit <= _HISTORY_LIMIT:
+            raise InvalidInputError(f"limit must be between 1 and {_HISTORY_LIMIT}, got {limit}")
+        await self.get(session_id)
+        cursor = -1 if after is None else after
+        page: builtins.list[SessionEvent] = []
+        while True:
+            rows = await self._storage.read(
+                lambda s, c=cursor: s.events(session_id, after=c, limit=_PAGE)  # type: ignore[misc]
+            )
+            for stored in rows:
+                if not stored.type.startswith("session.next."):
+                    continue
+                if len(page) == limit:
+                    return page, True
+                page.append(_decoded(stored))
+            if len(rows) < _PAGE:
+                return page, False
+            cursor = rows[-1].seq
 
     async def children(self, session_id: str) -> builtins.list[SessionInfo]:
         """The sessions created with this one as their parent, oldest first.

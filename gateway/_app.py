@@ -335,6 +335,17 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
         page = await rt.sessions.list(limit=limit, cursor=request.args.get("cursor"))
         return _json(_page(page.data, page.previous, page.next))
 
+    @app.get("/api/session/active")
+    async def active_sessions() -> Response:
+        return _json({"data": {sid: {"type": "running"} for sid in rt.sessions.active()}})
+
+    @app.get("/api/session/<session_id>/history")
+    async def history(session_id: str) -> Response:
+        page, more = await rt.sessions.history(
+            session_id, after=_after_arg(), limit=_int_arg("limit", 100)
+        )
+        return _json({"data": [durable_event_json(item) for item in page], "hasMore": more})
+
     @app.post("/api/session")
     async def create_session() -> Response:
         body = decode_body(await _request_body(), CreateBody, empty_ok=True)

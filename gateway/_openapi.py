@@ -287,6 +287,16 @@ def _v2_paths(
         "/api/session/{sessionID}/event": {
             "get": _op("Durable events (SSE)", {"200": sse}, params=["sessionID", "after"])
         },
+        "/api/session/{sessionID}/history": {
+            "get": _op(
+                "One page of durable events after a seq",
+                {"200": _json_ok({"type": "object"})},
+                params=["sessionID", "after", "limit"],
+            )  # fmt: skip
+        },
+        "/api/session/active": {
+            "get": _op("Sessions whose drain runs now", {"200": _json_ok({"type": "object"})})
+        },
         "/api/session/{sessionID}/permission": {
             "get": _op(
                 "Pending permission requests",

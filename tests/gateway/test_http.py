@@ -6,7 +6,7 @@ import httpx
 import msgspec
 from openapi_spec_validator import validate as validate_openapi
 
-from .conftest import assert_valid, component, response_schema, served
+from .conftest import OPENAPI, assert_valid, component, response_schema, served
 
 S = "/api/session"
 SID = "/api/session/{sessionID}"
@@ -159,3 +159,51 @@ async def test_doc_describes_the_routes_it_serves(tmp_path):
             assert_valid(body, {**schema, "components": doc["components"]})
         r = await client.post(f"{S}/{sid}/revert/stage", json={})
         assert r.status_code == 501
+
+
+async def test_history_pages_the_durable_events(tmp_path):
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _create(client)
+        for text in ("one", "two"):
+            await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": text}})
+            await client.post(f"{S}/{sid}/wait")
+        r = await client.get(f"{S}/{sid}/history", params={"limit": 1000})
+        assert r.status_code == 200
+        assert set(r.json()) == {"data", "hasMore"} and r.json()["hasMore"] is False
+        everything = r.json()["data"]
+        # OpenCode's later event model renamed two events the runtime's vocabulary keeps
+        # (prompt.promoted, interrupt.requested); every other one validates as published.
+        known = {
+            one["$ref"].rsplit("/", 1)[-1]
+            for one in OPENAPI["components"]["schemas"]["SessionDurableEvent"]["oneOf"]
+        }
+        names = {
+            OPENAPI["components"]["schemas"][name]["properties"]["type"]["enum"][0]
+            for name in known
+        }
+        for event in everything:
+            if event["type"] in names:
+                assert_valid(event, component("SessionDurableEvent"))
+        assert {e["type"] for e in everything} - names <= {"session.next.prompt.promoted"}
+        seqs = [e["durable"]["seq"] for e in everything]
+        assert seqs == sorted(seqs) and len(seqs) > 6
+        assert all(e["type"].startswith("session.next.") for e in everything)
+
+        paged: list[int] = []
+        after = None
+        while True:
+            params = {"limit": 3} if after is None else {"limit": 3, "after": after}
+            body = (await client.get(f"{S}/{sid}/history", params=params)).json()
+            paged += [e["durable"]["seq"] for e in body["data"]]
+            if not body["hasMore"]:
+                break
+            assert len(body["data"]) == 3
+            after = body["data"][-1]["durable"]["seq"]
+        assert paged == seqs
+
+        r = await client.get(f"{S}/{sid}/history", params={"limit": 0})
+        assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
+        r = await client.get(f"{S}/{sid}/history", params={"after": "x"})
+        assert r.status_code == 400
+        r = await client.get(f"{S}/ses_nothere/history")
+        assert r.status_code == 404 and r.json()["_tag"] == "SessionNotFoundError"

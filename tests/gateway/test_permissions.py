@@ -202,3 +202,24 @@ async def test_deleting_a_session_with_a_pending_request(tmp_path):
         assert not (tmp_path / "work" / "proof.txt").exists()  # the call never ran
         stored = await g.rt.storage.read(lambda s: s.permission(request["id"]))
         assert stored is None
+
+
+async def test_active_lists_sessions_whose_drain_runs(tmp_path):
+    llm = ScriptedLLM([shell("c1", "echo ok > proof.txt"), answer("done")])
+    async with (
+        served(tmp_path, llm=llm, agents=AGENTS) as g,
+        httpx.AsyncClient(base_url=g.url) as client,
+    ):
+        sid = await _careful_session(client, tmp_path)
+        idle = (await client.post(S, json={})).json()["data"]["id"]
+        r = await client.get(f"{S}/active")
+        assert r.status_code == 200 and r.json() == {"data": {}}
+        await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
+        request = (await pending(client, sid))[0]  # the drain waits on the reply
+        r = await client.get(f"{S}/active")
+        assert_valid(r.json(), response_schema(f"{S}/active", "get", 200))
+        assert r.json() == {"data": {sid: {"type": "running"}}}
+        assert idle not in r.json()["data"]
+        await client.post(f"{S}/{sid}/permission/{request['id']}/reply", json={"reply": "once"})
+        await client.post(f"{S}/{sid}/wait")
+        assert (await client.get(f"{S}/active")).json() == {"data": {}}
