@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import trio
@@ -50,8 +53,11 @@ async def _careful_session(client: httpx.AsyncClient, tmp_path) -> str:
     return str(r.json()["data"]["id"])
 
 
-async def test_http_lists_a_pending_request_and_the_reply_lets_the_tool_run(tmp_path):
-    llm = ScriptedLLM([shell("c1", "echo approved > proof.txt"), answer("done")])
+@asynccontextmanager
+async def asking(tmp_path, command: str) -> AsyncIterator[tuple[Any, httpx.AsyncClient, str, dict]]:
+    """A served careful session whose prompt's shell call waits for permission: yields the
+    server, a client, the session id and the pending request."""
+    llm = ScriptedLLM([shell("c1", command), answer("done")])
     async with (
         served(tmp_path, llm=llm, agents=AGENTS) as g,
         httpx.AsyncClient(base_url=g.url) as client,
@@ -60,6 +66,12 @@ async def test_http_lists_a_pending_request_and_the_reply_lets_the_tool_run(tmp_
         r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
         assert r.status_code == 200
         [request] = await pending(client, sid)
+        yield g, client, sid, request
+
+
+async def test_http_lists_a_pending_request_and_the_reply_lets_the_tool_run(tmp_path):
+    async with asking(tmp_path, "echo approved > proof.txt") as (g, client, sid, request):
+        llm = g.llm
         assert request["sessionID"] == sid and request["action"] == "bash"
         assert request["metadata"]["tool"] == "shell" and request["metadata"]["status"] == "pending"
         assert_valid(request, component("PermissionV2Request"))
@@ -184,15 +196,7 @@ async def test_clients_create_permission_requests_under_the_agents_rules(tmp_pat
 
 
 async def test_deleting_a_session_with_a_pending_request(tmp_path):
-    llm = ScriptedLLM([shell("c1", "echo never > proof.txt"), answer("unused")])
-    async with (
-        served(tmp_path, llm=llm, agents=AGENTS) as g,
-        httpx.AsyncClient(base_url=g.url) as client,
-    ):
-        sid = await _careful_session(client, tmp_path)
-        r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
-        assert r.status_code == 200
-        request = (await pending(client, sid))[0]
+    async with asking(tmp_path, "echo never > proof.txt") as (g, client, sid, request):
         pid = (await client.get("/project/current")).json()["id"]
         with trio.fail_after(10):
             r = await client.delete(f"/project/{pid}/session/{sid}")
@@ -205,18 +209,9 @@ async def test_deleting_a_session_with_a_pending_request(tmp_path):
 
 
 async def test_active_lists_sessions_whose_drain_runs(tmp_path):
-    llm = ScriptedLLM([shell("c1", "echo ok > proof.txt"), answer("done")])
-    async with (
-        served(tmp_path, llm=llm, agents=AGENTS) as g,
-        httpx.AsyncClient(base_url=g.url) as client,
-    ):
-        sid = await _careful_session(client, tmp_path)
+    async with asking(tmp_path, "echo ok > proof.txt") as (_, client, sid, request):
         idle = (await client.post(S, json={})).json()["data"]["id"]
-        r = await client.get(f"{S}/active")
-        assert r.status_code == 200 and r.json() == {"data": {}}
-        await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
-        request = (await pending(client, sid))[0]  # the drain waits on the reply
-        r = await client.get(f"{S}/active")
+        r = await client.get(f"{S}/active")  # the careful session's drain waits on the reply
         assert_valid(r.json(), response_schema(f"{S}/active", "get", 200))
         assert r.json() == {"data": {sid: {"type": "running"}}}
         assert idle not in r.json()["data"]
