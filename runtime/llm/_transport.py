@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -21,6 +22,15 @@ __all__ = ["close_unfinished", "stream_wire"]
 
 _CLOSE_TIMEOUT = 1.0
 _CLOSE_MAX_STEPS = 4
+
+
+@lru_cache(maxsize=64)
+def _parsed_url(url: str) -> httpx.URL:
+    """*url* parsed once: a provider's endpoint is the same on every request, and httpx
+    parses a string URL in full each time (about 25 us of the request's build)."""
+    import httpx
+
+    return httpx.URL(url)
 
 
 async def stream_wire(
@@ -43,7 +53,7 @@ async def stream_wire(
 
     try:
         async with client.stream(
-            wire.method, wire.url, headers=wire.headers, content=wire.body
+            wire.method, _parsed_url(wire.url), headers=wire.headers, content=wire.body
         ) as response:
             if response.status_code >= 400:
                 body = await _read_bounded(response, max_error_body_bytes)
