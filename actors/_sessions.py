@@ -244,9 +244,14 @@ class Sessions:
         cursor = -1 if after is None else after
         with self._hub.subscribe(session_id) as sub:
             while True:
-                page = await self._storage.read(
-                    lambda s, c=cursor: s.events(session_id, after=c, limit=_PAGE)  # type: ignore[misc]
+                page, gone = await self._storage.read(
+                    lambda s, c=cursor: (  # type: ignore[misc]
+                        s.events(session_id, after=c, limit=_PAGE),
+                        s.get_session(session_id) is None,
+                    )
                 )
+                if gone:
+                    return  # deleted while this subscriber was behind (its event was dropped)
                 for stored in page:
                     cursor = stored.seq
                     if stored.type.startswith("session.next."):

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import trio
 
+from actors._events import DEFAULT_SUBSCRIBER_BUFFER
 from runtime import AssistantMessage, Location, SessionNotFoundError, llm
+from runtime import _schema as ev
 from storage import EventStore, StoredEvent
 from tests.execution.conftest import answer, eventually, prompt, running
 
@@ -240,3 +242,34 @@ async def test_child_sessions_are_listed_and_deleted_with_their_parent(tmp_path:
                 await rt.sessions.get(gone)
             assert set((await _row_counts_of(rt, gone)).values()) == {0}
         assert [s.id for s in (await rt.sessions.list()).data] == [other.id]
+
+
+async def test_a_subscriber_that_fell_behind_still_sees_its_stream_end(tmp_path: Path) -> None:
+    async with running(tmp_path, llm.ScriptedLLM([answer("hi")])) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("hello"))
+        await rt.sessions.wait_idle(sid)
+        seen: list[str] = []
+        ended, pull = trio.Event(), trio.Event()
+
+        async def follow() -> None:
+            async for item in rt.sessions.events(sid, after=0):
+                seen.append(item.event.__struct_config__.tag)
+                if seen[-1] == "session.next.step.ended":
+                    await pull.wait()  # the generator stays parked, reading nothing
+            ended.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow)
+            await eventually(lambda: "session.next.step.ended" in seen)
+            # Overflow the follower's buffer while it reads nothing: the deletion's own
+            # notification is then dropped, and only the store can tell it the session went.
+            delta = ev.TextDelta(
+                timestamp=0, session_id=sid, assistant_message_id="msg_x", text_id="t", delta="x"
+            )
+            for _ in range(DEFAULT_SUBSCRIBER_BUFFER + 10):
+                rt.hub.publish_delta(delta)
+            await rt.sessions.delete(sid)
+            pull.set()
+            with trio.fail_after(5):
+                await ended.wait()
