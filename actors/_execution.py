@@ -244,12 +244,12 @@ class SessionExecution:
         self._retiring.add(session_id)
         try:
             actor = self._sessions.pop(session_id, None)
-            self._infos.pop(session_id, None)
             if actor is not None:
                 try:
                     await self.supervisor.stop_child(actor.id)
                 except ActorNotFound:
                     pass  # it had just been passivated
+            self._infos.pop(session_id, None)  # only now: a stopping drain may still read it
             yield
         finally:
             self._retiring.discard(session_id)

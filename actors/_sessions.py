@@ -116,7 +116,9 @@ class Sessions:
         retry (same id, session, prompt, delivery) returns the identical receipt.
         When the session's actor is active, idle and ready, the drain's opening
         promotion is made in the admission's own batch and handed to the actor instead
-        of a wake; cancellation then waits for that batch (a few milliseconds).
+        of a wake; cancellation then waits for that batch (a few milliseconds). An actor
+        that stops meanwhile (its session deleted, the runtime closing) is not handed it;
+        the admission stands.
 
         Raises:
             InvalidInputError: empty or oversized text, malformed ids; nothing written.
@@ -172,6 +174,10 @@ class Sessions:
                         actor.mailbox.send_nowait(opened)  # the write above was the checkpoint
                     except trio.WouldBlock:
                         await actor.mailbox.send(opened)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        # The actor stopped meanwhile (its session is being deleted, or the
+                        # runtime closes): the admission is durable all the same.
+                        pass
                 sent = True
         finally:
             if not sent:

@@ -273,3 +273,34 @@ async def test_a_subscriber_that_fell_behind_still_sees_its_stream_end(tmp_path:
             pull.set()
             with trio.fail_after(5):
                 await ended.wait()
+
+
+async def test_a_prompt_racing_the_deletion_is_admitted_or_refused_cleanly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(tmp_path, llm.ScriptedLLM(lambda request: answer("x"))) as rt:
+        outcomes: list[str] = []
+        for round_ in range(30):
+            sid = (await rt.sessions.create(location=Location(directory=str(tmp_path)))).id
+            await rt.sessions.prompt(sid, prompt=prompt("warm"))
+            await rt.sessions.wait_idle(sid)  # active, idle and ready: prompts open directly
+
+            async def admit(sid: str = sid) -> None:
+                try:
+                    await rt.sessions.prompt(sid, prompt=prompt("again"))
+                    outcomes.append("admitted")
+                except SessionNotFoundError:
+                    outcomes.append("refused")
+
+            async with trio.open_nursery() as nursery:
+                if round_ % 2:
+                    nursery.start_soon(admit)
+                    nursery.start_soon(rt.sessions.delete, sid)
+                else:
+                    nursery.start_soon(rt.sessions.delete, sid)
+                    await trio.sleep(0.0005 * (round_ % 7))
+                    nursery.start_soon(admit)
+            with pytest.raises(SessionNotFoundError):
+                await rt.sessions.get(sid)
+        assert len(outcomes) == 30
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
