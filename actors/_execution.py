@@ -147,7 +147,11 @@ class SessionExecution:
         self._sessions: dict[str, SessionActor] = {}
         self._locations: dict[str, LocationActor] = {}
         self._infos: dict[str, SessionInfo] = {}
-        self._retiring: set[str] = set()
+        self._retiring: dict[str, trio.Lock] = {}
+        """Sessions held inactive for their deletion; one deletion of a session at a time."""
+        self._retirements: dict[str, int] = {}
+        """How many times each session was retired, so that an activation whose read of
+        the session raced a deletion does not start an actor for it."""
         self._shedding = False
         self.ready = trio.Event()
         self.permissions = DurablePermissions(storage, now_ms)
@@ -227,8 +231,9 @@ class SessionExecution:
         return True
 
     def _raise_stopped(self, actor: SessionActor, stopped: ActorStopped) -> NoReturn:
-        """Re-raise *stopped*, as SessionNotFoundError when the session is being deleted."""
-        if actor.id in self._retiring:
+        """Re-raise *stopped*, as SessionNotFoundError when the actor was stopped for its
+        session's deletion (however long ago the caller learns of it)."""
+        if actor.retired:
             raise SessionNotFoundError(actor.id) from None
         raise stopped
 
@@ -238,21 +243,27 @@ class SessionExecution:
         an active drain cancelled and settled first, and nothing activates the session
         until the block ends (wakes and runs are ignored, as for an unknown session).
 
-        Cancellation while the actor stops waits for it to stop; the session is
-        activated again on its next use if it still exists.
+        Blocks for the same session run one at a time: a second deletion waits until the
+        first has stopped the actor and written, so it never deletes under a drain that is
+        still settling. Cancellation while the actor stops waits for it to stop; the
+        session is activated again on its next use if it still exists.
         """
-        self._retiring.add(session_id)
+        lock = self._retiring.setdefault(session_id, trio.Lock())
         try:
-            actor = self._sessions.pop(session_id, None)
-            if actor is not None:
-                try:
-                    await self.supervisor.stop_child(actor.id)
-                except ActorNotFound:
-                    pass  # it had just been passivated
-            self._infos.pop(session_id, None)  # only now: a stopping drain may still read it
-            yield
+            async with lock:
+                self._retirements[session_id] = self._retirements.get(session_id, 0) + 1
+                actor = self._sessions.pop(session_id, None)
+                if actor is not None:
+                    actor.retired = True
+                    try:
+                        await self.supervisor.stop_child(actor.id)
+                    except ActorNotFound:
+                        pass  # it had just been passivated
+                self._infos.pop(session_id, None)  # only now: a stopping drain reads it
+                yield
         finally:
-            self._retiring.discard(session_id)
+            if self._retiring.get(session_id) is lock and not lock.statistics().tasks_waiting:
+                del self._retiring[session_id]
 
     # -- used by SessionActors ----------------------------------------------------------
 
@@ -287,9 +298,10 @@ class SessionExecution:
         actor = self._sessions.get(session_id)
         if actor is not None or session_id in self._retiring:
             return actor
+        retired = self._retirements.get(session_id, 0)
         info = await self.storage.read(lambda s: s.get_session(session_id))
-        if info is None or session_id in self._retiring:
-            return None
+        if info is None or self._retirements.get(session_id, 0) != retired:
+            return None  # gone, or being deleted (it was retired while the read ran)
         actor = self._sessions.get(session_id)
         if actor is None:
             self._infos[session_id] = info

@@ -88,6 +88,8 @@ class SessionActor(Actor[Message]):
         self._run_waiters: list[Reply[None]] = []
         self.last_active = trio.current_time()
         self.last_error: str | None = None
+        self.retired = False
+        """Stopped for its session's deletion (``SessionExecution.retiring``)."""
         self.provider_turns = 0
         self._recovered = False
         self._has_epoch = False

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 import trio
 
 from actors._events import DEFAULT_SUBSCRIBER_BUFFER
-from runtime import AssistantMessage, Location, SessionNotFoundError, llm
+from runtime import AssistantMessage, Location, ModelRef, SessionNotFoundError, llm
 from runtime import _schema as ev
 from storage import EventStore, StoredEvent
 from tests.execution.conftest import answer, eventually, prompt, running
@@ -304,3 +306,51 @@ async def test_a_prompt_racing_the_deletion_is_admitted_or_refused_cleanly(
                 await rt.sessions.get(sid)
         assert len(outcomes) == 30
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_deletion_racing_other_calls_leaves_no_failed_drain(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Random mixes of calls (a second deletion among them) around one deletion: every
+    call answers or says the session is gone, and no drain fails on the way."""
+    rng = random.Random(7)
+    unexpected: list[str] = []
+    async with running(tmp_path, llm.ScriptedLLM(lambda request: answer("x"))) as rt:
+        for round_ in range(40):
+            sid = (await rt.sessions.create(location=Location(directory=str(tmp_path)))).id
+            await rt.sessions.prompt(sid, prompt=prompt("warm"))
+            if round_ % 3:
+                await rt.sessions.wait_idle(sid)
+            calls: dict[str, Callable[[], Awaitable[Any]]] = {
+                "steer": lambda sid=sid: rt.sessions.prompt(sid, prompt=prompt("again")),
+                "queue": lambda sid=sid: rt.sessions.prompt(
+                    sid, prompt=prompt("later"), delivery="queue"
+                ),
+                "interrupt": lambda sid=sid: rt.sessions.interrupt(sid),
+                "wait": lambda sid=sid: rt.sessions.wait_idle(sid),
+                "resume": lambda sid=sid: rt.sessions.resume(sid),
+                "model": lambda sid=sid: rt.sessions.switch_model(
+                    sid, ModelRef(id="m", provider_id="p")
+                ),
+                "context": lambda sid=sid: rt.sessions.context(sid),
+                "delete again": lambda sid=sid: rt.sessions.delete(sid),
+            }
+
+            async def call(name: str, make: Callable[[], Awaitable[Any]]) -> None:
+                try:
+                    await make()
+                except SessionNotFoundError:
+                    pass
+                except Exception as exc:  # noqa: BLE001 - collected for the assertion
+                    unexpected.append(f"{name}: {exc!r}")
+
+            async with trio.open_nursery() as nursery:
+                for index, name in enumerate(rng.sample(sorted(calls), 4)):
+                    if index == 2:
+                        nursery.start_soon(call, "delete", lambda sid=sid: rt.sessions.delete(sid))
+                    nursery.start_soon(call, name, calls[name])
+                    await trio.sleep(rng.choice([0, 0, 0.0003, 0.001]))
+            with pytest.raises(SessionNotFoundError):
+                await rt.sessions.get(sid)
+    assert unexpected == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
