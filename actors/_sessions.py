@@ -348,6 +348,13 @@ class Sessions:
                 lambda b: b.delete_session(session_id, self._now())
             )
         _log.info("session deleted", extra={"session": session_id, "title": info.title})
+        # A child created while this ran, before the deletion committed, is found now; none
+        # can be created after it (the creating batch checks that the parent exists).
+        for child in await self._storage.read(lambda s: s.children(session_id)):
+            try:
+                deleted += await self.delete(child.id)
+            except SessionNotFoundError:
+                pass  # deleted meanwhile
         return [*deleted, info]
 
     async def interrupt(self, session_id: str) -> None:

@@ -1,9 +1,11 @@
 """A runtime process for the deletion kill test: deletes a session, then waits to die.
 
 Usage: python deletion_child.py DATA_DIR
-Creates ``ses_doomed`` and ``ses_kept``, admits a prompt into each (``resume=False``),
-deletes ``ses_doomed``, prints ``DELETED`` and sleeps until killed. Its applier lingers an
-hour, so DuckDB holds only what a read made it catch up on when the process dies.
+Creates ``ses_doomed``, ``ses_journaled`` and ``ses_kept``, admits a prompt into each
+(``resume=False``), deletes ``ses_doomed`` (``rt.sessions.delete``, whose last read makes
+DuckDB catch up) and then ``ses_journaled`` with the bare storage operation, prints
+``DELETED`` and sleeps until killed. Its applier lingers an hour, so the second deletion is
+only in the journal when the process dies.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ Applier.__init__.__kwdefaults__["linger"] = 3600.0
 async def main(data_dir: str) -> None:
     async with open_runtime(data_dir=data_dir, llm=llm.ScriptedLLM([])) as rt:
         loc = Location(directory=data_dir)
-        for sid in ("ses_doomed", "ses_kept"):
+        for sid in ("ses_doomed", "ses_journaled", "ses_kept"):
             await rt.sessions.create(id=sid, location=loc)
             await rt.sessions.prompt(sid, prompt=Prompt(text="hello"), resume=False)
         await rt.sessions.delete("ses_doomed")
+        await rt.storage.write(lambda b: b.delete_session("ses_journaled", 0))
         print("DELETED", flush=True)
         await trio.sleep_forever()
 
