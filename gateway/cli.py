@@ -32,6 +32,7 @@ _FEATURED: Final = ("anthropic", "openai", "google", "openrouter", "github-copil
 _TEXT_ENDED: Final = "session.next.text.ended"
 _STEP_FAILED: Final = "session.next.step.failed"
 _STEP_ENDED: Final = "session.next.step.ended"
+_RELEASE_AFTER: Final = 0.25
 
 
 def default_data_dir(env: dict[str, str] | None = None) -> Path:
@@ -129,15 +130,16 @@ async def _serve(args: argparse.Namespace) -> int:
                             cors_origins=cors, task_status=task_status,
                         )
                     )  # fmt: skip
-                    # Start-up's DuckDB work is done: unmap the library pages it alone used.
-                    await trio.to_thread.run_sync(release_library_pages)
                     _end_startup(args)
+                    housekeeping = trio.CancelScope()
+                    nursery.start_soon(_release_library_pages_soon, housekeeping)
                     print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
                     if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
                         print("kittiwake: warning: listening beyond localhost without a password")
                     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                         async for signum in signals:
                             print(f"kittiwake: stopping on signal {signum}", file=sys.stderr)
+                            housekeeping.cancel()
                             server.stop()
                             break
     finally:
@@ -315,6 +317,17 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("id", nargs="?")
             cmd.add_argument("--limit", type=int, default=50)
     return parser
+
+
+async def _release_library_pages_soon(scope: trio.CancelScope) -> None:
+    """Once start-up's DuckDB work is done, unmap the library pages it alone used
+    (``storage.release_library_pages``), ``_RELEASE_AFTER`` seconds after the server
+    accepts: reading the process's memory map takes the GIL for tens of milliseconds,
+    which the first requests should not wait behind. Cancelling *scope* before then
+    skips it; once begun, it finishes (milliseconds)."""
+    with scope:
+        await trio.sleep(_RELEASE_AFTER)
+        await trio.to_thread.run_sync(release_library_pages)
 
 
 def _end_startup(args: argparse.Namespace) -> None:
