@@ -49,6 +49,13 @@ async def _row_counts_of(rt: Any, session_id: str) -> dict[str, int]:
     return counts
 
 
+async def _answered(rt: Any) -> str:
+    """The runtime's test session, once it has answered one prompt."""
+    await rt.sessions.prompt(rt.test_session, prompt=prompt("hello"))
+    await rt.sessions.wait_idle(rt.test_session)
+    return str(rt.test_session)
+
+
 async def test_deletion_removes_every_row_and_leaves_other_sessions(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -135,9 +142,7 @@ async def test_deletion_cancels_an_active_drain_first(tmp_path: Path) -> None:
 
 async def test_subscribers_see_the_deletion(tmp_path: Path) -> None:
     async with running(tmp_path, llm.ScriptedLLM([answer("hi")])) as rt:
-        sid = rt.test_session
-        await rt.sessions.prompt(sid, prompt=prompt("hello"))
-        await rt.sessions.wait_idle(sid)
+        sid = await _answered(rt)
         seen: list[str] = []
         ended = trio.Event()
 
@@ -249,9 +254,7 @@ async def test_child_sessions_are_listed_and_deleted_with_their_parent(tmp_path:
 
 async def test_a_subscriber_that_fell_behind_still_sees_its_stream_end(tmp_path: Path) -> None:
     async with running(tmp_path, llm.ScriptedLLM([answer("hi")])) as rt:
-        sid = rt.test_session
-        await rt.sessions.prompt(sid, prompt=prompt("hello"))
-        await rt.sessions.wait_idle(sid)
+        sid = await _answered(rt)
         seen: list[str] = []
         ended, pull = trio.Event(), trio.Event()
 
