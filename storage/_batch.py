@@ -441,14 +441,19 @@ class WriteBatch:
 
     # -- SQL ------------------------------------------------------------------------------
 
+    def _kept_events(self) -> list[StoredEvent]:
+        """The batch's events less those a later deletion in it ends (all, usually)."""
+        dropped = self._dropped_at
+        if not dropped:
+            return self.events
+        return [e for i, e in enumerate(self.events) if i >= dropped.get(e.aggregate_id, 0)]
+
     def rows(self) -> RowSet:
         """The batch's writes as final row states (see ``storage._rows``)."""
         rows = RowSet()
-        dropped = self._dropped_at
         rows.events = [
             (e.id, e.aggregate_id, e.seq, f"{e.type}.{e.version}", e.version, e.data.decode())
-            for index, e in enumerate(self.events)
-            if index >= dropped.get(e.aggregate_id, 0)
+            for e in self._kept_events()
         ]
         rows.deleted = set(self.deleted_sessions)
         for sid, session in self.sessions.items():

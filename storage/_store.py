@@ -536,7 +536,8 @@ class EventStore:
     def _adopt(self, batch: WriteBatch, lsn: int) -> None:
         for session_id in batch.deleted_sessions:
             self._forget(session_id)
-        self._deleted -= batch.new_sessions  # an id deleted, then created again
+        if self._deleted:
+            self._deleted -= batch.new_sessions  # an id deleted, then created again
         for key in (*batch.inputs, *batch.messages):
             self._pinned[key] = lsn
         for session_id in batch.new_sessions:
