@@ -54,7 +54,13 @@ class _Provider(msgspec.Struct, frozen=True):
 
 
 async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
-    """A ProviderClient for the first provider with credentials; else explain and return None."""
+    """A ProviderClient for ``KITTIWAKE_MODEL``, else the default model of the first provider
+    with credentials (``llm.resolve_model``); else explain and return None.
+
+    Raises:
+        CatalogError: ``KITTIWAKE_MODEL`` names no known model, or one whose provider
+            has no credentials.
+    """
     try:
         catalog = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
     except (llm_package.CatalogError, OSError) as exc:
@@ -66,21 +72,16 @@ async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
     except llm_package.AuthError:
         stored = {}
     providers = catalog.providers
-    wanted = os.environ.get("KITTIWAKE_MODEL", "")
-    for provider in providers.values():
-        has_env = any(os.environ.get(name) for name in provider.env)
-        if not (has_env or provider.id in stored) or not provider.models:
-            continue
-        provider_id, _, model_id = wanted.partition("/")
-        if provider_id != provider.id or model_id not in provider.models:
-            if wanted and provider_id in providers:
-                continue
-            model_id = next(iter(provider.models))
+    credentialed = {
+        p.id for p in providers.values() if p.id in stored or any(os.environ.get(n) for n in p.env)
+    }
+    ref = llm_package.resolve_model(catalog, credentialed, os.environ.get("KITTIWAKE_MODEL"))
+    if ref is not None:
         http = llm_package.provider_http_client()
         auth = llm_package.Auth(env=dict(os.environ), store=store)
         client = llm_package.ProviderClient(catalog, auth, http_client=http)
-        print(f"kittiwake: using provider {provider.id}, model {model_id}", file=out)
-        return _Provider(client, ModelRef(id=model_id, provider_id=provider.id), http)
+        print(f"kittiwake: using provider {ref.provider_id}, model {ref.model_id}", file=out)
+        return _Provider(client, ModelRef(id=ref.model_id, provider_id=ref.provider_id), http)
     looked = [providers[p] for p in _FEATURED if p in providers] or list(providers.values())[:5]
     print("kittiwake: no LLM provider is configured; prompts will fail until one is.", file=out)
     print("  Looked for credentials of these providers (and every other catalog entry):", file=out)
@@ -113,7 +114,11 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         async with trio.open_nursery() as outer:
             outer.start_soon(load_gateway)
-            provider = await _configured_provider(data_dir, sys.stderr)
+            try:
+                provider = await _configured_provider(data_dir, sys.stderr)
+            except llm_package.CatalogError as exc:
+                print(f"kittiwake: {exc}", file=sys.stderr)
+                return 2
             options: dict[str, Any] = {}
             if provider is not None:
                 options["default_model"] = provider.model
@@ -360,6 +365,9 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
         return trio.run(command[args.command], args)
     except KeyboardInterrupt:
         return 130
+    except llm_package.CatalogError as exc:  # KITTIWAKE_MODEL names no usable model
+        print(f"kittiwake: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:
         # httpx is imported only by commands that talk HTTP; no other can raise its errors.
         httpx = sys.modules.get("httpx")

@@ -44,6 +44,13 @@ from ._catalog_source import load_models_dev as load_models_dev
 from ._client import LLMClient as LLMClient
 from ._cost import LONG_CONTEXT_THRESHOLD as LONG_CONTEXT_THRESHOLD
 from ._cost import step_cost as step_cost
+from ._defaults import DEFAULT_PREFERENCES as DEFAULT_PREFERENCES
+from ._defaults import PROVIDER_ORDER as PROVIDER_ORDER
+from ._defaults import choose_default_model as choose_default_model
+from ._defaults import choose_small_model as choose_small_model
+from ._defaults import parse_model as parse_model
+from ._defaults import resolve_model as resolve_model
+from ._defaults import usable_providers as usable_providers
 from ._errors import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
 from ._errors import AuthError as AuthError
 from ._errors import CatalogError as CatalogError
@@ -147,6 +154,7 @@ __all__ = [
     "Credential",
     "CredentialStore",
     "DEFAULT_BASE_URLS",
+    "DEFAULT_PREFERENCES",
     "DeviceCode",
     "ErrorKind",
     "FilePart",
@@ -173,6 +181,7 @@ __all__ = [
     "OPENAI_CLIENT_ID",
     "OPENAI_ISSUER",
     "OVERFLOW_PATTERNS",
+    "PROVIDER_ORDER",
     "Pkce",
     "PreparedRequest",
     "ProtocolAdapter",
@@ -211,6 +220,8 @@ __all__ = [
     "Usage",
     "UserMessage",
     "WireRequest",
+    "choose_default_model",
+    "choose_small_model",
     "classify_http_error",
     "classify_message",
     "classify_transport_error",
@@ -230,13 +241,16 @@ __all__ = [
     "openai_authorize_url",
     "openai_exchange_code",
     "openai_refresh",
+    "parse_model",
     "parse_retry_after",
     "partition_options",
     "provider_http_client",
     "render_stream",
     "replay_transport",
+    "resolve_model",
     "step_cost",
     "stream_wire",
     "stream_with_retry",
+    "usable_providers",
     "wrap_system_update",
 ]

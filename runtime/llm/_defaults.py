@@ -1,0 +1,206 @@
+"""Choosing models nobody named: the default model, the small model, and checking a named one.
+
+Pure functions over a :class:`Catalog` and the set of provider ids that have
+credentials; reading the environment or the credential store is the caller's part.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from typing import Final
+
+from ._catalog import Catalog, CatalogModel, CatalogProvider
+from ._errors import CatalogError
+from ._schema import ModelRef
+
+__all__ = [
+    "DEFAULT_PREFERENCES",
+    "PROVIDER_ORDER",
+    "choose_default_model",
+    "choose_small_model",
+    "parse_model",
+    "resolve_model",
+    "usable_providers",
+]
+
+PROVIDER_ORDER: Final[tuple[str, ...]] = ("anthropic", "openai", "google", "openrouter")
+"""Providers tried first, in this order, when several have credentials; the others
+follow in catalog order."""
+
+_MINOR: Final = r"(?:[-.]\d{1,2})?"
+DEFAULT_PREFERENCES: Final[dict[str, tuple[str, ...]]] = {
+    "anthropic": (rf"claude-sonnet-\d+{_MINOR}", rf"claude-opus-\d+{_MINOR}"),
+    "openai": (r"gpt-5(?:\.\d+)?", r"gpt-4\.1"),
+    "google": (r"gemini-\d+(?:\.\d+)?-pro", r"gemini-\d+(?:\.\d+)?-flash"),
+    "github-copilot": (rf"claude-sonnet-\d+{_MINOR}", r"gpt-5(?:\.\d+)?"),
+    "openrouter": (
+        rf"anthropic/claude-sonnet-\d+{_MINOR}",
+        r"openai/gpt-5(?:\.\d+)?",
+        r"google/gemini-\d+(?:\.\d+)?-pro",
+    ),
+    "amazon-bedrock": (rf"(?:global\.|us\.)?anthropic\.claude-sonnet-\d+{_MINOR}",),
+}
+"""Per provider, model-id patterns (whole-id matches) tried in order; the newest
+eligible match of the first pattern with any wins. Without a match, the newest
+eligible model of the provider."""
+
+_NOT_SMALL: Final = re.compile(
+    r"embed|tts|image|audio|realtime|transcribe|search|research|moderation|-pro\b|:free$"
+)
+_KNOWN_SHOWN: Final = 30
+
+
+def parse_model(text: str) -> ModelRef:
+    """``provider/model`` (the model id may itself contain ``/``) as a :class:`ModelRef`.
+
+    Raises:
+        CatalogError: no ``/``, or an empty provider or model id.
+    """
+    provider, _, model = text.strip().partition("/")
+    if not provider or not model:
+        raise CatalogError(f"model {text!r} is not of the form provider/model")
+    return ModelRef(provider_id=provider, model_id=model)
+
+
+def usable_providers(catalog: Catalog, credentialed: Collection[str]) -> list[CatalogProvider]:
+    """Providers a request can be sent to, in the order a default is chosen from.
+
+    First those in *credentialed* (``PROVIDER_ORDER``, then catalog order), then those
+    that need no credential (``env: []``, as configured local providers have).
+    Providers without a model this runtime can speak to are left out.
+    """
+    providers = catalog.providers
+    rank = {pid: i for i, pid in enumerate(PROVIDER_ORDER)}
+    order = sorted(providers, key=lambda pid: rank.get(pid, len(rank)))
+    keyed = [providers[p] for p in order if p in credentialed]
+    keyless = [providers[p] for p in order if p not in credentialed and not providers[p].env]
+    return [p for p in (*keyed, *keyless) if any(m.protocol for m in p.models.values())]
+
+
+def choose_default_model(catalog: Catalog, credentialed: Collection[str]) -> ModelRef | None:
+    """The model to use when neither the user nor the configuration named one.
+
+    From the first usable provider (:func:`usable_providers`) with an eligible model:
+    current (not deprecated or hidden), tool calling, text in and text only out, on a
+    protocol this runtime speaks. Among those, the provider's preference patterns
+    (``DEFAULT_PREFERENCES``) pick, newest release first; else the newest. None when no
+    usable provider has an eligible model.
+    """
+    for provider in usable_providers(catalog, credentialed):
+        eligible = [m for m in provider.models.values() if _agentic(m)]
+        if not eligible:
+            continue
+        for pattern in DEFAULT_PREFERENCES.get(provider.id, ()):
+            matched = [m for m in eligible if re.fullmatch(pattern, m.id)]
+            if matched:
+                return _ref(_newest(matched))
+        return _ref(_newest(eligible))
+    return None
+
+
+def choose_small_model(catalog: Catalog, provider_id: str) -> ModelRef | None:
+    """A cheap model of *provider_id* for side work such as session titles.
+
+    The cheapest current text-in, text-only-out model with a known price (input plus
+    output per million tokens; ties go to the newest), leaving out embedding, speech,
+    image, search and ``-pro`` models and free tiers; it need not call tools. None
+    when the provider is unknown or no model qualifies (a local provider without
+    prices: the caller falls back to the session's own model).
+    """
+    provider = catalog.providers.get(provider_id)
+    if provider is None:
+        return None
+    priced = [
+        m
+        for m in provider.models.values()
+        if _current_text(m)
+        and m.protocol is not None
+        and m.cost is not None
+        and not _NOT_SMALL.search(m.id)
+    ]
+    if not priced:
+        return None
+    cheapest = min(
+        priced,
+        key=lambda m: (
+            m.cost.input + m.cost.output if m.cost else 0.0,
+            _negated_date(m.release_date),
+            len(m.id),
+            m.id,
+        ),
+    )
+    return _ref(cheapest)
+
+
+def resolve_model(
+    catalog: Catalog, credentialed: Collection[str], wanted: str | None
+) -> ModelRef | None:
+    """The model *wanted* names (``provider/model``), checked; else the default choice.
+
+    Raises:
+        CatalogError: *wanted* is malformed, names an unknown provider or model (the
+            message names it and lists the provider's current models, newest first),
+            or names a provider
+            that has no credentials and needs one.
+    """
+    if not wanted:
+        return choose_default_model(catalog, credentialed)
+    ref = parse_model(wanted)
+    providers = catalog.providers
+    provider = providers.get(ref.provider_id)
+    if provider is None:
+        raise CatalogError(
+            f"unknown model {wanted!r}: no provider {ref.provider_id!r}; "
+            f"known providers: {_listing(sorted(providers))}"
+        )
+    if ref.model_id not in provider.models:
+        current = [m for m in provider.models.values() if m.status == "available"]
+        known = sorted(current, key=lambda m: (_negated_date(m.release_date), m.id))
+        raise CatalogError(
+            f"unknown model {wanted!r}; known models of provider {provider.id}: "
+            f"{_listing([m.id for m in known])}"
+        )
+    if provider.env and provider.id not in credentialed:
+        raise CatalogError(
+            f"model {wanted!r} needs credentials for provider {provider.id}: "
+            f"set {' or '.join(provider.env)}, or store one with `kittiwake auth login`"
+        )
+    return ref
+
+
+def _agentic(model: CatalogModel) -> bool:
+    return model.tool_call and model.protocol is not None and _current_text(model)
+
+
+def _current_text(model: CatalogModel) -> bool:
+    return (
+        model.status == "available"
+        and "text" in model.input_modalities
+        and set(model.output_modalities) == {"text"}
+    )
+
+
+def _newest(models: Sequence[CatalogModel]) -> CatalogModel:
+    """The latest release; on a tie the shorter id (an alias over a dated snapshot)."""
+    return min(models, key=lambda m: (_negated_date(m.release_date), len(m.id), m.id))
+
+
+def _negated_date(date: str | None) -> tuple[int, ...]:
+    """Sort key putting later ``YYYY-MM-DD`` (or ``YYYY-MM``) dates first, unknown last."""
+    if not date:
+        return (1,)
+    parts = [int(p) for p in re.findall(r"\d+", date)[:3]]
+    return (0, *(-p for p in parts), *([0] * (3 - len(parts))))
+
+
+def _ref(model: CatalogModel) -> ModelRef:
+    return ModelRef(provider_id=model.provider_id, model_id=model.id)
+
+
+def _listing(names: Sequence[str]) -> str:
+    if not names:
+        return "(none)"
+    shown = ", ".join(names[:_KNOWN_SHOWN])
+    more = len(names) - _KNOWN_SHOWN
+    return f"{shown}, and {more} more" if more > 0 else shown
