@@ -7,6 +7,12 @@ Request tasks only queue bytes for the writer, so a response's head and body lea
 clock is a deadline the idle watcher sleeps to, moved (not restarted) per request. The
 HTTP/1.1, h2c and websocket protocol classes, ``Config``, lifespan, shutdown trigger and
 graceful timeout are Hypercorn's, used as ``hypercorn.trio.run.worker_serve`` uses them.
+
+A websocket that Hypercorn fails on its own (a message over
+``config.websocket_max_message_size`` is answered with close code 1009) is closed at the TCP
+level right after its close frame: Hypercorn stops looking at the client's frames once the
+message overflows, so the client's answering close frame can stay unread and the connection
+would otherwise stay open until the client gives up.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import trio
 from hypercorn.config import Config
 from hypercorn.events import Closed, Event, RawData, Updated
 from hypercorn.protocol import ProtocolWrapper
+from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.protocol.ws_stream import ASGIWebsocketState, WSStream
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
 from hypercorn.trio.task_group import TaskGroup
@@ -35,12 +43,17 @@ from hypercorn.typing import (
     Scope,
 )
 from hypercorn.utils import ShutdownError, parse_socket_addr, raise_shutdown, repr_socket_addr
+from wsproto import ConnectionState as WebsocketState
 
-__all__ = ["HIGH_WATER", "bind", "serve_app"]
+__all__ = ["HIGH_WATER", "LINGER", "bind", "serve_app"]
 
 MAX_RECV: Final = 2**16
 HIGH_WATER: Final = 2**16
 """Bytes a connection queues for its writer before a request task's write waits."""
+LINGER: Final = 2.0
+"""Seconds a failed websocket's connection keeps reading (and discarding) what the client
+still sends after the server's close frame and FIN, so that closing the socket with unread
+input does not reset the connection before the client has read the close frame."""
 
 
 def bind(host: str, port: int, *, backlog: int) -> socket.socket:
@@ -70,9 +83,13 @@ async def serve_app(
     sockets: Sequence[socket.socket],
     *,
     shutdown_trigger: trio.Event,
+    linger: float = LINGER,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve *app* over HTTP on *sockets* (from ``bind``) until *shutdown_trigger* is set.
+
+    *linger* bounds how long a websocket Hypercorn failed (1009) is read and discarded
+    after the server's FIN before its socket is closed (``LINGER``).
 
     Runs the app's lifespan startup, reports the bound URLs to ``task_status``, accepts
     connections, and on the trigger stops accepting, closes idle connections, lets busy ones
@@ -93,7 +110,7 @@ async def serve_app(
             state = ConnectionState(lifespan_state.copy())
 
             async def handler(stream: trio.SocketStream) -> None:
-                await _Connection(app, config, context, state, stream).run()
+                await _Connection(app, config, context, state, stream, linger=linger).run()
 
             async with trio.open_nursery() as server_nursery:
                 task_status.started(binds)
@@ -215,6 +232,8 @@ class _Connection:
         context: WorkerContext,
         state: ConnectionState,
         stream: trio.SocketStream,
+        *,
+        linger: float = LINGER,
     ) -> None:
         self.app = app
         self.config = config
@@ -231,6 +250,8 @@ class _Connection:
         self._idle_deadline = math.inf
         self._idle_scope: trio.CancelScope | None = None
         self._became_idle = trio.lowlevel.ParkingLot()
+        self._linger = linger
+        self._failed_websocket = False
 
     async def run(self) -> None:
         """Serve the connection until the peer leaves, the protocol closes it or it idles out.
@@ -331,7 +352,21 @@ class _Connection:
             await self.protocol.handle(RawData(bytes(data)))
             if not data:
                 break
+            if self._websocket_failed():
+                self._failed_websocket = True  # the app hears of it as a lost connection
+                break
         await self.protocol.handle(Closed())
+
+    def _websocket_failed(self) -> bool:
+        """Whether Hypercorn closed this connection's websocket on its own (1009): it sent
+        its close frame while the app still holds the websocket open."""
+        protocol = self.protocol.protocol
+        stream = protocol.stream if isinstance(protocol, H11Protocol) else None
+        return (
+            isinstance(stream, WSStream)
+            and stream.state is ASGIWebsocketState.CONNECTED
+            and stream.connection.state is WebsocketState.LOCAL_CLOSING
+        )
 
     def _note_idle(self, idle: bool) -> None:
         """Start or stop the keep-alive clock; never blocks."""
@@ -364,10 +399,19 @@ class _Connection:
         await self.stream.aclose()
 
     async def _close(self) -> None:
-        """Half-close then close the socket; cancellation still closes it."""
+        """Half-close then close the socket; cancellation still closes it.
+
+        After a failed websocket, what the client still sends is read and dropped until it
+        closes its side or ``linger`` seconds pass, so that the close frame is not lost to
+        a reset.
+        """
         self._stop_writing()
         try:
             await self.stream.send_eof()
+            if self._failed_websocket:
+                with trio.move_on_after(self._linger):
+                    while await self.stream.receive_some(MAX_RECV):
+                        pass
         except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
             pass  # already gone, or the writer is mid-write and will see the close
         finally:

@@ -18,6 +18,7 @@ from trio_websocket import (
 )
 
 from gateway import WebsocketLimits
+from gateway._app import gateway_of
 from runtime.llm import ScriptedLLM
 
 from .conftest import answer, assert_valid, component, served
@@ -344,3 +345,29 @@ async def test_deleting_a_session_ends_its_streams_and_tells_everyone(tmp_path):
         r = await client.delete(f"/project/prj_other/session/{kept}")
         assert r.status_code == 404 and r.json()["_tag"] == "NotFoundError"
         assert (await client.get(f"{S}/{kept}")).status_code == 200
+
+
+async def test_oversized_websocket_message_closes_1009_and_the_tcp_connection(tmp_path):
+    limit = 64 * 1024
+    async with served(tmp_path, max_body=limit) as g:
+        host, port = g.url.removeprefix("http://").split(":")
+        stream = await trio.open_tcp_stream(host, int(port))
+        started = trio.current_time()
+        # The client's reader task runs until the server closes TCP: leaving the nursery
+        # waits for that, which is where a client hung when the server kept it open.
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                ws = await wrap_client_stream(
+                    nursery, stream, host, "/api/ws", max_message_size=2**24
+                )
+                with pytest.raises(ConnectionClosed) as closed:
+                    await ws.send_message("x" * (16 * limit))  # its tail follows the close
+                    await ws.get_message()
+                assert closed.value.reason.code == 1009
+        assert trio.current_time() - started < 3
+        await stream.aclose()
+        # the server's websocket task ended and the server still serves websockets
+        assert not gateway_of(g.server.app).streams
+        async with open_websocket_url(ws_url(g.url)) as ws:
+            await ws.send_message(json.dumps({"type": "unsubscribe", "ref": 1, "sessionID": "s"}))
+            assert (await recv(ws)) == {"type": "reply", "ref": 1, "data": None}
