@@ -23,7 +23,7 @@ from runtime import llm
 from runtime._coordinator import DrainMode, Lane
 from runtime._history import HistoryDelta, HistoryView
 from runtime._lowering import to_llm_model
-from runtime.agents import AgentInfo, resolve_agent
+from runtime.agents import AgentInfo, resolve_agent, system_prompt
 from storage import WriteBatch
 
 if TYPE_CHECKING:
@@ -347,7 +347,8 @@ class SessionActor(Actor[Message]):
         final = step >= max_turns
         tools = [] if final else location.registry.definitions(agent)
         request = llm.LLMRequest(
-            model=to_llm_model(model), system=[*self._system(agent), epoch.baseline],
+            model=to_llm_model(model),
+            system=[*system_prompt(agent, model.provider_id, model.id), epoch.baseline],
             messages=self._history.lowered(model, epoch.baseline_seq), tools=tools,
             tool_choice="none" if final else "auto", prompt_cache_key=sid,
         )  # fmt: skip
@@ -359,9 +360,6 @@ class SessionActor(Actor[Message]):
             directory=info.location.directory, permissions=self._x.permissions,
         )  # fmt: skip
         return await run_turn(client=self._x.llm, request=request, turn=turn)
-
-    def _system(self, agent: AgentInfo) -> list[str]:
-        return [agent.prompt] if agent.prompt else []
 
     async def _append(self, events: list[ev.DurableEvent]) -> list[ev.InputAdmitted]:
         """Append *events*; return the inbox rows still pending after them."""

@@ -25,6 +25,10 @@ from runtime.agents._permissions import evaluate as evaluate
 from runtime.agents._permissions import evaluate_resource as evaluate_resource
 from runtime.agents._permissions import is_wholly_denied as is_wholly_denied
 from runtime.agents._permissions import rules_from_config as rules_from_config
+from runtime.agents._prompts import CODING_PROMPT as CODING_PROMPT
+from runtime.agents._prompts import ModelFamily as ModelFamily
+from runtime.agents._prompts import model_family as model_family
+from runtime.agents._prompts import system_prompt as system_prompt
 
 __all__ = [
     "AgentInfo",
@@ -33,8 +37,10 @@ __all__ = [
     "BASE_RULES",
     "BUILD",
     "BUILTIN_AGENTS",
+    "CODING_PROMPT",
     "DEFAULT_AGENT",
     "INIT_PROMPT",
+    "ModelFamily",
     "PLAN",
     "PLAN_RULES",
     "PermissionAction",
@@ -49,7 +55,9 @@ __all__ = [
     "evaluate_resource",
     "is_wholly_denied",
     "load_agents",
+    "model_family",
     "parse_front_matter",
     "resolve_agent",
     "rules_from_config",
+    "system_prompt",
 ]

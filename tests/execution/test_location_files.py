@@ -69,3 +69,27 @@ async def test_the_runtime_sweeps_expired_managed_tool_output(tmp_path: Path) ->
     async with open_runtime(data_dir=tmp_path / "data", llm=llm.ScriptedLLM([])):
         await eventually(lambda: not old.exists())
     assert fresh.exists() and other.exists()
+
+
+async def test_the_build_agent_sends_the_coding_agent_prompt(tmp_path: Path) -> None:
+    from runtime import ModelRef
+    from runtime.agents import CODING_PROMPT
+
+    work = tmp_path / "work"
+    work.mkdir()
+    client = llm.ScriptedLLM([answer(), answer()])
+    model = ModelRef(id="claude-sonnet-5", provider_id="anthropic")
+    async with open_runtime(data_dir=tmp_path / "data", llm=client, default_model=model) as rt:
+        info = await rt.sessions.create(location=Location(directory=str(work)))
+        await rt.sessions.prompt(info.id, prompt=Prompt(text="fix the bug"))
+        await rt.sessions.wait_idle(info.id)
+        await rt.sessions.switch_agent(info.id, "plan")
+        await rt.sessions.prompt(info.id, prompt=Prompt(text="plan it"))
+        await rt.sessions.wait_idle(info.id)
+    build, plan = client.requests
+    assert build.model == llm.ModelRef(provider_id="anthropic", model_id="claude-sonnet-5")
+    assert len(build.system) == 2  # the agent's prompt, then the Location's System Context
+    assert build.system[0].startswith(CODING_PROMPT) and "Prefer `edit`" in build.system[0]
+    assert "Working directory" in build.system[1]
+    assert "# Plan mode" not in build.system[0] and "# Plan mode" in plan.system[0]
+    assert {tool.name for tool in build.tools} >= {"read", "edit", "apply_patch", "shell"}
