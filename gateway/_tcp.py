@@ -208,9 +208,12 @@ async def _run_app(
     except trio.Cancelled:
         raise
     except BaseExceptionGroup as error:
-        if error.split(trio.Cancelled)[1] is None:
+        cancelled, failed = error.split(trio.Cancelled)
+        if failed is None:
             raise
         await config.log.exception("Error in ASGI Framework")
+        if cancelled is not None:
+            raise cancelled from None  # the errors are logged; the cancellation goes on
     except Exception:
         await config.log.exception("Error in ASGI Framework")
     finally:
