@@ -7,6 +7,7 @@ is cancelled while waiting is recorded as rejected: the call never ran.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Final
 
@@ -36,7 +37,8 @@ class DurablePermissions:
     async def ask(self, request: PermissionRequest) -> PermissionReply:
         """Record *request* and wait for its reply.
 
-        Cancellation records the request as rejected (shielded, bounded) and re-raises.
+        Cancellation records the request as rejected (shielded, bounded; unless a reply
+        was recorded first) and re-raises.
         """
         asked = ev.PermissionAsked(
             timestamp=self._now(), session_id=request.session_id, request_id=request.id,
@@ -47,9 +49,13 @@ class DurablePermissions:
         await self._storage.write(lambda b: b.append(request.session_id, [asked]))
         try:
             await done.wait()
-        except trio.Cancelled:
+        except BaseException:
+            # However the wait ends without a reply, the call does not run. A reply that
+            # raced the cancellation stands: the cancellation still propagates.
             with trio.move_on_after(_CANCEL_GRACE, shield=True):
-                await self._record(request.session_id, request.id, "reject")
+                with contextlib.suppress(PromptConflictError, SessionNotFoundError):
+                    await self._record(request.session_id, request.id, "reject")
+            self._replies.pop(request.id, None)
             raise
         finally:
             self._waiting.pop(request.id, None)
