@@ -3,13 +3,18 @@
 Durable events from the stream are buffered and written together when a local
 tool is about to start (its ``tool.called`` must be durable first) and when the
 stream closes; live-only deltas go to subscribers at once.
+
+Settling is total: every local tool call the turn records gets exactly one result
+(success, failure, "Tool execution interrupted") however it ends, and a turn cut
+short (interrupt, dropped connection, error event, internal failure) closes its
+open text and reasoning with what was streamed before its step ends.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from typing import Any, Final, Literal
 
 import msgspec
 import trio
@@ -20,11 +25,15 @@ from runtime import llm
 from runtime.agents import AgentInfo, PermissionGate
 from runtime.tools import ToolContext, ToolFailure, ToolRegistry, ToolSettlement
 
-__all__ = ["INTERRUPTED_TOOL", "Turn", "TurnOutcome", "run_turn"]
+__all__ = ["INTERRUPTED_TOOL", "NO_TOOLS", "Turn", "TurnOutcome", "run_turn"]
 
 _log = logging.getLogger("kittiwake.turn")
 INTERRUPTED_TOOL: Final = "Tool execution interrupted"
+NO_TOOLS: Final = "Tools are not available for this request"
+_CUT_TOOL: Final = "Tool call was cut short: the provider stream ended before it was complete"
+_UNWRITTEN_CALL: Final = "Tool call not run: its record was not written in time"
 _SETTLE_GRACE: Final = 10.0
+_PartKind = Literal["text", "reasoning", "tool-input"]
 
 
 class TurnOutcome(msgspec.Struct, kw_only=True):
@@ -38,7 +47,11 @@ class TurnOutcome(msgspec.Struct, kw_only=True):
 
 
 class Turn:
-    """The state of one provider turn: buffered durable events, text accumulators, outcome."""
+    """The state of one provider turn: buffered durable events, text accumulators, outcome.
+
+    ``offered`` names the tools the request offered (set by :func:`run_turn` from the
+    request); a local call to any other tool settles failed and never runs.
+    """
 
     def __init__(
         self, *, session_id: str, assistant_id: str, agent: AgentInfo, model: ev.ModelRef,
@@ -57,6 +70,11 @@ class Turn:
         self._permissions = permissions
         self.buffer: list[ev.DurableEvent] = []
         self.texts: dict[str, list[str]] = {}
+        self.offered: Collection[str] = frozenset()
+        self._open: dict[str, _PartKind] = {}
+        """Text, reasoning and tool-input parts started and not yet ended, in order."""
+        self._hosted: list[str] = []
+        """Provider-executed calls recorded without their result yet."""
         self.outcome = TurnOutcome(assistant_message_id=assistant_id)
         self.usage = ev.TokenUsage()
 
@@ -74,43 +92,52 @@ class Turn:
     def start_step(self) -> None:
         self.buffer.append(ev.StepStarted(**self._ids(), agent=self.agent.name, model=self.model))
 
+    def _start(self, part: str, kind: _PartKind) -> None:
+        self.texts[part] = []
+        self._open[part] = kind
+
+    def _end(self, part: str) -> str:
+        self._open.pop(part, None)
+        return "".join(self.texts.pop(part, []))
+
     async def handle(self, event: llm.LLMEvent, nursery: trio.Nursery | None) -> None:
         """Fold one stream event into the turn; a local tool call starts in *nursery*
         (which must be given for one)."""
         ids = self._ids()
         match event:
             case llm.TextStart(id=part):
-                self.texts[part] = []
+                self._start(part, "text")
                 self.buffer.append(ev.TextStarted(**ids, text_id=part))
             case llm.TextDelta(id=part, delta=delta):
                 self.texts.setdefault(part, []).append(delta)
                 self._hub.publish_delta(ev.TextDelta(**ids, text_id=part, delta=delta))
             case llm.TextEnd(id=part):
-                text = "".join(self.texts.pop(part, []))
-                self.buffer.append(ev.TextEnded(**ids, text_id=part, text=text))
+                self.buffer.append(ev.TextEnded(**ids, text_id=part, text=self._end(part)))
             case llm.ReasoningStart(id=part, provider_metadata=meta):
-                self.texts[part] = []
+                self._start(part, "reasoning")
                 self.buffer.append(ev.ReasoningStarted(**ids, reasoning_id=part, **_meta(meta)))
             case llm.ReasoningDelta(id=part, delta=delta):
                 self.texts.setdefault(part, []).append(delta)
                 self._hub.publish_delta(ev.ReasoningDelta(**ids, reasoning_id=part, delta=delta))
             case llm.ReasoningEnd(id=part, provider_metadata=meta):
-                text = "".join(self.texts.pop(part, []))
+                text = self._end(part)
                 ended = ev.ReasoningEnded(**ids, reasoning_id=part, text=text, **_meta(meta))
                 self.buffer.append(ended)
             case llm.ToolInputStart(call_id=call, name=name):
-                self.texts[call] = []
+                self._start(call, "tool-input")
                 self.buffer.append(ev.ToolInputStarted(**ids, call_id=call, name=name))
             case llm.ToolInputDelta(call_id=call, delta=delta):
                 self.texts.setdefault(call, []).append(delta)
                 self._hub.publish_delta(ev.ToolInputDelta(**ids, call_id=call, delta=delta))
             case llm.ToolInputEnd(call_id=call):
-                text = "".join(self.texts.pop(call, []))
+                text = "".join(self.texts.pop(call, []))  # the call itself is still to come
                 self.buffer.append(ev.ToolInputEnded(**ids, call_id=call, text=text))
             case llm.ToolCall():
                 await self._tool_call(event, nursery)
             case llm.HostedToolResult(call_id=call, result=result):
                 provider = ev.ToolProvider(executed=True)
+                if call in self._hosted:
+                    self._hosted.remove(call)
                 self.buffer.append(
                     ev.ToolSuccess(**ids, call_id=call, result=result, provider=provider)
                 )
@@ -121,19 +148,47 @@ class Turn:
                 self.outcome.error = message
 
     async def _tool_call(self, call: llm.ToolCall, nursery: trio.Nursery | None) -> None:
+        """Record *call*; start a local one in *nursery*, unless the request did not offer
+        its tool: then it settles failed at once and nothing runs.
+
+        The ``tool.called`` write of a local call is shielded (bounded), so a call is
+        never durable without the task that settles it having started.
+        """
+        self._open.pop(call.call_id, None)
+        self.texts.pop(call.call_id, None)
         provider = ev.ToolProvider(executed=call.provider_executed)
         called = ev.ToolCalled(
             **self._ids(), call_id=call.call_id, tool=call.name, input=call.input, provider=provider
         )
         self.buffer.append(called)
         if call.provider_executed:
+            self._hosted.append(call.call_id)
+            return
+        self.outcome.local_tools += 1
+        if call.name not in self.offered:
+            refused = (
+                NO_TOOLS
+                if not self.offered
+                else f"Tool {call.name} is not available for this request"
+            )
+            self.buffer.append(self._settled(call, ToolFailure(error=refused)))
             return
         assert nursery is not None, "a local tool call needs the turn's tool nursery"
-        await self.flush()
-        self.outcome.local_tools += 1
+        with trio.move_on_after(_SETTLE_GRACE, shield=True) as flushing:
+            await self.flush()
+        if flushing.cancelled_caught:  # written later if at all, and ordered before this
+            self.buffer.append(self._settled(call, ToolFailure(error=_UNWRITTEN_CALL)))
+            return
         nursery.start_soon(self._settle, call)
 
     async def _settle(self, call: llm.ToolCall) -> None:
+        """Run *call* and record its one result.
+
+        Cancellation, in any shape (bare, or a group from the tool's own nursery),
+        records "Tool execution interrupted"; any other escaping error records a
+        failure naming it. Either way the result is written under a bounded shield
+        and the exception propagates.
+        """
         ctx = ToolContext(
             session_id=self.session_id, agent=self.agent.name, assistant_message_id=self.assistant_id,
             tool_call_id=call.call_id, directory=self._directory,
@@ -142,9 +197,12 @@ class Turn:
             settlement = await self._registry.settle(
                 call.name, call.input, ctx, agent=self.agent, permissions=self._permissions
             )
-        except trio.Cancelled:
+        except BaseException as exc:
+            error = (
+                INTERRUPTED_TOOL if _cancelled(exc) else f"Tool execution failed: {_describe(exc)}"
+            )
             with trio.move_on_after(_SETTLE_GRACE, shield=True):
-                await self._append([self._settled(call, ToolFailure(error=INTERRUPTED_TOOL))])
+                await self._append([self._settled(call, ToolFailure(error=error))])
             raise
         with trio.move_on_after(_SETTLE_GRACE, shield=True):
             await self._append([self._settled(call, settlement)])
@@ -159,22 +217,64 @@ class Turn:
             **ids, content=content, structured=structured, output_paths=settlement.output_paths
         )
 
-    def end_event(self) -> ev.DurableEvent:
+    def close_open(self, tool_error: str) -> None:
+        """Buffer the end of every part still open: text and reasoning keep what was
+        streamed; a tool input that never became a call, and a provider-executed call
+        without its result, settle failed with *tool_error*."""
+        ids = self._ids()
+        for part, kind in list(self._open.items()):
+            text = self._end(part)
+            if kind == "text":
+                self.buffer.append(ev.TextEnded(**ids, text_id=part, text=text))
+            elif kind == "reasoning":
+                self.buffer.append(ev.ReasoningEnded(**ids, reasoning_id=part, text=text))
+            else:
+                error = ev.SessionError(message=tool_error)
+                self.buffer.append(ev.ToolFailed(**ids, call_id=part, error=error))
+        for call in self._hosted:
+            error = ev.SessionError(message=tool_error)
+            provider = ev.ToolProvider(executed=True)
+            self.buffer.append(ev.ToolFailed(**ids, call_id=call, error=error, provider=provider))
+        self._hosted.clear()
+
+    def end_events(self) -> None:
+        """Buffer the step's end: open parts closed, then ``step.ended`` or, after a
+        provider failure, ``step.failed``."""
+        self.close_open(_CUT_TOOL)
         if self.outcome.error is not None:
             error = ev.SessionError(message=self.outcome.error)
-            return ev.StepFailed(**self._ids(), error=error)
+            self.buffer.append(ev.StepFailed(**self._ids(), error=error))
+            return
         finish = self.outcome.finish or ("tool-calls" if self.outcome.local_tools else "stop")
-        return ev.StepEnded(**self._ids(), finish=finish, tokens=self.usage)
+        self.buffer.append(ev.StepEnded(**self._ids(), finish=finish, tokens=self.usage))
+
+
+def _offered(request: llm.LLMRequest) -> frozenset[str]:
+    """The tools a model may call from its answer to *request*."""
+    names = frozenset(tool.name for tool in request.tools)
+    choice = request.tool_choice
+    if choice == "none":
+        return frozenset()
+    if choice in ("auto", "required"):
+        return names
+    return names & {choice}
 
 
 async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn) -> TurnOutcome:
     """Stream one provider turn to durable settlement.
 
-    Cancellation (interrupt): unfinished local tools settle as "Tool execution
-    interrupted", buffered events are flushed and the step ends ``interrupted``,
-    all under a bounded shield; then ``trio.Cancelled`` propagates.
-    Failure: a provider error event or a raised stream error ends the step failed.
+    Only the tools *request* offers can run from its answer. A stream cut short keeps
+    what it streamed: open text and reasoning parts are closed with it.
+
+    Cancellation (interrupt), in any exception shape: unfinished local tools settle
+    as "Tool execution interrupted", open parts close, buffered events are flushed
+    and the step ends ``interrupted``, all under a bounded shield; then the
+    cancellation propagates.
+    Failure: a provider error event or a raised stream error ends the step failed
+    (returned as ``outcome.error``). Any other error (a storage write, a bug) also
+    closes the step failed, as far as a bounded shielded write can, and propagates.
     """
+    turn.offered = _offered(request)
     turn.start_step()
     try:
         events = aiter(client.stream(request))
@@ -186,13 +286,20 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn
                 if turn.outcome.local_tools:
                     await turn.flush()
     except BaseException as exc:
-        if not _cancelled(exc):
-            raise
+        cancelled = _cancelled(exc)
         with trio.move_on_after(_SETTLE_GRACE, shield=True):
-            turn.buffer.append(ev.StepEnded(**turn._ids(), finish="interrupted"))
-            await turn.flush()
+            try:
+                turn.close_open(INTERRUPTED_TOOL if cancelled else _CUT_TOOL)
+                if cancelled:
+                    turn.buffer.append(ev.StepEnded(**turn._ids(), finish="interrupted"))
+                else:
+                    error = ev.SessionError(message=f"Internal error: {_describe(exc)}")
+                    turn.buffer.append(ev.StepFailed(**turn._ids(), error=error))
+                await turn.flush()
+            except Exception as closing:  # noqa: BLE001 - the original exception goes on
+                _log.error("could not close the cut step", exc_info=closing)
         raise
-    turn.buffer.append(turn.end_event())
+    turn.end_events()
     await turn.flush()
     return turn.outcome
 
@@ -203,28 +310,38 @@ async def _fold(
 ) -> llm.ToolCall | None:  # fmt: skip
     """Fold *first*, then *events*, into *turn* until they end. Without a tool nursery,
     stop at the first local tool call and return it unhandled, so a turn without one
-    opens no nursery (whose exit is a schedule point). A provider failure ends the
-    step: it becomes the turn's error."""
-    try:
-        if first is not None:
-            await turn.handle(first, tools)
-        async for event in events:
-            if tools is None and isinstance(event, llm.ToolCall) and not event.provider_executed:
-                return event
-            await turn.handle(event, tools)
-    except (trio.Cancelled, KeyboardInterrupt):
-        raise
-    except Exception as exc:  # noqa: BLE001 - a provider failure ends the step
-        _log.warning("provider stream failed", exc_info=exc)
-        turn.outcome.error = f"{type(exc).__name__}: {exc}"
-    return None
+    opens no nursery (whose exit is a schedule point). A provider failure (the stream
+    raising) ends the step: it becomes the turn's error. Errors of the turn's own
+    writes propagate."""
+    if first is not None:
+        await turn.handle(first, tools)
+    while True:
+        try:
+            event = await anext(events, None)
+        except Exception as exc:  # noqa: BLE001 - a provider failure ends the step
+            _log.warning("provider stream failed", exc_info=exc)
+            turn.outcome.error = f"{type(exc).__name__}: {exc}"
+            return None
+        if event is None:
+            return None
+        if tools is None and isinstance(event, llm.ToolCall) and not event.provider_executed:
+            return event
+        await turn.handle(event, tools)
 
 
 def _cancelled(exc: BaseException) -> bool:
-    """True when *exc* is ``trio.Cancelled`` or a group made only of them."""
+    """True when *exc* is ``trio.Cancelled`` or a group (nested any depth) made only of them."""
     if isinstance(exc, BaseExceptionGroup):
         return all(_cancelled(inner) for inner in exc.exceptions)
     return isinstance(exc, trio.Cancelled)
+
+
+def _describe(exc: BaseException) -> str:
+    """The first error in *exc* that is not a cancellation, as ``Type: message``."""
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not _cancelled(e)]
+        return _describe(inner[0]) if inner else _describe(exc.exceptions[0])
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _meta(meta: dict[str, Any] | None) -> dict[str, Any]:

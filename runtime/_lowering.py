@@ -10,7 +10,23 @@ from runtime import _messages as m
 from runtime import llm
 from runtime._schema import ModelRef, ToolContent, ToolFileContent
 
-__all__ = ["lower_history", "lower_message", "to_llm_model"]
+__all__ = ["UnansweredToolCallError", "lower_history", "lower_message", "to_llm_model"]
+
+
+class UnansweredToolCallError(Exception):
+    """History holds a tool call without its result (a defect of settling, not bad input).
+
+    Providers reject a request whose assistant tool call has no result, so lowering
+    refuses to build one: the drain that asked fails visibly instead.
+    """
+
+    def __init__(self, message_id: str, call_id: str, tool: str) -> None:
+        super().__init__(
+            f"Assistant message {message_id} has tool call {call_id} ({tool}) without a result;"
+            " refusing to send it to the provider"
+        )
+        self.message_id = message_id
+        self.call_id = call_id
 
 
 def to_llm_model(model: ModelRef) -> llm.ModelRef:
@@ -23,6 +39,12 @@ def lower_history(history: Iterable[m.SessionMessage], model: ModelRef) -> list[
 
     Reasoning keeps provider metadata only while the message's model is *model*.
     A local tool becomes an assistant tool call followed by a ``tool`` message.
+    Empty text (nothing was streamed into it) is left out, and an assistant message
+    left with nothing is omitted, so no request carries an empty assistant message.
+
+    Raises:
+        UnansweredToolCallError: an assistant tool call has no result yet (still
+            running); no provider accepts such a request.
     """
     out: list[llm.Message] = []
     for message in history:
@@ -31,7 +53,11 @@ def lower_history(history: Iterable[m.SessionMessage], model: ModelRef) -> list[
 
 
 def lower_message(message: m.SessionMessage, model: ModelRef) -> list[llm.Message]:
-    """One message's lowering (empty for switch messages); see :func:`lower_history`."""
+    """One message's lowering (empty for switch messages); see :func:`lower_history`.
+
+    Raises:
+        UnansweredToolCallError: as :func:`lower_history`.
+    """
     if isinstance(message, m.UserMessage):
         files = [llm.FilePart(mime=f.mime, url=f.uri) for f in message.files]
         return [llm.UserMessage(content=[llm.TextPart(text=message.text), *files])]
@@ -49,24 +75,34 @@ def _assistant(message: m.AssistantMessage, *, same_model: bool) -> list[llm.Mes
     results: list[llm.ToolResultPart] = []
     for item in message.content:
         if isinstance(item, m.AssistantText):
-            parts.append(llm.TextPart(text=item.text))
+            if item.text:
+                parts.append(llm.TextPart(text=item.text))
         elif isinstance(item, m.AssistantReasoning):
-            parts.append(_reasoning(item, same_model))
+            reasoning = _reasoning(item, same_model)
+            if reasoning is not None:
+                parts.append(reasoning)
         elif not isinstance(item.state, m.ToolPending):
-            parts.append(llm.ToolCallPart(call_id=item.id, name=item.name, input=item.state.input))
             result = _result(item)
-            if result is not None:
-                results.append(result)
+            if result is None:
+                raise UnansweredToolCallError(message.id, item.id, item.name)
+            parts.append(llm.ToolCallPart(call_id=item.id, name=item.name, input=item.state.input))
+            results.append(result)
     lowered: list[llm.Message] = [llm.AssistantMessage(content=parts)] if parts else []
     if results:
         lowered.append(llm.ToolMessage(content=results))
     return lowered
 
 
-def _reasoning(item: m.AssistantReasoning, same_model: bool) -> llm.TextPart | llm.ReasoningPart:
+def _reasoning(
+    item: m.AssistantReasoning, same_model: bool
+) -> llm.TextPart | llm.ReasoningPart | None:
+    """Reasoning for the same model (with its metadata), else as text; None when that
+    would be empty."""
     if not same_model:
-        return llm.TextPart(text=item.text)
+        return llm.TextPart(text=item.text) if item.text else None
     meta = None if item.provider_metadata is UNSET else item.provider_metadata
+    if not item.text and not meta:
+        return None
     return llm.ReasoningPart(text=item.text, provider_metadata=meta)
 
 

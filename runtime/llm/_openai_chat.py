@@ -126,7 +126,10 @@ def _message(message: Any, route: Route) -> list[dict[str, Any]]:
             for p in message.content
         ]
     assert isinstance(message, AssistantMessage)
-    return [_assistant(message, route)]
+    out = _assistant(message, route)
+    if out["content"] is None and len(out) == 2:
+        return []  # nothing this protocol carries (reasoning without a field): no empty turn
+    return [out]
 
 
 def _user_content(parts: list[TextPart | FilePart]) -> Any:

@@ -110,3 +110,35 @@ async def eventually(predicate: Callable[[], bool]) -> None:
     with trio.fail_after(5):
         while not predicate():  # noqa: ASYNC110 - polling a plain condition in a test
             await trio.sleep(0.01)
+
+
+def request_problems(request: llm.LLMRequest) -> list[str]:
+    """Why a provider would reject *request*'s history, or ``[]`` when it would accept it:
+    every local tool call answered by the tool message right after it, no empty
+    assistant message."""
+    problems: list[str] = []
+    messages = request.messages
+    for index, message in enumerate(messages):
+        if not isinstance(message, llm.AssistantMessage):
+            continue
+        if not any(
+            isinstance(part, llm.ToolCallPart) or getattr(part, "text", "")
+            for part in message.content
+        ):
+            problems.append(f"message {index}: empty assistant message")
+        calls = {
+            part.call_id
+            for part in message.content
+            if isinstance(part, llm.ToolCallPart) and not part.provider_executed
+        }
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        answered = (
+            {part.call_id for part in following.content}
+            if isinstance(following, llm.ToolMessage)
+            else set()
+        )
+        if calls - answered:
+            problems.append(
+                f"message {index}: tool calls without results {sorted(calls - answered)}"
+            )
+    return problems
