@@ -19,9 +19,17 @@ from msgspec import UNSET
 from actors._turn import INTERRUPTED_TOOL, NO_TOOLS
 from runtime import AssistantMessage, Location, ModelRef, Prompt, llm, open_runtime
 from runtime import _messages as m
-from runtime.agents import BUILD, PermissionRequest
+from runtime import _schema as ev
+from runtime.agents import BUILD, PermissionRequest, PermissionRule
 from runtime.llm import Auth, Catalog, ProviderClient, RetryPolicy
-from runtime.tools import Tool, ToolContext, ToolEnvironment, ToolOutput, ToolRegistry
+from runtime.tools import (
+    Tool,
+    ToolContext,
+    ToolEnvironment,
+    ToolOutput,
+    ToolRegistry,
+    shell_tool,
+)
 from runtime.tools._testing import testing_registry
 from tests.execution.conftest import (
     answer,
@@ -426,3 +434,95 @@ async def test_a_reply_racing_the_cancellation_of_its_wait_lets_the_cancellation
         assert outcome == ["cancelled"]
         [recorded] = await rt.sessions.permissions(sid)
         assert recorded.status == "once"  # the reply stands
+
+
+# -- the invariant, and errors other than cancellation ----------------------------------------
+
+
+async def test_a_drain_refuses_to_send_a_tool_call_without_its_result(tmp_path: Path) -> None:
+    client = llm.ScriptedLLM([answer("first"), answer("never sent")])
+    async with running(tmp_path, client) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("one"))
+        await rt.sessions.wait_idle(sid)  # the actor has recovered: nothing repairs history now
+        ids = {"timestamp": 1, "session_id": sid, "assistant_message_id": "msg_cut"}
+        model = ev.ModelRef(id="m", provider_id="p")
+        unanswered = [
+            ev.StepStarted(**ids, agent="build", model=model),
+            ev.ToolCalled(**ids, call_id="c9", tool="echo", input={"text": "x"}),
+        ]
+        await rt.storage.write(lambda b: b.append(sid, unanswered))
+        await rt.sessions.prompt(sid, prompt=prompt("two"))
+        await rt.sessions.wait_idle(sid)
+        assert len(client.requests) == 1  # nothing was sent
+        [actor] = rt.execution.active_sessions()
+        assert actor.last_error is not None
+        assert "UnansweredToolCallError" in actor.last_error and "c9" in actor.last_error
+
+
+class ExplodingApprovals:
+    """Saved approvals whose store fails: an error escaping a tool call's settlement."""
+
+    async def is_approved(self, project: str, permission: str, resource: str) -> bool:
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("approvals unavailable")
+
+    async def save(self, project: str, permission: str, resource: str) -> None:
+        raise AssertionError("not saved")
+
+
+async def test_an_error_escaping_settlement_answers_the_call_and_fails_the_step(
+    tmp_path: Path,
+) -> None:
+    def tools(env: ToolEnvironment) -> ToolRegistry:
+        registry, _ = testing_registry(env)
+        registry.contribute(shell_tool())
+        registry.saved_approvals = ExplodingApprovals()
+        return registry
+
+    asking = msgspec.structs.replace(
+        BUILD, permission=[*BUILD.permission, PermissionRule(permission="bash", action="ask")]
+    )
+    calls = tool_calls(("s1", "shell", {"command": "echo hi"}), ("g1", "gated", {"key": "k"}))
+    client = llm.ScriptedLLM([calls, answer("after")])
+    work = tmp_path / "work"
+    work.mkdir()
+    options: dict[str, Any] = {"tools": tools, "agents": {"build": asking}}
+    async with open_runtime(data_dir=tmp_path / "data", llm=client, **options) as rt:
+        sid = (await rt.sessions.create(location=Location(directory=str(work)))).id
+        await rt.sessions.prompt(sid, prompt=prompt("go"))
+        await rt.sessions.wait_idle(sid)
+        failed = (await _tool(rt, sid, "s1")).state
+        assert isinstance(failed, m.ToolError)
+        assert failed.error.message == "Tool execution failed: RuntimeError: approvals unavailable"
+        cut = (await _tool(rt, sid, "g1")).state  # cancelled when its sibling failed
+        assert isinstance(cut, m.ToolError) and cut.error.message == INTERRUPTED_TOOL
+        [message] = await _assistants(rt, sid)
+        assert message.error is not UNSET and "approvals unavailable" in message.error.message
+        assert message.time.completed is not UNSET
+
+        await rt.sessions.prompt(sid, prompt=prompt("again"))
+        await rt.sessions.wait_idle(sid)
+    assert request_problems(client.requests[-1]) == []
+
+
+async def test_a_stream_failing_mid_call_leaves_no_call_unanswered(tmp_path: Path) -> None:
+    cut = [
+        llm.StepStart(),
+        llm.ToolCall(call_id="h1", name="web_search", input={"q": "x"}, provider_executed=True),
+        llm.ToolInputStart(call_id="c1", name="echo"),
+        llm.ToolInputDelta(call_id="c1", delta='{"te'),
+        llm.ProviderError(kind="retryable", message="connection reset"),
+    ]
+    client = llm.ScriptedLLM([cut, answer("again")])
+    async with running(tmp_path, client) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("go"))
+        await rt.sessions.wait_idle(sid)
+        for call in ("h1", "c1"):
+            state = (await _tool(rt, sid, call)).state
+            assert isinstance(state, m.ToolError) and "cut short" in state.error.message
+        assert rt.test_gates.started == []
+        await rt.sessions.prompt(sid, prompt=prompt("again"))
+        await rt.sessions.wait_idle(sid)
+    assert request_problems(client.requests[-1]) == []
