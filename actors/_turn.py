@@ -84,10 +84,23 @@ class Turn:
     def _ids(self) -> dict[str, Any]:
         return {**self._base(), "assistant_message_id": self.assistant_id}
 
-    async def flush(self) -> None:
-        if self.buffer:
-            batch, self.buffer = self.buffer, []
+    async def flush(self) -> bool:
+        """Write the buffered events; False when the write did not answer in time.
+
+        Shielded, bounded by the settle grace: a cancellation arriving meanwhile is
+        seen at the caller's next checkpoint, so a batch is never abandoned half-known
+        (the buffer is emptied first). Past the grace the batch is abandoned and may
+        still be written later, ordered before any later write. Raises what the write
+        raised.
+        """
+        if not self.buffer:
+            return True
+        batch, self.buffer = self.buffer, []
+        with trio.move_on_after(_SETTLE_GRACE, shield=True) as writing:
             self.outcome.pending = await self._append(batch)
+        if writing.cancelled_caught:
+            _log.error("turn events not written in time", extra={"session": self.session_id})
+        return not writing.cancelled_caught
 
     def start_step(self) -> None:
         self.buffer.append(ev.StepStarted(**self._ids(), agent=self.agent.name, model=self.model))
@@ -151,8 +164,8 @@ class Turn:
         """Record *call*; start a local one in *nursery*, unless the request did not offer
         its tool: then it settles failed at once and nothing runs.
 
-        The ``tool.called`` write of a local call is shielded (bounded), so a call is
-        never durable without the task that settles it having started.
+        The ``tool.called`` write of a local call is shielded (see :meth:`flush`), so a
+        call is never durable without the task that settles it having started.
         """
         self._open.pop(call.call_id, None)
         self.texts.pop(call.call_id, None)
@@ -174,9 +187,7 @@ class Turn:
             self.buffer.append(self._settled(call, ToolFailure(error=refused)))
             return
         assert nursery is not None, "a local tool call needs the turn's tool nursery"
-        with trio.move_on_after(_SETTLE_GRACE, shield=True) as flushing:
-            await self.flush()
-        if flushing.cancelled_caught:  # written later if at all, and ordered before this
+        if not await self.flush():  # written later if at all, and ordered before this
             self.buffer.append(self._settled(call, ToolFailure(error=_UNWRITTEN_CALL)))
             return
         nursery.start_soon(self._settle, call)
@@ -287,7 +298,7 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn
                     await turn.flush()
     except BaseException as exc:
         cancelled = _cancelled(exc)
-        with trio.move_on_after(_SETTLE_GRACE, shield=True):
+        with trio.CancelScope(shield=True):
             try:
                 turn.close_open(INTERRUPTED_TOOL if cancelled else _CUT_TOOL)
                 if cancelled:

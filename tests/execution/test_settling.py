@@ -16,7 +16,7 @@ import msgspec
 import trio
 from msgspec import UNSET
 
-from actors._turn import INTERRUPTED_TOOL, NO_TOOLS
+from actors._turn import INTERRUPTED_TOOL, NO_TOOLS, Turn, run_turn
 from runtime import AssistantMessage, Location, ModelRef, Prompt, llm, open_runtime
 from runtime import _messages as m
 from runtime import _schema as ev
@@ -526,3 +526,43 @@ async def test_a_stream_failing_mid_call_leaves_no_call_unanswered(tmp_path: Pat
         await rt.sessions.prompt(sid, prompt=prompt("again"))
         await rt.sessions.wait_idle(sid)
     assert request_problems(client.requests[-1]) == []
+
+
+async def test_an_interrupt_during_the_final_write_of_a_turn_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, llm.ScriptedLLM([])) as rt:
+        sid, execution = rt.test_session, rt.execution
+        entered, release = trio.Event(), trio.Event()
+
+        async def append(events: list[ev.DurableEvent]) -> list[ev.InputAdmitted]:
+            if any(isinstance(e, ev.StepEnded) for e in events):
+                entered.set()
+                await release.wait()
+            await rt.storage.write(lambda b: b.append(sid, events))
+            return []
+
+        directory = str(tmp_path / "work")
+        turn = Turn(
+            session_id=sid, assistant_id="msg_turn", agent=BUILD, model=execution.default_model,
+            append=append, hub=execution.hub, now=lambda: 1,
+            registry=execution.location_for(directory).registry, directory=directory,
+        )  # fmt: skip
+        request = llm.LLMRequest(
+            model=llm.ModelRef(provider_id="p", model_id="m"), system=[], messages=[]
+        )
+        client = llm.ScriptedLLM([answer("the whole answer")])
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    functools.partial(run_turn, client=client, request=request, turn=turn)
+                )
+                await entered.wait()
+                scope.cancel()  # the interrupt lands while the turn's last batch is written
+                release.set()
+        # The batch was written whole; the cancellation is for the caller's next checkpoint.
+        [message] = await _assistants(rt, sid)
+        assert [p.text for p in message.content if isinstance(p, m.AssistantText)] == [
+            "the whole answer"
+        ]
+        assert message.finish == "stop"  # the answer was complete, and ends once
