@@ -42,6 +42,7 @@ from ._catalog_source import MODELS_DEV_URL as MODELS_DEV_URL
 from ._catalog_source import load_catalog as load_catalog
 from ._catalog_source import load_models_dev as load_models_dev
 from ._client import LLMClient as LLMClient
+from ._client import ModelResolver as ModelResolver
 from ._cost import LONG_CONTEXT_THRESHOLD as LONG_CONTEXT_THRESHOLD
 from ._cost import step_cost as step_cost
 from ._defaults import DEFAULT_PREFERENCES as DEFAULT_PREFERENCES
@@ -79,7 +80,9 @@ from ._events import ToolInputStart as ToolInputStart
 from ._gemini import SKIP_SIGNATURE as SKIP_SIGNATURE
 from ._gemini import GeminiDecoder as GeminiDecoder
 from ._gemini import encode_gemini as encode_gemini
+from ._lowering import MAX_PROMPT_CACHE_KEY as MAX_PROMPT_CACHE_KEY
 from ._lowering import LoweringCache as LoweringCache
+from ._lowering import prompt_cache_key as prompt_cache_key
 from ._lowering import wrap_system_update as wrap_system_update
 from ._openai_chat import ChatDecoder as ChatDecoder
 from ._openai_chat import encode_chat as encode_chat
@@ -169,11 +172,13 @@ __all__ = [
     "LLMRequest",
     "LONG_CONTEXT_THRESHOLD",
     "LoweringCache",
+    "MAX_PROMPT_CACHE_KEY",
     "MODELS_DEV_URL",
     "Message",
     "ModelCost",
     "ModelLimit",
     "ModelRef",
+    "ModelResolver",
     "ModelStatus",
     "ModelVariant",
     "NPM_PROTOCOLS",
@@ -244,6 +249,7 @@ __all__ = [
     "parse_model",
     "parse_retry_after",
     "partition_options",
+    "prompt_cache_key",
     "provider_http_client",
     "render_stream",
     "replay_transport",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ._events import LLMEvent
-from ._schema import LLMRequest
+from ._schema import LLMRequest, ModelRef
 
-__all__ = ["LLMClient"]
+if TYPE_CHECKING:
+    from ._catalog import ResolvedModel
+
+__all__ = ["LLMClient", "ModelResolver"]
 
 
 class LLMClient(Protocol):
@@ -21,4 +24,21 @@ class LLMClient(Protocol):
 
     def stream(self, request: LLMRequest) -> AsyncIterator[LLMEvent]:
         """Yield the events of one provider turn for *request*."""
+        ...
+
+
+@runtime_checkable
+class ModelResolver(Protocol):
+    """An ``LLMClient`` that can tell, before any turn, which models it reaches.
+
+    ``ProviderClient`` is one (through its catalog, configured providers included); the
+    session layer asks it to refuse an unknown model when a session selects one.
+    """
+
+    def resolve_model(self, model: ModelRef) -> ResolvedModel:
+        """The catalog entry *model* routes to.
+
+        Raises:
+            CatalogError: unknown provider, model or variant.
+        """
         ...

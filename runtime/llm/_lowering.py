@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -13,17 +15,22 @@ from ._events import LLMEvent, ToolCall, ToolInputEnd
 from ._schema import FilePart, TextPart, ToolResultPart
 
 __all__ = [
+    "MAX_PROMPT_CACHE_KEY",
     "LoweringCache",
     "data_url",
     "dumps",
     "finish_tool_call",
     "meta",
     "parse_tool_input",
+    "prompt_cache_key",
     "tool_result_payload",
     "tool_result_text",
     "wrap_system_update",
 ]
 
+MAX_PROMPT_CACHE_KEY: Final = 64
+"""Longest ``prompt_cache_key`` OpenAI accepts (a longer one is answered 400)."""
+_HEX_SESSION: Final = re.compile(r"^ses_[0-9a-f]{64}$")
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 M = TypeVar("M")
@@ -143,3 +150,17 @@ def meta(metadata: Mapping[str, Any] | None, namespace: str) -> dict[str, Any]:
         return {}
     value = metadata.get(namespace)
     return dict(value) if isinstance(value, Mapping) else {}
+
+
+def prompt_cache_key(key: str) -> str:
+    """*key* as sent on the wire, at most ``MAX_PROMPT_CACHE_KEY`` characters.
+
+    A session id of ``ses_`` and 64 hex digits (an external id) loses its prefix, as
+    OpenCode sends it; any other key over the limit is replaced by its SHA-256 in hex (64
+    characters), so a session keeps one stable key. Shorter keys are sent unchanged.
+    """
+    if len(key) <= MAX_PROMPT_CACHE_KEY:
+        return key
+    if _HEX_SESSION.match(key):
+        return key[4:]
+    return hashlib.sha256(key.encode()).hexdigest()

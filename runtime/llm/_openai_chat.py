@@ -22,7 +22,14 @@ from ._events import (
     ToolInputDelta,
     ToolInputStart,
 )
-from ._lowering import LoweringCache, data_url, dumps, finish_tool_call, tool_result_payload
+from ._lowering import (
+    LoweringCache,
+    data_url,
+    dumps,
+    finish_tool_call,
+    prompt_cache_key,
+    tool_result_payload,
+)
 from ._route import Route, WireRequest
 from ._schema import (
     AssistantMessage,
@@ -87,7 +94,7 @@ def encode_chat(
         if key in request.options:
             body[key] = request.options[key]
     if request.prompt_cache_key is not None:
-        body["prompt_cache_key"] = request.prompt_cache_key
+        body["prompt_cache_key"] = prompt_cache_key(request.prompt_cache_key)
     body.update(route.body)
     headers = {"content-type": "application/json", "accept": "text/event-stream", **route.headers}
     url = route.base_url.rstrip("/") + "/chat/completions"

@@ -30,6 +30,7 @@ from ._lowering import (
     dumps,
     finish_tool_call,
     meta,
+    prompt_cache_key,
     tool_result_payload,
 )
 from ._route import Route, WireRequest
@@ -103,7 +104,7 @@ def encode_responses(
         if key in request.options:
             body[key] = request.options[key]
     if request.prompt_cache_key is not None:
-        body["prompt_cache_key"] = request.prompt_cache_key
+        body["prompt_cache_key"] = prompt_cache_key(request.prompt_cache_key)
     body.update(route.body)
     headers = {"content-type": "application/json", "accept": "text/event-stream", **route.headers}
     return WireRequest(

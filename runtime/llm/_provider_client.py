@@ -19,7 +19,7 @@ from ._lowering import LoweringCache
 from ._protocols import ADAPTERS, ProtocolAdapter
 from ._retry import RetryPolicy, stream_with_retry
 from ._route import Route, WireRequest
-from ._schema import LLMRequest, UserMessage
+from ._schema import LLMRequest, ModelRef, UserMessage
 from ._transport import stream_wire
 
 if TYPE_CHECKING:
@@ -88,6 +88,14 @@ class ProviderClient:
         self._sleep = sleep
         self._now = now
         self._on_retry = on_retry
+
+    def resolve_model(self, model: ModelRef) -> ResolvedModel:
+        """The catalog entry *model* routes to (``ModelResolver``); no I/O.
+
+        Raises:
+            CatalogError: unknown provider, model or variant.
+        """
+        return self._catalog.resolve(model)
 
     async def prepare(self, request: LLMRequest) -> PreparedRequest:
         """Resolve, authenticate, merge option domains and encode *request*.

@@ -8,6 +8,7 @@ import pytest
 
 from runtime.llm import (
     ADAPTERS,
+    MAX_PROMPT_CACHE_KEY,
     AssistantMessage,
     Auth,
     Catalog,
@@ -40,6 +41,7 @@ from runtime.llm import (
     ToolResultPart,
     Usage,
     UserMessage,
+    prompt_cache_key,
 )
 
 from . import streams
@@ -626,3 +628,19 @@ def test_lowering_cache_is_bounded_least_recently_used_first():
     assert LoweringCache(0).lower(a, None, build) == "A" and len(LoweringCache(0)) == 0
     with pytest.raises(ValueError):
         LoweringCache(-1)
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
+def test_prompt_cache_keys_never_exceed_the_providers_limit(protocol):
+    hex_id = "ses_" + "0123456789abcdef" * 4
+    long_id = "ses_" + "Z" * 80
+    sent = {}
+    for key in ("ses_1", hex_id, long_id, "k" * MAX_PROMPT_CACHE_KEY):
+        request = msgspec.structs.replace(conversation("openai", "gpt-5"), prompt_cache_key=key)
+        body = json.loads(ADAPTERS[protocol].encode(request, _route(protocol)).body)
+        sent[key] = body["prompt_cache_key"]
+    assert sent["ses_1"] == "ses_1"
+    assert sent[hex_id] == hex_id.removeprefix("ses_")  # OpenCode's shape for external ids
+    assert len(sent[long_id]) == MAX_PROMPT_CACHE_KEY == 64
+    assert sent[long_id] == prompt_cache_key(long_id)  # the same key every time
+    assert sent["k" * 64] == "k" * 64
