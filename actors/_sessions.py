@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import os
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Final, Literal
 
@@ -19,6 +20,7 @@ from runtime import (
     IdGenerator,
     InputAdmitted,
     InvalidInputError,
+    InvalidSessionInputError,
     Location,
     ModelRef,
     Prompt,
@@ -26,10 +28,12 @@ from runtime import (
     SessionInfo,
     SessionMessage,
     SessionNotFoundError,
+    llm,
 )
 from runtime import _schema as ev
 from runtime._history import visible_history
 from runtime._inbox import check_id, check_prompt
+from runtime._lowering import to_llm_model
 from runtime.agents import PermissionAction, evaluate, evaluate_resource, resolve_agent
 from storage import StoredEvent, WriteBatch
 from storage._batch import AdmitPrompt
@@ -87,6 +91,8 @@ class Sessions:
         the parent deletes it too.
 
         Raises:
+            InvalidSessionInputError: a Location, agent or model the session could not run
+                with (``check_input``); nothing is written.
             InvalidInputError: a malformed id.
             SessionNotFoundError: no session *parent_id* (checked in the creating batch).
         """
@@ -94,6 +100,7 @@ class Sessions:
             check_id("ses", id)
         if parent_id is not None:
             check_id("ses", parent_id)
+        self.check_input(location, agent=agent, model=model)
         session_id = id or self._ids.new("ses")
         now = self._now()
         info = SessionInfo(
@@ -113,7 +120,9 @@ class Sessions:
         """Admit *prompt* durably, then (unless ``resume=False``) wake the session.
 
         The inbox row is durable before this returns and before any wake. An exact
-        retry (same id, session, prompt, delivery) returns the identical receipt.
+        retry (same id, session, prompt, delivery) returns the stored receipt: the same
+        fields, with ``promoted_seq`` once the prompt has been promoted (OpenCode's
+        ``SessionInputAdmitted.promotedSeq``).
         When the session's actor is active, idle and ready, the drain's opening
         promotion is made in the admission's own batch and handed to the actor instead
         of a wake; cancellation then waits for that batch (a few milliseconds). An actor
@@ -379,11 +388,55 @@ class Sessions:
         """Wait until the session has no active or pending drain."""
         await self._x.wait_idle(session_id)
 
+    def check_input(
+        self, location: Location, *, agent: str | None = None, model: ModelRef | None = None
+    ) -> None:
+        """Refuse a Location, agent or model a session could not run with.
+
+        The one check behind ``create``, ``switch_agent`` and ``switch_model`` (callers
+        that switch both may check both first). The Location's directory must be an
+        absolute path to an existing directory; *agent* one of that Location's agents (as
+        its turns resolve them); *model* one the provider client reaches, when the client
+        can tell (a ``runtime.llm.ModelResolver`` such as ``ProviderClient``: its catalog,
+        configured providers included). It reads the file system and may start the
+        Location's actor; it writes nothing and never waits.
+
+        Raises:
+            InvalidSessionInputError: with ``field`` ``"location"``, ``"agent"`` or
+                ``"model"``.
+        """
+        directory = location.directory
+        if not os.path.isabs(directory):
+            raise InvalidSessionInputError(
+                "location", f"The directory must be an absolute path, got {directory!r}"
+            )
+        if not os.path.isdir(directory):
+            raise InvalidSessionInputError(
+                "location", f"The directory does not exist or is not a directory: {directory}"
+            )
+        if agent is not None:
+            known = self._x.location_for(directory).agents
+            if agent not in known:
+                raise InvalidSessionInputError(
+                    "agent", f"Unknown agent {agent!r}; known agents: {', '.join(sorted(known))}"
+                )
+        client = self._x.llm
+        if model is not None and isinstance(client, llm.ModelResolver):
+            try:
+                client.resolve_model(to_llm_model(model))
+            except llm.CatalogError as exc:
+                name = f"{model.provider_id}/{model.id}"
+                raise InvalidSessionInputError("model", f"Unknown model {name}: {exc}") from None
+
     async def switch_agent(self, session_id: str, agent: str) -> SessionInfo:
-        """Select *agent* from the next provider turn on. Raises SessionNotFoundError."""
+        """Select *agent* from the next provider turn on.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            InvalidSessionInputError: an agent the session's Location does not have.
+        """
         info = await self.get(session_id)
-        if agent not in self._x.location_for(info.location.directory).agents:
-            raise InvalidInputError(f"Unknown agent {agent!r}")
+        self.check_input(info.location, agent=agent)
         event = ev.AgentSwitched(
             timestamp=self._now(),
             session_id=session_id,
@@ -393,7 +446,14 @@ class Sessions:
         return await self._switch(session_id, event)
 
     async def switch_model(self, session_id: str, model: ModelRef) -> SessionInfo:
-        """Select *model* from the next provider turn on. Raises SessionNotFoundError."""
+        """Select *model* from the next provider turn on.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            InvalidSessionInputError: a model the provider client does not reach.
+        """
+        info = await self.get(session_id)
+        self.check_input(info.location, model=model)
         event = ev.ModelSwitched(
             timestamp=self._now(),
             session_id=session_id,

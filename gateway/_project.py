@@ -471,12 +471,15 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
         Cancellation (client gone) leaves the prompt admitted; the session still answers it.
         """
         body = decode_body(await _body(), MessageBody)
-        await session_of(project_id, session_id)
+        info = await session_of(project_id, session_id)
         text = "\n".join(p.text for p in body.parts)
-        if body.agent is not None:
-            await rt.sessions.switch_agent(session_id, body.agent)
+        model = None
         if body.model is not None:
             model = ModelRef(id=body.model.modelID, provider_id=body.model.providerID)
+        rt.sessions.check_input(info.location, agent=body.agent, model=model)  # both, first
+        if body.agent is not None:
+            await rt.sessions.switch_agent(session_id, body.agent)
+        if model is not None:
             await rt.sessions.switch_model(session_id, model)
         return _json(await answer_to(session_id, text, body.messageID))
 

@@ -13,6 +13,7 @@ from actors import SessionEvent
 if TYPE_CHECKING:
     from actors import Runtime
 from runtime import (
+    InvalidSessionInputError,
     KittiwakeError,
     LiveDelta,
     Location,
@@ -85,6 +86,8 @@ def error_for(exc: KittiwakeError) -> GatewayError:
     status = STATUS_BY_TAG.get(exc.tag, 500)
     if isinstance(exc, SessionNotFoundError):
         return GatewayError(tag, exc.message, status=status, sessionID=exc.session_id)
+    if isinstance(exc, InvalidSessionInputError):
+        return GatewayError(tag, exc.message, status=status, field=exc.field)
     return GatewayError(tag, exc.message, status=status)
 
 

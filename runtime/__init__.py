@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from runtime._errors import InvalidInputError as InvalidInputError
+from runtime._errors import InvalidSessionInputError as InvalidSessionInputError
 from runtime._errors import KittiwakeError as KittiwakeError
 from runtime._errors import OperationUnavailableError as OperationUnavailableError
 from runtime._errors import PromptConflictError as PromptConflictError
@@ -43,6 +44,7 @@ __all__ = [
     "IdPrefix",
     "InputAdmitted",
     "InvalidInputError",
+    "InvalidSessionInputError",
     "KittiwakeError",
     "Location",
     "ModelRef",

@@ -2,6 +2,7 @@
 
 KittiwakeError
 ├── InvalidInputError         bad input from a caller; nothing was written (400)
+│   └── InvalidSessionInputError  a Location, agent or model a session cannot run with
 ├── SessionNotFoundError      no session with that id (404)
 ├── PromptConflictError       a message id reused with different content (409)
 ├── OperationUnavailableError the operation does not exist yet (503)
@@ -10,14 +11,19 @@ KittiwakeError
 
 from __future__ import annotations
 
+from typing import Literal, TypeAlias
+
 __all__ = [
     "InvalidInputError",
+    "InvalidSessionInputError",
     "KittiwakeError",
     "OperationUnavailableError",
     "PromptConflictError",
     "SessionNotFoundError",
     "StorageError",
 ]
+
+SessionField: TypeAlias = Literal["location", "agent", "model"]
 
 
 class KittiwakeError(Exception):
@@ -32,6 +38,17 @@ class KittiwakeError(Exception):
 
 class InvalidInputError(KittiwakeError, ValueError):
     tag = "InvalidInputError"
+
+
+class InvalidSessionInputError(InvalidInputError):
+    """A session's Location, agent or model that it could not run with; nothing was written.
+
+    ``field`` names which of the three was refused.
+    """
+
+    def __init__(self, field: SessionField, message: str) -> None:
+        super().__init__(message)
+        self.field: SessionField = field
 
 
 class SessionNotFoundError(KittiwakeError, LookupError):

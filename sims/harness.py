@@ -75,8 +75,10 @@ async def _scenario(seed: int, data_dir: Path, count: int) -> list[tuple[str, in
         context=_context,
         tool_output_cleanup_every=None,
     )
+    work = data_dir / "work"  # the same path in every run of a scenario
+    work.mkdir(parents=True, exist_ok=True)
     async with open_runtime(data_dir=data_dir, llm=client, **options) as rt:
-        location = Location(directory="/sim/work")
+        location = Location(directory=str(work))
         sids = [(await rt.sessions.create(location=location)).id for _ in range(count)]
         async with trio.open_nursery() as nursery:
             for sid in sids:

@@ -61,7 +61,9 @@ async def test_generated_ids_and_session_reuse(tmp_path: Path, mode: str) -> Non
         other = await rt.sessions.create(location=loc)
         assert other.id != info.id
 
-        again = await rt.sessions.create(id=info.id, location=Location(directory="/elsewhere"),
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        again = await rt.sessions.create(id=info.id, location=Location(directory=str(elsewhere)),
                                          title="second")  # fmt: skip
         assert again == info
         assert (await rt.sessions.get(info.id)) == info

@@ -58,10 +58,14 @@ async def test_fast_and_quart_answers_agree(tmp_path):
             with_body = await client.request("GET", "/api/health", content=b"x" * 900_000)
             assert with_body.status_code == 200
 
-        exact = b'{"id":"msg_01HZXJ5Q7Y0000000000000000","prompt":{"text":"hi"}}'
+        # not woken, so never promoted: the retry's stored receipt gains no promotedSeq
+        exact = b'{"id":"msg_01HZXJ5Q7Y0000000000000000","prompt":{"text":"hi"},"resume":false}'
         fast, slow = await both(client, f"/api/session/{sid}/prompt", exact)
         assert fast.status_code == slow.status_code == 200
-        assert fast.json() == slow.json()  # an exact retry returns the identical receipt
+        assert fast.json() == slow.json()  # an exact retry returns the stored receipt
+        wake = exact.replace(b'"resume":false', b'"resume":true')
+        woken = await client.post(f"/api/session/{sid}/prompt", content=wake)
+        assert woken.json() == fast.json()  # a retry may wake the session (resume: true)
         for _ in range(2):
             fast, slow = await both(client, f"/api/session/{sid}/wait", b"")
             assert fast.status_code == slow.status_code == 204
