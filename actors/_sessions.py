@@ -389,15 +389,17 @@ class Sessions:
         await self._x.wait_idle(session_id)
 
     def check_input(
-        self, location: Location, *, agent: str | None = None, model: ModelRef | None = None
-    ) -> None:
+        self, location: Location, *, agent: str | None = None, model: ModelRef | None = None,
+        check_location: bool = True,
+    ) -> None:  # fmt: skip
         """Refuse a Location, agent or model a session could not run with.
 
         The one check behind ``create``, ``switch_agent`` and ``switch_model`` (callers
         that switch both may check both first). The Location's directory must be an
-        absolute path to an existing directory; *agent* one of that Location's agents (as
-        its turns resolve them); *model* one the provider client reaches, when the client
-        can tell (a ``runtime.llm.ModelResolver`` such as ``ProviderClient``: its catalog,
+        absolute path to an existing directory (unless ``check_location=False``: a switch
+        keeps the session's Location); *agent* one of that Location's agents (as its turns
+        resolve them); *model* one the provider client reaches, when the client can tell
+        (a ``runtime.llm.ModelResolver`` such as ``ProviderClient``: its catalog,
         configured providers included). It reads the file system and may start the
         Location's actor; it writes nothing and never waits.
 
@@ -406,14 +408,8 @@ class Sessions:
                 ``"model"``.
         """
         directory = location.directory
-        if not os.path.isabs(directory):
-            raise InvalidSessionInputError(
-                "location", f"The directory must be an absolute path, got {directory!r}"
-            )
-        if not os.path.isdir(directory):
-            raise InvalidSessionInputError(
-                "location", f"The directory does not exist or is not a directory: {directory}"
-            )
+        if check_location:
+            _check_directory(directory)
         if agent is not None:
             known = self._x.location_for(directory).agents
             if agent not in known:
@@ -436,7 +432,7 @@ class Sessions:
             InvalidSessionInputError: an agent the session's Location does not have.
         """
         info = await self.get(session_id)
-        self.check_input(info.location, agent=agent)
+        self.check_input(info.location, agent=agent, check_location=False)
         event = ev.AgentSwitched(
             timestamp=self._now(),
             session_id=session_id,
@@ -453,7 +449,7 @@ class Sessions:
             InvalidSessionInputError: a model the provider client does not reach.
         """
         info = await self.get(session_id)
-        self.check_input(info.location, model=model)
+        self.check_input(info.location, model=model, check_location=False)
         event = ev.ModelSwitched(
             timestamp=self._now(),
             session_id=session_id,
@@ -560,6 +556,17 @@ class Sessions:
     async def needs_resume(self) -> builtins.list[str]:
         """Sessions whose promoted input has no settled answer (continued only by resume)."""
         return await self._storage.read(lambda s: s.sessions_needing_resume())
+
+
+def _check_directory(directory: str) -> None:
+    if not os.path.isabs(directory):
+        raise InvalidSessionInputError(
+            "location", f"The directory must be an absolute path, got {directory!r}"
+        )
+    if not os.path.isdir(directory):
+        raise InvalidSessionInputError(
+            "location", f"The directory does not exist or is not a directory: {directory}"
+        )
 
 
 def _decoded(stored: StoredEvent) -> SessionEvent:

@@ -188,6 +188,15 @@ async def test_the_embedded_api_raises_one_typed_error(tmp_path):
         info = await sessions.switch_model(sid, ModelRef(id="coder", provider_id="local"))
         assert info.model == ModelRef(id="coder", provider_id="local")
 
+        # a switch checks what it switches, not the Location the session already has
+        later = d.work / "later"
+        later.mkdir()
+        moved = (await sessions.create(location=Location(directory=str(later)))).id
+        later.rmdir()
+        await sessions.switch_agent(moved, "plan")
+        info = await sessions.switch_model(moved, ModelRef(id="gpt-4-turbo", provider_id="openai"))
+        assert (info.agent, info.model.id) == ("plan", "gpt-4-turbo")
+
 
 async def test_a_client_without_a_catalog_leaves_models_to_the_turn(tmp_path):
     # ScriptedLLM cannot tell which models exist: only the Location and agent are checked
