@@ -133,8 +133,10 @@ async def _scenario(
         tools=_tools, context=_context, tool_output_cleanup_every=None,
         agents={"build": msgspec.structs.replace(BUILD, steps=4)},
     )  # fmt: skip
+    work = data_dir / "work"
+    work.mkdir(parents=True, exist_ok=True)
     async with open_runtime(data_dir=data_dir, llm=provider, **options) as rt:
-        location = Location(directory="/sim/work")
+        location = Location(directory=str(work))
         sids = [(await rt.sessions.create(location=location)).id for _ in range(SESSIONS)]
 
         async def user(sid: str, rng: random.Random) -> None:
