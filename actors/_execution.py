@@ -24,8 +24,10 @@ from actors._permissions import DurablePermissions
 from actors._session import Interrupt, Run, SessionActor, WaitIdle, Wake
 from actors._storage import StorageActor
 from actors._supervisor import Supervisor, SupervisorPolicy
+from actors._titles import TitleModel
 from runtime import IdGenerator, SessionInfo, SessionNotFoundError, llm
 from runtime import _schema as ev
+from runtime._titles import TitleLimits
 from runtime.agents import AgentInfo, load_agents
 from runtime.context import SystemContext, SystemContextRegistry
 from runtime.tools import ToolEnvironment, ToolRegistry
@@ -120,6 +122,9 @@ class SessionExecution:
         max_active: active SessionActors kept; past it, the least recently used idle
             ones are passivated as others activate.
         now_ms: the clock stamped on events.
+        title_model: which model writes a new session's title, given the model of its
+            first turn; ``None`` writes no titles.
+        title_limits: bounds of each title request.
     """
 
     def __init__(
@@ -129,8 +134,11 @@ class SessionExecution:
         max_active: int = DEFAULT_MAX_ACTIVE,
         now_ms: Callable[[], int], ids: IdGenerator, directory: ActorDirectory,
         policy: SupervisorPolicy,
+        title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
     ) -> None:  # fmt: skip
         self.supervisor = _ExecutionSupervisor(self, policy=policy, directory=directory)
+        self.title_model = title_model
+        self.title_limits = title_limits or TitleLimits()
         self.storage = storage
         self.hub = hub
         self.llm = llm_client

@@ -21,8 +21,10 @@ from actors._session import DEFAULT_MAX_TURNS
 from actors._sessions import Sessions
 from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode
 from actors._supervisor import Supervisor, SupervisorPolicy, run_root
+from actors._titles import TitleModel
 from runtime import IdGenerator, ModelRef
 from runtime import llm as llm_package
+from runtime._titles import TitleLimits
 from runtime.agents import AgentInfo
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._builtin import location_registry
@@ -86,6 +88,7 @@ async def open_runtime(
     store_options: dict[str, Any] | None = None, recover: bool = True,
     tool_output_cleanup_every: float | None = DEFAULT_CLEANUP_EVERY,
     storage_max_batch: int = DEFAULT_MAX_BATCH,
+    title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -105,6 +108,11 @@ async def open_runtime(
         tool_output_cleanup_every: seconds between sweeps removing Managed Tool Output
             Files older than 7 days; ``None`` runs no sweeper (simulation).
         storage_max_batch: most writes in one group commit (1: a transaction per write).
+        title_model: which model writes a new session's title after its first prompt,
+            given the model of the session's first turn (e.g. the provider's small
+            model); ``None`` (the default) writes no titles.
+        title_limits: bounds of each title request (prompt characters, output tokens,
+            timeout).
     """
     data, project = _prepare(Path(data_dir))
     clock = now_ms or (lambda: time.time_ns() // 1_000_000)
@@ -121,6 +129,7 @@ async def open_runtime(
         max_turns=max_turns, idle_timeout=idle_timeout, max_active=max_active, now_ms=clock,
         ids=id_gen,
         directory=directory, policy=RESTART_POLICY,
+        title_model=title_model, title_limits=title_limits,
     )  # fmt: skip
     sessions = Sessions(
         storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock, project_id=project

@@ -8,6 +8,7 @@ is in flight. The actor holds nothing durable: a restart rebuilds from storage.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -16,6 +17,7 @@ import trio
 from actors._actor import Actor
 from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
+from actors._titles import write_title
 from actors._turn import INTERRUPTED_TOOL, Turn, run_turn
 from runtime import _messages as m
 from runtime import _schema as ev
@@ -23,6 +25,7 @@ from runtime import llm
 from runtime._coordinator import DrainMode, Lane
 from runtime._history import HistoryDelta, HistoryView
 from runtime._lowering import to_llm_model
+from runtime._titles import needs_title
 from runtime.agents import AgentInfo, resolve_agent, system_prompt
 from storage import WriteBatch
 
@@ -98,6 +101,10 @@ class SessionActor(Actor[Message]):
         self._openings = 0
         self._opened: Opened | None = None
         self._nursery: trio.Nursery | None = None
+        self._title_checked = False
+        """Whether this activation looked at whether the session needs a title."""
+        self._title_prompt: str | None = None
+        """The first prompt's text, while a title is to be written beside the next turn."""
 
     @property
     def idle(self) -> bool:
@@ -250,6 +257,9 @@ class SessionActor(Actor[Message]):
                 return ran, []
             promoted, pending = await self._promote(opening=opening)
             opening = False
+            if promoted and not self._title_checked:
+                self._title_checked = True
+                self._title_prompt = self._first_prompt(promoted)
             if promoted:
                 step = 0
             if not promoted and not force and step == 0:
@@ -359,7 +369,36 @@ class SessionActor(Actor[Message]):
             append=self._append, hub=self._x.hub, now=self._x.now_ms, registry=location.registry,
             directory=info.location.directory, permissions=self._x.permissions,
         )  # fmt: skip
+        if self._title_prompt is not None:
+            self._start_title(self._title_prompt, model)
+            self._title_prompt = None
         return await run_turn(client=self._x.llm, request=request, turn=turn)
+
+    def _first_prompt(self, promoted: list[ev.InputAdmitted]) -> str | None:
+        """The text of the session's first prompt if *promoted* holds it and a title is to
+        be written for the session; else None."""
+        if self._x.title_model is None or not needs_title(self._x.session_info(self.session_id)):
+            return None
+        ids = {row.id for row in promoted}
+        for _, message in self._history.rows:
+            if isinstance(message, m.UserMessage) and message.id not in ids:
+                return None  # an earlier prompt: the session is not new
+        return promoted[0].prompt.text
+
+    def _start_title(self, prompt: str, model: ev.ModelRef) -> None:
+        """Write the session's title beside its first turn, never delaying it (the task
+        runs in the actor's nursery; stopping the actor cancels it)."""
+        assert self._x.title_model is not None
+        small = self._x.title_model(model)
+        if small is None or self._nursery is None:
+            return
+        self._nursery.start_soon(
+            partial(
+                write_title, session_id=self.session_id, prompt=prompt, model=small,
+                client=self._x.llm, storage=self._x.storage, now_ms=self._x.now_ms,
+                limits=self._x.title_limits,
+            )
+        )  # fmt: skip
 
     async def _append(self, events: list[ev.DurableEvent]) -> list[ev.InputAdmitted]:
         """Append *events*; return the inbox rows still pending after them."""

@@ -34,6 +34,7 @@ from runtime import _schema as ev
 from runtime._history import visible_history
 from runtime._inbox import check_id, check_prompt
 from runtime._lowering import to_llm_model
+from runtime._titles import default_title
 from runtime.agents import PermissionAction, evaluate, evaluate_resource, resolve_agent
 from storage import StoredEvent, WriteBatch
 from storage._batch import AdmitPrompt
@@ -105,7 +106,7 @@ class Sessions:
         now = self._now()
         info = SessionInfo(
             id=session_id, project_id=self._project, location=location,
-            title=title or f"Session {session_id[-8:]}", time=ev.SessionTime(created=now, updated=now),
+            title=title or default_title(session_id), time=ev.SessionTime(created=now, updated=now),
             agent=agent if agent is not None else UNSET, model=model if model is not None else UNSET,
             parent_id=parent_id if parent_id is not None else UNSET,
         )  # fmt: skip

@@ -51,6 +51,19 @@ class _Provider(msgspec.Struct, frozen=True):
     client: Any
     model: ModelRef
     http: httpx.AsyncClient
+    catalog: Any
+
+    def options(self) -> dict[str, Any]:
+        """``open_runtime`` options: the default model and which model writes titles."""
+        return {"default_model": self.model, "title_model": partial(_small_model, self.catalog)}
+
+
+def _small_model(catalog: llm_package.Catalog, model: ModelRef) -> ModelRef | None:
+    """The catalog's small model of *model*'s provider; None (no title) for a provider
+    without one, such as an unpriced local server whose first answer a title request
+    would compete with."""
+    small = llm_package.choose_small_model(catalog, model.provider_id)
+    return None if small is None else ModelRef(id=small.model_id, provider_id=small.provider_id)
 
 
 async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
@@ -81,7 +94,8 @@ async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
         auth = llm_package.Auth(env=dict(os.environ), store=store)
         client = llm_package.ProviderClient(catalog, auth, http_client=http)
         print(f"kittiwake: using provider {ref.provider_id}, model {ref.model_id}", file=out)
-        return _Provider(client, ModelRef(id=ref.model_id, provider_id=ref.provider_id), http)
+        model = ModelRef(id=ref.model_id, provider_id=ref.provider_id)
+        return _Provider(client, model, http, catalog)
     looked = [providers[p] for p in _FEATURED if p in providers] or list(providers.values())[:5]
     print("kittiwake: no LLM provider is configured; prompts will fail until one is.", file=out)
     print("  Looked for credentials of these providers (and every other catalog entry):", file=out)
@@ -119,9 +133,7 @@ async def _serve(args: argparse.Namespace) -> int:
             except llm_package.CatalogError as exc:
                 print(f"kittiwake: {exc}", file=sys.stderr)
                 return 2
-            options: dict[str, Any] = {}
-            if provider is not None:
-                options["default_model"] = provider.model
+            options: dict[str, Any] = provider.options() if provider is not None else {}
             async with open_runtime(
                 data_dir=data_dir, llm=provider.client if provider else None, **options
             ) as rt:
@@ -169,7 +181,7 @@ async def _api(args: argparse.Namespace) -> AsyncIterator[httpx.AsyncClient]:
 
     data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
     provider = await _configured_provider(data_dir, sys.stderr) if args.command == "run" else None
-    options: dict[str, Any] = {"default_model": provider.model} if provider else {}
+    options: dict[str, Any] = provider.options() if provider else {}
     try:
         async with open_runtime(
             data_dir=data_dir, llm=provider.client if provider else None, **options

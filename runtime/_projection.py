@@ -76,6 +76,10 @@ def _deleted(e: Any, seq: int, state: ProjectionState) -> None:
     state.drop_session(e.session_id)
 
 
+def _updated(e: Any, seq: int, state: ProjectionState) -> None:
+    _touch_session(state, e, title=e.info.title)
+
+
 def _admitted(e: Any, seq: int, state: ProjectionState) -> None:
     row = ev.InputAdmitted(
         admitted_seq=seq,
@@ -307,6 +311,7 @@ def _replace_content(
 _HANDLERS: dict[type, Callable[[Any, int, ProjectionState], None]] = {
     ev.SessionCreated: _created,
     ev.SessionDeleted: _deleted,
+    ev.SessionUpdated: _updated,
     ev.PromptAdmitted: _admitted,
     ev.PromptPromoted: _promoted,
     ev.AgentSwitched: _agent_switched,

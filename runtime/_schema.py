@@ -40,6 +40,7 @@ __all__ = [
     "SessionDeleted",
     "SessionError",
     "SessionInfo",
+    "SessionUpdated",
     "StepEnded",
     "StepFailed",
     "StepStarted",
@@ -191,6 +192,14 @@ class SessionCreated(Event, frozen=True, tag="session.created"):
 class SessionDeleted(Event, frozen=True, tag="session.deleted"):
     """The session and everything it holds are gone; its projection removes every row,
     its stored events included (this one is journaled, so a catch-up removes them again)."""
+
+    info: SessionInfo
+
+
+class SessionUpdated(Event, frozen=True, tag="session.updated"):
+    """The session's info changed outside a turn (today: its generated title). ``info`` is
+    the whole info after the change (OpenCode's ``session.updated``); the projection takes
+    only the fields such a change may touch (``title``) from it."""
 
     info: SessionInfo
 
@@ -359,6 +368,7 @@ class PermissionInfo(Record, frozen=True):
 DurableEvent = (
     SessionCreated
     | SessionDeleted
+    | SessionUpdated
     | PromptAdmitted
     | PromptPromoted
     | InterruptRequested

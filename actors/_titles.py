@@ -1,0 +1,96 @@
+"""Writing a session's title with a small model, beside its first provider turn."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import msgspec
+import trio
+
+from actors._storage import StorageActor
+from runtime import SessionInfo, SessionNotFoundError, llm
+from runtime import _schema as ev
+from runtime._lowering import to_llm_model
+from runtime._titles import TitleLimits, clean_title, needs_title, title_request
+from storage import WriteBatch
+
+__all__ = ["TitleModel", "write_title"]
+
+TitleModel = Callable[[ev.ModelRef], ev.ModelRef | None]
+"""Given the model of a session's first turn, the model that writes its title (None: no
+title is written)."""
+
+_log = logging.getLogger("kittiwake.titles")
+
+
+async def write_title(
+    *, session_id: str, prompt: str, model: ev.ModelRef, client: llm.LLMClient,
+    storage: StorageActor, now_ms: Callable[[], int], limits: TitleLimits,
+) -> SessionInfo | None:  # fmt: skip
+    """Ask *model* for a title of the session whose first prompt is *prompt*; record it as
+    a durable ``session.updated`` event if the session still has its placeholder title.
+
+    Returns the updated info, or None when nothing was written. Failure (a provider error,
+    an unusable answer, *limits.timeout* passing, a failed write, the session deleted or
+    titled meanwhile) is logged and leaves the placeholder. Cancellation propagates;
+    nothing is written then.
+    """
+    request = title_request(to_llm_model(model), prompt, limits)
+    answer: str | None = None
+    with trio.move_on_after(limits.timeout) as timer:
+        try:
+            answer = await _answer(client, request)
+        except Exception as exc:  # noqa: BLE001 - a failed title leaves the placeholder
+            _log.warning(
+                "title not written: the request failed",
+                extra={"session": session_id, "model": f"{model.provider_id}/{model.id}"},
+                exc_info=exc,
+            )
+            return None
+    if timer.cancelled_caught:
+        _log.warning(
+            "title not written: no answer in time",
+            extra={"session": session_id, "timeout": limits.timeout},
+        )
+        return None
+    title = clean_title(answer or "")
+    if title is None:
+        _log.warning("title not written: empty answer", extra={"session": session_id})
+        return None
+    now = now_ms()
+
+    def write(b: WriteBatch) -> SessionInfo | None:
+        try:
+            info = b.session(session_id)
+        except SessionNotFoundError:
+            return None
+        if not needs_title(info):
+            return None  # a title was set meanwhile: it stands
+        time = msgspec.structs.replace(info.time, updated=now)
+        updated = msgspec.structs.replace(info, title=title, time=time)
+        b.append(
+            session_id, [ev.SessionUpdated(timestamp=now, session_id=session_id, info=updated)]
+        )
+        return updated
+
+    try:
+        return await storage.write(write)
+    except Exception as exc:  # noqa: BLE001 - a failed title leaves the placeholder
+        _log.warning("title not recorded", extra={"session": session_id}, exc_info=exc)
+        return None
+
+
+async def _answer(client: llm.LLMClient, request: llm.LLMRequest) -> str:
+    """The text of one streamed answer, read to its end. Raises ``RuntimeError`` when the
+    stream carried a provider error event."""
+    parts: list[str] = []
+    error: llm.ProviderError | None = None
+    async for event in client.stream(request):
+        if isinstance(event, llm.TextDelta):
+            parts.append(event.delta)
+        elif isinstance(event, llm.ProviderError):
+            error = event
+    if error is not None:
+        raise RuntimeError(f"{error.kind}: {error.message}")
+    return "".join(parts)
