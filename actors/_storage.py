@@ -387,6 +387,9 @@ class StorageActor(Actor[Any]):
         with trio.CancelScope(shield=True):
             await opened.wait()
         if error:
+            # The thread is not a daemon: left running, it would keep the process alive.
+            with trio.CancelScope(shield=True):
+                await self._stop_backend()
             raise StorageError(f"the store did not open: {error[0]}") from error[0]
 
     async def _stop_backend(self) -> None:

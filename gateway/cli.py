@@ -1,4 +1,9 @@
-"""The ``kittiwake`` command: ``serve``, ``run``, ``sessions`` and ``inspect``."""
+"""The ``kittiwake`` command: ``serve``, ``run``, ``sessions``, ``inspect``, ``auth`` and ``models``.
+
+Every failure a person can cause (a data dir held by another process, a port in use, a bad
+option, a malformed credentials file, an unknown session) ends the command with one line on
+standard error and a non-zero exit status, never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +13,22 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import msgspec
 import trio
 
+from gateway._terminal import RunFailed, Runner, RunOptions, read_prompt
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
-from storage import release_library_pages
+from storage import EventStore, JournalHeld, release_library_pages
 
 if TYPE_CHECKING:
     import httpx
@@ -29,10 +37,30 @@ __all__ = ["default_data_dir", "main"]
 
 _log = logging.getLogger("kittiwake.cli")
 _FEATURED: Final = ("anthropic", "openai", "google", "openrouter", "github-copilot")
-_TEXT_ENDED: Final = "session.next.text.ended"
-_STEP_FAILED: Final = "session.next.step.failed"
-_STEP_ENDED: Final = "session.next.step.ended"
 _RELEASE_AFTER: Final = 0.25
+_SERVING_FILE: Final = "serving.json"
+_ENVIRONMENT: Final = """\
+environment:
+  KITTIWAKE_DATA_DIR         the data dir (else $XDG_DATA_HOME/kittiwake, else
+                             ~/.local/share/kittiwake); --data-dir wins over it
+  KITTIWAKE_MODEL            provider/model: the default model (run --model wins)
+  KITTIWAKE_SERVER_PASSWORD  HTTP basic auth password of serve, and the one --attach sends
+  KITTIWAKE_CORS_ORIGINS     comma-separated origins serve allows (CORS is off without it)
+  KITTIWAKE_LOG              log level (default WARNING)
+  ANTHROPIC_API_KEY, OPENAI_API_KEY, ...
+                             a provider's API key, named by the model catalog (see
+                             `kittiwake models`); `kittiwake auth login` stores one instead
+
+exit status: 0 done, 1 failed (one line says why), 2 bad usage or server unreachable,
+130 interrupted (Ctrl-C)"""
+
+
+class CliError(Exception):
+    """A command that cannot go on: its message is the one line printed, ``code`` the exit."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def default_data_dir(env: dict[str, str] | None = None) -> Path:
@@ -66,13 +94,16 @@ def _small_model(catalog: llm_package.Catalog, model: ModelRef) -> ModelRef | No
     return None if small is None else ModelRef(id=small.model_id, provider_id=small.provider_id)
 
 
-async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
-    """A ProviderClient for ``KITTIWAKE_MODEL``, else the default model of the first provider
-    with credentials (``llm.resolve_model``); else explain and return None.
+async def _configured_provider(
+    data_dir: Path, out: Any, wanted: str | None = None
+) -> _Provider | None:
+    """A ProviderClient for *wanted* (``provider/model``), else ``KITTIWAKE_MODEL``, else the
+    default model of the first provider with credentials (``llm.resolve_model``); else
+    explain and return None.
 
     Raises:
-        CatalogError: ``KITTIWAKE_MODEL`` names no known model, or one whose provider
-            has no credentials.
+        CatalogError: the model asked for is unknown, or its provider has no credentials.
+        CliError: the credential store is malformed.
     """
     try:
         catalog = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
@@ -82,13 +113,15 @@ async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
     store = llm_package.CredentialStore(data_dir)
     try:
         stored = store.load()
-    except llm_package.AuthError:
-        stored = {}
+    except llm_package.AuthError as exc:
+        raise CliError(f"{exc}; fix or remove it") from None
     providers = catalog.providers
     credentialed = {
         p.id for p in providers.values() if p.id in stored or any(os.environ.get(n) for n in p.env)
     }
-    ref = llm_package.resolve_model(catalog, credentialed, os.environ.get("KITTIWAKE_MODEL"))
+    ref = llm_package.resolve_model(
+        catalog, credentialed, wanted or os.environ.get("KITTIWAKE_MODEL")
+    )
     if ref is not None:
         http = llm_package.provider_http_client()
         auth = llm_package.Auth(env=dict(os.environ), store=store)
@@ -110,9 +143,79 @@ async def _configured_provider(data_dir: Path, out: Any) -> _Provider | None:
 # -- commands -----------------------------------------------------------------------------
 
 
+def _data_dir(args: argparse.Namespace) -> Path:
+    return Path(args.data_dir) if args.data_dir else default_data_dir()
+
+
+def held_message(error: JournalHeld, data_dir: Path, command: str) -> str:
+    """One line naming the process that holds *data_dir*, and what to do instead."""
+    holder = error.holder
+    who = f"process {holder}" if holder is not None else "another process"
+    url = _serving_url(data_dir, holder)
+    if url is not None:
+        who += f" (kittiwake serve on {url})"
+    if command == "serve":
+        advice = "stop it, or serve another --data-dir"
+    elif url is not None:
+        advice = f"add --attach {url} to use it"
+    else:
+        advice = "wait for it to end, or pass another --data-dir"
+    return f"the data dir {data_dir} is in use by {who}; {advice}"
+
+
+def _serving_url(data_dir: Path, holder: int | None) -> str | None:
+    """The URL ``serve`` recorded in *data_dir*, when the recording process is *holder*."""
+    try:
+        serving = msgspec.json.decode((data_dir / _SERVING_FILE).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+    if not isinstance(serving, dict) or holder is None or serving.get("pid") != holder:
+        return None
+    url = serving.get("url")
+    return url if isinstance(url, str) else None
+
+
+def _check_free(data_dir: Path, command: str) -> None:
+    """Raise ``CliError`` naming the holder when another process holds *data_dir*."""
+    try:
+        EventStore.check_free(data_dir)
+    except JournalHeld as exc:
+        raise CliError(held_message(exc, data_dir, command)) from None
+
+
+def _record_serving(data_dir: Path, url: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=".serving-", suffix=".tmp")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(msgspec.json.encode({"pid": os.getpid(), "url": url}))
+    os.replace(tmp, data_dir / _SERVING_FILE)
+
+
+def _forget_serving(data_dir: Path) -> None:
+    if _serving_url(data_dir, os.getpid()) is not None:
+        (data_dir / _SERVING_FILE).unlink(missing_ok=True)
+
+
+def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first *kind* in *exc*, the exception groups it is wrapped in, or its causes."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, kind):
+            return item
+        if isinstance(item, BaseExceptionGroup):
+            stack.extend(reversed(item.exceptions))
+        if item.__cause__ is not None:
+            stack.append(item.__cause__)
+    return None
+
+
 async def _serve(args: argparse.Namespace) -> int:
-    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = _data_dir(args)
+    directory: Path = args.directory
     password = os.environ.get("KITTIWAKE_SERVER_PASSWORD") or None
     cors = [o for o in os.environ.get("KITTIWAKE_CORS_ORIGINS", "").split(",") if o]
     provider: _Provider | None = None
@@ -141,24 +244,36 @@ async def _serve(args: argparse.Namespace) -> int:
                 from gateway._serve import serve
 
                 async with trio.open_nursery() as nursery:
-                    server = await nursery.start(
-                        lambda task_status: serve(
-                            rt, args.hostname, args.port, password=password,
-                            cors_origins=cors, task_status=task_status,
-                        )
-                    )  # fmt: skip
+                    try:
+                        server = await nursery.start(
+                            lambda task_status: serve(
+                                rt, args.hostname, args.port, password=password,
+                                cors_origins=cors, directory=directory, task_status=task_status,
+                            )
+                        )  # fmt: skip
+                    except BaseException as exc:
+                        error = _find(exc, OSError)
+                        if not isinstance(error, OSError):
+                            raise
+                        reason = error.strerror or str(error)
+                        where = f"{args.hostname}:{args.port}"
+                        raise CliError(f"cannot listen on {where}: {reason}") from None
                     _end_startup(args)
                     housekeeping = trio.CancelScope()
                     nursery.start_soon(_release_library_pages_soon, housekeeping)
+                    _record_serving(data_dir, server.url)
                     print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
                     if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
                         print("kittiwake: warning: listening beyond localhost without a password")
-                    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                        async for signum in signals:
-                            print(f"kittiwake: stopping on signal {signum}", file=sys.stderr)
-                            housekeeping.cancel()
-                            server.stop()
-                            break
+                    try:
+                        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                            async for signum in signals:
+                                print(f"kittiwake: stopping on signal {signum}", file=sys.stderr)
+                                housekeeping.cancel()
+                                server.stop()
+                                break
+                    finally:
+                        _forget_serving(data_dir)
     finally:
         if provider is not None:
             await provider.http.aclose()
@@ -166,8 +281,13 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 @asynccontextmanager
-async def _api(args: argparse.Namespace) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client to ``--attach`` or to a runtime served in this process on a free port."""
+async def _api(
+    args: argparse.Namespace, *, wanted: str | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client to ``--attach`` or to a runtime served in this process on a free port.
+
+    *wanted* (``provider/model``) picks the in-process runtime's provider for ``run``.
+    """
     import httpx
 
     password = os.environ.get("KITTIWAKE_SERVER_PASSWORD")
@@ -179,8 +299,10 @@ async def _api(args: argparse.Namespace) -> AsyncIterator[httpx.AsyncClient]:
         return
     from gateway._serve import serve
 
-    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
-    provider = await _configured_provider(data_dir, sys.stderr) if args.command == "run" else None
+    data_dir = _data_dir(args)
+    provider = None
+    if args.command == "run":
+        provider = await _configured_provider(data_dir, sys.stderr, wanted)
     options: dict[str, Any] = provider.options() if provider else {}
     try:
         async with open_runtime(
@@ -207,49 +329,18 @@ def _check(response: httpx.Response) -> Any:
             message = f"{body.get('_tag')}: {body.get('message')}"
         except ValueError:
             message = response.text
-        raise SystemExit(f"kittiwake: {response.request.method} {response.url.path}: {message}")
+        raise CliError(f"{response.request.method} {response.url.path}: {message}")
     return response.json() if response.content else None
 
 
 async def _run(args: argparse.Namespace) -> int:
-    """Create a session, prompt it, print the answer's text as it streams; 1 on a failed step."""
-    text = " ".join(args.prompt)
-    async with _api(args) as api:
-        session = _check(
-            await api.post("/api/session", json={"location": {"directory": os.getcwd()}})
-        )
-        sid = session["data"]["id"]
-        after: int | None = None
-        async with api.stream("GET", f"/api/session/{sid}/event") as events:
-            receipt = _check(
-                await api.post(f"/api/session/{sid}/prompt", json={"prompt": {"text": text}})
-            )
-            admitted = receipt["data"]["admittedSeq"]
-            failed = False
-            printed = False
-            async for line in events.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                event = msgspec.json.decode(line[6:])
-                seq = event["durable"]["seq"]
-                if seq <= admitted or (after is not None and seq <= after):
-                    continue
-                after = seq
-                kind, data = event["type"], event["data"]
-                if kind == _TEXT_ENDED:
-                    sys.stdout.write(data["text"])
-                    sys.stdout.flush()
-                    printed = True
-                elif kind == _STEP_FAILED:
-                    failed = True
-                    print(f"kittiwake: step failed: {data['error']['message']}", file=sys.stderr)
-                    break
-                elif kind == _STEP_ENDED and data.get("finish") != "tool-calls":
-                    break
-        if printed:
-            sys.stdout.write("\n")
-        print(f"session {sid}", file=sys.stderr)
-        return 1 if failed else 0
+    """Prompt a session (new, ``--session`` or ``--continue``) and follow it until idle."""
+    options = RunOptions(
+        text=args.text, directory=os.getcwd(), format=args.format, session=args.session,
+        continue_latest=args.continue_latest, model=args.model, agent=args.agent,
+    )  # fmt: skip
+    async with _api(args, wanted=args.model) as api:
+        return await Runner(api, options).run()
 
 
 async def _sessions(args: argparse.Namespace) -> int:
@@ -312,27 +403,85 @@ async def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port number (0-65535)")
+    return port
+
+
+def _version() -> str:
+    try:
+        return version("kittiwake")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kittiwake", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve the HTTP API (OpenCode V2 routes)")
-    serve.add_argument("--port", type=int, default=4096)
-    serve.add_argument("--hostname", default="127.0.0.1")
-    serve.add_argument("--data-dir")
-    for name, help_text in (
-        ("run", "prompt a new session once and print the answer"),
-        ("sessions", "list, show or delete sessions"),
-        ("inspect", "print the actor tree"),
-    ):
-        cmd = sub.add_parser(name, help=help_text)
-        cmd.add_argument("--attach", help="URL of a running kittiwake server")
-        cmd.add_argument("--data-dir")
-        if name == "run":
-            cmd.add_argument("prompt", nargs="+")
-        if name == "sessions":
-            cmd.add_argument("action", choices=["list", "show", "delete"])
-            cmd.add_argument("id", nargs="?")
-            cmd.add_argument("--limit", type=int, default=50)
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog="kittiwake", description=__doc__, epilog=_ENVIRONMENT, formatter_class=fmt
+    )
+    parser.add_argument("--version", action="version", version=f"kittiwake {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, description: str = "") -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=help_text, description=description or help_text, epilog=_ENVIRONMENT,
+            formatter_class=fmt,
+        )  # fmt: skip
+
+    data_dir_help = "the data dir (default: $KITTIWAKE_DATA_DIR, else $XDG_DATA_HOME/kittiwake)"
+    attach_help = "URL of a running `kittiwake serve` to talk to, instead of opening the data dir"
+    serve = command("serve", "serve the HTTP API (OpenCode V2 routes) until Ctrl-C or SIGTERM")
+    serve.add_argument("--port", type=_port, default=4096, help="TCP port (default 4096; 0: any)")
+    serve.add_argument("--hostname", default="127.0.0.1", help="address (default 127.0.0.1)")
+    serve.add_argument("--data-dir", help=data_dir_help)
+    serve.add_argument(
+        "--directory", help="the project directory: where sessions without one work and the "
+        "file routes are confined (default: the current directory)",
+    )  # fmt: skip
+    run = command(
+        "run", "prompt a session once and print the answer as it streams",
+        "Prompt a new session (or --session ID, or --continue) and print the answer as it "
+        "streams: text on standard output, tool calls and their outcomes on standard error. "
+        "Permission requests are asked on the terminal (rejected when there is none). "
+        "Ctrl-C interrupts the session and exits 130.",
+    )  # fmt: skip
+    run.add_argument(
+        "prompt", nargs="*", help="the prompt; standard input is added when it is a pipe or a "
+        "file (read to its end; pass </dev/null to skip it)",
+    )  # fmt: skip
+    run.add_argument("--model", metavar="PROVIDER/MODEL", help="the model for this prompt on")
+    run.add_argument("--agent", help="the agent for this prompt on (e.g. build, plan)")
+    which = run.add_mutually_exclusive_group()
+    which.add_argument("--session", metavar="ID", help="prompt this session instead of a new one")
+    which.add_argument(
+        "--continue", "-c", dest="continue_latest", action="store_true",
+        help="prompt the latest session of the current directory",
+    )  # fmt: skip
+    run.add_argument(
+        "--format", choices=["default", "json"], default="default",
+        help="json: every event (durable ones and deltas) as one JSON object per line",
+    )  # fmt: skip
+    sessions = command("sessions", "list, show or delete sessions")
+    sessions.add_argument("action", choices=["list", "show", "delete"])
+    sessions.add_argument("id", nargs="?", help="the session of show and delete")
+    sessions.add_argument("--limit", type=int, default=50, help="most sessions listed (50)")
+    inspect = command("inspect", "print the actor tree")
+    for cmd in (run, sessions, inspect):
+        cmd.add_argument("--attach", metavar="URL", help=attach_help)
+        cmd.add_argument("--data-dir", help=data_dir_help)
     return parser
 
 
@@ -364,29 +513,61 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
 
     ``collector_paused`` says the caller (``gateway/__main__.py``) paused the cyclic
     collector for start-up: ``serve`` resumes it once accepting, other commands at once.
+    A failure a person can cause is printed as one line (see the module docstring).
     """
     args = _parser().parse_args(argv)
     args.collector_paused = collector_paused
     if args.command != "serve":
         _end_startup(args)
     logging.basicConfig(level=os.environ.get("KITTIWAKE_LOG", "WARNING").upper())
-    if args.command == "sessions" and args.action in ("show", "delete") and not args.id:
-        raise SystemExit(f"kittiwake: sessions {args.action} needs a session id")
-    command = {"serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect}
     try:
-        return trio.run(command[args.command], args)
-    except KeyboardInterrupt:
+        return _dispatch(args)
+    except BaseException as exc:
+        return _report(exc)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "sessions" and args.action in ("show", "delete") and not args.id:
+        raise CliError(f"sessions {args.action} needs a session id", 2)
+    if args.command == "run":
+        # Refused before anything is created or opened.
+        args.text = read_prompt(args.prompt, sys.stdin)
+        if not args.text:
+            raise CliError("run needs a prompt: as arguments, or piped on standard input", 2)
+    if args.command == "serve":
+        args.directory = Path(args.directory or os.getcwd()).resolve()
+        if not args.directory.is_dir():
+            raise CliError(f"--directory {args.directory}: not a directory", 2)
+    if args.command == "serve" or (
+        args.command in ("run", "sessions", "inspect") and not args.attach
+    ):
+        _check_free(_data_dir(args), args.command)
+    command = {"serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect}
+    return trio.run(command[args.command], args)
+
+
+def _report(exc: BaseException) -> int:
+    """Print *exc* as one line and return its exit status; re-raise what is not a known failure."""
+    if _find(exc, KeyboardInterrupt) is not None:
         return 130
-    except llm_package.CatalogError as exc:  # KITTIWAKE_MODEL names no usable model
-        print(f"kittiwake: {exc}", file=sys.stderr)
+    if isinstance(exc, SystemExit):
+        raise exc
+    found = _find(exc, llm_package.CatalogError)
+    if found is not None:  # the model asked for is unknown or has no credentials
+        print(f"kittiwake: {found}", file=sys.stderr)
         return 2
-    except Exception as exc:
-        # httpx is imported only by commands that talk HTTP; no other can raise its errors.
-        httpx = sys.modules.get("httpx")
-        if httpx is None or not isinstance(exc, httpx.HTTPError):
-            raise
-        print(f"kittiwake: cannot reach the server: {exc}", file=sys.stderr)
+    for kind in (CliError, RunFailed, llm_package.AuthError):
+        found = _find(exc, kind)
+        if found is not None:
+            print(f"kittiwake: {found}", file=sys.stderr)
+            return found.code if isinstance(found, CliError) else 1
+    # httpx is imported only by commands that talk HTTP; no other can raise its errors.
+    httpx = sys.modules.get("httpx")
+    found = _find(exc, httpx.HTTPError) if httpx is not None else None
+    if found is not None:
+        print(f"kittiwake: cannot reach the server: {found}", file=sys.stderr)
         return 2
+    raise exc
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from storage._batch import WriteBatch as WriteBatch
 from storage._journal import Journal as Journal
 from storage._journal import JournalCorrupt as JournalCorrupt
 from storage._journal import JournalError as JournalError
+from storage._journal import JournalHeld as JournalHeld
 from storage._residency import release_library_pages as release_library_pages
 from storage._store import DB_FILE as DB_FILE
 from storage._store import EventStore as EventStore
@@ -24,6 +25,7 @@ __all__ = [
     "Journal",
     "JournalCorrupt",
     "JournalError",
+    "JournalHeld",
     "Outcome",
     "StoreStatistics",
     "StoredEvent",

@@ -37,7 +37,7 @@ from typing import BinaryIO, Final
 
 import msgspec
 
-__all__ = ["Journal", "JournalCorrupt", "JournalError", "JournalStatistics"]
+__all__ = ["Journal", "JournalCorrupt", "JournalError", "JournalHeld", "JournalStatistics"]
 
 DEFAULT_SEGMENT_MAX_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_PREALLOCATE_BYTES: Final = 1024 * 1024
@@ -47,6 +47,7 @@ _BATCH_END: Final = 0x01
 _HEADER: Final = struct.Struct("<BBIIQ")  # magic, flags, length, crc, lsn
 _CRC_FIELDS: Final = struct.Struct("<BBIQ")  # magic, flags, length, lsn
 _MAX_PAYLOAD: Final = 0xFFFF_FFFF
+_HOLDER_FILE: Final = "holder"
 _SEGMENT_NAME: Final = re.compile(r"^journal-(\d{16})\.seg$")
 
 
@@ -56,6 +57,20 @@ class JournalError(Exception):
 
 class JournalCorrupt(JournalError):
     """A record outside the torn tail of the last segment is damaged, missing or out of order."""
+
+
+class JournalHeld(JournalError):
+    """Another open journal holds the directory, in this process or another.
+
+    ``holder`` is the process id the holder recorded when it took the directory (``None``
+    when it recorded none); ``directory`` is the journal directory.
+    """
+
+    def __init__(self, directory: Path, holder: int | None) -> None:
+        self.directory = directory
+        self.holder = holder
+        by = f" (process {holder})" if holder is not None else ""
+        super().__init__(f"another open journal holds {directory}{by}")
 
 
 class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -210,7 +225,7 @@ class Journal:
                 when it runs out (0: the file grows with every append).
 
         Raises:
-            JournalError: another open journal holds the directory.
+            JournalHeld: another open journal holds the directory.
             JournalCorrupt: the last segment is damaged before its final batch (more than one
                 complete batch follows the damage), or its records do not start at its name's
                 LSN while it holds data.
@@ -242,6 +257,30 @@ class Journal:
         except BaseException:
             os.close(dir_fd)
             raise
+
+    @staticmethod
+    def check_free(directory: Path) -> None:
+        """Return when no open journal holds *directory* (or it does not exist yet).
+
+        Takes the directory's lock and releases it at once, so a journal opened right after
+        may still find it taken.
+
+        Raises:
+            JournalHeld: another open journal holds it, naming the holder's process id.
+            OSError: the directory exists but cannot be opened.
+        """
+        try:
+            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise JournalHeld(directory, _read_holder(directory)) from exc
+            raise
+        finally:
+            os.close(dir_fd)
 
     @property
     def next_lsn(self) -> int:
@@ -500,12 +539,27 @@ class Journal:
 
 
 def _lock(dir_fd: int, directory: Path) -> None:
+    """Take the directory's lock and record this process as its holder (``JournalHeld`` names
+    the holder to whoever finds the directory taken)."""
     try:
         fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise JournalError(f"another open journal holds {directory}") from exc
+            raise JournalHeld(directory, _read_holder(directory)) from exc
         raise
+    fd = os.open(directory / _HOLDER_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, f"{os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def _read_holder(directory: Path) -> int | None:
+    try:
+        text = (directory / _HOLDER_FILE).read_text()
+    except OSError:
+        return None
+    return int(text) if text.strip().isdigit() else None
 
 
 def _create_segment(directory: Path, dir_fd: int, first_lsn: int, *, fsync: bool) -> Path:

@@ -196,6 +196,15 @@ class EventStore:
         store._open()
         return store
 
+    @staticmethod
+    def check_free(directory: Path) -> None:
+        """Return when no open store holds the data dir *directory* (see ``Journal.check_free``).
+
+        Raises:
+            JournalHeld: another open store holds it, naming the holder's process id.
+        """
+        Journal.check_free(Path(directory) / "journal")
+
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._journal = Journal.open(self.directory / "journal", fsync=self._fsync)

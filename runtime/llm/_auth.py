@@ -99,7 +99,7 @@ class CredentialStore:
             return {}
         try:
             return msgspec.json.decode(raw, type=_store_type)
-        except msgspec.ValidationError as exc:
+        except msgspec.DecodeError as exc:  # malformed JSON, or not a credential map
             raise AuthError(f"corrupt credential store {self.path}: {exc}") from exc
 
     def get(self, provider_id: str) -> Credential | None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from runtime import Location, Prompt, StorageError, llm, open_runtime
-from storage import EventStore
+from storage import EventStore, JournalHeld
 
 
 async def test_a_failed_commit_restarts_the_storage_actor_and_loses_nothing_acknowledged(
@@ -48,3 +50,31 @@ async def _admit_retrying(rt: Any, session_id: str, message_id: str) -> Any:
         return await rt.sessions.prompt(
             session_id, prompt=Prompt(text="after"), id=message_id, resume=False
         )
+
+
+async def test_a_store_that_cannot_open_leaves_no_thread_behind(tmp_path: Path) -> None:
+    # A data dir held by another runtime: every start of the storage actor fails, the root
+    # gives up, and none of the store threads those starts made keeps running (they are not
+    # daemons: one left behind would keep the process from exiting).
+    def store_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if "_DuckThread" in t.name}
+
+    def causes(exc: BaseException) -> list[BaseException]:
+        found, stack = [], [exc]
+        while stack:
+            item = stack.pop()
+            found.append(item)
+            if isinstance(item, BaseExceptionGroup):
+                stack.extend(item.exceptions)
+            if item.__cause__ is not None:
+                stack.append(item.__cause__)
+        return found
+
+    async with open_runtime(data_dir=tmp_path / "data", llm=llm.ScriptedLLM([])):
+        before = store_threads()
+        assert len(before) == 1
+        with trio.fail_after(20), pytest.raises(BaseException) as caught:
+            async with open_runtime(data_dir=tmp_path / "data", llm=llm.ScriptedLLM([])):
+                pass
+        assert any(isinstance(e, JournalHeld) for e in causes(caught.value))
+        assert store_threads() == before

@@ -20,7 +20,7 @@ async def kittiwake(*args: str, env: dict[str, str] | None = None) -> trio.Compl
     with trio.fail_after(30):
         return await trio.run_process(
             [sys.executable, "-m", "gateway", *args],
-            capture_stdout=True, capture_stderr=True, check=False, cwd=ROOT,
+            stdin=b"", capture_stdout=True, capture_stderr=True, check=False, cwd=ROOT,
             env=env if env is not None else {**os.environ, "KITTIWAKE_SERVER_PASSWORD": ""},
         )  # fmt: skip
 

@@ -27,7 +27,8 @@ async def _kittiwake(tmp_path: Path, *args: str, **env: str) -> trio.CompletedPr
     with trio.fail_after(30):
         return await trio.run_process(
             [sys.executable, "-m", "gateway", *args],
-            capture_stdout=True, capture_stderr=True, check=False, cwd=ROOT, env=environ,
+            stdin=b"", capture_stdout=True, capture_stderr=True, check=False, cwd=ROOT,
+            env=environ,
         )  # fmt: skip
 
 

@@ -97,6 +97,9 @@ class TestStore:
         (tmp_path / "auth.json").write_text('{"a": {"type": "weird"}}')
         with pytest.raises(AuthError, match="corrupt"):
             CredentialStore(tmp_path).load()
+        (tmp_path / "auth.json").write_text("{not json")
+        with pytest.raises(AuthError, match="corrupt credential store"):
+            CredentialStore(tmp_path).load()
 
 
 class TestCopilotDeviceFlow:

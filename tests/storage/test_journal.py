@@ -14,7 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage._journal import Journal, JournalCorrupt, JournalError, JournalStatistics
+from storage._journal import (
+    Journal,
+    JournalCorrupt,
+    JournalError,
+    JournalHeld,
+    JournalStatistics,
+)
 
 HEADER_SIZE = 18
 
@@ -88,6 +94,25 @@ class TestAppendAndRead:
             records = journal.read()
             fill(journal, batches=4, batch_size=2)
             assert [lsn for lsn, _ in records] == [0, 1, 2, 3]
+
+    def test_a_held_directory_names_its_holder(self, tmp_path: Path) -> None:
+        Journal.check_free(tmp_path / "absent")  # nothing holds what does not exist
+        journal = Journal.open(tmp_path)
+        with pytest.raises(JournalHeld) as held:
+            Journal.check_free(tmp_path)
+        assert held.value.holder == os.getpid() and held.value.directory == tmp_path
+        assert str(held.value) == f"another open journal holds {tmp_path} (process {os.getpid()})"
+        with pytest.raises(JournalHeld):
+            Journal.open(tmp_path)
+        (tmp_path / "holder").write_text("garbage")  # a record no journal wrote: unknown
+        with pytest.raises(JournalHeld) as unknown:
+            Journal.check_free(tmp_path)
+        assert unknown.value.holder is None
+        assert str(unknown.value) == f"another open journal holds {tmp_path}"
+        journal.close()
+        Journal.check_free(tmp_path)
+        with Journal.open(tmp_path):
+            assert (tmp_path / "holder").read_text() == f"{os.getpid()}\n"
 
     def test_misuse_is_refused(self, tmp_path: Path) -> None:
         journal = Journal.open(tmp_path)

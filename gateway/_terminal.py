@@ -1,0 +1,365 @@
+"""``kittiwake run``: one prompt to a session over the HTTP API, its answer on the terminal.
+
+The answer's text is printed as its deltas arrive (``GET /event``, which also carries the
+permission requests to answer); the durable events come from ``GET /api/session/{id}/event``
+after the prompt's admission, so none is missed, and the run ends when ``POST
+/api/session/{id}/wait`` returns, after a last read of the session's history. Text goes to
+standard output, tool calls and their outcomes to standard error (so the answer can be piped);
+``--format json`` writes every event as one JSON line instead.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, TextIO
+
+import msgspec
+import trio
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["RunOptions", "Runner", "read_prompt"]
+
+_NEXT: Final = "session.next."
+_ASKED: Final = "permission.v2.asked"
+_REPLIES: Final = {"o": "once", "once": "once", "a": "always", "always": "always"}
+_SUMMARY_CHARS: Final = 120
+_INTERRUPT_GRACE: Final = 10.0
+_SESSION_PAGE: Final = 100
+
+
+class RunFailed(Exception):
+    """A ``run`` that cannot go on: the message is its one line for the terminal."""
+
+
+class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``kittiwake run`` was asked to do."""
+
+    text: str
+    directory: str
+    format: str = "default"
+    session: str | None = None
+    continue_latest: bool = False
+    model: str | None = None
+    agent: str | None = None
+
+
+def read_prompt(words: list[str], stdin: TextIO) -> str:
+    """The prompt: the words, then standard input when it is a pipe or a file (not a terminal).
+
+    Reading standard input blocks until it ends; pass ``</dev/null`` to skip it.
+    """
+    text = " ".join(words)
+    if not stdin.isatty():
+        try:
+            piped = stdin.read()
+        except (OSError, ValueError):  # closed or unreadable: there is nothing piped
+            piped = ""
+        if piped.strip():
+            text = f"{text}\n{piped}" if text.strip() else piped
+    return text.strip()
+
+
+def model_body(ref: str) -> dict[str, str]:
+    """``provider/model`` as the wire's ``ModelRef``; raises ``RunFailed`` when malformed."""
+    provider, _, model = ref.partition("/")
+    if not provider or not model:
+        raise RunFailed(f"--model takes provider/model, got {ref!r}")
+    return {"id": model, "providerID": provider}
+
+
+def check(response: httpx.Response) -> Any:
+    """The response's JSON (``None`` when empty); an error answer raises ``RunFailed``."""
+    if response.status_code >= 400:
+        try:
+            body = response.json()
+            message = f"{body.get('_tag')}: {body.get('message')}"
+        except ValueError:
+            message = response.text
+        raise RunFailed(f"{response.request.method} {response.url.path}: {message}")
+    return response.json() if response.content else None
+
+
+class _Printer:
+    """Renders events: text to *out* as it streams, tools and failures to *err*."""
+
+    def __init__(self, out: TextIO, err: TextIO, *, as_json: bool) -> None:
+        self.out, self.err, self.as_json = out, err, as_json
+        self.last_seq = -1
+        self.failure: str | None = None
+        self.last_finish: str | None = None
+        self._printed: dict[str, str] = {}
+        self._ended: set[str] = set()
+        self._tools: dict[str, str] = {}
+        self._open_line = False
+
+    def delta(self, event: dict[str, Any]) -> None:
+        if self.as_json:
+            self._line(event)
+            return
+        data = event["data"]
+        if event["type"] != _NEXT + "text.delta" or data.get("textID") in self._ended:
+            return
+        text_id = data.get("textID", "")
+        self._printed[text_id] = self._printed.get(text_id, "") + data.get("delta", "")
+        self._write(self.out, data.get("delta", ""))
+
+    def durable(self, event: dict[str, Any]) -> None:
+        seq = event["durable"]["seq"]
+        if seq <= self.last_seq:
+            return
+        self.last_seq = seq
+        kind, data = event["type"], event["data"]
+        if kind == _NEXT + "step.failed":
+            self.failure = data.get("error", {}).get("message") or "the step failed"
+        elif kind == _NEXT + "step.ended":
+            self.last_finish = data.get("finish")
+        if self.as_json:
+            self._line(event)
+        elif kind == _NEXT + "text.ended":
+            self._text_ended(data)
+        elif kind == _NEXT + "tool.called":
+            self._tools[data["callID"]] = data["tool"]
+            self._note(f"→ {data['tool']} {_summary(data.get('input'))}")
+        elif kind == _NEXT + "tool.success":
+            self._note(f"✓ {self._tools.get(data['callID'], 'tool')}")
+        elif kind == _NEXT + "tool.failed":
+            message = data.get("error", {}).get("message", "")
+            self._note(f"✗ {self._tools.get(data['callID'], 'tool')}: {message}")
+        elif kind == _NEXT + "step.failed":
+            self._note(f"kittiwake: step failed: {self.failure}")
+
+    def asked(self, event: dict[str, Any]) -> None:
+        if self.as_json:
+            self._line(event)
+
+    def note(self, text: str) -> None:
+        self._note(text)
+
+    def _text_ended(self, data: dict[str, Any]) -> None:
+        text_id, text = data.get("textID", ""), data.get("text", "")
+        self._ended.add(text_id)
+        printed = self._printed.pop(text_id, "")
+        rest = text[len(printed) :] if text.startswith(printed) else "\n" + text
+        self._write(self.out, rest)
+        if self._open_line:
+            self._write(self.out, "\n")
+
+    def _note(self, text: str) -> None:
+        if self._open_line:
+            self._write(self.out, "\n")
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        if not text:
+            return
+        stream.write(text)
+        stream.flush()
+        self._open_line = not text.endswith("\n")
+
+    def _line(self, event: dict[str, Any]) -> None:
+        self.out.write(msgspec.json.encode(event).decode() + "\n")
+        self.out.flush()
+
+
+def _summary(value: Any) -> str:
+    text = msgspec.json.encode(value).decode() if value is not None else ""
+    return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"
+
+
+def _terminal() -> tuple[TextIO, TextIO] | None:
+    """Where to ask a question: standard input when it is a terminal, else ``/dev/tty``."""
+    if sys.stdin.isatty():
+        return sys.stdin, sys.stderr
+    try:
+        tty = open("/dev/tty", "r+")  # noqa: SIM115 - kept open for the run's questions
+    except OSError:
+        return None
+    return tty, tty
+
+
+class Runner:
+    """One ``kittiwake run`` against *api* (an attached server, or one served in-process).
+
+    ``terminal`` finds where permission questions are asked (``None``: nowhere, and they
+    are rejected).
+    """
+
+    def __init__(
+        self, api: httpx.AsyncClient, options: RunOptions, *,
+        out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+        terminal: Callable[[], tuple[TextIO, TextIO] | None] = _terminal,
+    ) -> None:  # fmt: skip
+        self.api = api
+        self.options = options
+        self.printer = _Printer(out, err, as_json=options.format == "json")
+        self.err = err
+        self._terminal = terminal
+        self.session_id: str | None = None
+        self.interrupted = False
+
+    async def run(self) -> int:
+        """Prompt the session and follow it until idle; returns the exit status.
+
+        0 when the answer finished, 1 when a step failed (the reason is printed) or the
+        session stopped with work left, 130 after SIGINT (the session is interrupted first).
+
+        Raises:
+            RunFailed: the session could not be found, created or prompted.
+        """
+        sid = self.session_id = await self._session()
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._on_signals, signals, nursery.cancel_scope)
+                connected = trio.Event()
+                nursery.start_soon(self._live, sid, connected, nursery)
+                await connected.wait()
+                for pending in check(await self.api.get(f"/api/session/{sid}/permission"))["data"]:
+                    nursery.start_soon(self._answer, sid, pending)
+                receipt = check(
+                    await self.api.post(
+                        f"/api/session/{sid}/prompt", json={"prompt": {"text": self.options.text}}
+                    )
+                )
+                after = receipt["data"]["admittedSeq"]
+                self.printer.last_seq = max(self.printer.last_seq, after)
+                nursery.start_soon(self._durable, sid, after)
+                check(await self.api.post(f"/api/session/{sid}/wait"))
+                await self._catch_up(sid)
+                nursery.cancel_scope.cancel()
+        return self._finish(sid)
+
+    def _finish(self, sid: str) -> int:
+        if self.interrupted:
+            again = f"kittiwake run --session {sid} PROMPT"
+            print(f"kittiwake: interrupted session {sid}; continue with: {again}", file=self.err)
+            return 130
+        print(f"session {sid}", file=self.err)
+        if self.printer.failure is not None:
+            return 1
+        if self.printer.last_finish == "tool-calls":
+            print("kittiwake: the session stopped with tool calls unanswered", file=self.err)
+            return 1
+        return 0
+
+    async def _session(self) -> str:
+        opts = self.options
+        if opts.session is not None or opts.continue_latest:
+            sid = opts.session or await self._latest()
+            check(await self.api.get(f"/api/session/{sid}"))
+            if opts.agent is not None:
+                check(await self.api.post(f"/api/session/{sid}/agent", json={"agent": opts.agent}))
+            if opts.model is not None:
+                body = {"model": model_body(opts.model)}
+                check(await self.api.post(f"/api/session/{sid}/model", json=body))
+            return sid
+        create: dict[str, Any] = {"location": {"directory": opts.directory}}
+        if opts.agent is not None:
+            create["agent"] = opts.agent
+        if opts.model is not None:
+            create["model"] = model_body(opts.model)
+        return str(check(await self.api.post("/api/session", json=create))["data"]["id"])
+
+    async def _latest(self) -> str:
+        """The newest top-level session whose directory is this run's."""
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": _SESSION_PAGE}
+            if cursor is not None:
+                params["cursor"] = cursor
+            page = check(await self.api.get("/api/session", params=params))
+            for info in page["data"]:
+                here = info["location"]["directory"] == self.options.directory
+                if here and not info.get("parentID"):
+                    return str(info["id"])
+            cursor = page["cursor"].get("next")
+            if not cursor:
+                raise RunFailed(f"no session in {self.options.directory} to continue")
+
+    async def _live(self, sid: str, connected: trio.Event, nursery: trio.Nursery) -> None:
+        """Deltas of *sid* from ``GET /event``; its permission requests are answered in
+        *nursery*."""
+        async with self.api.stream("GET", "/event") as stream:
+            check_stream(stream)
+            async for line in stream.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                body = msgspec.json.decode(line[6:])
+                kind, props = body.get("type", ""), body.get("properties") or {}
+                if kind == "server.connected":
+                    connected.set()
+                elif props.get("sessionID") != sid:
+                    continue
+                elif kind.endswith(".delta") and kind.startswith(_NEXT):
+                    self.printer.delta({"type": kind, "data": props})
+                elif kind == _ASKED:
+                    nursery.start_soon(self._answer, sid, {"id": props.get("requestID"), **props})
+
+    async def _durable(self, sid: str, after: int) -> None:
+        path = f"/api/session/{sid}/event"
+        async with self.api.stream("GET", path, params={"after": after}) as stream:
+            check_stream(stream)
+            async for line in stream.aiter_lines():
+                if line.startswith("data: "):
+                    self.printer.durable(msgspec.json.decode(line[6:]))
+
+    async def _catch_up(self, sid: str) -> None:
+        while True:
+            page = check(
+                await self.api.get(
+                    f"/api/session/{sid}/history", params={"after": self.printer.last_seq}
+                )
+            )
+            for event in page["data"]:
+                self.printer.durable(event)
+            if not page["hasMore"]:
+                return
+
+    async def _answer(self, sid: str, request: dict[str, Any]) -> None:
+        """Ask the terminal about a permission request, or reject it when there is none."""
+        self.printer.asked({"type": _ASKED, "data": request})
+        request_id = request.get("id") or request.get("requestID")
+        action = request.get("action") or request.get("permission") or "?"
+        what = ", ".join(request.get("resources") or []) or "-"
+        question = f"kittiwake: allow {action} {what}? [o]nce, [a]lways, [r]eject: "
+        terminal = self._terminal()
+        if terminal is None:
+            self.printer.note(f"kittiwake: {action} {what} needs permission; no terminal, rejected")
+            reply = "reject"
+        else:
+            reply = await trio.to_thread.run_sync(_ask, terminal, question, abandon_on_cancel=True)
+        check(
+            await self.api.post(
+                f"/api/session/{sid}/permission/{request_id}/reply", json={"reply": reply}
+            )
+        )
+
+    async def _on_signals(self, signals: Any, scope: trio.CancelScope) -> None:
+        """First SIGINT: interrupt the session and let the run wind down (bounded by
+        ``_INTERRUPT_GRACE``); a second one stops waiting at once."""
+        async for _ in signals:
+            if self.interrupted:
+                scope.cancel()
+                return
+            self.interrupted = True
+            self.printer.note("kittiwake: interrupting...")
+            scope.deadline = trio.current_time() + _INTERRUPT_GRACE
+            check(await self.api.post(f"/api/session/{self.session_id}/interrupt"))
+
+
+def check_stream(response: httpx.Response) -> None:
+    """Raise ``RunFailed`` when a streamed response is an error answer."""
+    if response.status_code >= 400:
+        raise RunFailed(f"GET {response.url.path}: HTTP {response.status_code}")
+
+
+def _ask(terminal: tuple[TextIO, TextIO], question: str) -> str:
+    reader, writer = terminal
+    writer.write(question)
+    writer.flush()
+    answer = reader.readline().strip().lower()
+    return _REPLIES.get(answer, "reject")

@@ -1,0 +1,292 @@
+"""``kittiwake run`` and start-up failures in real subprocesses, with a local HTTP server
+speaking OpenAI's chat-completions SSE as the provider (planted in the data dir's catalog)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.llm.conftest import LocalServer, Reply
+from tests.llm.streams import sse
+
+ROOT = Path(__file__).resolve().parents[2]
+SESSION = re.compile(r"ses_[0-9A-Za-z]+")
+
+
+def chunk(delta: dict, finish: str | None = None) -> dict:
+    return {
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1750000000,
+        "model": "m1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }  # fmt: skip
+
+
+def said(text: str) -> Reply:
+    """One provider answer streaming *text* in two deltas."""
+    half = len(text) // 2
+    body = sse(
+        chunk({"role": "assistant", "content": text[:half]}),
+        chunk({"content": text[half:]}),
+        chunk({}, finish="stop"),
+        done=True,
+    )
+    return Reply(chunks=[body])
+
+
+def calls_read(path: str) -> Reply:
+    call = {
+        "index": 0, "id": "call_1", "type": "function",
+        "function": {"name": "read", "arguments": json.dumps({"path": path})},
+    }  # fmt: skip
+    return Reply(chunks=[sse(chunk({"tool_calls": [call]}), chunk({}, finish="tool_calls"))])
+
+
+def catalog(base_url: str) -> dict:
+    model = {"id": "m1", "name": "Local One", "tool_call": True, "limit": {"context": 8000}}
+    return {
+        "local": {
+            "id": "local", "name": "Local", "npm": "@ai-sdk/openai-compatible",
+            "api": base_url, "env": ["LOCAL_API_KEY"], "models": {"m1": model},
+        }
+    }  # fmt: skip
+
+
+class Cli:
+    """Runs ``python -m gateway`` with a data dir whose catalog has the local provider."""
+
+    def __init__(self, tmp: Path, provider: LocalServer | None) -> None:
+        self.data = tmp / "data"
+        self.project = tmp / "project"
+        self.project.mkdir()
+        self.env = {**os.environ, "HOME": str(tmp), "KITTIWAKE_DATA_DIR": str(self.data)}
+        for name in ("KITTIWAKE_SERVER_PASSWORD", "KITTIWAKE_MODEL"):
+            self.env.pop(name, None)
+        if provider is not None:
+            self.data.mkdir()
+            (self.data / "models-dev.json").write_text(json.dumps(catalog(provider.base_url)))
+            self.env["LOCAL_API_KEY"] = "sk-local"
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "gateway", *args]
+
+    async def __call__(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        with trio.fail_after(60):
+            return await trio.run_process(
+                self.argv(*args), stdin=stdin, capture_stdout=True, capture_stderr=True,
+                check=False, cwd=self.project, env=self.env,
+            )  # fmt: skip
+
+
+@pytest.fixture
+async def provider(nursery: trio.Nursery) -> LocalServer:
+    srv = LocalServer()
+    listeners = await nursery.start(trio.serve_tcp, srv.handle, 0)
+    srv.port = listeners[0].socket.getsockname()[1]
+    return srv
+
+
+def session_of(stderr: bytes) -> str:
+    found = SESSION.findall(stderr.decode())
+    assert found, stderr.decode()
+    return found[-1]
+
+
+def user_texts(request_body: dict) -> list[str]:
+    return [str(m["content"]) for m in request_body["messages"] if m["role"] == "user"]
+
+
+async def test_run_json_then_continue(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    provider.queue(said("first answer"))
+    done = await cli("run", "--model", "local/m1", "--format", "json", "hello there")
+    assert done.returncode == 0, done.stderr.decode()
+    events = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    kinds = [e["type"] for e in events]
+    assert "session.next.step.started" in kinds and "session.next.step.ended" in kinds
+    ended = [e for e in events if e["type"] == "session.next.text.ended"]
+    assert [e["data"]["text"] for e in ended] == ["first answer"]
+    sid = session_of(done.stderr)
+    assert {e["durable"]["aggregateID"] for e in events if "durable" in e} == {sid}
+    assert provider.requests[0].json()["model"] == "m1"
+
+    provider.queue(said("second answer"))
+    again = await cli("run", "--continue", "and again")
+    assert again.returncode == 0, again.stderr.decode()
+    assert again.stdout.decode() == "second answer\n"
+    assert session_of(again.stderr) == sid
+    body = provider.requests[1].json()
+    assert any("hello there" in t for t in user_texts(body))
+    assert any("and again" in t for t in user_texts(body))
+    assistant = [m for m in body["messages"] if m["role"] == "assistant"]
+    assert assistant and "first answer" in str(assistant[0]["content"])
+
+    provider.queue(said("third"))
+    chosen = await cli("run", "--session", sid, "once more")
+    assert chosen.returncode == 0 and session_of(chosen.stderr) == sid
+
+
+async def test_run_streams_before_the_step_ends_and_ctrl_c_interrupts(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    # The provider sends its first delta, then holds the stream open: the step cannot end.
+    provider.queue(
+        Reply(chunks=[sse(chunk({"role": "assistant", "content": "Streaming"}))], hang=True)
+    )
+    proc = await trio.lowlevel.open_process(
+        cli.argv("run", "tell", "me"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd=cli.project, env=cli.env,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    seen = b""
+    with trio.fail_after(30):
+        while b"Streaming" not in seen:
+            data = await proc.stdout.receive_some(4096)
+            assert data, "stdout closed before the first text"
+            seen += data
+    assert provider.disconnects == 0  # the step is still streaming
+    proc.send_signal(signal.SIGINT)
+    err = b""
+    with trio.fail_after(30):
+        while data := await proc.stderr.receive_some(4096):
+            err += data
+        await proc.wait()
+    assert proc.returncode == 130, err.decode()
+    text = err.decode()
+    sid = session_of(err)
+    assert f"interrupted session {sid}" in text and f"--session {sid}" in text
+    assert "Traceback" not in text
+
+
+async def test_piped_prompt_and_tool_calls_are_shown(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    (cli.project / "notes.txt").write_text("kittiwake notes\n")
+    provider.queue(calls_read("notes.txt"), said("read it"))
+    done = await cli("run", stdin=b"summarise notes.txt\n")
+    assert done.returncode == 0, done.stderr.decode()
+    assert user_texts(provider.requests[0].json()) == ["summarise notes.txt"]
+    err = done.stderr.decode()
+    assert '→ read {"path":"notes.txt"}' in err and "✓ read" in err
+    assert done.stdout.decode() == "read it\n"
+    tool_result = [m for m in provider.requests[1].json()["messages"] if m["role"] == "tool"]
+    assert "kittiwake notes" in str(tool_result)
+
+
+async def test_empty_prompt_is_refused_before_anything_is_created(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    for args, stdin in (((), b""), (("  ",), b"\n \n")):
+        done = await cli("run", *args, stdin=stdin)
+        assert done.returncode == 2
+        assert done.stderr.decode() == (
+            "kittiwake: run needs a prompt: as arguments, or piped on standard input\n"
+        )
+    assert sorted(p.name for p in cli.data.iterdir()) == ["models-dev.json"]
+    assert provider.requests == []
+
+
+async def test_a_failed_step_exits_1_with_the_reason(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    provider.queue(Reply(status=400, json_body={"error": {"message": "model m1 is gone"}}))
+    done = await cli("run", "hello")
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert "kittiwake: step failed:" in err and "model m1 is gone" in err
+    assert "Traceback" not in err
+
+
+async def test_held_data_dir_is_one_line_naming_the_holder(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    server = await trio.lowlevel.open_process(
+        cli.argv("serve", "--port", "0"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, cwd=cli.project, env=cli.env,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        out = b""
+        with trio.fail_after(30):
+            while b"serving" not in out:
+                out += await server.stdout.receive_some(4096)
+        url = re.search(rb"serving (http://\S+)", out).group(1).decode()  # type: ignore[union-attr]
+        for args in (("run", "hello"), ("sessions", "list"), ("serve", "--port", "0")):
+            started = time.monotonic()
+            done = await cli(*args)
+            took = time.monotonic() - started
+            assert done.returncode == 1, args
+            lines = done.stderr.decode().splitlines()
+            assert len(lines) == 1, lines
+            assert f"in use by process {server.pid} (kittiwake serve on {url})" in lines[0]
+            assert ("stop it" if args[0] == "serve" else f"add --attach {url}") in lines[0]
+            assert took < 2.0, (args, took)
+        attached = await cli("sessions", "list", "--attach", url)
+        assert attached.returncode == 0, attached.stderr.decode()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            await server.wait()
+    assert server.returncode == 0
+    assert not (cli.data / "serving.json").exists()
+
+
+async def test_port_in_use_and_bad_port_are_one_line(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = await cli("serve", "--port", str(port))
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert (
+        err.splitlines()[-1]
+        == f"kittiwake: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+    assert "Traceback" not in err
+    bad = await cli("serve", "--port", "99999")
+    assert bad.returncode == 2
+    assert bad.stderr.decode().splitlines() == [
+        "kittiwake serve: argument --port: 99999 is not a port number (0-65535)"
+        " (see kittiwake serve --help)"
+    ]
+    missing = await cli("serve", "--directory", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2
+    assert missing.stderr.decode().splitlines() == [
+        f"kittiwake: --directory {tmp_path / 'nowhere'}: not a directory"
+    ]
+
+
+async def test_malformed_credentials_file_is_one_line(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    (cli.data / "auth.json").write_text("{not json")
+    for args in (("serve", "--port", "0"), ("run", "hello")):
+        done = await cli(*args)
+        assert done.returncode == 1, args
+        lines = done.stderr.decode().splitlines()
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"kittiwake: corrupt credential store {cli.data / 'auth.json'}")
+        assert lines[0].endswith("; fix or remove it")
+    assert provider.requests == []
+
+
+async def test_help_documents_options_and_environment(tmp_path):
+    cli = Cli(tmp_path, None)
+    top = await cli("--help")
+    text = top.stdout.decode()
+    for word in ("KITTIWAKE_DATA_DIR", "KITTIWAKE_MODEL", "KITTIWAKE_SERVER_PASSWORD",
+                 "KITTIWAKE_CORS_ORIGINS", "KITTIWAKE_LOG", "exit status"):  # fmt: skip
+        assert word in text
+    run = (await cli("run", "--help")).stdout.decode()
+    for option in ("--model", "--agent", "--session", "--continue", "--format", "--attach",
+                   "--data-dir", "standard input", "KITTIWAKE_DATA_DIR"):  # fmt: skip
+        assert option in run
+    serve = (await cli("serve", "--help")).stdout.decode()
+    for option in ("--port", "--hostname", "--data-dir", "--directory"):
+        assert option in serve
+    shown = await cli("--version")
+    assert re.fullmatch(r"kittiwake \S+\n", shown.stdout.decode())
