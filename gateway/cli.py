@@ -116,9 +116,7 @@ async def _configured_provider(
     except llm_package.AuthError as exc:
         raise CliError(f"{exc}; fix or remove it") from None
     providers = catalog.providers
-    credentialed = {
-        p.id for p in providers.values() if p.id in stored or any(os.environ.get(n) for n in p.env)
-    }
+    credentialed = llm_package.providers_with_credentials(catalog, os.environ, stored)
     ref = llm_package.resolve_model(
         catalog, credentialed, wanted or os.environ.get("KITTIWAKE_MODEL")
     )

@@ -50,6 +50,7 @@ from ._defaults import PROVIDER_ORDER as PROVIDER_ORDER
 from ._defaults import choose_default_model as choose_default_model
 from ._defaults import choose_small_model as choose_small_model
 from ._defaults import parse_model as parse_model
+from ._defaults import providers_with_credentials as providers_with_credentials
 from ._defaults import resolve_model as resolve_model
 from ._defaults import usable_providers as usable_providers
 from ._errors import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
@@ -251,6 +252,7 @@ __all__ = [
     "partition_options",
     "prompt_cache_key",
     "provider_http_client",
+    "providers_with_credentials",
     "render_stream",
     "replay_transport",
     "resolve_model",

@@ -7,9 +7,10 @@ credentials; reading the environment or the credential store is the caller's par
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
+from ._auth import _ENV_REF
 from ._catalog import Catalog, CatalogModel, CatalogProvider
 from ._errors import CatalogError
 from ._schema import ModelRef
@@ -20,6 +21,7 @@ __all__ = [
     "choose_default_model",
     "choose_small_model",
     "parse_model",
+    "providers_with_credentials",
     "resolve_model",
     "usable_providers",
 ]
@@ -61,6 +63,25 @@ def parse_model(text: str) -> ModelRef:
     if not provider or not model:
         raise CatalogError(f"model {text!r} is not of the form provider/model")
     return ModelRef(provider_id=provider, model_id=model)
+
+
+def providers_with_credentials(
+    catalog: Catalog, env: Mapping[str, str], stored: Collection[str]
+) -> set[str]:
+    """Ids of the providers a credential is found for, as ``Auth`` looks: a configured
+    ``options.apiKey`` (a ``{env:NAME}`` reference counts when NAME is set), a credential
+    in the store (*stored*: its provider ids), or one of the provider's ``env`` variables."""
+    found: set[str] = set()
+    for provider in catalog.providers.values():
+        key = provider.options.get("apiKey")
+        if isinstance(key, str) and key:
+            match = _ENV_REF.match(key)
+            if match is None or env.get(match.group(1)):
+                found.add(provider.id)
+                continue
+        if provider.id in stored or any(env.get(name) for name in provider.env):
+            found.add(provider.id)
+    return found
 
 
 def usable_providers(catalog: Catalog, credentialed: Collection[str]) -> list[CatalogProvider]:

@@ -11,6 +11,7 @@ from runtime.llm import (
     choose_default_model,
     choose_small_model,
     parse_model,
+    providers_with_credentials,
     resolve_model,
     usable_providers,
 )
@@ -157,3 +158,22 @@ def test_a_named_model_is_used_as_named(catalog):
         provider_id="google", model_id="gemini-2.5-pro"
     )
     assert parse_model(" a/b/c ") == ModelRef(provider_id="a", model_id="b/c")
+
+
+def test_providers_with_credentials_look_where_auth_looks(catalog):
+    configured = catalog.with_config(
+        {
+            "provider": {
+                "proxy": {"options": {"baseURL": "http://p/v1", "apiKey": "{env:PROXY_KEY}"}},
+                "literal": {"options": {"baseURL": "http://l/v1", "apiKey": "sk-inline"}},
+                **LOCAL["provider"],
+            }
+        }
+    )
+    env = {"OPENAI_API_KEY": "sk-x", "GEMINI_API_KEY": "", "UNRELATED": "1"}
+    found = providers_with_credentials(configured, env, {"xai"})
+    assert found == {"openai", "xai", "literal"}
+    with_proxy = providers_with_credentials(configured, {**env, "PROXY_KEY": "k"}, ())
+    assert with_proxy == {"openai", "literal", "proxy"}
+    # The keyless local provider needs none, so it is usable without being credentialed.
+    assert "local" in [p.id for p in usable_providers(configured, found)]
