@@ -18,13 +18,14 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import trio
 
+from gateway._args import parser
+from gateway._setup import SetupError, auth_list, auth_login, auth_logout, list_models
 from gateway._terminal import RunFailed, Runner, RunOptions, read_prompt
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
@@ -39,20 +40,6 @@ _log = logging.getLogger("kittiwake.cli")
 _FEATURED: Final = ("anthropic", "openai", "google", "openrouter", "github-copilot")
 _RELEASE_AFTER: Final = 0.25
 _SERVING_FILE: Final = "serving.json"
-_ENVIRONMENT: Final = """\
-environment:
-  KITTIWAKE_DATA_DIR         the data dir (else $XDG_DATA_HOME/kittiwake, else
-                             ~/.local/share/kittiwake); --data-dir wins over it
-  KITTIWAKE_MODEL            provider/model: the default model (run --model wins)
-  KITTIWAKE_SERVER_PASSWORD  HTTP basic auth password of serve, and the one --attach sends
-  KITTIWAKE_CORS_ORIGINS     comma-separated origins serve allows (CORS is off without it)
-  KITTIWAKE_LOG              log level (default WARNING)
-  ANTHROPIC_API_KEY, OPENAI_API_KEY, ...
-                             a provider's API key, named by the model catalog (see
-                             `kittiwake models`); `kittiwake auth login` stores one instead
-
-exit status: 0 done, 1 failed (one line says why), 2 bad usage or server unreachable,
-130 interrupted (Ctrl-C)"""
 
 
 class CliError(Exception):
@@ -341,6 +328,23 @@ async def _run(args: argparse.Namespace) -> int:
         return await Runner(api, options).run()
 
 
+async def _models(args: argparse.Namespace) -> int:
+    return await list_models(_data_dir(args), args.provider, os.environ, sys.stdout)
+
+
+async def _auth(args: argparse.Namespace) -> int:
+    data_dir = _data_dir(args)
+    if args.action == "logout":
+        return auth_logout(data_dir, args.provider, sys.stderr)
+    catalog = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
+    if args.action == "list":
+        return auth_list(data_dir, os.environ, catalog, sys.stdout)
+    return await auth_login(
+        data_dir, args.provider, catalog, enterprise_url=args.enterprise_url, stdin=sys.stdin,
+        err=sys.stderr,
+    )  # fmt: skip
+
+
 async def _sessions(args: argparse.Namespace) -> int:
     async with _api(args) as api:
         if args.action == "list":
@@ -401,88 +405,6 @@ async def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line usage error (exit status 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text} is not a port number (0-65535)")
-    return port
-
-
-def _version() -> str:
-    try:
-        return version("kittiwake")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def _parser() -> argparse.ArgumentParser:
-    fmt = argparse.RawDescriptionHelpFormatter
-    parser = _Parser(
-        prog="kittiwake", description=__doc__, epilog=_ENVIRONMENT, formatter_class=fmt
-    )
-    parser.add_argument("--version", action="version", version=f"kittiwake {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, help_text: str, description: str = "") -> argparse.ArgumentParser:
-        return sub.add_parser(
-            name, help=help_text, description=description or help_text, epilog=_ENVIRONMENT,
-            formatter_class=fmt,
-        )  # fmt: skip
-
-    data_dir_help = "the data dir (default: $KITTIWAKE_DATA_DIR, else $XDG_DATA_HOME/kittiwake)"
-    attach_help = "URL of a running `kittiwake serve` to talk to, instead of opening the data dir"
-    serve = command("serve", "serve the HTTP API (OpenCode V2 routes) until Ctrl-C or SIGTERM")
-    serve.add_argument("--port", type=_port, default=4096, help="TCP port (default 4096; 0: any)")
-    serve.add_argument("--hostname", default="127.0.0.1", help="address (default 127.0.0.1)")
-    serve.add_argument("--data-dir", help=data_dir_help)
-    serve.add_argument(
-        "--directory", help="the project directory: where sessions without one work and the "
-        "file routes are confined (default: the current directory)",
-    )  # fmt: skip
-    run = command(
-        "run", "prompt a session once and print the answer as it streams",
-        "Prompt a new session (or --session ID, or --continue) and print the answer as it "
-        "streams: text on standard output, tool calls and their outcomes on standard error. "
-        "Permission requests are asked on the terminal (rejected when there is none). "
-        "Ctrl-C interrupts the session and exits 130.",
-    )  # fmt: skip
-    run.add_argument(
-        "prompt", nargs="*", help="the prompt; standard input is added when it is a pipe or a "
-        "file (read to its end; pass </dev/null to skip it)",
-    )  # fmt: skip
-    run.add_argument("--model", metavar="PROVIDER/MODEL", help="the model for this prompt on")
-    run.add_argument("--agent", help="the agent for this prompt on (e.g. build, plan)")
-    which = run.add_mutually_exclusive_group()
-    which.add_argument("--session", metavar="ID", help="prompt this session instead of a new one")
-    which.add_argument(
-        "--continue", "-c", dest="continue_latest", action="store_true",
-        help="prompt the latest session of the current directory",
-    )  # fmt: skip
-    run.add_argument(
-        "--format", choices=["default", "json"], default="default",
-        help="json: every event (durable ones and deltas) as one JSON object per line",
-    )  # fmt: skip
-    sessions = command("sessions", "list, show or delete sessions")
-    sessions.add_argument("action", choices=["list", "show", "delete"])
-    sessions.add_argument("id", nargs="?", help="the session of show and delete")
-    sessions.add_argument("--limit", type=int, default=50, help="most sessions listed (50)")
-    inspect = command("inspect", "print the actor tree")
-    for cmd in (run, sessions, inspect):
-        cmd.add_argument("--attach", metavar="URL", help=attach_help)
-        cmd.add_argument("--data-dir", help=data_dir_help)
-    return parser
-
-
 async def _release_library_pages_soon(scope: trio.CancelScope) -> None:
     """Once start-up's DuckDB work is done, unmap the library pages it alone used
     (``storage.release_library_pages``), ``_RELEASE_AFTER`` seconds after the server
@@ -513,7 +435,7 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
     collector for start-up: ``serve`` resumes it once accepting, other commands at once.
     A failure a person can cause is printed as one line (see the module docstring).
     """
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     args.collector_paused = collector_paused
     if args.command != "serve":
         _end_startup(args)
@@ -540,7 +462,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         args.command in ("run", "sessions", "inspect") and not args.attach
     ):
         _check_free(_data_dir(args), args.command)
-    command = {"serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect}
+    if args.command == "auth" and args.action != "list" and not args.provider:
+        raise CliError(f"auth {args.action} needs a provider id (kittiwake models lists them)", 2)
+    command = {
+        "serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect,
+        "models": _models, "auth": _auth,
+    }  # fmt: skip
     return trio.run(command[args.command], args)
 
 
@@ -550,11 +477,14 @@ def _report(exc: BaseException) -> int:
         return 130
     if isinstance(exc, SystemExit):
         raise exc
+    if _find(exc, BrokenPipeError) is not None:  # the reader left (`kittiwake models | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     found = _find(exc, llm_package.CatalogError)
     if found is not None:  # the model asked for is unknown or has no credentials
         print(f"kittiwake: {found}", file=sys.stderr)
         return 2
-    for kind in (CliError, RunFailed, llm_package.AuthError):
+    for kind in (CliError, RunFailed, SetupError, llm_package.AuthError):
         found = _find(exc, kind)
         if found is not None:
             print(f"kittiwake: {found}", file=sys.stderr)

@@ -1,0 +1,128 @@
+"""The ``kittiwake`` command line: every command, option and environment variable it reads."""
+
+from __future__ import annotations
+
+import argparse
+from importlib.metadata import PackageNotFoundError, version
+from typing import Final, NoReturn
+
+__all__ = ["parser"]
+
+_ENVIRONMENT: Final = """\
+environment:
+  KITTIWAKE_DATA_DIR         the data dir (else $XDG_DATA_HOME/kittiwake, else
+                             ~/.local/share/kittiwake); --data-dir wins over it
+  KITTIWAKE_MODEL            provider/model: the default model (run --model wins)
+  KITTIWAKE_SERVER_PASSWORD  HTTP basic auth password of serve, and the one --attach sends
+  KITTIWAKE_CORS_ORIGINS     comma-separated origins serve allows (CORS is off without it)
+  KITTIWAKE_LOG              log level (default WARNING)
+  ANTHROPIC_API_KEY, OPENAI_API_KEY, ...
+                             a provider's API key, named by the model catalog (see
+                             `kittiwake models`); `kittiwake auth login` stores one instead
+
+exit status: 0 done, 1 failed (one line says why), 2 bad usage or server unreachable,
+130 interrupted (Ctrl-C)"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port number (0-65535)")
+    return port
+
+
+def _version() -> str:
+    try:
+        return version("kittiwake")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``kittiwake`` and its commands (``--help`` is their documentation)."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog="kittiwake",
+        description="Durable AI coding-agent sessions: serve them over HTTP, or prompt one here.",
+        epilog=_ENVIRONMENT,
+        formatter_class=fmt,
+    )
+    parser.add_argument("--version", action="version", version=f"kittiwake {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, description: str = "") -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=help_text, description=description or help_text, epilog=_ENVIRONMENT,
+            formatter_class=fmt,
+        )  # fmt: skip
+
+    data_dir_help = "the data dir (default: $KITTIWAKE_DATA_DIR, else $XDG_DATA_HOME/kittiwake)"
+    attach_help = "URL of a running `kittiwake serve` to talk to, instead of opening the data dir"
+    serve = command("serve", "serve the HTTP API (OpenCode V2 routes) until Ctrl-C or SIGTERM")
+    serve.add_argument("--port", type=_port, default=4096, help="TCP port (default 4096; 0: any)")
+    serve.add_argument("--hostname", default="127.0.0.1", help="address (default 127.0.0.1)")
+    serve.add_argument("--data-dir", help=data_dir_help)
+    serve.add_argument(
+        "--directory", help="the project directory: where sessions without one work and the "
+        "file routes are confined (default: the current directory)",
+    )  # fmt: skip
+    run = command(
+        "run", "prompt a session once and print the answer as it streams",
+        "Prompt a new session (or --session ID, or --continue) and print the answer as it "
+        "streams: text on standard output, tool calls and their outcomes on standard error. "
+        "Permission requests are asked on the terminal (rejected when there is none). "
+        "Ctrl-C interrupts the session and exits 130.",
+    )  # fmt: skip
+    run.add_argument(
+        "prompt", nargs="*", help="the prompt; standard input is added when it is a pipe or a "
+        "file (read to its end; pass </dev/null to skip it)",
+    )  # fmt: skip
+    run.add_argument("--model", metavar="PROVIDER/MODEL", help="the model for this prompt on")
+    run.add_argument("--agent", help="the agent for this prompt on (e.g. build, plan)")
+    which = run.add_mutually_exclusive_group()
+    which.add_argument("--session", metavar="ID", help="prompt this session instead of a new one")
+    which.add_argument(
+        "--continue", "-c", dest="continue_latest", action="store_true",
+        help="prompt the latest session of the current directory",
+    )  # fmt: skip
+    run.add_argument(
+        "--format", choices=["default", "json"], default="default",
+        help="json: every event (durable ones and deltas) as one JSON object per line",
+    )  # fmt: skip
+    sessions = command("sessions", "list, show or delete sessions")
+    sessions.add_argument("action", choices=["list", "show", "delete"])
+    sessions.add_argument("id", nargs="?", help="the session of show and delete")
+    sessions.add_argument("--limit", type=int, default=50, help="most sessions listed (50)")
+    inspect = command("inspect", "print the actor tree")
+    models = command(
+        "models", "list the catalog's models; ✓ marks those whose provider has credentials"
+    )
+    models.add_argument("provider", nargs="?", help="only this provider's models")
+    auth = command(
+        "auth", "store, list or remove provider credentials (<data dir>/auth.json, mode 0600)",
+        "login PROVIDER stores an API key, typed without echo or piped on standard input "
+        "(github-copilot: a GitHub device login instead); list shows the stored credentials "
+        "and the providers whose variables are set, never a secret; logout PROVIDER removes "
+        "one.",
+    )  # fmt: skip
+    auth.add_argument("action", choices=["login", "list", "logout"])
+    auth.add_argument("provider", nargs="?", help="the provider id (see kittiwake models)")
+    auth.add_argument(
+        "--enterprise-url", metavar="URL", help="github-copilot: a GitHub Enterprise server"
+    )
+    for cmd in (models, auth):
+        cmd.add_argument("--data-dir", help=data_dir_help)
+    for cmd in (run, sessions, inspect):
+        cmd.add_argument("--attach", metavar="URL", help=attach_help)
+        cmd.add_argument("--data-dir", help=data_dir_help)
+    return parser

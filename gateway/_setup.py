@@ -1,0 +1,172 @@
+"""``kittiwake models`` and ``kittiwake auth``: which models there are, and their credentials.
+
+Both read the data dir's model catalog (the models.dev cache, else the bundled snapshot)
+and its credential store (``<data dir>/auth.json``, mode 0600); neither opens the event
+store, so they work while a server holds the data dir.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final, TextIO
+
+from runtime import llm as llm_package
+
+__all__ = ["SetupError", "auth_list", "auth_login", "auth_logout", "credentialed", "list_models"]
+
+_COPILOT: Final = "github-copilot"
+_DEVICE_WAIT: Final = 900.0  # seconds a device login waits for the user to authorise
+
+
+class SetupError(Exception):
+    """A ``models`` or ``auth`` command that cannot go on; the message is its one line."""
+
+
+def credentialed(
+    catalog: llm_package.Catalog, stored: Mapping[str, object], env: Mapping[str, str]
+) -> set[str]:
+    """The providers with a credential: stored, or one of their variables set in *env*."""
+    return {
+        p.id
+        for p in catalog.providers.values()
+        if p.id in stored or any(env.get(name) for name in p.env)
+    }
+
+
+def _store(data_dir: Path) -> tuple[llm_package.CredentialStore, dict[str, object]]:
+    store = llm_package.CredentialStore(data_dir)
+    try:
+        return store, dict(store.load())
+    except llm_package.AuthError as exc:
+        raise SetupError(f"{exc}; fix or remove it") from None
+
+
+async def list_models(
+    data_dir: Path, provider_id: str | None, env: Mapping[str, str], out: TextIO
+) -> int:
+    """Print the catalog's current models, ``✓`` before those whose provider has
+    credentials and ``(default)`` after the model a new session would use.
+
+    Raises:
+        SetupError: unknown provider, or a malformed credential store.
+    """
+    catalog = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
+    _, stored = _store(data_dir)
+    keyed = credentialed(catalog, stored, env)
+    if provider_id is not None and provider_id not in catalog.providers:
+        raise SetupError(f"unknown provider {provider_id!r}; `kittiwake models` lists them")
+    try:
+        default = llm_package.resolve_model(catalog, keyed, env.get("KITTIWAKE_MODEL"))
+    except llm_package.CatalogError:
+        default = None
+    rows = [
+        m
+        for m in catalog.models()
+        if (provider_id is None or m.provider_id == provider_id) and m.status != "deprecated"
+    ]
+    width = max((len(m.provider_id) + len(m.id) + 1 for m in rows), default=0)
+    for model in rows:
+        ref = f"{model.provider_id}/{model.id}"
+        mark = "✓" if model.provider_id in keyed else " "
+        chosen = default is not None and (default.provider_id, default.model_id) == (
+            model.provider_id,
+            model.id,
+        )
+        tail = "  (default)" if chosen else ""
+        out.write(f"{mark} {ref:<{width}}  {model.name}{tail}\n")
+    out.write(f"✓: the provider has credentials ({len(keyed)} of {len(catalog.providers)})\n")
+    return 0
+
+
+def auth_list(
+    data_dir: Path, env: Mapping[str, str], catalog: llm_package.Catalog, out: TextIO
+) -> int:
+    """Print the stored credentials (provider and kind, never the secret), then the providers
+    whose variables are set in the environment."""
+    store, stored = _store(data_dir)
+    out.write(f"{store.path}\n")
+    for pid, credential in sorted(stored.items()):
+        kind = "oauth" if isinstance(credential, llm_package.OAuthCredential) else "api key"
+        out.write(f"  {pid:<24} {kind}\n")
+    if not stored:
+        out.write("  (none)\n")
+    found = [
+        (p.id, name)
+        for p in sorted(catalog.providers.values(), key=lambda p: p.id)
+        for name in p.env
+        if env.get(name)
+    ]
+    if found:
+        out.write("environment\n")
+        for pid, name in found:
+            out.write(f"  {pid:<24} {name}\n")
+    return 0
+
+
+def auth_logout(data_dir: Path, provider_id: str, out: TextIO) -> int:
+    """Forget *provider_id*'s stored credential.
+
+    Raises:
+        SetupError: none is stored, or the store is malformed.
+    """
+    store, stored = _store(data_dir)
+    if provider_id not in stored:
+        raise SetupError(f"no stored credential for {provider_id!r} in {store.path}")
+    store.remove(provider_id)
+    out.write(f"kittiwake: removed the credential of {provider_id}\n")
+    return 0
+
+
+async def auth_login(
+    data_dir: Path, provider_id: str, catalog: llm_package.Catalog, *,
+    enterprise_url: str | None, stdin: TextIO, err: TextIO,
+) -> int:  # fmt: skip
+    """Store a credential for *provider_id*: GitHub Copilot by its device login, every other
+    provider by an API key read from the terminal (without echo) or from piped standard input.
+
+    Cancellation during the device login stores nothing.
+
+    Raises:
+        SetupError: an empty key, a failed device login, or a malformed store.
+    """
+    store, _ = _store(data_dir)
+    if provider_id not in catalog.providers:
+        err.write(f"kittiwake: note: {provider_id} is not in the model catalog\n")
+    if provider_id == _COPILOT:
+        credential: llm_package.Credential = await _copilot_login(enterprise_url, err)
+    else:
+        credential = llm_package.ApiKeyCredential(key=_read_key(provider_id, stdin))
+    store.set(provider_id, credential)
+    err.write(f"kittiwake: stored the credential of {provider_id} in {store.path}\n")
+    return 0
+
+
+def _read_key(provider_id: str, stdin: TextIO) -> str:
+    if stdin.isatty():
+        key = getpass.getpass(f"API key for {provider_id}: ")
+    else:
+        key = stdin.readline()
+    key = key.strip()
+    if not key:
+        raise SetupError("no API key given (type it, or pipe it on standard input)")
+    return key
+
+
+async def _copilot_login(enterprise_url: str | None, err: TextIO) -> llm_package.OAuthCredential:
+    github = (enterprise_url or "https://github.com").rstrip("/")
+    http = llm_package.provider_http_client()
+
+    async def show(code: llm_package.DeviceCode) -> None:
+        err.write(f"kittiwake: open {code.verification_uri} and enter the code {code.user_code}\n")
+        err.flush()
+
+    try:
+        return await llm_package.copilot_device_login(
+            http, on_user_code=show, max_wait=_DEVICE_WAIT, github_url=github
+        )
+    except llm_package.AuthError as exc:
+        raise SetupError(f"GitHub device login failed: {exc}") from None
+    finally:
+        await http.aclose()
