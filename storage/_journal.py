@@ -292,6 +292,16 @@ class Journal:
         """The lowest LSN still held (records below it were released)."""
         return self._segments[0][0]
 
+    @property
+    def held_records(self) -> int:
+        """Records the journal holds: those appended since the last release covered all."""
+        return self._next_lsn - self.first_lsn
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the records the journal holds (not the zeros ahead of them)."""
+        return self._closed_bytes + self._active_size
+
     def append(self, payloads: Sequence[bytes], *, sync: bool = True) -> int:
         """Write *payloads* as one batch, durably, and return the LSN of the last record.
 
@@ -379,22 +389,32 @@ class Journal:
     def release_through(self, lsn: int) -> list[Path]:
         """Delete the oldest segments whose records all have LSNs <= *lsn*; return their paths.
 
-        Call this only once a checkpoint and a verified backup cover *lsn*. The active segment is
-        never deleted, so the journal always knows its :attr:`next_lsn`.
+        Call this only once a checkpoint and a verified backup cover *lsn*. When *lsn* covers
+        every record, a new empty active segment (named after :attr:`next_lsn`) is started
+        first, so the one that held them can go too: the journal then holds nothing, however
+        short-lived the processes that wrote it. The active segment itself is never deleted,
+        so the journal always knows its :attr:`next_lsn`.
+
+        Segments go oldest first, so a crash part-way leaves a contiguous journal that
+        still starts at or before ``lsn + 1``; the next release deletes the rest.
 
         Raises:
             ValueError: *lsn* is not below :attr:`next_lsn` (nothing can cover it yet).
-            JournalError: the journal is closed.
-            OSError: a segment could not be deleted (those before it are already gone).
+            JournalError: the journal is closed, or refuses appends after a failure (a new
+                segment cannot be started then; nothing was deleted).
+            OSError: a segment could not be created or deleted (those before it are gone).
         """
         self._check_open()
         if lsn >= self._next_lsn:
             raise ValueError(f"lsn {lsn} is not below next_lsn {self._next_lsn}")
+        if lsn == self._next_lsn - 1 and self._active_size:
+            self._writable_fd()
+            self._rotate()
         released: list[Path] = []
         while len(self._segments) > 1 and self._segments[1][0] - 1 <= lsn:
             _, path = self._segments[0]
             size = path.stat().st_size
-            path.unlink()
+            _delete_segment(path)
             self._segments.pop(0)
             self._closed_bytes -= size
             released.append(path)
@@ -569,6 +589,10 @@ def _create_segment(directory: Path, dir_fd: int, first_lsn: int, *, fsync: bool
     if fsync:
         _fsync_directory(dir_fd)
     return path
+
+
+def _delete_segment(path: Path) -> None:
+    path.unlink()
 
 
 def _repair_tail(path: Path, first_lsn: int, *, fsync: bool) -> tuple[int, int]:

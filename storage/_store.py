@@ -11,7 +11,6 @@ leaves them as they were.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from collections import OrderedDict
@@ -27,8 +26,17 @@ from runtime import _schema as ev
 from runtime._errors import StorageError
 from runtime._history import HistoryDelta
 from storage._applier import Applier
+from storage._backup import (
+    BACKUP_FILE,
+    DEFAULT_BACKUP_BATCHES,
+    DEFAULT_BACKUP_JOURNAL_BYTES,
+    BackupSchedule,
+    check_tables,
+    remove_staging,
+    write_backup,
+)
 from storage._batch import AdmitPrompt, ApprovalRow, EpochRow, StoredEvent, WriteBatch
-from storage._journal import Journal
+from storage._journal import DEFAULT_SEGMENT_MAX_BYTES, Journal
 from storage._rows import RowSet
 from storage._syncer import Syncer
 from storage._tables import migrate
@@ -38,7 +46,6 @@ __all__ = ["DB_FILE", "EventStore", "Outcome", "StoreStatistics"]
 _log = logging.getLogger("kittiwake.storage")
 T = TypeVar("T")
 DB_FILE: Final = "kittiwake.duckdb"
-_BACKUP_FILE: Final = "kittiwake.duckdb.backup"
 _CACHE_MESSAGES: Final = 4096
 _CACHE_HISTORIES: Final = 512
 _REPLAY_CHUNK: Final = 512
@@ -83,6 +90,12 @@ class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
     journal_lsn: int
     recovered_batches: int
     rebuilt: bool
+    journal_batches: int
+    """Batches the journal holds: those since the last verified backup."""
+    journal_bytes: int
+    backups: int
+    """Verified backups this store took since it opened."""
+    last_backup_seconds: float
 
 
 class _History:
@@ -139,14 +152,21 @@ class EventStore:
             is fdatasynced first, and a database that trails or loses it is caught up.
         db_memory_mb: DuckDB's memory limit (its buffer pool spills beyond it).
         db_threads: DuckDB's worker threads.
-        backup_every: batches between checkpoint + verified backup + journal release.
+        backup_every: a checkpoint, verified backup and journal release runs once the
+            journal holds this many batches. The journal is the count: it holds exactly
+            the batches since the last verified backup, so the count survives restarts.
+        backup_journal_bytes: ... or once the journal holds this many bytes.
+        journal_segment_bytes: the journal starts a new segment file past this size.
         sync_thread: fdatasync the journal on a thread of its own, so the next batch is
             planned and written while the previous one syncs (the StorageActor's
             threaded mode); off, :meth:`write_batch` syncs before it returns.
     """
 
     def __init__(
-        self, directory: Path, *, fsync: bool = True, backup_every: int = 2000,
+        self, directory: Path, *, fsync: bool = True,
+        backup_every: int = DEFAULT_BACKUP_BATCHES,
+        backup_journal_bytes: int = DEFAULT_BACKUP_JOURNAL_BYTES,
+        journal_segment_bytes: int = DEFAULT_SEGMENT_MAX_BYTES,
         db_fsync: bool = False, db_memory_mb: int = 128, db_threads: int = 1,
         sync_thread: bool = False,
     ) -> None:  # fmt: skip
@@ -155,7 +175,10 @@ class EventStore:
         self._db_fsync = db_fsync
         self._db_memory_mb = db_memory_mb
         self._db_threads = db_threads
-        self._backup_every = backup_every
+        self._schedule = BackupSchedule(batches=backup_every, journal_bytes=backup_journal_bytes)
+        self._segment_bytes = journal_segment_bytes
+        self._backups = 0
+        self._last_backup_seconds = 0.0
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._journal: Journal | None = None
         self._sessions: dict[str, _SessionRow] = {}
@@ -164,7 +187,6 @@ class EventStore:
         self._epochs: dict[str, EpochRow | None] = {}
         self._stats = dict(batches=0, operations=0, events=0, last_batch_size=0)
         self._last_commit_ms = 0.0
-        self._since_backup = 0
         self._recovered = 0
         self._rebuilt = False
         self._ids = IdGenerator()
@@ -207,17 +229,22 @@ class EventStore:
 
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._journal = Journal.open(self.directory / "journal", fsync=self._fsync)
+        self._journal = Journal.open(
+            self.directory / "journal", fsync=self._fsync, segment_max_bytes=self._segment_bytes
+        )
+        remove_staging(self.directory)
         self._conn = self._connect_checked()
         self._catch_up()
         self._lsn = self.journal_lsn()
         self._applier = Applier(self._conn.cursor(), self._lsn)
+        # A crash loop never reaches the threshold's batch: back up now, before serving.
+        self._maybe_backup()
         if self._sync_thread:
             self._syncer = Syncer(self._sync_journal)
 
     def _connect_checked(self) -> duckdb.DuckDBPyConnection:
         path = self.directory / DB_FILE
-        backup = self.directory / _BACKUP_FILE
+        backup = self.directory / BACKUP_FILE
         if not path.exists() and backup.exists():
             # A fresh empty file would need the whole journal, which the backup let go of.
             _log.error("database missing, restoring the verified backup")
@@ -260,12 +287,10 @@ class EventStore:
             # progress bar on the server's terminal.
             conn.execute("set enable_progress_bar = false")
             found = migrate(conn, now_ms=time.time_ns() // 1_000_000)
-            # count(*) is answered from metadata; hashing whole rows reads (and checksums)
-            # every data block, so a damaged block is found here and not on a later write.
-            # A database created just now has no block to check.
-            tables = conn.execute("select table_name from duckdb_tables()").fetchall()
-            for (table,) in tables if found else ():
-                conn.execute(f'select count(*), bit_xor(hash(t)) from "{table}" as t').fetchone()
+            # Every data block is read now, so damage is found here and not on a later
+            # write. A database created just now has no block to check.
+            if found:
+                check_tables(conn)
         except BaseException:
             conn.close()
             raise
@@ -609,8 +634,6 @@ class EventStore:
         self._stats["operations"] += operations
         self._stats["events"] += events
         self._stats["last_batch_size"] = operations
-        if events:
-            self._since_backup += 1
 
     def new_event_id(self) -> str:
         return self._ids.new("evt")
@@ -618,42 +641,46 @@ class EventStore:
     # -- backup -------------------------------------------------------------------------
 
     def _maybe_backup(self) -> None:
-        if self._since_backup >= self._backup_every:
+        """Back up when the journal holds a threshold's worth since the last backup.
+
+        A failure is logged, not raised: nothing is lost (the journal keeps every record
+        and the previous backup stays), and the next attempt waits for another
+        threshold's worth of journal.
+        """
+        assert self._journal is not None
+        if self.broken or not self._schedule.due(self._journal):
+            return
+        try:
             self.checkpoint_and_backup()
+        except Exception as exc:  # noqa: BLE001 - logged; the journal still holds everything
+            _log.error("backup failed; the journal keeps growing until one succeeds", exc_info=exc)
+            self._schedule.failed(self._journal)
 
     def checkpoint_and_backup(self) -> int:
         """Checkpoint, copy the file, verify the copy, then release covered journal segments.
 
-        Returns the journal LSN the verified backup covers.
+        Waits until DuckDB holds every journaled batch; the copy is verified and renamed
+        over the previous backup (:func:`storage._backup.write_backup`) before the journal
+        releases anything, so a crash at any point leaves a verified backup and a journal
+        that reaches back to it. Returns the journal LSN the verified backup covers.
 
         Raises:
             StorageError: the copy did not verify; no journal segment was released.
+            OSError: the copy, rename or release failed (a release part-way is finished
+                by the next one).
         """
         assert self._journal is not None
         self._barrier()
         lsn = self.journal_lsn()
         self.conn.execute("checkpoint")
-        source = self.directory / DB_FILE
-        staging = self.directory / (_BACKUP_FILE + ".tmp")
-        shutil.copyfile(source, staging)
-        _fsync_file(staging)
-        self._verify_copy(staging, lsn)
-        os.replace(staging, self.directory / _BACKUP_FILE)
-        self._journal.release_through(lsn)
-        self._since_backup = 0
+        seconds = write_backup(self.directory, self.directory / DB_FILE, lsn, self.conn)
+        if lsn >= 0:
+            self._journal.release_through(lsn)
+        self._schedule.succeeded()
+        self._backups += 1
+        self._last_backup_seconds = seconds
+        _log.info("verified backup", extra={"lsn": lsn, "seconds": round(seconds, 4)})
         return lsn
-
-    def _verify_copy(self, path: Path, lsn: int) -> None:
-        try:
-            copy = duckdb.connect(str(path), read_only=True, config=self._db_config())
-        except Exception as exc:
-            raise StorageError(f"backup copy does not open: {exc}") from exc
-        try:
-            row = copy.execute("select value from meta where key = 'journal_lsn'").fetchone()
-        finally:
-            copy.close()
-        if row is None or int(row[0]) != lsn:
-            raise StorageError(f"backup copy holds lsn {row}, expected {lsn}")
 
     # -- reads used by write batches -------------------------------------------------------
 
@@ -926,19 +953,15 @@ class EventStore:
             journal_lsn=self._lsn,
             recovered_batches=self._recovered,
             rebuilt=self._rebuilt,
+            journal_batches=self._journal.held_records if self._journal else 0,
+            journal_bytes=self._journal.held_bytes if self._journal else 0,
+            backups=self._backups,
+            last_backup_seconds=self._last_backup_seconds,
         )
 
 
 def _by_seq(entry: tuple[int, SessionMessage]) -> int:
     return entry[0]
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _input_from_row(row: Sequence[Any]) -> ev.InputAdmitted:

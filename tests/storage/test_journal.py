@@ -300,7 +300,7 @@ class TestRelease:
             assert [lsn for lsn, _ in journal.read(3)] == list(range(3, 10))
             with pytest.raises(JournalError, match="released"):
                 list(journal.read(2))
-            assert journal.release_through(9) == [tmp_path / names[1], tmp_path / names[2]]
+            assert journal.release_through(8) == [tmp_path / names[1], tmp_path / names[2]]
             assert [f.name for f in segment_files(tmp_path)] == [names[3]]
             with pytest.raises(ValueError, match="not below"):
                 journal.release_through(10)
@@ -310,6 +310,37 @@ class TestRelease:
         with Journal.open(tmp_path) as journal:
             assert journal.next_lsn == 11
             assert journal.verify() == 2
+
+    def test_release_of_every_record_starts_an_empty_segment(self, tmp_path: Path) -> None:
+        """A journal that never fills a segment (short-lived processes) still empties."""
+        for round_ in range(3):
+            with Journal.open(tmp_path) as journal:
+                fill(journal, batches=5, batch_size=2)
+                assert (journal.held_records, journal.held_bytes) == (10, 10 * (HEADER_SIZE + 40))
+                old = segment_files(tmp_path)
+                assert journal.release_through(journal.next_lsn - 1) == old
+                assert (journal.held_records, journal.held_bytes) == (0, 0)
+                assert journal.first_lsn == journal.next_lsn == 10 * (round_ + 1)
+                assert [f.name for f in segment_files(tmp_path)] == [
+                    f"journal-{journal.next_lsn:016d}.seg"
+                ]
+                assert journal.release_through(journal.next_lsn - 1) == []  # nothing held
+        with Journal.open(tmp_path) as journal:
+            assert (journal.first_lsn, journal.next_lsn, journal.verify()) == (30, 30, 0)
+            assert journal.append([b"y"]) == 30
+
+    def test_a_release_cut_short_leaves_a_journal_that_opens(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path, segment_max_bytes=2 * (HEADER_SIZE + 40)) as journal:
+            written = fill(journal, batches=7, batch_size=1)
+        names = [f.name for f in segment_files(tmp_path)]
+        assert len(names) == 4
+        (tmp_path / names[0]).unlink()  # a crash after the first of three deletions
+        with Journal.open(tmp_path) as journal:
+            assert journal.first_lsn == 2
+            assert [p for _, p in journal.read(2)] == written[2:]
+            released = journal.release_through(6)
+            assert released == [tmp_path / n for n in names[1:]]
+            assert (journal.first_lsn, journal.held_records) == (7, 0)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
