@@ -16,6 +16,10 @@ environment:
   KITTIWAKE_SERVER_PASSWORD  HTTP basic auth password of serve, and the one --attach sends
   KITTIWAKE_CORS_ORIGINS     comma-separated origins serve allows (CORS is off without it)
   KITTIWAKE_LOG              log level (default WARNING)
+  KITTIWAKE_CONFIG           a configuration file read after the global one
+  KITTIWAKE_CONFIG_CONTENT   inline configuration JSON, read last (wins)
+  XDG_CONFIG_HOME            the global configuration is $XDG_CONFIG_HOME/kittiwake/
+                             kittiwake.json (else ~/.config/kittiwake/kittiwake.json)
   ANTHROPIC_API_KEY, OPENAI_API_KEY, ...
                              a provider's API key, named by the model catalog (see
                              `kittiwake models`); `kittiwake auth login` stores one instead
@@ -120,6 +124,15 @@ def parser() -> argparse.ArgumentParser:
     auth.add_argument(
         "--enterprise-url", metavar="URL", help="github-copilot: a GitHub Enterprise server"
     )
+    config = command(
+        "config", "print the effective configuration, the source of every key, and diagnostics",
+        "Print the configuration a session in the directory gets: the sources read (lowest "
+        "precedence first: $XDG_CONFIG_HOME/kittiwake/kittiwake.json(c), $KITTIWAKE_CONFIG, "
+        "the project's kittiwake.json(c) and .kittiwake/kittiwake.json(c) files from the git "
+        "worktree root down, $KITTIWAKE_CONFIG_CONTENT), every key as SOURCE<TAB>key=value "
+        "(API keys and header values redacted), then the keys that were ignored.",
+    )  # fmt: skip
+    config.add_argument("--directory", help="the directory (default: the current one)")
     for cmd in (models, auth):
         cmd.add_argument("--data-dir", help=data_dir_help)
     for cmd in (run, sessions, inspect):

@@ -1,20 +1,32 @@
-"""``kittiwake models`` and ``kittiwake auth``: which models there are, and their credentials.
+"""``kittiwake models``, ``auth`` and ``config``: models, their credentials, configuration.
 
-Both read the data dir's model catalog (the models.dev cache, else the bundled snapshot)
-and its credential store (``<data dir>/auth.json``, mode 0600); neither opens the event
-store, so they work while a server holds the data dir.
+``models`` and ``auth`` read the data dir's model catalog (the models.dev cache, else the
+bundled snapshot, extended by the configuration) and its credential store (``<data
+dir>/auth.json``, mode 0600); none opens the event store, so they work while a server holds
+the data dir.
 """
 
 from __future__ import annotations
 
 import getpass
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
+
+import msgspec
 
 from runtime import llm as llm_package
+from runtime.config import LoadedConfig, render_path
 
-__all__ = ["SetupError", "auth_list", "auth_login", "auth_logout", "credentialed", "list_models"]
+__all__ = [
+    "REDACTED",
+    "SetupError",
+    "auth_list",
+    "auth_login",
+    "auth_logout",
+    "list_models",
+    "show_config",
+]
 
 _COPILOT: Final = "github-copilot"
 _DEVICE_WAIT: Final = 900.0  # seconds a device login waits for the user to authorise
@@ -22,17 +34,6 @@ _DEVICE_WAIT: Final = 900.0  # seconds a device login waits for the user to auth
 
 class SetupError(Exception):
     """A ``models`` or ``auth`` command that cannot go on; the message is its one line."""
-
-
-def credentialed(
-    catalog: llm_package.Catalog, stored: Mapping[str, object], env: Mapping[str, str]
-) -> set[str]:
-    """The providers with a credential: stored, or one of their variables set in *env*."""
-    return {
-        p.id
-        for p in catalog.providers.values()
-        if p.id in stored or any(env.get(name) for name in p.env)
-    }
 
 
 def _store(data_dir: Path) -> tuple[llm_package.CredentialStore, dict[str, object]]:
@@ -44,21 +45,31 @@ def _store(data_dir: Path) -> tuple[llm_package.CredentialStore, dict[str, objec
 
 
 async def list_models(
-    data_dir: Path, provider_id: str | None, env: Mapping[str, str], out: TextIO
-) -> int:
-    """Print the catalog's current models, ``✓`` before those whose provider has
-    credentials and ``(default)`` after the model a new session would use.
+    data_dir: Path, provider_id: str | None, env: Mapping[str, str], out: TextIO, *,
+    config: LoadedConfig,
+) -> int:  # fmt: skip
+    """Print the current models of the catalog extended by *config*, ``✓`` before those
+    whose provider is usable (it has credentials, or needs none) and ``(default)`` after the
+    model a new session would use.
 
     Raises:
         SetupError: unknown provider, or a malformed credential store.
     """
-    catalog = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
+    catalog = await llm_package.load_catalog(
+        cache_path=data_dir / "models-dev.json", config=config.data
+    )
     _, stored = _store(data_dir)
-    keyed = credentialed(catalog, stored, env)
+    keyed = {
+        p.id
+        for p in llm_package.usable_providers(
+            catalog, llm_package.providers_with_credentials(catalog, env, stored)
+        )
+    }
+    wanted = env.get("KITTIWAKE_MODEL") or config.config.model
     if provider_id is not None and provider_id not in catalog.providers:
         raise SetupError(f"unknown provider {provider_id!r}; `kittiwake models` lists them")
     try:
-        default = llm_package.resolve_model(catalog, keyed, env.get("KITTIWAKE_MODEL"))
+        default = llm_package.resolve_model(catalog, keyed, wanted)
     except llm_package.CatalogError:
         default = None
     rows = [
@@ -76,7 +87,8 @@ async def list_models(
         )
         tail = "  (default)" if chosen else ""
         out.write(f"{mark} {ref:<{width}}  {model.name}{tail}\n")
-    out.write(f"✓: the provider has credentials ({len(keyed)} of {len(catalog.providers)})\n")
+    usable = f"{len(keyed)} of {len(catalog.providers)}"
+    out.write(f"✓: the provider has credentials, or needs none ({usable})\n")
     return 0
 
 
@@ -170,3 +182,44 @@ async def _copilot_login(enterprise_url: str | None, err: TextIO) -> llm_package
         raise SetupError(f"GitHub device login failed: {exc}") from None
     finally:
         await http.aclose()
+
+
+_SECRET_KEYS: Final = frozenset({"apiKey", "token", "password"})
+_SECRET_SECTIONS: Final = frozenset({"headers", "environment"})
+REDACTED: Final = "<redacted>"
+
+
+def _leaves(value: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Leaf values the way ``merge_documents`` counts them (a list or an empty object is one)."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            yield from _leaves(item, (*path, str(key)))
+    else:
+        yield path, value
+
+
+def _secret(path: tuple[str, ...]) -> bool:
+    return bool(path) and (path[-1] in _SECRET_KEYS or any(p in _SECRET_SECTIONS for p in path))
+
+
+def show_config(loaded: LoadedConfig, out: TextIO) -> int:
+    """Print the effective configuration: the sources read (lowest precedence first), every
+    key with its value and the source it came from (API keys and header values redacted),
+    then the diagnostics (keys that were ignored)."""
+    out.write("sources (lowest precedence first):\n")
+    for source in loaded.sources:
+        out.write(f"  {source}\n")
+    if not loaded.sources:
+        out.write("  (none)\n")
+    out.write("keys:\n")
+    for path, value in _leaves(loaded.data, ()):
+        key = render_path(path)
+        shown = REDACTED if _secret(path) else msgspec.json.encode(value).decode()
+        out.write(f"  {loaded.origins.get(key, '?')}\t{key}={shown}\n")
+    if not loaded.data:
+        out.write("  (none)\n")
+    if loaded.diagnostics:
+        out.write("diagnostics:\n")
+        for diagnostic in loaded.diagnostics:
+            out.write(f"  {diagnostic}\n")
+    return 0

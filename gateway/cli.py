@@ -25,10 +25,18 @@ import msgspec
 import trio
 
 from gateway._args import parser
-from gateway._setup import SetupError, auth_list, auth_login, auth_logout, list_models
+from gateway._setup import (
+    SetupError,
+    auth_list,
+    auth_login,
+    auth_logout,
+    list_models,
+    show_config,
+)
 from gateway._terminal import RunFailed, Runner, RunOptions, read_prompt
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
+from runtime.config import ConfigError, load_config
 from storage import EventStore, JournalHeld, release_library_pages
 
 if TYPE_CHECKING:
@@ -329,7 +337,14 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _models(args: argparse.Namespace) -> int:
-    return await list_models(_data_dir(args), args.provider, os.environ, sys.stdout)
+    config = await trio.to_thread.run_sync(load_config, os.getcwd())
+    return await list_models(_data_dir(args), args.provider, os.environ, sys.stdout, config=config)
+
+
+async def _config(args: argparse.Namespace) -> int:
+    directory = args.directory or os.getcwd()
+    loaded = await trio.to_thread.run_sync(load_config, directory)
+    return show_config(loaded, sys.stdout)
 
 
 async def _auth(args: argparse.Namespace) -> int:
@@ -466,7 +481,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise CliError(f"auth {args.action} needs a provider id (kittiwake models lists them)", 2)
     command = {
         "serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect,
-        "models": _models, "auth": _auth,
+        "models": _models, "auth": _auth, "config": _config,
     }  # fmt: skip
     return trio.run(command[args.command], args)
 
@@ -480,10 +495,11 @@ def _report(exc: BaseException) -> int:
     if _find(exc, BrokenPipeError) is not None:  # the reader left (`kittiwake models | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    found = _find(exc, llm_package.CatalogError)
-    if found is not None:  # the model asked for is unknown or has no credentials
-        print(f"kittiwake: {found}", file=sys.stderr)
-        return 2
+    for usage in (llm_package.CatalogError, ConfigError):
+        found = _find(exc, usage)  # an unknown model; a configuration file that cannot be used
+        if found is not None:
+            print(f"kittiwake: {found}", file=sys.stderr)
+            return 2
     for kind in (CliError, RunFailed, SetupError, llm_package.AuthError):
         found = _find(exc, kind)
         if found is not None:

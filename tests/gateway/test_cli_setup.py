@@ -84,13 +84,15 @@ async def test_models_marks_providers_with_credentials(tmp_path, provider):  # n
         "api": provider.base_url, "env": ["OTHER_API_KEY"],
         "models": {"o1": {"id": "o1", "name": "Other One", "tool_call": True}},
     }  # fmt: skip
+    document["keyless"] = {**document["other"], "id": "keyless", "env": []}  # needs no key
     (cli.data / "models-dev.json").write_text(json.dumps(document))
     done = await cli("models")
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().splitlines() == [
-        "✓ local/m1  Local One  (default)",
-        "  other/o1  Other One",
-        "✓: the provider has credentials (1 of 2)",
+        "✓ keyless/o1  Other One",
+        "✓ local/m1    Local One  (default)",
+        "  other/o1    Other One",
+        "✓: the provider has credentials, or needs none (2 of 3)",
     ]
     one = await cli("models", "other")
     assert one.stdout.decode().splitlines()[:-1] == ["  other/o1  Other One"]
@@ -100,3 +102,52 @@ async def test_models_marks_providers_with_credentials(tmp_path, provider):  # n
         "kittiwake: unknown provider 'nowhere'; `kittiwake models` lists them\n"
     )
     assert provider.requests == []
+
+
+async def test_config_shows_every_key_with_its_source_and_the_diagnostics(tmp_path, provider):  # noqa: F811
+    cli = Cli(tmp_path, provider)
+    home_config = tmp_path / "xdg" / "kittiwake" / "kittiwake.json"
+    home_config.parent.mkdir(parents=True)
+    home_config.write_text('{"username": "ann", "model": "local/m1"}')
+    project = cli.project / "kittiwake.jsonc"
+    project.write_text(
+        '{\n  // the project\'s own provider\n  "provider": {"proj": {"options": {\n'
+        f'    "baseURL": "{provider.base_url}", "apiKey": "sk-secret",\n'
+        '    "headers": {"X-Team": "t-secret"}},\n'
+        '    "models": {"p1": {"name": "Project One"}}}},\n'
+        '  "model": "proj/p1",\n  "frobnicate": true,\n}\n'
+    )
+    cli.env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    cli.env["KITTIWAKE_CONFIG_CONTENT"] = '{"username": "bob"}'
+    done = await cli("config")
+    assert done.returncode == 0, done.stderr.decode()
+    inline = "KITTIWAKE_CONFIG_CONTENT"
+    assert done.stdout.decode().splitlines() == [
+        "sources (lowest precedence first):",
+        f"  {home_config}",
+        f"  {project}",
+        f"  {inline}",
+        "keys:",
+        f'  {inline}\tusername="bob"',
+        f'  {project}\tmodel="proj/p1"',
+        f'  {project}\tprovider.proj.options.baseURL="{provider.base_url}"',
+        f"  {project}\tprovider.proj.options.apiKey=<redacted>",
+        f'  {project}\tprovider.proj.options.headers["X-Team"]=<redacted>',
+        f'  {project}\tprovider.proj.models.p1.name="Project One"',
+        "diagnostics:",
+        f"  {project}:8:17: frobnicate: not supported by Kittiwake; ignored",
+    ]
+    assert "secret" not in done.stdout.decode()
+
+    # The configured provider joins the catalog; its key makes it usable; its model is the default.
+    models = await cli("models", "proj")
+    assert models.returncode == 0, models.stderr.decode()
+    assert models.stdout.decode().splitlines()[0] == "✓ proj/p1  Project One  (default)"
+
+    project.write_text('{"model": 3}')
+    for args in (("config",), ("models",)):
+        bad = await cli(*args)
+        assert bad.returncode == 2, args
+        assert bad.stderr.decode() == (
+            f"kittiwake: {project}:1:11: model: Expected `str`, got `int`\n"
+        )
