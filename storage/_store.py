@@ -234,6 +234,7 @@ class EventStore:
         )
         remove_staging(self.directory)
         self._conn = self._connect_checked()
+        self._restore_if_behind()
         self._catch_up()
         self._lsn = self.journal_lsn()
         self._applier = Applier(self._conn.cursor(), self._lsn)
@@ -265,6 +266,30 @@ class EventStore:
                 _log.error("backup unusable, rebuilding from journal alone", exc_info=exc)
                 self._set_aside(path)
         return self._connect(path)
+
+    def _restore_if_behind(self) -> None:
+        """Replace a database older than the journal's start by the verified backup.
+
+        A backup lets the journal go only after the database's checkpoint, but DuckDB's
+        own writes are not fsynced (``db_fsync=False``): a power loss can leave an intact
+        database from before that checkpoint. The backup (fsynced before the release)
+        and the journal still hold everything. Without a backup, or with one that is
+        behind too, :meth:`_catch_up` refuses to open.
+        """
+        assert self._journal is not None
+        path, backup = self.directory / DB_FILE, self.directory / BACKUP_FILE
+        if self._journal.first_lsn <= self.journal_lsn() + 1 or not backup.exists():
+            return
+        _log.error(
+            "database older than the journal, restoring the verified backup",
+            extra={"database_lsn": self.journal_lsn(), "journal_first": self._journal.first_lsn},
+        )
+        self.conn.close()
+        self._conn = None
+        self._set_aside(path)
+        self._rebuilt = True
+        shutil.copyfile(backup, path)
+        self._conn = self._connect(path)
 
     def _db_config(self) -> dict[str, Any]:
         """DuckDB's settings, given at connect so no default-sized thread pool ever starts."""
