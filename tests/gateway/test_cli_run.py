@@ -290,3 +290,67 @@ async def test_help_documents_options_and_environment(tmp_path):
         assert option in serve
     shown = await cli("--version")
     assert re.fullmatch(r"kittiwake \S+\n", shown.stdout.decode())
+
+
+CAREFUL = "---\ndescription: asks before reading\npermission:\n  read: ask\n---\nBe careful.\n"
+
+
+def careful_project(cli: Cli) -> None:
+    (cli.project / ".kittiwake" / "agent").mkdir(parents=True)
+    (cli.project / ".kittiwake" / "agent" / "careful.md").write_text(CAREFUL)
+    (cli.project / "notes.txt").write_text("kittiwake notes\n")
+
+
+async def test_permission_is_asked_on_the_terminal(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    careful_project(cli)
+    provider.queue(calls_read("notes.txt"), said("read it"))
+    master, slave = os.openpty()  # standard input is a terminal: the question is asked there
+    try:
+        proc = await trio.lowlevel.open_process(
+            cli.argv("run", "--agent", "careful", "read", "the", "notes"), stdin=slave,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cli.project, env=cli.env,
+            start_new_session=True,
+        )  # fmt: skip
+        os.close(slave)
+        assert proc.stderr is not None and proc.stdout is not None
+        err = b""
+        with trio.fail_after(30):
+            while b"[o]nce, [a]lways, [r]eject" not in err:
+                data = await proc.stderr.receive_some(4096)
+                assert data, err.decode()
+                err += data
+        assert "kittiwake: allow read " in err.decode()
+        assert len(provider.requests) == 1  # the tool waits for the answer
+        os.write(master, b"o\n")
+        out = b""
+        with trio.fail_after(30):
+            while data := await proc.stdout.receive_some(4096):
+                out += data
+            while data := await proc.stderr.receive_some(4096):
+                err += data
+            await proc.wait()
+    finally:
+        os.close(master)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode() == "read it\n"
+    assert "✓ read" in err.decode()
+    tool_result = [m for m in provider.requests[1].json()["messages"] if m["role"] == "tool"]
+    assert "kittiwake notes" in str(tool_result)
+
+
+async def test_permission_without_a_terminal_is_rejected(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    careful_project(cli)
+    provider.queue(calls_read("notes.txt"), said("could not read it"))
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            cli.argv("run", "--agent", "careful", "read", "the", "notes"), stdin=b"",
+            capture_stdout=True, capture_stderr=True, check=False, cwd=cli.project,
+            env=cli.env, start_new_session=True,  # no controlling terminal: no /dev/tty
+        )  # fmt: skip
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    assert "needs permission; no terminal, rejected" in err and "✗ read" in err
+    tool_result = [m for m in provider.requests[1].json()["messages"] if m["role"] == "tool"]
+    assert "kittiwake notes" not in str(tool_result)
