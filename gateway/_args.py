@@ -15,7 +15,8 @@ environment:
   KITTIWAKE_MODEL            provider/model: the default model (run --model wins)
   KITTIWAKE_SERVER_PASSWORD  HTTP basic auth password of serve, and the one --attach sends
   KITTIWAKE_CORS_ORIGINS     comma-separated origins serve allows (CORS is off without it)
-  KITTIWAKE_LOG              log level (default WARNING)
+  KITTIWAKE_LOG              log level (default WARNING); set, run/sessions/inspect log to
+                             standard error instead of <data dir>/log/kittiwake.log
   KITTIWAKE_CONFIG           a configuration file read after the global one
   KITTIWAKE_CONFIG_CONTENT   inline configuration JSON, read last (wins)
   XDG_CONFIG_HOME            the global configuration is $XDG_CONFIG_HOME/kittiwake/

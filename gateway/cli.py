@@ -454,7 +454,6 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
     args.collector_paused = collector_paused
     if args.command != "serve":
         _end_startup(args)
-    logging.basicConfig(level=os.environ.get("KITTIWAKE_LOG", "WARNING").upper())
     try:
         return _dispatch(args)
     except BaseException as exc:
@@ -477,6 +476,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         args.command in ("run", "sessions", "inspect") and not args.attach
     ):
         _check_free(_data_dir(args), args.command)
+    _configure_logging(args)
     if args.command == "auth" and args.action != "list" and not args.provider:
         raise CliError(f"auth {args.action} needs a provider id (kittiwake models lists them)", 2)
     command = {
@@ -484,6 +484,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         "models": _models, "auth": _auth, "config": _config,
     }  # fmt: skip
     return trio.run(command[args.command], args)
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """Log to standard error at ``$KITTIWAKE_LOG`` (default WARNING); but a command that runs
+    the runtime in-process for a person at a terminal (``run``, ``sessions``, ``inspect``
+    without ``--attach``) writes the runtime's warnings to ``<data dir>/log/kittiwake.log``
+    unless ``KITTIWAKE_LOG`` is set: what failed is told in one line, not a traceback."""
+    level = os.environ.get("KITTIWAKE_LOG", "").upper()
+    in_process = args.command in ("run", "sessions", "inspect") and not args.attach
+    if level or not in_process:
+        logging.basicConfig(level=level or "WARNING")
+        return
+    folder = _data_dir(args) / "log"
+    folder.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(level="WARNING", filename=folder / "kittiwake.log")
 
 
 def _report(exc: BaseException) -> int:

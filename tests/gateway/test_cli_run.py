@@ -354,3 +354,21 @@ async def test_permission_without_a_terminal_is_rejected(tmp_path, provider):
     assert "needs permission; no terminal, rejected" in err and "✗ read" in err
     tool_result = [m for m in provider.requests[1].json()["messages"] if m["role"] == "tool"]
     assert "kittiwake notes" not in str(tool_result)
+
+
+async def test_a_drain_that_hits_the_turn_cap_exits_1_with_the_reason(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    (cli.project / ".kittiwake" / "agent").mkdir(parents=True)
+    (cli.project / ".kittiwake" / "agent" / "brief.md").write_text(
+        "---\ndescription: two turns at most\nsteps: 2\n---\nBe brief.\n"
+    )
+    (cli.project / "notes.txt").write_text("kittiwake notes\n")
+    provider.queue(*(calls_read("notes.txt") for _ in range(4)))
+    done = await cli("run", "--agent", "brief", "read", "forever")
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert "Traceback" not in err
+    # Work remained after the agent's two turns: the durable failure, or the last step's
+    # unanswered tool calls, is the one line that says so.
+    assert "kittiwake: step failed:" in err or "with tool calls unanswered" in err
+    assert len(provider.requests) == 2
