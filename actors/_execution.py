@@ -7,6 +7,7 @@ directory, holding the Location's tool registry).
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, Final, NoReturn
 import trio
 
 from actors._actor import Actor, call, held
+from actors._config import Configuration, LocationSettings, instructions_producer, location_watch
 from actors._context import ContextFactory
 from actors._directory import ActorDirectory
 from actors._errors import ActorNotFound, ActorStopped
@@ -28,7 +30,8 @@ from actors._titles import TitleModel
 from runtime import IdGenerator, SessionInfo, SessionNotFoundError, llm
 from runtime import _schema as ev
 from runtime._titles import TitleLimits
-from runtime.agents import AgentInfo, load_agents
+from runtime.agents import AgentInfo
+from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
 from runtime.context import SystemContext, SystemContextRegistry
 from runtime.tools import ToolEnvironment, ToolRegistry
 
@@ -42,24 +45,42 @@ _SWEEP_EVERY: Final = 30.0
 
 
 class LocationActor(Actor[Any]):
-    """One Location (working directory): its tool registry and what comes with it."""
+    """One Location (working directory): its tool registry, its System Context Registry,
+    and what its configuration decides (agents, default model, provider client), read
+    again by :meth:`refresh` at each provider turn when a file changed."""
 
     kind = "location"
 
     def __init__(
         self, directory: str, registry: ToolRegistry, context: SystemContextRegistry,
-        agents: Mapping[str, AgentInfo],
+        settings: ConfigWatch[LocationSettings],
     ) -> None:  # fmt: skip
         mailbox = open_mailbox(0)
         super().__init__(f"location:{directory}", mailbox=mailbox, label=directory)
         self.directory = directory
         self.registry = registry
         self.context = context
-        self.agents = agents
+        self._watch = settings
+        self.settings = settings.load_now()
         self._next: trio.Event | None = None
         self._result: SystemContext | None = None
         self._loading = False
         self.observations = 0
+
+    @property
+    def agents(self) -> Mapping[str, AgentInfo]:
+        """The Location's agents as last read: built-ins, configuration, agent files."""
+        return self.settings.agents
+
+    def agent(self, name: str | None) -> AgentInfo:
+        """The agent called *name*, else the configured default agent (``build``)."""
+        return self.settings.agent(name)
+
+    async def refresh(self) -> LocationSettings:
+        """Read the configuration and agent files again if one changed (a few ``lstat``
+        calls when none did). Cancellation waits for a running read to end."""
+        self.settings = await self._watch.load()
+        return self.settings
 
     async def run(self) -> None:
         self.mark_running()
@@ -114,7 +135,8 @@ class SessionExecution:
         tools: builds a Location's tool registry from its environment.
         context: builds a Location's System Context Registry from its directory.
         agents: agents by name that override each Location's own (built-ins, then
-            ``.kittiwake/agent/*.md``); ``None`` keeps the Location's.
+            configuration, then ``.kittiwake/agent/*.md``); ``None`` keeps the Location's.
+        configuration: how Locations read ``kittiwake.json`` files; ``None`` reads none.
         default_model: the model of sessions that selected none.
         data_dir: where managed tool output goes.
         max_turns: provider turns per drain before failing when work remains.
@@ -135,10 +157,12 @@ class SessionExecution:
         now_ms: Callable[[], int], ids: IdGenerator, directory: ActorDirectory,
         policy: SupervisorPolicy,
         title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
+        configuration: Configuration | None = None,
     ) -> None:  # fmt: skip
         self.supervisor = _ExecutionSupervisor(self, policy=policy, directory=directory)
         self.title_model = title_model
         self.title_limits = title_limits or TitleLimits()
+        self.configuration = configuration
         self.storage = storage
         self.hub = hub
         self.llm = llm_client
@@ -288,10 +312,26 @@ class SessionExecution:
             registry = self._tools(env)
             if registry.saved_approvals is None:
                 registry.saved_approvals = self.permissions
-            agents = {**load_agents(directory).agents, **(self.agents or {})}
-            location = LocationActor(directory, registry, self._context(directory), agents)
+            watch = location_watch(directory, self.configuration, self.agents)
+            context = self._context(directory)
+            location = LocationActor(directory, registry, context, watch)
+            if self.configuration is not None:
+                context.contribute(
+                    CONFIG_INSTRUCTIONS_KEY,
+                    instructions_producer(
+                        lambda: location.settings, directory=directory,
+                        root=worktree_root(os.path.realpath(directory)), home=self.configuration.env.get("HOME", ""),
+                    ),
+                )  # fmt: skip
             self._locations[directory] = location
             self.supervisor.start_child(location)
+        return location
+
+    async def current_location(self, directory: str) -> LocationActor:
+        """The Location of *directory* with its configuration and agent files read again
+        if they changed (use it where a client names an agent or a model)."""
+        location = self.location_for(directory)
+        await location.refresh()
         return location
 
     def note_idle(self, actor: SessionActor) -> None:

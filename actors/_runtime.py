@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import trio
 
+from actors._config import Configuration
 from actors._context import ContextFactory, default_context
 from actors._directory import ActorDirectory
 from actors._events import EventHub
@@ -89,6 +90,7 @@ async def open_runtime(
     tool_output_cleanup_every: float | None = DEFAULT_CLEANUP_EVERY,
     storage_max_batch: int = DEFAULT_MAX_BATCH,
     title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
+    configuration: Configuration | None = None,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -113,6 +115,9 @@ async def open_runtime(
             model); ``None`` (the default) writes no titles.
         title_limits: bounds of each title request (prompt characters, output tokens,
             timeout).
+        configuration: how each Location reads its ``kittiwake.json`` files (agents,
+            permission rules, default model, providers, instructions), re-read at each
+            provider turn after a change; ``None`` reads no configuration.
     """
     data, project = _prepare(Path(data_dir))
     clock = now_ms or (lambda: time.time_ns() // 1_000_000)
@@ -129,7 +134,7 @@ async def open_runtime(
         max_turns=max_turns, idle_timeout=idle_timeout, max_active=max_active, now_ms=clock,
         ids=id_gen,
         directory=directory, policy=RESTART_POLICY,
-        title_model=title_model, title_limits=title_limits,
+        title_model=title_model, title_limits=title_limits, configuration=configuration,
     )  # fmt: skip
     sessions = Sessions(
         storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock, project_id=project

@@ -19,17 +19,18 @@ from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
 from actors._titles import write_title
 from actors._turn import INTERRUPTED_TOOL, Turn, run_turn
+from runtime import SessionInfo, llm
 from runtime import _messages as m
 from runtime import _schema as ev
-from runtime import llm
 from runtime._coordinator import DrainMode, Lane
 from runtime._history import HistoryDelta, HistoryView
 from runtime._lowering import to_llm_model
 from runtime._titles import needs_title
-from runtime.agents import AgentInfo, resolve_agent, system_prompt
+from runtime.agents import AgentInfo, system_prompt
 from storage import WriteBatch
 
 if TYPE_CHECKING:
+    from actors._config import LocationSettings
     from actors._execution import LocationActor, SessionExecution
 
 __all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError"]
@@ -253,6 +254,7 @@ class SessionActor(Actor[Message]):
         until no continuation remains. Returns whether a turn ran, and the inbox left."""
         step, ran, opening = 0, False, True
         while True:
+            await self._location().refresh()  # configuration edits apply from this turn on
             if not await self._ensure_epoch():
                 return ran, []
             promoted, pending = await self._promote(opening=opening)
@@ -341,14 +343,14 @@ class SessionActor(Actor[Message]):
     def _agent(self) -> AgentInfo:
         info = self._x.session_info(self.session_id)
         name = info.agent if isinstance(info.agent, str) else None
-        return resolve_agent(self._location().agents, name)
+        return self._location().agent(name)
 
     async def _provider_turn(self, step: int, max_turns: int) -> Any:
         sid = self.session_id
         info = self._x.session_info(sid)
         agent = self._agent()
-        model = info.model if isinstance(info.model, ev.ModelRef) else self._x.default_model
         location = self._x.location_for(info.location.directory)
+        model = self._model(info, agent, location.settings)
         self.set_activity("reconciling context")
         known = self._epochs.row
         epoch = await self._epochs.reconcile(await location.observe_context())
@@ -372,7 +374,20 @@ class SessionActor(Actor[Message]):
         if self._title_prompt is not None:
             self._start_title(self._title_prompt, model)
             self._title_prompt = None
-        return await run_turn(client=self._x.llm, request=request, turn=turn)
+        client = location.settings.llm or self._x.llm
+        return await run_turn(client=client, request=request, turn=turn)
+
+    def _model(
+        self, info: SessionInfo, agent: AgentInfo, settings: LocationSettings
+    ) -> ev.ModelRef:
+        """The session's selected model, else its agent's, else the Location's configured
+        ``model``, else the runtime's default."""
+        if isinstance(info.model, ev.ModelRef):
+            return info.model
+        provider, _, model_id = (agent.model or "").partition("/")
+        if provider and model_id:
+            return ev.ModelRef(id=model_id, provider_id=provider)
+        return settings.model or self._x.default_model
 
     def _first_prompt(self, promoted: list[ev.InputAdmitted]) -> str | None:
         """The text of the session's first prompt if *promoted* holds it and a title is to
@@ -389,13 +404,14 @@ class SessionActor(Actor[Message]):
         """Write the session's title beside its first turn, never delaying it (the task
         runs in the actor's nursery; stopping the actor cancels it)."""
         assert self._x.title_model is not None
-        small = self._x.title_model(model)
+        settings = self._location().settings
+        small = settings.small_model or self._x.title_model(model)
         if small is None or self._nursery is None:
             return
         self._nursery.start_soon(
             partial(
                 write_title, session_id=self.session_id, prompt=prompt, model=small,
-                client=self._x.llm, storage=self._x.storage, now_ms=self._x.now_ms,
+                client=settings.llm or self._x.llm, storage=self._x.storage, now_ms=self._x.now_ms,
                 limits=self._x.title_limits,
             )
         )  # fmt: skip

@@ -35,7 +35,7 @@ from runtime._history import visible_history
 from runtime._inbox import check_id, check_prompt
 from runtime._lowering import to_llm_model
 from runtime._titles import default_title
-from runtime.agents import PermissionAction, evaluate, evaluate_resource, resolve_agent
+from runtime.agents import PermissionAction, evaluate, evaluate_resource
 from storage import StoredEvent, WriteBatch
 from storage._batch import AdmitPrompt
 
@@ -433,6 +433,7 @@ class Sessions:
             InvalidSessionInputError: an agent the session's Location does not have.
         """
         info = await self.get(session_id)
+        await self._x.current_location(info.location.directory)  # a new agent file counts
         self.check_input(info.location, agent=agent, check_location=False)
         event = ev.AgentSwitched(
             timestamp=self._now(),
@@ -517,7 +518,7 @@ class Sessions:
         info = await self.get(session_id)
         location = self._x.location_for(info.location.directory)
         name = agent if agent is not None else info.agent if isinstance(info.agent, str) else None
-        resolved = resolve_agent(location.agents, name)
+        resolved = location.agent(name)
         rules = resolved.permission
         project = location.registry.env.project_key
         saved = {

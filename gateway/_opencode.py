@@ -210,10 +210,14 @@ def model_json(model: CatalogModel) -> dict[str, Any]:
     return body
 
 
-def provider_json(provider: CatalogProvider, *, connected: bool) -> dict[str, Any]:
-    """OpenCode's ``Provider``: ``source`` is ``env`` when its credentials are set."""
+def provider_json(
+    provider: CatalogProvider, *, connected: bool, source: str | None = None
+) -> dict[str, Any]:
+    """OpenCode's ``Provider``: ``source`` says where its credential comes from (default:
+    ``env`` when connected, else ``api``)."""
     return {
-        "id": provider.id, "name": provider.name, "source": "env" if connected else "api",
+        "id": provider.id, "name": provider.name,
+        "source": source or ("env" if connected else "api"),
         "env": list(provider.env), "options": provider.options,
         "models": {mid: model_json(m) for mid, m in provider.models.items()},
     }  # fmt: skip

@@ -20,11 +20,11 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
+from gateway._config import install_config_routes
 from gateway._opencode import (
     agent_json,
     message_projections,
     project_json,
-    provider_json,
     session_json,
 )
 from gateway._wire import (
@@ -35,8 +35,7 @@ from gateway._wire import (
     reply_permission,
 )
 from runtime import Location, ModelRef, Prompt, SessionInfo, SessionMessage
-from runtime import llm as llm_package
-from runtime.agents import INIT_PROMPT, load_agents
+from runtime.agents import INIT_PROMPT
 
 if TYPE_CHECKING:
     from actors import Runtime
@@ -296,7 +295,6 @@ async def _git(root: Path, args: Sequence[str], limit: float) -> str | None:
 def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> None:
     """Add the project, file, provider, config, agent and log routes to *app*."""
     rt = gw.rt
-    catalog_cache: dict[str, Any] = {}
 
     def root_arg() -> Path:
         root = gw.directory.resolve()
@@ -496,8 +494,7 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
     async def project_agents(project_id: str) -> Response:
         check_project(project_id)
         root = root_arg()
-        loaded = await trio.to_thread.run_sync(load_agents, str(root))
-        agents = {**loaded.agents, **(rt.execution.agents or {})}
+        agents = (await rt.execution.current_location(str(root))).agents
         return _json([agent_json(a) for _, a in sorted(agents.items())])
 
     # -- files ---------------------------------------------------------------------------
@@ -577,48 +574,9 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
     async def session_file_status(project_id: str, session_id: str) -> Response:
         return await status_in(await session_root(project_id, session_id))
 
-    # -- providers, config, log ----------------------------------------------------------
+    # -- config, providers, log ----------------------------------------------------------
 
-    async def providers() -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
-        if not catalog_cache:
-            catalog = await llm_package.load_catalog(cache_path=rt.data_dir / "models-dev.json")
-            try:
-                stored = await trio.to_thread.run_sync(
-                    llm_package.CredentialStore(rt.data_dir).load
-                )
-            except llm_package.AuthError:
-                stored = {}
-            connected = [
-                p.id for p in catalog.providers.values()
-                if p.id in stored or any(os.environ.get(name) for name in p.env)
-            ]  # fmt: skip
-            catalog_cache["all"] = [
-                provider_json(p, connected=p.id in connected)
-                for _, p in sorted(catalog.providers.items())
-            ]
-            catalog_cache["default"] = {
-                p.id: sorted(p.models)[0] for p in catalog.providers.values() if p.models
-            }
-            catalog_cache["connected"] = connected
-        return catalog_cache["all"], catalog_cache["default"], catalog_cache["connected"]
-
-    @app.get("/provider")
-    async def provider_list() -> Response:
-        root_arg()
-        all_, default, connected = await providers()
-        return _json({"all": all_, "default": default, "connected": connected})
-
-    @app.get("/config/providers")
-    async def config_providers() -> Response:
-        root_arg()
-        all_, default, _ = await providers()
-        return _json({"providers": all_, "default": default})
-
-    @app.get("/config")
-    async def config() -> Response:
-        root_arg()
-        model = rt.execution.default_model
-        return _json({"model": f"{model.provider_id}/{model.id}"})
+    install_config_routes(app, rt, root_arg)
 
     @app.post("/log")
     async def client_log() -> Response:

@@ -13,6 +13,9 @@ from runtime.config._core import merge_documents as merge_documents
 from runtime.config._core import parse_document as parse_document
 from runtime.config._core import substitute as substitute
 from runtime.config._core import validate_document as validate_document
+from runtime.config._instructions import CONFIG_INSTRUCTIONS_KEY as CONFIG_INSTRUCTIONS_KEY
+from runtime.config._instructions import config_instructions_source as config_instructions_source
+from runtime.config._instructions import find_instruction_files as find_instruction_files
 from runtime.config._jsonc import ConfigError as ConfigError
 from runtime.config._jsonc import KeyPath as KeyPath
 from runtime.config._jsonc import parse_jsonc as parse_jsonc
@@ -27,6 +30,7 @@ from runtime.config._load import global_config_file as global_config_file
 from runtime.config._load import load_config as load_config
 from runtime.config._load import load_global_config as load_global_config
 from runtime.config._load import project_config_file as project_config_file
+from runtime.config._load import worktree_root as worktree_root
 from runtime.config._load import write_config_patch as write_config_patch
 from runtime.config._schema import AgentConfig as AgentConfig
 from runtime.config._schema import Config as Config
@@ -41,6 +45,7 @@ __all__ = [
     "AgentConfig",
     "CONFIG_CONTENT_ENV",
     "CONFIG_ENV",
+    "CONFIG_INSTRUCTIONS_KEY",
     "Config",
     "ConfigDiagnostic",
     "ConfigError",
@@ -55,6 +60,8 @@ __all__ = [
     "ProviderOptions",
     "ServerConfig",
     "config_candidates",
+    "config_instructions_source",
+    "find_instruction_files",
     "global_config_dir",
     "global_config_file",
     "load_config",
@@ -66,5 +73,6 @@ __all__ = [
     "render_path",
     "substitute",
     "validate_document",
+    "worktree_root",
     "write_config_patch",
 ]

@@ -39,6 +39,7 @@ __all__ = [
     "load_config",
     "load_global_config",
     "project_config_file",
+    "worktree_root",
     "write_config_patch",
 ]
 
@@ -115,8 +116,9 @@ def _existing(folder: str, names: tuple[str, ...]) -> str:
     return os.path.join(folder, names[0])
 
 
-def _worktree_root(directory: str) -> str:
-    """The nearest ancestor holding ``.git``; the directory itself outside a repository."""
+def worktree_root(directory: str) -> str:
+    """The nearest ancestor holding ``.git``; the directory itself outside a repository.
+    Blocking (checks the folders)."""
     current = directory
     while True:
         if os.path.exists(os.path.join(current, ".git")):
@@ -140,7 +142,7 @@ def config_candidates(
     disabled = env.get(DISABLE_PROJECT_CONFIG_ENV, "").strip().lower() in ("1", "true")
     if directory is not None and not disabled:
         start = os.path.realpath(directory)
-        root = _worktree_root(start)
+        root = worktree_root(start)
         chain = [start]
         while chain[-1] != root and os.path.dirname(chain[-1]) != chain[-1]:
             chain.append(os.path.dirname(chain[-1]))

@@ -1,0 +1,189 @@
+"""What a Location's configuration decides: its agents, default model, provider client and
+configured instructions, re-read at each provider turn when a file changed."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgspec
+import trio
+
+from runtime import _schema as ev
+from runtime import llm
+from runtime.agents import AgentInfo, load_agents, resolve_agent
+from runtime.config import (
+    ConfigError,
+    ConfigWatch,
+    LoadedConfig,
+    config_candidates,
+    config_instructions_source,
+    find_instruction_files,
+    load_config,
+)
+from runtime.context import SystemContext
+
+__all__ = ["Configuration", "LocationSettings", "location_watch"]
+
+_log = logging.getLogger("kittiwake.config")
+_PROVIDER_KEYS: Final = ("provider", "enabled_providers", "disabled_providers")
+_AGENT_DIR: Final = os.path.join(".kittiwake", "agent")
+
+
+class Configuration:
+    """How Locations read configuration (``open_runtime(configuration=...)``).
+
+    Args:
+        env: the environment configuration sources come from (``KITTIWAKE_CONFIG``,
+            ``KITTIWAKE_CONFIG_CONTENT``, ``XDG_CONFIG_HOME``, ``HOME``, ``{env:}``).
+        llm_for: builds the provider client for a Location's merged configuration data
+            (models.dev plus its ``provider`` entries); called again only when the
+            provider keys change. ``None`` keeps the runtime's one client.
+        pinned_model: a model that wins over every Location's ``model`` (the
+            ``KITTIWAKE_MODEL`` variable).
+        max_clients: distinct provider configurations whose clients are kept.
+    """
+
+    def __init__(
+        self, *, env: Mapping[str, str],
+        llm_for: Callable[[Mapping[str, Any]], llm.LLMClient] | None = None,
+        pinned_model: ev.ModelRef | None = None, max_clients: int = 16,
+    ) -> None:  # fmt: skip
+        self.env = dict(env)
+        self.pinned_model = pinned_model
+        self._llm_for = llm_for
+        self._clients: OrderedDict[bytes, llm.LLMClient] = OrderedDict()
+        self._max_clients = max_clients
+
+    def client_for(self, data: Mapping[str, Any]) -> llm.LLMClient | None:
+        """The provider client for configuration *data* (shared by equal provider keys)."""
+        if self._llm_for is None:
+            return None
+        key = msgspec.json.encode({k: data.get(k) for k in _PROVIDER_KEYS})
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = self._llm_for(data)
+            while len(self._clients) > self._max_clients:
+                self._clients.popitem(last=False)
+        self._clients.move_to_end(key)
+        return client
+
+
+@dataclass(frozen=True, slots=True)
+class LocationSettings:
+    """One reading of a Location's configuration and agent files."""
+
+    loaded: LoadedConfig
+    agents: Mapping[str, AgentInfo]
+    model: ev.ModelRef | None = None
+    small_model: ev.ModelRef | None = None
+    default_agent: str | None = None
+    llm: llm.LLMClient | None = None
+    error: str | None = None
+    """Why the configuration cannot be used; provider turns fail with it until fixed."""
+    diagnostics: list[str] = field(default_factory=list)
+
+    def agent(self, name: str | None) -> AgentInfo:
+        """The agent called *name*, else the configured ``default_agent``, else ``build``."""
+        return resolve_agent(self.agents, name if name is not None else self.default_agent)
+
+
+def location_watch(
+    directory: str, configuration: Configuration | None,
+    overrides: Mapping[str, AgentInfo] | None = None,
+) -> ConfigWatch[LocationSettings]:  # fmt: skip
+    """A watch whose value is the Location's settings, read again when one of its
+    configuration files, its agent folder or an agent file changes."""
+    return ConfigWatch(lambda: _read(directory, configuration, overrides or {}))
+
+
+def _read(
+    directory: str, configuration: Configuration | None, overrides: Mapping[str, AgentInfo]
+) -> tuple[LocationSettings, list[str]]:
+    folder = os.path.join(directory, _AGENT_DIR)
+    looked = [folder, *_agent_files(folder)]
+    error: str | None = None
+    loaded = LoadedConfig.empty()
+    if configuration is not None:
+        try:
+            loaded = load_config(directory, configuration.env)
+        except ConfigError as exc:
+            error = f"Configuration error: {exc}"
+            _log.warning(
+                "configuration not usable", extra={"location": directory, "error": str(exc)}
+            )
+    looked.extend(loaded.looked_at)
+    data = loaded.data
+    load = load_agents(
+        directory, config_agents=data.get("agent"), config_permission=data.get("permission")
+    )
+    agents = {**load.agents, **overrides}
+    for name, entry in (data.get("agent") or {}).items():
+        if isinstance(entry, Mapping) and entry.get("disable") and name not in overrides:
+            agents.pop(name, None)
+    model, client = None, None
+    if configuration is not None:
+        model = configuration.pinned_model
+        if model is None and loaded.config.model:
+            model = _model(loaded.config.model)
+        client = configuration.client_for(data)
+    small = _model(loaded.config.small_model) if loaded.config.small_model else None
+    settings = LocationSettings(
+        loaded=loaded, agents=agents, model=model, small_model=small,
+        default_agent=loaded.config.default_agent,
+        llm=_Failing(error) if error is not None else client, error=error,
+        diagnostics=[*map(str, loaded.diagnostics), *load.diagnostics],
+    )  # fmt: skip
+    if error is not None:
+        looked = [*looked, *_candidates(directory, configuration)]
+    return settings, looked
+
+
+def _candidates(directory: str, configuration: Configuration | None) -> list[str]:
+    env = configuration.env if configuration is not None else {}
+    return [path for _, path in config_candidates(directory, env)]
+
+
+def _agent_files(folder: str) -> list[str]:
+    try:
+        return [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".md")]
+    except OSError:
+        return []
+
+
+def _model(text: str) -> ev.ModelRef | None:
+    provider, _, model = text.partition("/")
+    return ev.ModelRef(id=model, provider_id=provider) if provider and model else None
+
+
+def instructions_producer(
+    settings: Callable[[], LocationSettings], *, directory: str, root: str, home: str
+) -> Callable[[], Any]:
+    """A registry producer for ``config/instructions``: the files the current settings'
+    ``instructions`` name, read in a worker thread (nothing when none are configured)."""
+
+    async def produce() -> SystemContext:
+        patterns = settings().loaded.config.instructions or []
+        if not patterns:
+            return config_instructions_source([])
+        files = await trio.to_thread.run_sync(
+            lambda: find_instruction_files(patterns, directory=directory, root=root, home=home)
+        )
+        return config_instructions_source(files)
+
+    return produce
+
+
+class _Failing:
+    """The client of a Location whose configuration cannot be used: each turn fails with
+    the configuration's error, so the prompt's failure says what to fix."""
+
+    def __init__(self, message: str) -> None:
+        self._message = message
+
+    async def stream(self, request: llm.LLMRequest) -> AsyncIterator[llm.LLMEvent]:
+        yield llm.ProviderError(kind="terminal", message=self._message, code="config")

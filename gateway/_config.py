@@ -1,0 +1,206 @@
+"""Configuration over HTTP (``/config``, ``/global/config``, ``/provider``,
+``/config/providers``) and the provider clients a served runtime builds from it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import trio
+from quart import Response, request
+
+from actors import Runtime
+from gateway._opencode import provider_json
+from gateway._wire import GatewayError, encode
+from runtime import llm as llm_package
+from runtime.config import (
+    ConfigError,
+    LoadedConfig,
+    global_config_file,
+    load_global_config,
+    project_config_file,
+    write_config_patch,
+)
+
+if TYPE_CHECKING:
+    import httpx
+    from quart_trio import QuartTrio
+
+__all__ = ["REDACTED", "ProviderClients", "install_config_routes", "redact"]
+
+REDACTED: Final = "[redacted]"
+"""What ``GET /config`` shows for an ``apiKey`` or a header value; a ``PATCH`` that
+sends it back leaves the stored value as it is."""
+_SECRET_KEYS: Final = frozenset({"apiKey"})
+_SECRET_MAPS: Final = frozenset({"headers", "environment"})
+
+
+class ProviderClients:
+    """Provider clients over one shared HTTP client: one per distinct provider
+    configuration (models.dev plus that configuration's ``provider`` entries).
+
+    The HTTP client is made at the first call (so serving without providers never
+    imports it); :meth:`aclose` closes it.
+    """
+
+    def __init__(self, catalog: llm_package.Catalog, auth: llm_package.Auth) -> None:
+        self.catalog = catalog
+        self._auth = auth
+        self._http: httpx.AsyncClient | None = None
+
+    def __call__(self, data: Mapping[str, Any]) -> llm_package.ProviderClient:
+        """A client routing by the catalog extended with configuration *data*."""
+        if self._http is None:
+            self._http = llm_package.provider_http_client()
+        catalog = self.catalog.with_config(data) if data else self.catalog
+        return llm_package.ProviderClient(catalog, self._auth, http_client=self._http)
+
+    async def aclose(self) -> None:
+        """Close the shared HTTP client, if one was made."""
+        if self._http is not None:
+            await self._http.aclose()
+
+
+def redact(data: Any, *, key: str | None = None) -> Any:
+    """*data* with every ``apiKey`` and every header or environment value replaced by
+    :data:`REDACTED`."""
+    if isinstance(data, dict):
+        if key in _SECRET_MAPS:
+            return {k: REDACTED for k in data}
+        return {k: REDACTED if k in _SECRET_KEYS else redact(v, key=k) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redact(v) for v in data]
+    return data
+
+
+def _unredacted(patch: Any) -> Any:
+    """*patch* without the values that are only :data:`REDACTED` echoed back."""
+    if isinstance(patch, dict):
+        return {k: _unredacted(v) for k, v in patch.items() if v != REDACTED}
+    return patch
+
+
+def _json(body: Any, *, status: int = 200) -> Response:
+    return Response(encode(body), status=status, content_type="application/json")
+
+
+def install_config_routes(app: QuartTrio, rt: Runtime, directory_arg: Callable[[], Path]) -> None:
+    """Add ``GET``/``PATCH /config``, ``GET``/``PATCH /global/config``, ``GET /provider``
+    and ``GET /config/providers``; *directory_arg* gives the Location a request names."""
+    base: dict[str, llm_package.Catalog] = {}
+
+    def env() -> Mapping[str, str]:
+        configuration = rt.execution.configuration
+        return configuration.env if configuration is not None else os.environ
+
+    async def effective(directory: Path) -> tuple[LoadedConfig, str | None]:
+        location = await rt.execution.current_location(str(directory))
+        settings = location.settings
+        model = settings.model or rt.execution.default_model
+        return settings.loaded, f"{model.provider_id}/{model.id}"
+
+    def shown(loaded: LoadedConfig, model: str | None) -> dict[str, Any]:
+        data = redact(loaded.data)
+        if model is not None and "model" not in data:
+            data["model"] = model
+        return data
+
+    async def patch_file(path: str) -> None:
+        try:
+            patch = msgspec.json.decode(await request.get_data(as_text=False))
+        except msgspec.DecodeError as exc:
+            raise GatewayError("InvalidRequestError", f"Invalid JSON body: {exc}") from None
+        if not isinstance(patch, dict):
+            raise GatewayError("InvalidRequestError", "The body must be a JSON object")
+        try:
+            await trio.to_thread.run_sync(write_config_patch, path, _unredacted(patch))
+        except ConfigError as exc:
+            raise GatewayError("InvalidRequestError", str(exc)) from None
+        except OSError as exc:
+            raise GatewayError("UnknownError", f"Cannot write {path}: {exc}") from None
+
+    @app.get("/config")
+    async def config_get() -> Response:
+        return _json(shown(*await effective(directory_arg())))
+
+    @app.patch("/config")
+    async def config_patch() -> Response:
+        directory = directory_arg()
+        await patch_file(await trio.to_thread.run_sync(project_config_file, str(directory)))
+        return _json(shown(*await effective(directory)))
+
+    async def global_loaded() -> LoadedConfig:
+        try:
+            return await trio.to_thread.run_sync(load_global_config, env())
+        except ConfigError as exc:
+            raise GatewayError("InvalidRequestError", str(exc)) from None
+
+    @app.get("/global/config")
+    async def global_config_get() -> Response:
+        return _json(redact((await global_loaded()).data))
+
+    @app.patch("/global/config")
+    async def global_config_patch() -> Response:
+        await patch_file(await trio.to_thread.run_sync(global_config_file, env()))
+        return _json(redact((await global_loaded()).data))
+
+    async def providers() -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
+        loaded, model = await effective(directory_arg())
+        if "models.dev" not in base:
+            base["models.dev"] = await llm_package.load_catalog(
+                cache_path=rt.data_dir / "models-dev.json"
+            )
+        catalog = base["models.dev"].with_config(loaded.data)
+        try:
+            stored = await trio.to_thread.run_sync(llm_package.CredentialStore(rt.data_dir).load)
+        except llm_package.AuthError:
+            stored = {}
+        configured = set(loaded.data.get("provider") or {})
+        environ = env()
+        every: list[dict[str, Any]] = []
+        connected: list[str] = []
+        for pid, provider in sorted(catalog.providers.items()):
+            source = _source(provider, configured, stored, environ)
+            if source is not None:
+                connected.append(pid)
+            every.append(
+                redact(provider_json(provider, connected=source is not None, source=source))
+            )
+        default = {p.id: sorted(p.models)[0] for p in catalog.providers.values() if p.models}
+        if model is not None:
+            provider_id, _, model_id = model.partition("/")
+            if model_id in catalog.providers.get(provider_id, _NO_PROVIDER).models:
+                default[provider_id] = model_id
+        return every, default, connected
+
+    @app.get("/provider")
+    async def provider_list() -> Response:
+        every, default, connected = await providers()
+        return _json({"all": every, "default": default, "connected": connected})
+
+    @app.get("/config/providers")
+    async def config_providers() -> Response:
+        every, default, _ = await providers()
+        return _json({"providers": every, "default": default})
+
+
+_NO_PROVIDER: Final = llm_package.CatalogProvider(id="", name="", npm="")
+
+
+def _source(
+    provider: llm_package.CatalogProvider, configured: set[str], stored: Mapping[str, Any],
+    env: Mapping[str, str],
+) -> str | None:  # fmt: skip
+    """Where the provider's credential comes from (OpenCode's ``Provider.source``), or
+    None when it has none: ``config`` for a configured key or a configured provider that
+    needs none, ``api`` for the credential store, ``env`` for a variable."""
+    if provider.id in configured and (provider.options.get("apiKey") or not provider.env):
+        return "config"
+    if provider.id in stored:
+        return "api"
+    if any(env.get(name) for name in provider.env):
+        return "env"
+    return None
