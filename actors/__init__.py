@@ -8,6 +8,8 @@ from actors._actor import ActorState as ActorState
 from actors._actor import ActorStatistics as ActorStatistics
 from actors._actor import call as call
 from actors._actor import current_time as current_time
+from actors._config import Configuration as Configuration
+from actors._config import ProviderClients as ProviderClients
 from actors._directory import ActorDirectory as ActorDirectory
 from actors._directory import ActorTreeNode as ActorTreeNode
 from actors._errors import ActorCrashed as ActorCrashed
@@ -44,6 +46,7 @@ __all__ = [
     "ActorStatistics",
     "ActorStopped",
     "ActorTreeNode",
+    "Configuration",
     "DEFAULT_POLICY",
     "DuplicateActor",
     "Escalation",
@@ -51,6 +54,7 @@ __all__ = [
     "Mailbox",
     "MailboxStatistics",
     "Page",
+    "ProviderClients",
     "Reply",
     "Runtime",
     "SessionActor",

@@ -8,7 +8,7 @@ import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import trio
@@ -27,7 +27,10 @@ from runtime.config import (
 )
 from runtime.context import SystemContext
 
-__all__ = ["Configuration", "LocationSettings", "location_watch"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["Configuration", "LocationSettings", "ProviderClients", "location_watch"]
 
 _log = logging.getLogger("kittiwake.config")
 _PROVIDER_KEYS: Final = ("provider", "enabled_providers", "disabled_providers")
@@ -60,8 +63,9 @@ class Configuration:
         self._max_clients = max_clients
 
     def client_for(self, data: Mapping[str, Any]) -> llm.LLMClient | None:
-        """The provider client for configuration *data* (shared by equal provider keys)."""
-        if self._llm_for is None:
+        """The provider client for configuration *data* (shared by equal provider keys);
+        None (the runtime's own client) when *data* configures no provider."""
+        if self._llm_for is None or not any(k in data for k in _PROVIDER_KEYS):
             return None
         key = msgspec.json.encode({k: data.get(k) for k in _PROVIDER_KEYS})
         client = self._clients.get(key)
@@ -71,6 +75,32 @@ class Configuration:
                 self._clients.popitem(last=False)
         self._clients.move_to_end(key)
         return client
+
+
+class ProviderClients:
+    """Provider clients over one shared HTTP client: one per distinct provider
+    configuration (models.dev plus that configuration's ``provider`` entries).
+
+    The HTTP client is made at the first call (so serving without providers never
+    imports it); :meth:`aclose` closes it.
+    """
+
+    def __init__(self, catalog: llm.Catalog, auth: llm.Auth) -> None:
+        self.catalog = catalog
+        self._auth = auth
+        self._http: httpx.AsyncClient | None = None
+
+    def __call__(self, data: Mapping[str, Any]) -> llm.ProviderClient:
+        """A client routing by the catalog extended with configuration *data*."""
+        if self._http is None:
+            self._http = llm.provider_http_client()
+        catalog = self.catalog.with_config(data) if data else self.catalog
+        return llm.ProviderClient(catalog, self._auth, http_client=self._http)
+
+    async def aclose(self) -> None:
+        """Close the shared HTTP client, if one was made."""
+        if self._http is not None:
+            await self._http.aclose()
 
 
 @dataclass(frozen=True, slots=True)

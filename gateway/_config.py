@@ -26,42 +26,15 @@ from runtime.config import (
 )
 
 if TYPE_CHECKING:
-    import httpx
     from quart_trio import QuartTrio
 
-__all__ = ["REDACTED", "ProviderClients", "install_config_routes", "redact"]
+__all__ = ["REDACTED", "install_config_routes", "redact"]
 
 REDACTED: Final = "[redacted]"
 """What ``GET /config`` shows for an ``apiKey`` or a header value; a ``PATCH`` that
 sends it back leaves the stored value as it is."""
 _SECRET_KEYS: Final = frozenset({"apiKey"})
 _SECRET_MAPS: Final = frozenset({"headers", "environment"})
-
-
-class ProviderClients:
-    """Provider clients over one shared HTTP client: one per distinct provider
-    configuration (models.dev plus that configuration's ``provider`` entries).
-
-    The HTTP client is made at the first call (so serving without providers never
-    imports it); :meth:`aclose` closes it.
-    """
-
-    def __init__(self, catalog: llm_package.Catalog, auth: llm_package.Auth) -> None:
-        self.catalog = catalog
-        self._auth = auth
-        self._http: httpx.AsyncClient | None = None
-
-    def __call__(self, data: Mapping[str, Any]) -> llm_package.ProviderClient:
-        """A client routing by the catalog extended with configuration *data*."""
-        if self._http is None:
-            self._http = llm_package.provider_http_client()
-        catalog = self.catalog.with_config(data) if data else self.catalog
-        return llm_package.ProviderClient(catalog, self._auth, http_client=self._http)
-
-    async def aclose(self) -> None:
-        """Close the shared HTTP client, if one was made."""
-        if self._http is not None:
-            await self._http.aclose()
 
 
 def redact(data: Any, *, key: str | None = None) -> Any:

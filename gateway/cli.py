@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import trio
 
+from actors import Configuration, ProviderClients
 from gateway._args import parser
 from gateway._setup import (
     SetupError,
@@ -36,7 +37,7 @@ from gateway._setup import (
 from gateway._terminal import RunFailed, Runner, RunOptions, read_prompt
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
-from runtime.config import ConfigError, load_config
+from runtime.config import ConfigError, LoadedConfig, load_config
 from storage import EventStore, JournalHeld, release_library_pages
 
 if TYPE_CHECKING:
@@ -72,13 +73,21 @@ def default_data_dir(env: dict[str, str] | None = None) -> Path:
 
 class _Provider(msgspec.Struct, frozen=True):
     client: Any
-    model: ModelRef
-    http: httpx.AsyncClient
+    model: ModelRef | None
+    clients: Any  # actors.ProviderClients
+    configuration: Any  # actors.Configuration
     catalog: Any
 
     def options(self) -> dict[str, Any]:
-        """``open_runtime`` options: the default model and which model writes titles."""
-        return {"default_model": self.model, "title_model": partial(_small_model, self.catalog)}
+        """``open_runtime`` options: the default model, which model writes titles, and
+        how Locations read their configuration."""
+        options: dict[str, Any] = {
+            "title_model": partial(_small_model, self.catalog),
+            "configuration": self.configuration,
+        }
+        if self.model is not None:
+            options["default_model"] = self.model
+        return options
 
 
 def _small_model(catalog: llm_package.Catalog, model: ModelRef) -> ModelRef | None:
@@ -89,22 +98,42 @@ def _small_model(catalog: llm_package.Catalog, model: ModelRef) -> ModelRef | No
     return None if small is None else ModelRef(id=small.model_id, provider_id=small.provider_id)
 
 
+def _load_config(directory: str) -> LoadedConfig:
+    """The configuration of *directory*, its diagnostics printed as warnings.
+
+    Raises:
+        CliError: a source that cannot be used (exit status 2).
+    """
+    try:
+        loaded = load_config(directory, os.environ)
+    except ConfigError as exc:
+        raise CliError(str(exc), 2) from None
+    for diagnostic in loaded.diagnostics:
+        print(f"kittiwake: warning: {diagnostic}", file=sys.stderr)
+    return loaded
+
+
 async def _configured_provider(
-    data_dir: Path, out: Any, wanted: str | None = None
+    data_dir: Path, out: Any, config: LoadedConfig | None = None, wanted: str | None = None
 ) -> _Provider | None:
-    """A ProviderClient for *wanted* (``provider/model``), else ``KITTIWAKE_MODEL``, else the
-    default model of the first provider with credentials (``llm.resolve_model``); else
-    explain and return None.
+    """Provider clients over models.dev plus *config*'s providers, with the model
+    *wanted* (``provider/model``), else ``KITTIWAKE_MODEL``, else the configured ``model``,
+    else the default model of the first usable provider (``llm.resolve_model``); None when
+    the catalog cannot be loaded. Without a usable provider, explains what was looked for
+    (``client`` is None then).
 
     Raises:
         CatalogError: the model asked for is unknown, or its provider has no credentials.
         CliError: the credential store is malformed.
     """
+
     try:
-        catalog = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
+        base = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
     except (llm_package.CatalogError, OSError) as exc:
         print(f"kittiwake: could not load the model catalog ({exc}); no provider", file=out)
         return None
+    data = config.data if config is not None else {}
+    catalog = base.with_config(data) if data else base
     store = llm_package.CredentialStore(data_dir)
     try:
         stored = store.load()
@@ -112,16 +141,22 @@ async def _configured_provider(
         raise CliError(f"{exc}; fix or remove it") from None
     providers = catalog.providers
     credentialed = llm_package.providers_with_credentials(catalog, os.environ, stored)
-    ref = llm_package.resolve_model(
-        catalog, credentialed, wanted or os.environ.get("KITTIWAKE_MODEL")
-    )
+    clients = ProviderClients(base, llm_package.Auth(env=dict(os.environ), store=store))
+    pinned = wanted or os.environ.get("KITTIWAKE_MODEL")
+    ref = llm_package.resolve_model(catalog, credentialed, pinned)
+    configured = config.config.model if config is not None else None
+    if not pinned and configured:
+        try:
+            ref = llm_package.resolve_model(catalog, credentialed, configured)
+        except llm_package.CatalogError as exc:
+            print(f"kittiwake: warning: configured model: {exc}", file=out)
+    configuration = Configuration(
+        env=os.environ, llm_for=clients,
+        pinned_model=_model_ref(ref) if pinned and ref is not None else None,
+    )  # fmt: skip
     if ref is not None:
-        http = llm_package.provider_http_client()
-        auth = llm_package.Auth(env=dict(os.environ), store=store)
-        client = llm_package.ProviderClient(catalog, auth, http_client=http)
         print(f"kittiwake: using provider {ref.provider_id}, model {ref.model_id}", file=out)
-        model = ModelRef(id=ref.model_id, provider_id=ref.provider_id)
-        return _Provider(client, model, http, catalog)
+        return _Provider(clients(data), _model_ref(ref), clients, configuration, catalog)
     looked = [providers[p] for p in _FEATURED if p in providers] or list(providers.values())[:5]
     print("kittiwake: no LLM provider is configured; prompts will fail until one is.", file=out)
     print("  Looked for credentials of these providers (and every other catalog entry):", file=out)
@@ -130,7 +165,11 @@ async def _configured_provider(
         print(f"    {provider.id:<16} {names}", file=out)
     print(f"  Set one of those variables, or store a credential in {store.path},", file=out)
     print("  optionally with KITTIWAKE_MODEL=provider/model, and restart.", file=out)
-    return None
+    return _Provider(None, None, clients, configuration, catalog)
+
+
+def _model_ref(ref: llm_package.ModelRef) -> ModelRef:
+    return ModelRef(id=ref.model_id, provider_id=ref.provider_id)
 
 
 # -- commands -----------------------------------------------------------------------------
@@ -221,11 +260,12 @@ async def _serve(args: argparse.Namespace) -> int:
         await trio.to_thread.run_sync(partial(import_module, "gateway._serve"))
         loaded.set()
 
+    config = _load_config(str(directory))
     try:
         async with trio.open_nursery() as outer:
             outer.start_soon(load_gateway)
             try:
-                provider = await _configured_provider(data_dir, sys.stderr)
+                provider = await _configured_provider(data_dir, sys.stderr, config)
             except llm_package.CatalogError as exc:
                 print(f"kittiwake: {exc}", file=sys.stderr)
                 return 2
@@ -269,7 +309,7 @@ async def _serve(args: argparse.Namespace) -> int:
                         _forget_serving(data_dir)
     finally:
         if provider is not None:
-            await provider.http.aclose()
+            await provider.clients.aclose()
     return 0
 
 
@@ -295,7 +335,8 @@ async def _api(
     data_dir = _data_dir(args)
     provider = None
     if args.command == "run":
-        provider = await _configured_provider(data_dir, sys.stderr, wanted)
+        config = _load_config(os.getcwd())
+        provider = await _configured_provider(data_dir, sys.stderr, config, wanted)
     options: dict[str, Any] = provider.options() if provider else {}
     try:
         async with open_runtime(
@@ -312,7 +353,7 @@ async def _api(
                     server.stop()
     finally:
         if provider is not None:
-            await provider.http.aclose()
+            await provider.clients.aclose()
 
 
 def _check(response: httpx.Response) -> Any:
