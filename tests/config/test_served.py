@@ -79,9 +79,13 @@ async def test_bash_deny_keeps_the_command_from_running(tmp_path, provider):
         sid = await new_session(client, project)
         events = await prompt(client, sid, "touch it")
     failed = [e["data"] for e in events if e["type"] == "session.next.tool.failed"]
-    assert len(failed) == 1 and "denied" in json.dumps(failed[0]).lower()
+    assert len(failed) == 1 and failed[0]["error"]["message"] == (
+        "Tool shell is not available for this request"
+    )
     assert not marker.exists()
     assert texts(events) == ["could not"]
+    offered = {t["function"]["name"] for t in provider.requests[0].json().get("tools", [])}
+    assert "read" in offered and "shell" not in offered  # wholly denied: never offered
 
 
 async def test_configured_agent_is_selectable_and_its_rules_apply(tmp_path, provider):
@@ -118,6 +122,7 @@ async def test_configured_agent_is_selectable_and_its_rules_apply(tmp_path, prov
         events = await prompt(client, sid, "review")
     assert texts(events) == ["reviewed"] and not marker.exists()
     first = provider.requests[0].json()
+    assert "shell" not in {t["function"]["name"] for t in first.get("tools", [])}
     assert first["model"] == "echo-2"
     assert "You are the REVIEWER." in json.dumps(first["messages"][0])
 
