@@ -19,6 +19,8 @@ environment:
                              standard error instead of <data dir>/log/kittiwake.log
   KITTIWAKE_CONFIG           a configuration file read after the global one
   KITTIWAKE_CONFIG_CONTENT   inline configuration JSON, read last (wins)
+  KITTIWAKE_DISABLE_PROJECT_CONFIG
+                             1 or true: read no project configuration files
   XDG_CONFIG_HOME            the global configuration is $XDG_CONFIG_HOME/kittiwake/
                              kittiwake.json (else ~/.config/kittiwake/kittiwake.json)
   ANTHROPIC_API_KEY, OPENAI_API_KEY, ...

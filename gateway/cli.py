@@ -498,7 +498,7 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
     try:
         return _dispatch(args)
     except BaseException as exc:
-        return _report(exc)
+        return _report(exc, args)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -542,12 +542,16 @@ def _configure_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(level="WARNING", filename=folder / "kittiwake.log")
 
 
-def _report(exc: BaseException) -> int:
+def _report(exc: BaseException, args: argparse.Namespace) -> int:
     """Print *exc* as one line and return its exit status; re-raise what is not a known failure."""
     if _find(exc, KeyboardInterrupt) is not None:
         return 130
     if isinstance(exc, SystemExit):
         raise exc
+    held = _find(exc, JournalHeld)  # taken between the check and the opening
+    if isinstance(held, JournalHeld):
+        print(f"kittiwake: {held_message(held, _data_dir(args), args.command)}", file=sys.stderr)
+        return 1
     if _find(exc, BrokenPipeError) is not None:  # the reader left (`kittiwake models | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -372,3 +372,25 @@ async def test_a_drain_that_hits_the_turn_cap_exits_1_with_the_reason(tmp_path, 
     # unanswered tool calls, is the one line that says so.
     assert "kittiwake: step failed:" in err or "with tool calls unanswered" in err
     assert len(provider.requests) == 2
+
+
+def test_a_data_dir_taken_after_the_check_is_the_same_one_line(tmp_path, monkeypatch, capsys):
+    from gateway import cli as cli_module
+    from storage import EventStore, Journal
+
+    data = tmp_path / "data"
+    held = Journal.open(data / "journal")  # taken by this process, after the check passed
+    monkeypatch.setattr(EventStore, "check_free", staticmethod(lambda directory: None))
+    monkeypatch.chdir(tmp_path)
+    try:
+        started = time.monotonic()
+        status = cli_module.main(["sessions", "list", "--data-dir", str(data)])
+        took = time.monotonic() - started
+    finally:
+        held.close()
+    assert status == 1
+    assert capsys.readouterr().err == (
+        f"kittiwake: the data dir {data} is in use by process {os.getpid()}; "
+        "wait for it to end, or pass another --data-dir\n"
+    )
+    assert took < 10
