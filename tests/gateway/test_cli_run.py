@@ -394,3 +394,34 @@ def test_a_data_dir_taken_after_the_check_is_the_same_one_line(tmp_path, monkeyp
         "wait for it to end, or pass another --data-dir\n"
     )
     assert took < 10
+
+
+async def test_run_uses_a_provider_that_exists_only_in_configuration(tmp_path, provider):
+    cli = Cli(tmp_path, None)  # no catalog planted, no API-key variable
+    cli.env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    (cli.project / "kittiwake.json").write_text(
+        json.dumps(
+            {
+                "model": "box/small",
+                "provider": {
+                    "box": {
+                        "npm": "@ai-sdk/openai-compatible",
+                        "options": {"baseURL": provider.base_url},
+                        "models": {"small": {"name": "Small", "tool_call": True}},
+                    }
+                },
+            }
+        )
+    )
+    provider.queue(said("configured answer"))
+    done = await cli("run", "hello")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode() == "configured answer\n"
+    assert provider.requests[0].json()["model"] == "small"
+    (cli.project / "kittiwake.json").write_text('{"model": ')
+    broken = await cli("run", "hello")
+    assert broken.returncode == 2
+    lines = broken.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"kittiwake: {cli.project / 'kittiwake.json'}:1:"
+    )
