@@ -21,7 +21,7 @@ import trio
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["RunOptions", "Runner", "read_prompt"]
+__all__ = ["RunFailed", "RunOptions", "Runner", "check", "read_prompt"]
 
 _NEXT: Final = "session.next."
 _ASKED: Final = "permission.v2.asked"
@@ -32,7 +32,8 @@ _SESSION_PAGE: Final = 100
 
 
 class RunFailed(Exception):
-    """A ``run`` that cannot go on: the message is its one line for the terminal."""
+    """A client command that cannot go on (a refused request, an unknown session): the
+    message is its one line for the terminal."""
 
 
 class RunOptions(msgspec.Struct, frozen=True, kw_only=True):

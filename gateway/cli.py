@@ -34,7 +34,7 @@ from gateway._setup import (
     list_models,
     show_config,
 )
-from gateway._terminal import RunFailed, Runner, RunOptions, read_prompt
+from gateway._terminal import RunFailed, Runner, RunOptions, check, read_prompt
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
 from runtime.config import ConfigError, LoadedConfig, load_config
@@ -356,17 +356,6 @@ async def _api(
             await provider.clients.aclose()
 
 
-def _check(response: httpx.Response) -> Any:
-    if response.status_code >= 400:
-        try:
-            body = response.json()
-            message = f"{body.get('_tag')}: {body.get('message')}"
-        except ValueError:
-            message = response.text
-        raise CliError(f"{response.request.method} {response.url.path}: {message}")
-    return response.json() if response.content else None
-
-
 async def _run(args: argparse.Namespace) -> int:
     """Prompt a session (new, ``--session`` or ``--continue``) and follow it until idle."""
     options = RunOptions(
@@ -404,17 +393,17 @@ async def _auth(args: argparse.Namespace) -> int:
 async def _sessions(args: argparse.Namespace) -> int:
     async with _api(args) as api:
         if args.action == "list":
-            page = _check(await api.get("/api/session", params={"limit": args.limit}))
+            page = check(await api.get("/api/session", params={"limit": args.limit}))
             for info in page["data"]:
                 print(f"{info['id']}  {info['title']}  {info['location']['directory']}")
         elif args.action == "delete":
-            project = _check(await api.get("/project/current"))["id"]
-            _check(await api.delete(f"/project/{project}/session/{args.id}"))
+            project = check(await api.get("/project/current"))["id"]
+            check(await api.delete(f"/project/{project}/session/{args.id}"))
             print(f"deleted {args.id}")
         else:
-            info = _check(await api.get(f"/api/session/{args.id}"))["data"]
+            info = check(await api.get(f"/api/session/{args.id}"))["data"]
             print(msgspec.json.format(msgspec.json.encode(info)).decode())
-            messages = _check(
+            messages = check(
                 await api.get(
                     f"/api/session/{args.id}/message", params={"order": "asc", "limit": 200}
                 )
@@ -457,7 +446,7 @@ def render_tree(snapshot: dict[str, Any]) -> str:
 
 async def _inspect(args: argparse.Namespace) -> int:
     async with _api(args) as api:
-        print(render_tree(_check(await api.get("/api/actors"))))
+        print(render_tree(check(await api.get("/api/actors"))))
     return 0
 
 

@@ -425,3 +425,21 @@ async def test_run_uses_a_provider_that_exists_only_in_configuration(tmp_path, p
     assert len(lines) == 1 and lines[0].startswith(
         f"kittiwake: {cli.project / 'kittiwake.json'}:1:"
     )
+
+
+async def test_an_unknown_session_or_nothing_to_continue_is_one_line(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    nothing = await cli("run", "--continue", "hello")
+    assert nothing.returncode == 1
+    assert nothing.stderr.decode().splitlines()[-1] == (
+        f"kittiwake: no session in {cli.project} to continue"
+    )
+    unknown = await cli("run", "--session", "ses_nope", "hello")
+    assert unknown.returncode == 1
+    last = unknown.stderr.decode().splitlines()[-1]
+    assert last.startswith("kittiwake: GET /api/session/ses_nope: SessionNotFoundError")
+    both = await cli("run", "--session", "ses_nope", "--continue", "hello")
+    assert both.returncode == 2
+    assert "not allowed with argument" in both.stderr.decode()
+    assert provider.requests == []
+    assert "Traceback" not in nothing.stderr.decode() + unknown.stderr.decode()
