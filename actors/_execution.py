@@ -334,6 +334,11 @@ class SessionExecution:
         await location.refresh()
         return location
 
+    def client_for(self, location: LocationActor) -> llm.LLMClient:
+        """The provider client turns in *location* stream from: the one its configuration
+        builds (its providers), else the runtime's."""
+        return location.settings.llm or self.llm
+
     def note_idle(self, actor: SessionActor) -> None:
         actor.last_active = trio.current_time()
 

@@ -374,8 +374,7 @@ class SessionActor(Actor[Message]):
         if self._title_prompt is not None:
             self._start_title(self._title_prompt, model)
             self._title_prompt = None
-        client = location.settings.llm or self._x.llm
-        return await run_turn(client=client, request=request, turn=turn)
+        return await run_turn(client=self._x.client_for(location), request=request, turn=turn)
 
     def _model(
         self, info: SessionInfo, agent: AgentInfo, settings: LocationSettings
@@ -404,14 +403,14 @@ class SessionActor(Actor[Message]):
         """Write the session's title beside its first turn, never delaying it (the task
         runs in the actor's nursery; stopping the actor cancels it)."""
         assert self._x.title_model is not None
-        settings = self._location().settings
-        small = settings.small_model or self._x.title_model(model)
+        location = self._location()
+        small = location.settings.small_model or self._x.title_model(model)
         if small is None or self._nursery is None:
             return
         self._nursery.start_soon(
             partial(
                 write_title, session_id=self.session_id, prompt=prompt, model=small,
-                client=settings.llm or self._x.llm, storage=self._x.storage, now_ms=self._x.now_ms,
+                client=self._x.client_for(location), storage=self._x.storage, now_ms=self._x.now_ms,
                 limits=self._x.title_limits,
             )
         )  # fmt: skip

@@ -101,7 +101,7 @@ class Sessions:
             check_id("ses", id)
         if parent_id is not None:
             check_id("ses", parent_id)
-        self.check_input(location, agent=agent, model=model)
+        await self.check_input(location, agent=agent, model=model)
         session_id = id or self._ids.new("ses")
         now = self._now()
         info = SessionInfo(
@@ -389,7 +389,7 @@ class Sessions:
         """Wait until the session has no active or pending drain."""
         await self._x.wait_idle(session_id)
 
-    def check_input(
+    async def check_input(
         self, location: Location, *, agent: str | None = None, model: ModelRef | None = None,
         check_location: bool = True,
     ) -> None:  # fmt: skip
@@ -398,11 +398,13 @@ class Sessions:
         The one check behind ``create``, ``switch_agent`` and ``switch_model`` (callers
         that switch both may check both first). The Location's directory must be an
         absolute path to an existing directory (unless ``check_location=False``: a switch
-        keeps the session's Location); *agent* one of that Location's agents (as its turns
-        resolve them); *model* one the provider client reaches, when the client can tell
-        (a ``runtime.llm.ModelResolver`` such as ``ProviderClient``: its catalog,
-        configured providers included). It reads the file system and may start the
-        Location's actor; it writes nothing and never waits.
+        keeps the session's Location). *agent* and *model* are checked against the
+        Location as its next turn would see it (configuration and agent files read again
+        if they changed): *agent* must be one of its agents, *model* one its provider
+        client reaches (``SessionExecution.client_for``: configured providers included),
+        when that client can tell (a ``runtime.llm.ModelResolver`` such as
+        ``ProviderClient``). It writes nothing; it may start the Location's actor.
+        Cancellation abandons the check.
 
         Raises:
             InvalidSessionInputError: with ``field`` ``"location"``, ``"agent"`` or
@@ -411,13 +413,15 @@ class Sessions:
         directory = location.directory
         if check_location:
             _check_directory(directory)
-        if agent is not None:
-            known = self._x.location_for(directory).agents
-            if agent not in known:
-                raise InvalidSessionInputError(
-                    "agent", f"Unknown agent {agent!r}; known agents: {', '.join(sorted(known))}"
-                )
-        client = self._x.llm
+        if agent is None and model is None:
+            return
+        place = await self._x.current_location(directory)
+        if agent is not None and agent not in place.agents:
+            known = ", ".join(sorted(place.agents))
+            raise InvalidSessionInputError(
+                "agent", f"Unknown agent {agent!r}; known agents: {known}"
+            )
+        client = self._x.client_for(place)
         if model is not None and isinstance(client, llm.ModelResolver):
             try:
                 client.resolve_model(to_llm_model(model))
@@ -433,8 +437,7 @@ class Sessions:
             InvalidSessionInputError: an agent the session's Location does not have.
         """
         info = await self.get(session_id)
-        await self._x.current_location(info.location.directory)  # a new agent file counts
-        self.check_input(info.location, agent=agent, check_location=False)
+        await self.check_input(info.location, agent=agent, check_location=False)
         event = ev.AgentSwitched(
             timestamp=self._now(),
             session_id=session_id,
@@ -451,7 +454,7 @@ class Sessions:
             InvalidSessionInputError: a model the provider client does not reach.
         """
         info = await self.get(session_id)
-        self.check_input(info.location, model=model, check_location=False)
+        await self.check_input(info.location, model=model, check_location=False)
         event = ev.ModelSwitched(
             timestamp=self._now(),
             session_id=session_id,

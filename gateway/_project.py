@@ -475,7 +475,9 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
         if body.model is not None:
             model = ModelRef(id=body.model.modelID, provider_id=body.model.providerID)
         # both first, so that a bad one switches neither
-        rt.sessions.check_input(info.location, agent=body.agent, model=model, check_location=False)
+        await rt.sessions.check_input(
+            info.location, agent=body.agent, model=model, check_location=False
+        )
         if body.agent is not None:
             await rt.sessions.switch_agent(session_id, body.agent)
         if model is not None:

@@ -32,6 +32,7 @@ from runtime.llm import (
     ScriptedLLM,
     render_stream,
 )
+from tests.config.conftest import base_env, local_provider, serving
 from tests.llm.conftest import SAMPLE, LocalServer, Reply
 
 from .conftest import answer, assert_valid, component, served
@@ -261,3 +262,36 @@ async def test_an_exact_retry_returns_the_stored_receipt_with_its_promotion(tmp_
             "ref": 1,
             "data": {**first["data"], "promotedSeq": promoted},
         }
+
+
+async def test_models_are_checked_against_the_locations_configured_providers(tmp_path):
+    # `kittiwake serve` with no credentials: only the project's configuration has a provider
+    project = tmp_path / "project"
+    project.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    async with trio.open_nursery() as nursery:
+        provider = LocalServer()
+        listeners = await nursery.start(
+            partial(trio.serve_tcp, provider.handle, 0, host="127.0.0.1")
+        )
+        provider.port = listeners[0].socket.getsockname()[1]
+        document = {"provider": local_provider(provider.port, "echo-1")}
+        (project / "kittiwake.json").write_text(json.dumps(document))
+        async with (
+            serving(base_env(tmp_path), elsewhere) as served_cli,
+            httpx.AsyncClient(base_url=served_cli.url, timeout=30) as c,
+        ):
+            here = {"directory": str(project)}
+            echo = {"id": "echo-1", "providerID": "local"}
+            r = await c.post(S, json={"location": here, "model": echo})
+            assert r.status_code == 200, r.text
+            sid = r.json()["data"]["id"]
+            nope = {"id": "echo-9", "providerID": "local"}
+            refused(await c.post(S, json={"location": here, "model": nope}), "model", "echo-9")
+            refused(await c.post(f"{S}/{sid}/model", json={"model": nope}), "model", "echo-9")
+            # a provider added to the file is reachable from then on, as for the next turn
+            document = {"provider": local_provider(provider.port, "echo-1", "echo-9")}
+            (project / "kittiwake.json").write_text(json.dumps(document))
+            assert (await c.post(f"{S}/{sid}/model", json={"model": nope})).status_code == 204
+        nursery.cancel_scope.cancel()
