@@ -142,7 +142,12 @@ def install_config_routes(app: QuartTrio, rt: Runtime, directory_arg: Callable[[
             every.append(
                 redact(provider_json(provider, connected=source is not None, source=source))
             )
-        default = {p.id: sorted(p.models)[0] for p in catalog.providers.values() if p.models}
+        default = {
+            pid: chosen.model_id if chosen is not None else sorted(provider.models)[0]
+            for pid, provider in catalog.providers.items()
+            if provider.models
+            for chosen in [llm_package.provider_default_model(catalog, pid)]
+        }
         if model is not None:
             provider_id, _, model_id = model.partition("/")
             if model_id in catalog.providers.get(provider_id, _NO_PROVIDER).models:

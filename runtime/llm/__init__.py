@@ -50,6 +50,7 @@ from ._defaults import PROVIDER_ORDER as PROVIDER_ORDER
 from ._defaults import choose_default_model as choose_default_model
 from ._defaults import choose_small_model as choose_small_model
 from ._defaults import parse_model as parse_model
+from ._defaults import provider_default_model as provider_default_model
 from ._defaults import providers_with_credentials as providers_with_credentials
 from ._defaults import resolve_model as resolve_model
 from ._defaults import usable_providers as usable_providers
@@ -251,6 +252,7 @@ __all__ = [
     "parse_retry_after",
     "partition_options",
     "prompt_cache_key",
+    "provider_default_model",
     "provider_http_client",
     "providers_with_credentials",
     "render_stream",

@@ -21,6 +21,7 @@ __all__ = [
     "choose_default_model",
     "choose_small_model",
     "parse_model",
+    "provider_default_model",
     "providers_with_credentials",
     "resolve_model",
     "usable_providers",
@@ -102,22 +103,40 @@ def usable_providers(catalog: Catalog, credentialed: Collection[str]) -> list[Ca
 def choose_default_model(catalog: Catalog, credentialed: Collection[str]) -> ModelRef | None:
     """The model to use when neither the user nor the configuration named one.
 
-    From the first usable provider (:func:`usable_providers`) with an eligible model:
-    current (not deprecated or hidden), tool calling, text in and text only out, on a
-    protocol this runtime speaks. Among those, the provider's preference patterns
-    (``DEFAULT_PREFERENCES``) pick, newest release first; else the newest. None when no
-    usable provider has an eligible model.
+    The :func:`provider_default_model` of the first usable provider
+    (:func:`usable_providers`) that has one. None when no usable provider has an
+    eligible model.
     """
     for provider in usable_providers(catalog, credentialed):
-        eligible = [m for m in provider.models.values() if _agentic(m)]
-        if not eligible:
-            continue
-        for pattern in DEFAULT_PREFERENCES.get(provider.id, ()):
-            matched = [m for m in eligible if re.fullmatch(pattern, m.id)]
-            if matched:
-                return _ref(_newest(matched))
-        return _ref(_newest(eligible))
+        chosen = _provider_default(provider)
+        if chosen is not None:
+            return _ref(chosen)
     return None
+
+
+def provider_default_model(catalog: Catalog, provider_id: str) -> ModelRef | None:
+    """The model of *provider_id* a session uses when only the provider is chosen.
+
+    Among its eligible models (current, not deprecated or hidden; tool calling; text in
+    and only text out; on a protocol this runtime speaks), the newest release matching
+    the first of the provider's preference patterns (``DEFAULT_PREFERENCES``) that
+    matches any, else the newest. None for an unknown provider or one without an
+    eligible model.
+    """
+    provider = catalog.providers.get(provider_id)
+    chosen = None if provider is None else _provider_default(provider)
+    return None if chosen is None else _ref(chosen)
+
+
+def _provider_default(provider: CatalogProvider) -> CatalogModel | None:
+    eligible = [m for m in provider.models.values() if _agentic(m)]
+    if not eligible:
+        return None
+    for pattern in DEFAULT_PREFERENCES.get(provider.id, ()):
+        matched = [m for m in eligible if re.fullmatch(pattern, m.id)]
+        if matched:
+            return _newest(matched)
+    return _newest(eligible)
 
 
 def choose_small_model(catalog: Catalog, provider_id: str) -> ModelRef | None:
@@ -203,8 +222,17 @@ def _current_text(model: CatalogModel) -> bool:
 
 
 def _newest(models: Sequence[CatalogModel]) -> CatalogModel:
-    """The latest release; on a tie the shorter id (an alias over a dated snapshot)."""
-    return min(models, key=lambda m: (_negated_date(m.release_date), len(m.id), m.id))
+    """The latest release; on a tie of dates the shorter id (an alias over its dated
+    snapshot); without dates (a configured provider) the first listed."""
+    ranked = sorted(
+        enumerate(models),
+        key=lambda im: (
+            _negated_date(im[1].release_date),
+            len(im[1].id) if im[1].release_date else 0,
+            im[0],
+        ),
+    )
+    return ranked[0][1]
 
 
 def _negated_date(date: str | None) -> tuple[int, ...]:

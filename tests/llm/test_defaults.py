@@ -11,6 +11,7 @@ from runtime.llm import (
     choose_default_model,
     choose_small_model,
     parse_model,
+    provider_default_model,
     providers_with_credentials,
     resolve_model,
     usable_providers,
@@ -177,3 +178,31 @@ def test_providers_with_credentials_look_where_auth_looks(catalog):
     assert with_proxy == {"openai", "literal", "proxy"}
     # The keyless local provider needs none, so it is usable without being credentialed.
     assert "local" in [p.id for p in usable_providers(configured, found)]
+
+
+def test_each_providers_default_model(catalog):
+    defaults = {pid: provider_default_model(catalog, pid) for pid in catalog.providers}
+    assert defaults["openai"] == ModelRef(provider_id="openai", model_id="gpt-5.5")
+    assert defaults["github-copilot"] == ModelRef(
+        provider_id="github-copilot", model_id="claude-sonnet-5"
+    )
+    assert defaults["amazon-bedrock"] is None  # no protocol spoken
+    for ref in filter(None, defaults.values()):
+        _agentic_and_current(catalog, ref)
+    assert provider_default_model(catalog, "nope") is None
+
+
+def test_a_configured_provider_without_dates_defaults_to_its_first_listed_model(catalog):
+    local = catalog.with_config(
+        {
+            "provider": {
+                "local": {
+                    "options": {"baseURL": "http://x/v1"},
+                    "models": {"coder-1": {}, "tiny": {}},
+                }
+            }
+        }
+    )
+    assert provider_default_model(local, "local") == ModelRef(
+        provider_id="local", model_id="coder-1"
+    )
