@@ -12,12 +12,9 @@ import msgspec
 import pytest
 import trio
 import trustme
-from hypothesis import given
-from hypothesis import strategies as st
 
 from runtime import llm as llm_package
 from runtime.llm import HTTP11Transport, provider_http_client
-from runtime.llm._http11 import ChunkedDecoder, ProtocolError, body_framing, parse_head
 from runtime.llm._transport import close_unfinished
 
 Handler = Callable[[trio.abc.Stream, bytes, int], Awaitable[bool]]
@@ -271,7 +268,7 @@ async def test_tls() -> None:
     client_tls = ssl.create_default_context()
     ca.configure_trust(client_tls)
     async with serving(ok, tls=server_tls) as server:
-        async with provider_http_client(ssl_context=client_tls) as client:
+        async with provider_http_client(verify=client_tls) as client:
             assert (await client.get(server.url)).text == "hello"
             assert (await client.get(server.url)).text == "hello"
             assert server.connections == 1
@@ -322,70 +319,6 @@ def _request() -> llm_package.LLMRequest:
     )
 
 
-# -- the sans-IO parts -----------------------------------------------------------------------
-
-
-def test_parse_head() -> None:
-    version, status, reason, headers = parse_head(b"HTTP/1.1 404 Not Found\r\nA: 1\r\nb:  x y ")
-    assert (version, status, reason, headers) == (
-        b"HTTP/1.1",
-        404,
-        b"Not Found",
-        [(b"A", b"1"), (b"b", b"x y")],
-    )
-    for bad in (
-        b"HTTP/2 200 OK",
-        b"HTTP/1.1 20 OK",
-        b"HTTP/1.1 200 OK\r\n folded",
-        b"HTTP/1.1 200 OK\r\nnocolon",
-    ):
-        with pytest.raises(ProtocolError):
-            parse_head(bad)
-
-
-def test_body_framing() -> None:
-    assert body_framing(b"GET", 200, [(b"Content-Length", b"5")]) == ("length", 5)
-    assert body_framing(b"GET", 200, [(b"content-length", b"0")]) == ("none", 0)
-    assert body_framing(b"HEAD", 200, [(b"content-length", b"5")]) == ("none", 0)
-    assert body_framing(b"GET", 204, []) == ("none", 0)
-    assert body_framing(b"GET", 200, []) == ("close", 0)
-    assert body_framing(b"GET", 200, [(b"transfer-encoding", b"gzip, chunked")]) == ("chunked", 0)
-    assert body_framing(b"GET", 200, [(b"transfer-encoding", b"gzip")]) == ("close", 0)
-    chunked_wins = [(b"content-length", b"5"), (b"transfer-encoding", b"chunked")]
-    assert body_framing(b"GET", 200, chunked_wins) == ("chunked", 0)
-    with pytest.raises(ProtocolError):
-        body_framing(b"GET", 200, [(b"content-length", b"5"), (b"content-length", b"6")])
-    with pytest.raises(ProtocolError):
-        body_framing(b"GET", 200, [(b"content-length", b"-1")])
-
-
-@given(
-    st.lists(st.binary(min_size=1, max_size=40), max_size=8),
-    st.lists(st.integers(min_value=1, max_value=17), min_size=1, max_size=8),
-)
-def test_chunked_decoder_any_split(pieces: list[bytes], cuts: list[int]) -> None:
-    wire = b"".join(f"{len(p):x};x=y\r\n".encode() + p + b"\r\n" for p in pieces)
-    wire += b"0\r\ntrailer: t\r\n\r\nNEXT"
-    decoder = ChunkedDecoder()
-    out: list[bytes] = []
-    i = 0
-    k = 0
-    while i < len(wire) and not decoder.done:
-        step = cuts[k % len(cuts)]
-        out += decoder.feed(wire[i : i + step])
-        i += step
-        k += 1
-    assert decoder.done
-    assert b"".join(out) == b"".join(pieces)
-    assert decoder.leftover + wire[i:] == b"NEXT"
-
-
-def test_chunked_decoder_rejects_bad_framing() -> None:
-    for bad in (b"zz\r\n", b"3\r\nabcX\r\n", b"\r\n"):
-        with pytest.raises(ProtocolError):
-            ChunkedDecoder().feed(bad)
-
-
 def test_a_proxy_in_the_environment_keeps_httpx_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(provider_http_client()._transport, HTTP11Transport)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
@@ -415,3 +348,14 @@ async def test_a_large_body_informational_answers_and_idle_bound() -> None:
         await client.get(server.url)
         await client.get(server.url)
         assert server.connections == 2  # and is reused
+
+
+async def test_bytes_past_the_answer_keep_the_connection_out_of_the_pool() -> None:
+    async def overlong(stream: trio.abc.Stream, request: bytes, index: int) -> bool:
+        await stream.send_all(answer(b"ok") + b"HTTP/1.1 200 OK\r\n")  # past the answer's end
+        return True
+
+    async with serving(overlong) as server, provider_http_client() as client:
+        assert (await client.get(server.url)).text == "ok"
+        assert (await client.get(server.url)).text == "ok"
+        assert server.connections == 2
