@@ -3,7 +3,9 @@
 1. Decode throughput of each protocol adapter (SSE framing + decoder, no I/O)
    over a ~10 MB recorded-shape stream, in events per second.
 2. Added latency of ``ProviderClient`` per request against a local HTTP server,
-   compared with a bare ``httpx`` streaming call for the same response.
+   compared with a bare ``httpx`` streaming call for the same response, over httpx's
+   default transport and over ``provider_http_client()`` (``HTTP11Transport``).
+3. Cost per chunk of a long chunked response body read through each transport.
 
 Run: ``.venv/bin/python bench/llm.py`` (``--size-mb``, ``--repeats``, ``--requests``).
 """
@@ -14,6 +16,7 @@ import argparse
 import functools
 import statistics
 import time
+from collections.abc import Callable
 
 import h11
 import httpx
@@ -40,6 +43,7 @@ from runtime.llm import (
     ToolInputStart,
     Usage,
     UserMessage,
+    provider_http_client,
     render_stream,
 )
 
@@ -135,7 +139,60 @@ async def serve(stream: trio.SocketStream) -> None:
         return
 
 
-async def bench_latency(requests: int) -> tuple[float, float]:
+STREAM_CHUNKS = 2000
+STREAM_CHUNK = b"data: " + b"x" * 90 + b"\n\n"
+
+
+async def serve_chunks(stream: trio.SocketStream) -> None:
+    """Answer every request with a chunked body of ``STREAM_CHUNKS`` chunks, in writes of
+    50 chunks (as a provider's stream arrives, several events per read)."""
+    conn = h11.Connection(h11.SERVER)
+    batch = b"".join(b"%x\r\n" % len(STREAM_CHUNK) + STREAM_CHUNK + b"\r\n" for _ in range(50))
+    try:
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return
+                conn.receive_data(data)
+            elif isinstance(event, h11.EndOfMessage):
+                head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+                await stream.send_all(head)
+                for _ in range(STREAM_CHUNKS // 50):
+                    await stream.send_all(batch)
+                await stream.send_all(b"0\r\n\r\n")
+                conn = h11.Connection(h11.SERVER)
+            elif isinstance(event, h11.ConnectionClosed):
+                return
+    except (trio.BrokenResourceError, h11.ProtocolError):
+        return
+
+
+async def bench_chunks(make_http: Callable[[], httpx.AsyncClient], repeats: int) -> float:
+    """Median seconds per chunk of a ``STREAM_CHUNKS``-chunk body through *make_http*."""
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, serve_chunks, 0, host="127.0.0.1")
+        )
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/"
+        runs: list[float] = []
+        async with make_http() as http:
+            for i in range(repeats + 3):
+                t0 = time.perf_counter()
+                chunks = 0
+                async with http.stream("GET", url) as response:
+                    async for _ in response.aiter_raw():
+                        chunks += 1
+                if i >= 3:  # the first runs warm the pool
+                    runs.append((time.perf_counter() - t0) / STREAM_CHUNKS)
+        nursery.cancel_scope.cancel()
+    return statistics.median(runs)
+
+
+async def bench_latency(
+    requests: int, make_http: Callable[[], httpx.AsyncClient]
+) -> tuple[float, float]:
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(
             functools.partial(trio.serve_tcp, serve, 0, host="127.0.0.1")
@@ -159,7 +216,7 @@ async def bench_latency(requests: int) -> tuple[float, float]:
             system=["be brief"],
             messages=[UserMessage(content=[TextPart(text="hi")])],
         )
-        async with httpx.AsyncClient() as http:
+        async with make_http() as http:
             client = ProviderClient(catalog, Auth(env={"K": "k"}), http_client=http)
             wire = (await client.prepare(request)).wire
             bare: list[float] = []
@@ -191,11 +248,20 @@ def main() -> None:
     print(f"{'protocol':<20}{'MB':>8}{'events':>10}{'events/s':>14}")
     for protocol, mb, events, rate in bench_decode(args.size_mb, args.repeats):
         print(f"{protocol:<20}{mb:>8.1f}{events:>10}{rate:>14,.0f}")
-    bare, routed = trio.run(bench_latency, args.requests)
-    print(f"\nPer-request latency, local server, median of {args.requests}")
-    print(f"bare httpx stream     {bare * 1e3:8.3f} ms")
-    print(f"ProviderClient.stream {routed * 1e3:8.3f} ms")
-    print(f"added                 {(routed - bare) * 1e3:8.3f} ms")
+    transports: list[tuple[str, Callable[[], httpx.AsyncClient]]] = [
+        ("httpx default transport", httpx.AsyncClient),
+        ("provider_http_client()", provider_http_client),
+    ]
+    for name, make_http in transports:
+        bare, routed = trio.run(bench_latency, args.requests, make_http)
+        print(f"\nPer-request latency over {name}, local server, median of {args.requests}")
+        print(f"bare httpx stream     {bare * 1e3:8.3f} ms")
+        print(f"ProviderClient.stream {routed * 1e3:8.3f} ms")
+        print(f"added                 {(routed - bare) * 1e3:8.3f} ms")
+    print(f"\nChunked body of {STREAM_CHUNKS} chunks, median of {args.repeats}, per chunk")
+    for name, make_http in transports:
+        per_chunk = trio.run(bench_chunks, make_http, args.repeats)
+        print(f"{name:<26}{per_chunk * 1e6:8.2f} us")
 
 
 if __name__ == "__main__":
