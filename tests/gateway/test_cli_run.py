@@ -443,3 +443,32 @@ async def test_an_unknown_session_or_nothing_to_continue_is_one_line(tmp_path, p
     assert "not allowed with argument" in both.stderr.decode()
     assert provider.requests == []
     assert "Traceback" not in nothing.stderr.decode() + unknown.stderr.decode()
+
+
+async def test_serve_directory_is_where_sessions_without_one_work(tmp_path, provider):
+    import httpx
+
+    cli = Cli(tmp_path, provider)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    server = await trio.lowlevel.open_process(
+        cli.argv("serve", "--port", "0", "--directory", str(elsewhere)),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        cwd=cli.project, env=cli.env,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        out = b""
+        with trio.fail_after(30):
+            while b"serving" not in out:
+                out += await server.stdout.receive_some(4096)
+        url = re.search(rb"serving (http://\S+)", out).group(1).decode()  # type: ignore[union-attr]
+        async with httpx.AsyncClient(base_url=url) as client:
+            created = (await client.post("/api/session", json={})).json()["data"]
+            project = (await client.get("/project/current")).json()
+        assert created["location"]["directory"] == str(elsewhere)
+        assert project["worktree"] == str(elsewhere)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            await server.wait()
