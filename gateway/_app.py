@@ -22,6 +22,7 @@ from actors import Runtime
 from actors._events import OVERFLOWED
 from gateway._inspector import INSPECTOR_HTML
 from gateway._openapi import openapi_document
+from gateway._opencode import session_json
 from gateway._project import FileLimits, install_project_routes
 from gateway._rules import LazyBuildRule
 from gateway._wire import (
@@ -45,6 +46,7 @@ from gateway._wire import (
 )
 from gateway._ws import WebsocketLimits, serve_websocket
 from runtime import KittiwakeError, LiveDelta, Location
+from runtime._schema import SessionUpdated, decode_event
 from storage import StoredEvent
 
 __all__ = [
@@ -67,6 +69,7 @@ DEFAULT_HEARTBEAT: Final = 10.0
 DEFAULT_SSE_BUFFER: Final = 256
 DEFAULT_KNOWN_SESSIONS: Final = 4096
 _EXTENSION: Final = "kittiwake"
+_SESSION_UPDATED: Final = SessionUpdated.__struct_config__.tag
 JSON: Final = "application/json"
 HEALTHY: Final = encode({"healthy": True})
 
@@ -525,6 +528,14 @@ def _after_arg() -> int | None:
 
 
 def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
+    if isinstance(item, StoredEvent) and item.type == _SESSION_UPDATED:
+        # OpenCode's ``session.updated``: the client replaces its copy of the session.
+        event = decode_event(item.data)
+        assert isinstance(event, SessionUpdated)
+        properties = {"sessionID": event.session_id, "info": session_json(event.info)}
+        return sse_frame(
+            encode({"id": item.id, "type": _SESSION_UPDATED, "properties": properties})
+        )
     if isinstance(item, StoredEvent):
         data = msgspec.json.decode(item.data)
         kind = data.pop("type", item.type)

@@ -111,6 +111,7 @@ async def test_a_configured_small_model_titles_the_session(tmp_path, provider):
     assert "kittiwake: using provider local, model coder-1" in served.errors
     assert texts(events) == ["Tidy the README"]
     assert frame["properties"]["info"]["title"] == info["title"] == "Tidy the README"
+    assert frame["properties"]["info"]["directory"] == str(project)
     by_model = {r.json()["model"]: r.json() for r in provider.requests}
     assert set(by_model) == {"coder-1", "tiny"}
     assert by_model["tiny"]["messages"][0] == {"role": "system", "content": TITLE_PROMPT}

@@ -15,7 +15,7 @@ from runtime import ModelRef, open_runtime
 from runtime._titles import TITLE_PROMPT
 from runtime.llm import LLMEvent, LLMRequest, ScriptedLLM
 
-from .conftest import answer
+from .conftest import answer, assert_valid, component
 
 
 def script(request: LLMRequest) -> list[LLMEvent]:
@@ -62,6 +62,7 @@ async def test_the_generated_title_is_an_event_and_in_session_info(tmp_path):
                                 )
                     reading.cancel_scope.cancel()
                 updated = next(e for e in seen if e["type"] == "session.updated")
+                assert_valid(updated, component("EventSessionUpdated"))  # OpenCode's shape
                 assert updated["properties"]["sessionID"] == sid
                 assert updated["properties"]["info"]["title"] == "Tidy the README"
                 info = (await http.get(f"/api/session/{sid}")).json()["data"]
