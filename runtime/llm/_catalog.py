@@ -186,11 +186,16 @@ class Catalog:
         """Merge an ``opencode.json``-shaped config's ``provider`` section.
 
         New providers are added (``npm`` defaults to the OpenAI-compatible package);
-        existing ones get their ``options``, endpoint and models overlaid.
+        existing ones get their ``options``, endpoint and models overlaid. When
+        ``enabled_providers`` is given only those remain; ``disabled_providers`` are
+        removed either way.
         """
         providers = dict(self._providers)
         for pid, raw in (config.get("provider") or {}).items():
             providers[pid] = _merge_provider(providers.get(pid), pid, raw)
+        enabled = config.get("enabled_providers")
+        if enabled is not None:
+            providers = {pid: p for pid, p in providers.items() if pid in enabled}
         for pid in config.get("disabled_providers") or ():
             providers.pop(pid, None)
         return Catalog(providers)

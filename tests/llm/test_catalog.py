@@ -139,6 +139,15 @@ class TestConfig:
         catalog = Catalog.from_models_dev(models_dev).with_config({"disabled_providers": ["xai"]})
         assert "xai" not in catalog.providers
 
+    def test_enabled_providers_keep_only_those(self, models_dev):
+        config = {
+            "enabled_providers": ["openai", "local"],
+            "disabled_providers": ["openai"],
+            "provider": {"local": {"options": {"baseURL": "http://127.0.0.1:1/v1"}}},
+        }
+        catalog = Catalog.from_models_dev(models_dev).with_config(config)
+        assert list(catalog.providers) == ["local"]
+
 
 class TestSources:
     async def test_fresh_cache_is_used_without_network(self, tmp_path):
