@@ -7,10 +7,11 @@ function of its inputs (``runtime.config._load`` is the shell that reads files).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 import msgspec
@@ -37,6 +38,7 @@ __all__ = [
 _REFERENCE: Final = re.compile(r"\{(env|file):([^}]+)\}")
 _AT: Final = re.compile(r" - at `(.*)`$")
 _SEGMENT: Final = re.compile(r"\.([^.\[]+)|\[(\.\.\.|\d+)\]")
+_PLAIN: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _CONCATENATED: Final = frozenset({"instructions"})
 """Top-level lists that merging concatenates (without repeats) instead of replacing."""
 
@@ -188,11 +190,11 @@ def validate_document(
         path = _locate(data, Config, found.group(1)) if found else ()
         message = _AT.sub("", message).replace(" | null", "")
         line = column = None
-        at = lookup_offset(offsets or {}, path)
+        at = lookup_offset(offsets if offsets is not None else {}, path)
         if at is not None and text is not None:
             line, column = position(text, at)
         raise ConfigError(message, source=source, line=line, column=column, path=path) from None
-    walk = _Walk(source, offsets or {}, text)
+    walk = _Walk(source, offsets if offsets is not None else {}, text)
     kept = walk.prune(data, Config, ())
     return Document(
         source=source, data=kept, diagnostics=walk.diagnostics, references=list(references)
@@ -202,13 +204,14 @@ def validate_document(
 # -- type walking -------------------------------------------------------------------------
 
 
-def _members(tp: Any) -> list[Any]:
+@functools.cache
+def _members(tp: Any) -> tuple[Any, ...]:
     """The alternatives of *tp* with ``Annotated`` and ``None`` taken off."""
     if get_origin(tp) is Annotated:
         return _members(get_args(tp)[0])
     if get_origin(tp) in (Union, types.UnionType):
-        return [m for arg in get_args(tp) for m in _members(arg) if m is not type(None)]
-    return [tp]
+        return tuple(m for arg in get_args(tp) for m in _members(arg) if m is not type(None))
+    return (tp,)
 
 
 def _container(tp: Any, value: Any) -> Any:
@@ -225,6 +228,7 @@ def _container(tp: Any, value: Any) -> Any:
     return None
 
 
+@functools.cache
 def _fields(struct: type[msgspec.Struct]) -> dict[str, Any]:
     return {f.encode_name: f.type for f in msgspec.structs.fields(struct)}
 
@@ -327,13 +331,26 @@ def merge_documents(documents: Sequence[Document]) -> tuple[dict[str, Any], dict
     the source it came from.
     """
     merged: dict[str, Any] = {}
-    origins: dict[KeyPath, str] = {}
+    origins: dict[str, str] = {}
     for document in documents:
         merged = _merge(merged, document.data, ())
-        for leaf in _leaves(document.data, ()):
-            origins[leaf] = document.source
-    present = set(_leaves(merged, ()))
-    return merged, {render_path(p): s for p, s in origins.items() if p in present}
+        _record(document.data, "", document.source, origins)
+    present: dict[str, str] = {}
+    _record(merged, "", "", present)
+    return merged, {path: origins[path] for path in present}
+
+
+def _record(value: Any, prefix: str, source: str, into: dict[str, str]) -> None:
+    """Set *source* as the origin of every leaf under *value* (paths as ``render_path``)."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            if _PLAIN.fullmatch(key):
+                path = f"{prefix}.{key}" if prefix else key
+            else:
+                path = prefix + render_path((key,)) if prefix else render_path((key,))
+            _record(item, path, source, into)
+    else:
+        into[prefix] = source
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], path: KeyPath) -> dict[str, Any]:
@@ -349,11 +366,3 @@ def _merge(base: dict[str, Any], top: Mapping[str, Any], path: KeyPath) -> dict[
         else:
             out[key] = value
     return out
-
-
-def _leaves(value: Any, path: KeyPath) -> Iterator[KeyPath]:
-    if isinstance(value, dict) and value:
-        for key, item in value.items():
-            yield from _leaves(item, (*path, key))
-    else:
-        yield path

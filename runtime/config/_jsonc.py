@@ -9,13 +9,14 @@ type error can name its line and column too.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, TypeAlias
 
 import msgspec
 
 __all__ = [
     "ConfigError",
+    "KeyOffsets",
     "KeyPath",
     "lookup_offset",
     "parse_jsonc",
@@ -28,6 +29,10 @@ KeyPath: TypeAlias = tuple[str | int, ...]
 
 _TOKEN: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?(?:\*/|\Z)|[{}\[\],:]', re.S)
 _SPACE: Final = re.compile(rb"[ \t\r\n]*")
+_STRING: Final = rb'"(?:[^"\\]|\\.)*"'
+_COMMENT: Final = re.compile(_STRING + rb"|//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+_TRAILING: Final = re.compile(_STRING + rb"|,(?=[ \t\r\n]*[}\]])")
+_NOT_NEWLINE: Final = re.compile(rb"[^\n]")
 _BYTE: Final = re.compile(r"\(byte (\d+)\)")
 _IDENT: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _decode_key: Final = msgspec.json.Decoder(str).decode
@@ -72,14 +77,16 @@ def position(text: bytes, offset: int) -> tuple[int, int]:
     return text.count(b"\n", 0, offset) + 1, column
 
 
-def parse_jsonc(text: str | bytes, *, source: str) -> tuple[Any, dict[KeyPath, int]]:
-    """Parse JSONC *text*; returns the document and where each key path's value starts.
+def parse_jsonc(text: str | bytes, *, source: str) -> tuple[Any, Mapping[KeyPath, int]]:
+    """Parse JSONC *text*; returns the document and where each key path's value starts
+    (worked out on first use: only errors and diagnostics need it).
 
     Raises:
         ConfigError: a syntax error, naming *source*, line and column.
     """
     raw = text.encode() if isinstance(text, str) else text
-    cleaned, offsets = _clean(raw, source)
+    cleaned = _clean(raw, source)
+    offsets = KeyOffsets(raw)
     if not cleaned.strip():
         return {}, offsets
     try:
@@ -92,27 +99,56 @@ def parse_jsonc(text: str | bytes, *, source: str) -> tuple[Any, dict[KeyPath, i
         raise ConfigError(message, source=source, line=line, column=column) from None
 
 
-def _clean(raw: bytes, source: str) -> tuple[bytes, dict[KeyPath, int]]:
-    """Blank comments and trailing commas; note each key path's value offset."""
-    out = bytearray(raw)
+def _clean(raw: bytes, source: str) -> bytes:
+    """*raw* with comments and trailing commas blanked (same length, newlines kept)."""
+    if b"/" not in raw and b"," not in raw:
+        return raw
+
+    def comment(match: re.Match[bytes]) -> bytes:
+        token = match.group()
+        if token[:1] == b'"':
+            return token
+        if token.startswith(b"/*") and (len(token) < 4 or not token.endswith(b"*/")):
+            line, column = position(raw, match.start())
+            raise ConfigError("unterminated comment", source=source, line=line, column=column)
+        return _NOT_NEWLINE.sub(b" ", token)
+
+    blanked = _COMMENT.sub(comment, raw) if b"/" in raw else raw
+    return _TRAILING.sub(lambda m: m.group() if m.group()[:1] == b'"' else b" ", blanked)
+
+
+class KeyOffsets(Mapping[KeyPath, int]):
+    """Where each key path's value starts in a JSONC text, scanned on first use."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._offsets: dict[KeyPath, int] | None = None
+
+    def _scanned(self) -> dict[KeyPath, int]:
+        if self._offsets is None:
+            self._offsets = _scan(self.raw)
+        return self._offsets
+
+    def __getitem__(self, path: KeyPath) -> int:
+        return self._scanned()[path]
+
+    def __iter__(self) -> Iterator[KeyPath]:
+        return iter(self._scanned())
+
+    def __len__(self) -> int:
+        return len(self._scanned())
+
+
+def _scan(raw: bytes) -> dict[KeyPath, int]:
+    """Note each key path's value offset (comments skipped)."""
     offsets: dict[KeyPath, int] = {}
     stack: list[list[Any]] = []  # per container: [kind, key or index, path]
-    pending_comma = -1
     for match in _TOKEN.finditer(raw):
-        token, start = match.group(), match.start()
+        token = match.group()
         first = token[:1]
         if first == b"/":
-            if token.startswith(b"/*") and (len(token) < 4 or not token.endswith(b"*/")):
-                line, column = position(raw, start)
-                raise ConfigError("unterminated comment", source=source, line=line, column=column)
-            out[start : match.end()] = re.sub(rb"[^\n]", b" ", token)
             continue
-        if pending_comma >= 0:
-            if first in b"}]":
-                out[pending_comma] = 0x20
-            pending_comma = -1
         if first == b",":
-            pending_comma = start
             if stack and stack[-1][0] == "array":
                 stack[-1][1] += 1
                 _note_value(raw, match.end(), stack, offsets)
@@ -131,7 +167,7 @@ def _clean(raw: bytes, source: str) -> tuple[bytes, dict[KeyPath, int]]:
                 stack[-1][1] = _decode_key(token)
             except msgspec.DecodeError:
                 stack[-1][1] = token[1:-1].decode("utf-8", "replace")
-    return bytes(out), offsets
+    return offsets
 
 
 def _current(stack: list[list[Any]]) -> KeyPath:
