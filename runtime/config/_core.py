@@ -349,7 +349,7 @@ def _record(value: Any, prefix: str, source: str, into: dict[str, str]) -> None:
             else:
                 path = prefix + render_path((key,)) if prefix else render_path((key,))
             _record(item, path, source, into)
-    else:
+    elif prefix:  # an empty document has no leaves
         into[prefix] = source
 
 

@@ -218,6 +218,12 @@ def test_load_config_reads_every_source_in_order(tmp_path):
     assert root_file not in disabled.sources
 
 
+def test_no_source_at_all_is_an_empty_configuration(tmp_path):
+    loaded = load_config(str(tmp_path), {"HOME": str(tmp_path)})
+    assert (loaded.data, loaded.origins, loaded.sources) == ({}, {}, [])
+    assert merge_documents([Document(source="a", data={})]) == ({}, {})
+
+
 def test_write_config_patch_merges_and_replaces_atomically(tmp_path):
     path = write(
         tmp_path / "kittiwake.json",
