@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import trio
 
-from actors import Configuration, ProviderClients
 from gateway._args import parser
 from gateway._setup import (
     SetupError,
@@ -126,6 +125,8 @@ async def _configured_provider(
         CatalogError: the model asked for is unknown, or its provider has no credentials.
         CliError: the credential store is malformed.
     """
+
+    from actors import Configuration, ProviderClients  # serving imports actors anyway
 
     try:
         base = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")

@@ -9,7 +9,6 @@ then its ``.kittiwake/kittiwake.json(c)`` files the same way; ``KITTIWAKE_CONFIG
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, Literal, TypeVar
@@ -226,6 +225,8 @@ def write_config_patch(path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         ConfigError: *patch* or the file is not a valid configuration (nothing is
             written then). ``OSError`` when the file cannot be written.
     """
+    import tempfile  # only writers need it (about 4 ms to import)
+
     validate_document(dict(patch), source="request body")
     try:
         current, _ = parse_jsonc(_read_text(path), source=path)
