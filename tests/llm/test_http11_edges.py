@@ -8,7 +8,10 @@ response. TLS is checked the same way with ``trustme`` certificates.
 
 from __future__ import annotations
 
+import functools
+import socket
 import ssl
+import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+import trio.testing
 import trustme
 
 from runtime.llm import HTTP11Transport, provider_http_client
@@ -274,3 +278,46 @@ async def test_a_client_certificate_from_cert_or_the_context(
 def test_a_bad_verify_path_fails_at_construction() -> None:
     with pytest.raises(OSError), pytest.deprecated_call():
         HTTP11Transport(verify="/nonexistent/ca.pem")
+
+
+# -- socket failures and timeouts
+
+
+async def test_a_reset_mid_body_is_a_read_error_as_with_httpx() -> None:
+    async def reset(stream: trio.SocketStream) -> None:
+        while b"\r\n\r\n" not in await stream.receive_some(65536):
+            pass
+        await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npart")
+        await trio.testing.wait_all_tasks_blocked()  # the client is waiting for the rest
+        # SO_LINGER 0: close with a reset instead of an orderly end of stream
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        stream.socket.close()
+
+    outcomes = []
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, reset, 0, host="127.0.0.1")
+        )
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/"
+        for make in (ours, default):
+            async with make() as client:
+                with pytest.raises(httpx.TransportError) as caught:
+                    await client.get(url)
+                outcomes.append(type(caught.value))
+        nursery.cancel_scope.cancel()
+    assert outcomes == [httpx.ReadError, httpx.ReadError]
+
+
+async def test_silence_and_a_refused_port_fail_as_with_httpx() -> None:
+    async with serving(b"", linger=True) as server:  # reads the request, never answers
+        for make in (ours, default):
+            async with make() as client:
+                with pytest.raises(httpx.ReadTimeout):
+                    await client.get(server.url, timeout=httpx.Timeout(5.0, read=0.2))
+    with trio.socket.socket() as sock:  # a port nobody listens on
+        await sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    for make in (ours, default):
+        async with make() as client:
+            with pytest.raises(httpx.ConnectError):
+                await client.get(f"http://127.0.0.1:{port}/")
