@@ -64,6 +64,9 @@ class ActorStatistics(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds spent in the current state or activity."""
     age: float
     """Seconds since the actor was first started."""
+    last_error: str | None = None
+    """What ended the actor's last failed piece of work, for actors that report one
+    (a SessionActor: its last failed drain)."""
 
 
 class Actor(abc.ABC, Generic[M]):

@@ -215,6 +215,15 @@ class SessionExecution:
             if actor is None or await self._ask(actor, lambda reply: Run(reply)):
                 return
 
+    async def start_run(self, session_id: str) -> None:
+        """Explicit resume without waiting: the session's actor has the run in its mailbox
+        when this returns (a later ``wait_idle`` waits for its drain). A no-op for an
+        unknown session. Cancellation before the hand-over starts nothing."""
+        actor = await self._activate(session_id)
+        if actor is not None:
+            reply: Reply[None] = Reply()  # answered when the drain ends; nobody waits
+            await actor.mailbox.send(Run(reply))
+
     async def interrupt(self, session_id: str, seq: int | None = None) -> None:
         """Stop the active drain and wait for its cleanup; a no-op when idle or unknown."""
         barrier = seq if seq is not None else 1 << 62

@@ -18,7 +18,7 @@ from actors._context import ContextFactory, default_context
 from actors._directory import ActorDirectory
 from actors._events import EventHub
 from actors._execution import SessionExecution, ToolsFactory
-from actors._session import DEFAULT_MAX_TURNS
+from actors._session import DEFAULT_MAX_TURNS, recover_session
 from actors._sessions import Sessions
 from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode
 from actors._supervisor import Supervisor, SupervisorPolicy, run_root
@@ -94,8 +94,9 @@ async def open_runtime(
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
-    Entering opens (and if needed rebuilds) the store and wakes every session with
-    unpromoted inbox rows. Exiting first interrupts active drains (their tools settle
+    Entering opens (and if needed rebuilds) the store, closes the provider turns a crash
+    cut short (such sessions then need an explicit resume: ``sessions.needs_resume``) and
+    wakes every session with unpromoted inbox rows. Exiting first interrupts active drains (their tools settle
     as interrupted, durably, within a bounded grace), then closes the store after its
     last batch.
 
@@ -153,7 +154,7 @@ async def open_runtime(
             directory=directory, data_dir=data,
         )  # fmt: skip
         if recover:
-            await _wake_pending(rt)
+            await _recover_and_wake(rt, clock)
         try:
             yield rt
         finally:
@@ -172,7 +173,11 @@ async def _wait_running(storage: StorageActor, execution: SessionExecution) -> N
     await execution.ready.wait()
 
 
-async def _wake_pending(rt: Runtime) -> None:
+async def _recover_and_wake(rt: Runtime, now_ms: Callable[[], int]) -> None:
+    """Close what a crash cut short in every session that shows it (each one then needs a
+    resume), then wake every session with unpromoted inbox rows."""
+    for session_id in await rt.sessions.needs_resume():
+        await recover_session(rt.storage, session_id, now_ms())
     pending = await rt.storage.read(lambda s: s.session_ids_with_pending())
     for session_id in pending:
         await rt.execution.wake(session_id, 1 << 61)

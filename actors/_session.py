@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import trio
+from msgspec.structs import replace
 
-from actors._actor import Actor
+from actors._actor import Actor, ActorStatistics
 from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
 from actors._titles import write_title
@@ -25,6 +26,7 @@ from runtime import _schema as ev
 from runtime._coordinator import DrainMode, Lane
 from runtime._history import HistoryDelta, HistoryView
 from runtime._lowering import to_llm_model
+from runtime._recovery import recovery_events
 from runtime._titles import needs_title
 from runtime.agents import AgentInfo, system_prompt
 from storage import WriteBatch
@@ -32,12 +34,15 @@ from storage import WriteBatch
 if TYPE_CHECKING:
     from actors._config import LocationSettings
     from actors._execution import LocationActor, SessionExecution
+    from actors._storage import StorageActor
 
-__all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError"]
+__all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError", "recover_session"]
 
 _log = logging.getLogger("kittiwake.session")
 DEFAULT_MAX_TURNS: Final = 25
 MAILBOX_BOUND: Final = 64
+_FAILURE_GRACE: Final = 10.0
+_PROVIDER_TAGS: Final = {"context_overflow": "ContextOverflowError", "auth": "ProviderAuthError"}
 
 
 class StepLimitExceededError(Exception):
@@ -106,6 +111,14 @@ class SessionActor(Actor[Message]):
         """Whether this activation looked at whether the session needs a title."""
         self._title_prompt: str | None = None
         """The first prompt's text, while a title is to be written beside the next turn."""
+        self._turn: Turn | None = None
+        """The drain's latest provider turn (``None`` before its first)."""
+        self._turn_open = False
+        """Whether that turn's step is still open (it raised before ending it)."""
+
+    def statistics(self) -> ActorStatistics:
+        """The actor's snapshot, with ``last_error``: the last failed drain's reason."""
+        return replace(super().statistics(), last_error=self.last_error)
 
     @property
     def idle(self) -> bool:
@@ -222,6 +235,7 @@ class SessionActor(Actor[Message]):
             except Exception as exc:  # noqa: BLE001 - a failed drain is reported, actor lives
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 _log.error("drain failed", extra={"session": self.session_id}, exc_info=exc)
+                await self._record_failure(exc)
             finally:
                 self._scope = None
                 self.set_activity("")
@@ -238,9 +252,10 @@ class SessionActor(Actor[Message]):
     # -- the drain ----------------------------------------------------------------------
 
     async def _drain(self, *, force: bool) -> None:
+        self._turn, self._turn_open = None, False
         if not self._recovered:
-            self.set_activity("recovering tools")
-            await self._fail_interrupted_tools()
+            self.set_activity("recovering")
+            await recover_session(self._x.storage, self.session_id, self._x.now_ms())
             self._recovered = True
         attempted = False
         while True:
@@ -374,7 +389,10 @@ class SessionActor(Actor[Message]):
         if self._title_prompt is not None:
             self._start_title(self._title_prompt, model)
             self._title_prompt = None
-        return await run_turn(client=self._x.client_for(location), request=request, turn=turn)
+        self._turn, self._turn_open = turn, True
+        outcome = await run_turn(client=self._x.client_for(location), request=request, turn=turn)
+        self._turn_open = False
+        return outcome
 
     def _model(
         self, info: SessionInfo, agent: AgentInfo, settings: LocationSettings
@@ -416,8 +434,21 @@ class SessionActor(Actor[Message]):
         )  # fmt: skip
 
     async def _append(self, events: list[ev.DurableEvent]) -> list[ev.InputAdmitted]:
-        """Append *events*; return the inbox rows still pending after them."""
+        """Append *events*; return the inbox rows still pending after them. A failed step
+        among them (a provider error ended the turn) also fails the run: ``run.failed``
+        goes in the same batch, so the session's ``last_error`` shows it."""
         sid = self.session_id
+        for event in events:
+            if isinstance(event, ev.StepFailed):
+                kind = self._turn.outcome.error_kind if self._turn is not None else ""
+                tag = _PROVIDER_TAGS.get(kind, "ProviderError")
+                error = ev.RunError(tag=tag, message=event.error.message)
+                self.last_error = f"{tag}: {error.message}"
+                events = [
+                    *events,
+                    ev.RunFailed(timestamp=event.timestamp, session_id=sid, error=error),
+                ]
+                break
 
         def write(b: WriteBatch) -> list[ev.InputAdmitted]:
             b.append(sid, events)
@@ -425,24 +456,84 @@ class SessionActor(Actor[Message]):
 
         return await self._x.storage.write(write)
 
-    async def _fail_interrupted_tools(self) -> None:
-        sid = self.session_id
-        history = await self._x.storage.read(lambda s: s.history(sid))
-        failed: list[ev.DurableEvent] = []
-        for _, message in history:
-            if not isinstance(message, m.AssistantMessage):
-                continue
-            for part in message.content:
-                if isinstance(part, m.AssistantTool) and isinstance(
-                    part.state, m.ToolPending | m.ToolRunning
-                ):
-                    failed.append(_interrupted(sid, message.id, part.id, self._x.now_ms()))
-        if failed:
-            await self._append(failed)
+    async def _record_failure(self, exc: Exception) -> None:
+        """Make a failed drain durable and visible: a ``step.failed`` on the step it cut
+        (the open one; for the turn cap, the last one; else a new, empty step) and a
+        ``run.failed`` that sets the session's ``last_error``, in one batch.
+
+        Bounded and shielded (``_FAILURE_GRACE``); a write that fails is logged, and the
+        next drain's recovery closes what stayed open.
+        """
+        sid, now = self.session_id, self._x.now_ms()
+        if isinstance(exc, StepLimitExceededError):
+            error = ev.RunError(tag="StepLimitExceededError", message=str(exc))
+        else:
+            error = ev.RunError(tag="InternalError", message=f"{type(exc).__name__}: {exc}")
+        turn, events = self._turn, list[ev.DurableEvent]()
+        if turn is not None and self._turn_open:
+            events, turn.buffer = turn.buffer, []
+            message_id = turn.assistant_id
+        elif turn is not None and isinstance(exc, StepLimitExceededError):
+            message_id = turn.assistant_id
+        else:
+            message_id = self._x.ids.new("msg")
+            events.append(self._failed_step_start(message_id, now))
+        failed = ev.SessionError(message=error.message)
+        events.append(
+            ev.StepFailed(
+                timestamp=now, session_id=sid, assistant_message_id=message_id, error=failed
+            )
+        )
+        events.append(ev.RunFailed(timestamp=now, session_id=sid, error=error))
+        self._turn, self._turn_open, self._recovered = None, False, False
+        with trio.move_on_after(_FAILURE_GRACE, shield=True):
+            try:
+                await self._x.storage.write(lambda b: b.append(sid, events))
+            except Exception as write_error:  # noqa: BLE001 - logged; recovery closes the rest
+                _log.error(
+                    "could not record the failed drain",
+                    extra={"session": sid},
+                    exc_info=write_error,
+                )
+
+    def _failed_step_start(self, message_id: str, now: int) -> ev.StepStarted:
+        """The start of an empty step that carries a failure outside any provider turn."""
+        try:
+            info = self._x.session_info(self.session_id)
+            agent = self._agent()
+            settings = self._x.location_for(info.location.directory).settings
+            name, model = agent.name, self._model(info, agent, settings)
+        except Exception:  # noqa: BLE001 - the failure may be this very lookup
+            name, model = "build", self._x.default_model
+        return ev.StepStarted(
+            timestamp=now, session_id=self.session_id, assistant_message_id=message_id,
+            agent=name, model=model,
+        )  # fmt: skip
 
 
-def _interrupted(session_id: str, message_id: str, call_id: str, now: int) -> ev.ToolFailed:
-    return ev.ToolFailed(
-        timestamp=now, session_id=session_id, assistant_message_id=message_id, call_id=call_id,
-        error=ev.SessionError(message=INTERRUPTED_TOOL),
-    )  # fmt: skip
+async def recover_session(storage: StorageActor, session_id: str, now: int) -> bool:
+    """Close every provider turn a crash left open in the session's history and mark the
+    session as needing a resume when its latest work was cut short
+    (``runtime._recovery``); True when anything was written. Durable before it returns.
+
+    The caller makes sure no drain of the session runs meanwhile (start-up, or the
+    session's own actor before its first drain). Cancellation before the write leaves the
+    history as it was; recovery runs again at the next activation.
+    """
+    info, history = await storage.read(lambda s: (s.get_session(session_id), s.history(session_id)))
+    if info is None:
+        return False
+    events = recovery_events(
+        session_id,
+        history,
+        needs_resume=info.needs_resume is True,
+        now=now,
+        tool_error=INTERRUPTED_TOOL,
+    )
+    if not events:
+        return False
+    await storage.write(lambda b: b.append(session_id, events))
+    _log.warning(
+        "closed what a crash cut short", extra={"session": session_id, "events": len(events)}
+    )
+    return True

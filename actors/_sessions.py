@@ -25,6 +25,7 @@ from runtime import (
     ModelRef,
     Prompt,
     PromptConflictError,
+    ResumeNotNeededError,
     SessionInfo,
     SessionMessage,
     SessionNotFoundError,
@@ -377,13 +378,27 @@ class Sessions:
         seqs = await self._storage.write(lambda b: b.append(session_id, [event]))
         await self._x.interrupt(session_id, seqs[0])
 
-    async def resume(self, session_id: str) -> None:
-        """Run the session now (at least one provider attempt); returns when that drain ends.
+    async def resume(self, session_id: str, *, wait: bool = True, if_needed: bool = False) -> None:
+        """Run the session now (at least one provider attempt, continuing from its durable
+        history); by default returns when that drain ends.
 
-        Raises SessionNotFoundError.
+        With ``wait=False`` it returns once the session's actor has the run (a later
+        ``wait_idle`` waits for it). With ``if_needed=True`` only a session that needs a
+        resume (``SessionInfo.needs_resume``: a crash cut its work) is run. The run's
+        first provider turn clears ``needs_resume``. Cancelling the wait leaves the run
+        going.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            ResumeNotNeededError: ``if_needed`` and the session does not need a resume.
         """
-        await self.get(session_id)
-        await self._x.run(session_id)
+        info = await self.get(session_id)
+        if if_needed and info.needs_resume is not True:
+            raise ResumeNotNeededError(session_id)
+        if wait:
+            await self._x.run(session_id)
+        else:
+            await self._x.start_run(session_id)
 
     async def wait_idle(self, session_id: str) -> None:
         """Wait until the session has no active or pending drain."""
@@ -559,7 +574,9 @@ class Sessions:
         return self._x.location_for(info.location.directory).registry.env.project_key
 
     async def needs_resume(self) -> builtins.list[str]:
-        """Sessions whose promoted input has no settled answer (continued only by resume)."""
+        """Sessions a crash cut short, continued only by an explicit ``resume``: those
+        marked ``needs_resume``, and any whose latest work shows it cut short before
+        recovery ran (``open_runtime`` recovers every such session at start-up)."""
         return await self._storage.read(lambda s: s.sessions_needing_resume())
 
 

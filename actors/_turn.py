@@ -42,6 +42,8 @@ class TurnOutcome(msgspec.Struct, kw_only=True):
     assistant_message_id: str
     local_tools: int = 0
     error: str | None = None
+    error_kind: str = ""
+    """The provider's classification of ``error`` (``llm.ProviderError.kind``), if any."""
     finish: str = ""
     pending: list[ev.InputAdmitted] = []
 
@@ -157,8 +159,8 @@ class Turn:
             case llm.StepFinish(finish_reason=finish, usage=usage):
                 self.outcome.finish = finish
                 self.usage = _tokens(usage)
-            case llm.ProviderError(message=message):
-                self.outcome.error = message
+            case llm.ProviderError(message=message, kind=kind):
+                self.outcome.error, self.outcome.error_kind = message, kind
 
     async def _tool_call(self, call: llm.ToolCall, nursery: trio.Nursery | None) -> None:
         """Record *call*; start a local one in *nursery*, unless the request did not offer

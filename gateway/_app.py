@@ -374,6 +374,11 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
         await rt.sessions.interrupt(session_id)
         return _no_content()
 
+    @app.post("/api/session/<session_id>/resume")
+    async def resume(session_id: str) -> Response:
+        await rt.sessions.resume(session_id, wait=False, if_needed=True)
+        return _no_content()
+
     @app.post("/api/session/<session_id>/wait")
     async def wait(session_id: str) -> Response:
         await wait_idle(gw, session_id)

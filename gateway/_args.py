@@ -106,9 +106,14 @@ def parser() -> argparse.ArgumentParser:
         "--format", choices=["default", "json"], default="default",
         help="json: every event (durable ones and deltas) as one JSON object per line",
     )  # fmt: skip
-    sessions = command("sessions", "list, show or delete sessions")
-    sessions.add_argument("action", choices=["list", "show", "delete"])
-    sessions.add_argument("id", nargs="?", help="the session of show and delete")
+    sessions = command(
+        "sessions", "list, show, resume or delete sessions",
+        "List sessions ([needs resume] marks those a crash cut short), show one, resume one "
+        "a crash cut short (exits 1 if it does not need it, or if the resumed run failed), "
+        "or delete one.",
+    )  # fmt: skip
+    sessions.add_argument("action", choices=["list", "show", "resume", "delete"])
+    sessions.add_argument("id", nargs="?", help="the session of show, resume and delete")
     sessions.add_argument("--limit", type=int, default=50, help="most sessions listed (50)")
     inspect = command("inspect", "print the actor tree")
     models = command(

@@ -26,7 +26,8 @@ function node(n) {
     <span class="meta">mailbox ${esc(s.mailbox_depth)}/${esc(bound)} peak ${esc(s.mailbox_peak)}
     restarts ${esc(s.restarts)} in ${esc(s.messages_in)} out ${esc(s.messages_out)}
     ${s.current_activity ? "doing " + esc(s.current_activity) : "idle"}
-    ${s.last_death_cause ? "last death: " + esc(s.last_death_cause) : ""}</span>
+    ${s.last_death_cause ? "last death: " + esc(s.last_death_cause) : ""}
+    ${s.last_error ? "last error: " + esc(s.last_error) : ""}</span>
     ${kids ? `<ul>${kids}</ul>` : ""}</li>`;
 }
 async function refresh() {

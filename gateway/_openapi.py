@@ -262,6 +262,9 @@ def _v2_paths(
         },
         "/api/session/{sessionID}/interrupt": {"post": _op("Interrupt", none, params=sid)},
         "/api/session/{sessionID}/wait": {"post": _op("Wait until idle", none, params=sid)},
+        "/api/session/{sessionID}/resume": {
+            "post": _op("Resume a session a crash cut short (409 if not needed)", none, params=sid)
+        },
         "/api/session/{sessionID}/compact": {
             "post": _op("Compact (503)", {"503": {"description": "Unavailable"}}, params=sid)
         },

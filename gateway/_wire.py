@@ -19,6 +19,7 @@ from runtime import (
     Location,
     ModelRef,
     Prompt,
+    ResumeNotNeededError,
     SessionNotFoundError,
 )
 from runtime import _schema as ev
@@ -53,6 +54,7 @@ STATUS_BY_TAG: Final[dict[str, int]] = {
     "PermissionNotFoundError": 404,
     "NotFoundError": 404,
     "ConflictError": 409,
+    "ResumeNotNeededError": 409,
     "PayloadTooLargeError": 413,
     "ServiceUnavailableError": 503,
     "OperationUnavailableError": 503,
@@ -84,7 +86,7 @@ def error_for(exc: KittiwakeError) -> GatewayError:
     """Translate a runtime error to its wire tag and status."""
     tag = _WIRE_TAG.get(exc.tag, exc.tag)
     status = STATUS_BY_TAG.get(exc.tag, 500)
-    if isinstance(exc, SessionNotFoundError):
+    if isinstance(exc, SessionNotFoundError | ResumeNotNeededError):
         return GatewayError(tag, exc.message, status=status, sessionID=exc.session_id)
     if isinstance(exc, InvalidSessionInputError):
         return GatewayError(tag, exc.message, status=status, field=exc.field)

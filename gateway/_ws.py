@@ -37,6 +37,14 @@ __all__ = ["SLOW_CLIENT_CODE", "WebsocketLimits", "serve_websocket"]
 _log = logging.getLogger("kittiwake.gateway.ws")
 SLOW_CLIENT_CODE: Final = 1013
 _CLIENT_FIELDS: Final = frozenset({"type", "ref", "sessionID", "after"})
+_FRAME_TYPES: Final = (
+    "subscribe",
+    "unsubscribe",
+    "prompt",
+    "interrupt",
+    "resume",
+    "permission.reply",
+)
 
 
 class WebsocketLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -154,7 +162,7 @@ class _Connection:
     async def _dispatch(self, frame: dict[str, Any]) -> Any:
         kind = frame.get("type")
         session_id = frame.get("sessionID")
-        if kind not in ("subscribe", "unsubscribe", "prompt", "interrupt", "permission.reply"):
+        if kind not in _FRAME_TYPES:
             raise GatewayError("InvalidRequestError", f"Unknown frame type {kind!r}")
         if not isinstance(session_id, str):
             raise GatewayError("InvalidRequestError", "sessionID is required")
@@ -184,6 +192,9 @@ class _Connection:
         await self._gw.check_session(session_id)
         if kind == "interrupt":
             await rt.sessions.interrupt(session_id)
+            return None
+        if kind == "resume":
+            await rt.sessions.resume(session_id, wait=False, if_needed=True)
             return None
         fields = {k: v for k, v in frame.items() if k not in _CLIENT_FIELDS}
         try:

@@ -335,7 +335,7 @@ async def _api(
 
     data_dir = _data_dir(args)
     provider = None
-    if args.command == "run":
+    if args.command == "run" or getattr(args, "action", None) == "resume":
         config = _load_config(os.getcwd())
         provider = await _configured_provider(data_dir, sys.stderr, config, wanted)
     options: dict[str, Any] = provider.options() if provider else {}
@@ -396,7 +396,16 @@ async def _sessions(args: argparse.Namespace) -> int:
         if args.action == "list":
             page = check(await api.get("/api/session", params={"limit": args.limit}))
             for info in page["data"]:
-                print(f"{info['id']}  {info['title']}  {info['location']['directory']}")
+                mark = "  [needs resume]" if info.get("needsResume") else ""
+                print(f"{info['id']}  {info['title']}  {info['location']['directory']}{mark}")
+        elif args.action == "resume":
+            check(await api.post(f"/api/session/{args.id}/resume"))
+            check(await api.post(f"/api/session/{args.id}/wait"))
+            info = check(await api.get(f"/api/session/{args.id}"))["data"]
+            error = info.get("lastError")
+            if error:
+                raise CliError(f"{error['_tag']}: {error['message']}")
+            print(f"resumed {args.id}")
         elif args.action == "delete":
             project = check(await api.get("/project/current"))["id"]
             check(await api.delete(f"/project/{project}/session/{args.id}"))
@@ -433,6 +442,7 @@ def render_tree(snapshot: dict[str, Any]) -> str:
         lines.append(
             f"{'  ' * depth}{st.get('id')} [{st.get('kind')}] {st.get('state')}"
             f"  mailbox={mailbox} restarts={st.get('restarts')} activity={activity}"
+            + (f" last_error={st['last_error']!r}" if st.get("last_error") else "")
         )
         for child in node.get("children", []):
             walk(child, depth + 1)
@@ -492,7 +502,7 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "sessions" and args.action in ("show", "delete") and not args.id:
+    if args.command == "sessions" and args.action in ("show", "resume", "delete") and not args.id:
         raise CliError(f"sessions {args.action} needs a session id", 2)
     if args.command == "run":
         # Refused before anything is created or opened.

@@ -5,6 +5,7 @@ KittiwakeError
 │   └── InvalidSessionInputError  a Location, agent or model a session cannot run with
 ├── SessionNotFoundError      no session with that id (404)
 ├── PromptConflictError       a message id reused with different content (409)
+├── ResumeNotNeededError      a resume asked of a session that does not need one (409)
 ├── OperationUnavailableError the operation does not exist yet (503)
 └── StorageError              the store could not complete a write (500)
 """
@@ -19,6 +20,7 @@ __all__ = [
     "KittiwakeError",
     "OperationUnavailableError",
     "PromptConflictError",
+    "ResumeNotNeededError",
     "SessionNotFoundError",
     "StorageError",
 ]
@@ -61,6 +63,14 @@ class SessionNotFoundError(KittiwakeError, LookupError):
 
 class PromptConflictError(KittiwakeError):
     tag = "ConflictError"
+
+
+class ResumeNotNeededError(KittiwakeError):
+    tag = "ResumeNotNeededError"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session {session_id} does not need a resume")
+        self.session_id = session_id
 
 
 class OperationUnavailableError(KittiwakeError):

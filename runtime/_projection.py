@@ -141,6 +141,17 @@ def _step_started(e: Any, seq: int, state: ProjectionState) -> None:
         model=e.model,
     )  # fmt: skip
     state.put_message(e.session_id, seq, msg)
+    info = state.session(e.session_id)
+    if info.needs_resume or info.last_error is not UNSET:  # a new provider turn runs
+        _touch_session(state, e, needs_resume=UNSET, last_error=UNSET)
+
+
+def _resume_needed(e: Any, seq: int, state: ProjectionState) -> None:
+    _touch_session(state, e, needs_resume=True)
+
+
+def _run_failed(e: Any, seq: int, state: ProjectionState) -> None:
+    _touch_session(state, e, last_error=e.error)
 
 
 def _step_ended(e: Any, seq: int, state: ProjectionState) -> None:
@@ -319,6 +330,8 @@ _HANDLERS: dict[type, Callable[[Any, int, ProjectionState], None]] = {
     ev.Moved: _moved,
     ev.ContextUpdated: _context_updated,
     ev.Synthetic: _synthetic,
+    ev.ResumeNeeded: _resume_needed,
+    ev.RunFailed: _run_failed,
     ev.StepStarted: _step_started,
     ev.StepEnded: _step_ended,
     ev.StepFailed: _step_failed,

@@ -36,6 +36,9 @@ __all__ = [
     "ReasoningDelta",
     "ReasoningEnded",
     "ReasoningStarted",
+    "ResumeNeeded",
+    "RunError",
+    "RunFailed",
     "SessionCreated",
     "SessionDeleted",
     "SessionError",
@@ -124,8 +127,22 @@ class SessionTime(Record, frozen=True):
     updated: int
 
 
+class RunError(Record, frozen=True):
+    """Why a session's latest run failed: a tag (``StepLimitExceededError``,
+    ``ProviderError``, ``ContextOverflowError``, ``ProviderAuthError``, ``InternalError``)
+    and a message for people."""
+
+    tag: str = msgspec.field(name="_tag")
+    message: str
+
+
 class SessionInfo(Record, frozen=True):
-    """A session as clients see it (OpenCode's ``SessionV2Info``)."""
+    """A session as clients see it (OpenCode's ``SessionV2Info``).
+
+    ``needs_resume`` and ``last_error`` are Kittiwake's: a crash cut the session's work
+    and it waits for an explicit resume; the failure that ended its latest run. The next
+    provider turn of the session clears both.
+    """
 
     id: str
     project_id: str
@@ -137,6 +154,11 @@ class SessionInfo(Record, frozen=True):
     model: ModelRef | UnsetType = UNSET
     cost: float = 0.0
     tokens: TokenUsage = TokenUsage()
+    needs_resume: bool | UnsetType = UNSET
+    """``True`` while the session needs a resume; left out otherwise (as is
+    ``last_error`` when no run failed), so that a session in good order keeps OpenCode's
+    exact shape."""
+    last_error: RunError | UnsetType = UNSET
 
 
 class InputAdmitted(Record, frozen=True):
@@ -218,6 +240,18 @@ class PromptPromoted(Event, frozen=True, tag="session.next.prompt.promoted"):
 
 class InterruptRequested(Event, frozen=True, tag="session.next.interrupt.requested"):
     pass
+
+
+class ResumeNeeded(Event, frozen=True, tag="session.resume.needed"):
+    """Recovery closed what a crash cut (or found a promoted prompt left unanswered): the
+    session's work is ambiguous and waits for an explicit resume (``needs_resume``)."""
+
+
+class RunFailed(Event, frozen=True, tag="session.run.failed"):
+    """A run of the session failed; written with the ``session.next.step.failed`` that
+    shows it in history, and kept in the session's ``last_error``."""
+
+    error: RunError
 
 
 class AgentSwitched(Event, frozen=True, tag="session.next.agent.switched"):
@@ -372,6 +406,8 @@ DurableEvent = (
     | PromptAdmitted
     | PromptPromoted
     | InterruptRequested
+    | ResumeNeeded
+    | RunFailed
     | AgentSwitched
     | ModelSwitched
     | Moved

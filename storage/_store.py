@@ -25,6 +25,7 @@ from runtime import IdGenerator, SessionMessage
 from runtime import _schema as ev
 from runtime._errors import StorageError
 from runtime._history import HistoryDelta
+from runtime._recovery import cut_short
 from storage._applier import Applier
 from storage._backup import (
     BACKUP_FILE,
@@ -856,25 +857,23 @@ class EventStore:
         return [str(r[0]) for r in rows]
 
     def sessions_needing_resume(self) -> list[str]:
-        """Sessions whose latest conversational message (user, assistant, synthetic) is a
-        user message or an unfinished assistant one; system and switch messages don't count."""
-        rows = (
-            self._db()
-            .execute(
-                "select m.session_id, m.type, m.data from session_message m join "
-                "(select session_id, max(seq) as s from session_message "
-                "where type in ('user', 'assistant', 'synthetic') group by session_id) x "
-                "on m.session_id = x.session_id and m.seq = x.s order by m.session_id"
-            )
-            .fetchall()
-        )
-        out = []
-        for session_id, kind, data in rows:
-            message = _decode_message(data)
-            unsettled = kind == "assistant" and message.time.completed is msgspec.UNSET
-            if kind == "user" or unsettled:
-                out.append(str(session_id))
-        return out
+        """Sessions marked as needing a resume (``needsResume``), and those whose latest
+        conversational message (user, assistant, synthetic) shows work cut short and not
+        yet recovered (``runtime._recovery.cut_short``); system and switch messages don't
+        count."""
+        db = self._db()
+        marked = db.execute(
+            "select id from session where json_extract_string(data, '$.needsResume') = 'true'"
+        ).fetchall()
+        rows = db.execute(
+            "select m.session_id, m.data from session_message m join "
+            "(select session_id, max(seq) as s from session_message "
+            "where type in ('user', 'assistant', 'synthetic') group by session_id) x "
+            "on m.session_id = x.session_id and m.seq = x.s"
+        ).fetchall()
+        out = {str(r[0]) for r in marked}
+        out.update(str(sid) for sid, data in rows if cut_short(_decode_message(data)))
+        return sorted(out)
 
     def messages(
         self, session_id: str, *, limit: int, order: str, after_seq: int | None = None,

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -9,9 +13,13 @@ from typing import Any
 
 import trio
 
-from runtime import Location, Prompt, llm, open_runtime
+from runtime import AssistantMessage, Location, Prompt, llm, open_runtime
+from runtime import _messages as m
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._testing import TestingGates, testing_registry
+from tests.provider_rules import request_problems as request_problems  # one copy of the rules
+
+_KILL_CHILD = Path(__file__).with_name("kill_child.py")
 
 
 def answer(text: str = "done") -> list[llm.LLMEvent]:
@@ -112,33 +120,37 @@ async def eventually(predicate: Callable[[], bool]) -> None:
             await trio.sleep(0.01)
 
 
-def request_problems(request: llm.LLMRequest) -> list[str]:
-    """Why a provider would reject *request*'s history, or ``[]`` when it would accept it:
-    every local tool call answered by the tool message right after it, no empty
-    assistant message."""
-    problems: list[str] = []
-    messages = request.messages
-    for index, message in enumerate(messages):
-        if not isinstance(message, llm.AssistantMessage):
-            continue
-        if not any(
-            isinstance(part, llm.ToolCallPart) or getattr(part, "text", "")
-            for part in message.content
-        ):
-            problems.append(f"message {index}: empty assistant message")
-        calls = {
-            part.call_id
-            for part in message.content
-            if isinstance(part, llm.ToolCallPart) and not part.provider_executed
-        }
-        following = messages[index + 1] if index + 1 < len(messages) else None
-        answered = (
-            {part.call_id for part in following.content}
-            if isinstance(following, llm.ToolMessage)
-            else set()
-        )
-        if calls - answered:
-            problems.append(
-                f"message {index}: tool calls without results {sorted(calls - answered)}"
-            )
-    return problems
+def run_child_until_cut(data: Path, work: Path, *, queue: bool = True) -> None:
+    """Run ``kill_child.py`` until its tool runs (and, with *queue*, a queued prompt is
+    admitted), then SIGKILL it: session ``ses_kill`` is left with a turn cut mid-tool."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    flags = [] if queue else ["--no-queue"]
+    child = subprocess.Popen(
+        [sys.executable, str(_KILL_CHILD), str(data), str(work), *flags],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert child.stdout is not None
+    lines = []
+    last = "QUEUED" if queue else "TOOL"
+    for line in child.stdout:
+        lines.append(line.split()[0])
+        if lines[-1] == last:
+            break
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=10)
+    child.stdout.close()
+    assert lines == ["TOOL", "QUEUED"][: len(lines)] and lines[-1] == last, lines
+
+
+def cut_tool_and_step(history: list[m.SessionMessage]) -> m.AssistantMessage:
+    """The one assistant message of the cut turn, checked closed as an interrupt leaves
+    it: the tool failed "Tool execution interrupted", finish and time.completed set."""
+    cut = [x for x in history if isinstance(x, AssistantMessage) and x.content]
+    tools = [p for p in cut[0].content if isinstance(p, m.AssistantTool)]
+    assert len(tools) == 1 and isinstance(tools[0].state, m.ToolError)
+    assert tools[0].state.error.message == "Tool execution interrupted"
+    assert cut[0].finish == "interrupted"
+    assert isinstance(cut[0].time.completed, int)
+    return cut[0]

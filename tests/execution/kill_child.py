@@ -1,8 +1,8 @@
 """A runtime process for kill tests: starts a tool that never finishes, then waits to die.
 
-Usage: python kill_child.py DATA_DIR WORK_DIR
+Usage: python kill_child.py DATA_DIR WORK_DIR [--no-queue]
 Prints ``TOOL`` once the tool runs and ``QUEUED <message id>`` once a queued prompt
-is admitted (with resume=False), then sleeps until killed.
+is admitted (with resume=False; not with ``--no-queue``), then sleeps until killed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._testing import TestingGates, testing_registry
 
 
-async def main(data_dir: str, work_dir: str) -> None:
+async def main(data_dir: str, work_dir: str, queue: bool) -> None:
     gates = TestingGates()
     script = [
         [llm.StepStart(), llm.ToolCall(call_id="c1", name="gated", input={"key": "never"})],
@@ -31,6 +31,8 @@ async def main(data_dir: str, work_dir: str) -> None:
         while not gates.started:  # noqa: ASYNC110 - a child process polling its own tool
             await trio.sleep(0.01)
         print("TOOL", flush=True)
+        if not queue:
+            await trio.sleep_forever()
         queued = await rt.sessions.prompt(
             info.id, prompt=Prompt(text="pending"), id="msg_pending", delivery="queue", resume=False
         )
@@ -39,4 +41,4 @@ async def main(data_dir: str, work_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, sys.argv[1], sys.argv[2])
+    trio.run(main, sys.argv[1], sys.argv[2], "--no-queue" not in sys.argv[3:])
