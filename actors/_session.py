@@ -440,8 +440,7 @@ class SessionActor(Actor[Message]):
         sid = self.session_id
         for event in events:
             if isinstance(event, ev.StepFailed):
-                kind = self._turn.outcome.error_kind if self._turn is not None else ""
-                tag = _PROVIDER_TAGS.get(kind, "ProviderError")
+                tag = self._failure_tag()
                 error = ev.RunError(tag=tag, message=event.error.message)
                 self.last_error = f"{tag}: {error.message}"
                 events = [
@@ -456,10 +455,19 @@ class SessionActor(Actor[Message]):
 
         return await self._x.storage.write(write)
 
+    def _failure_tag(self) -> str:
+        """The ``_tag`` of the current turn's failed step: the provider's error by its kind,
+        else an internal error (``run_turn`` closed the step on an escaping exception)."""
+        outcome = self._turn.outcome if self._turn is not None else None
+        if outcome is None or outcome.error is None:
+            return "InternalError"
+        return _PROVIDER_TAGS.get(outcome.error_kind, "ProviderError")
+
     async def _record_failure(self, exc: Exception) -> None:
         """Make a failed drain durable and visible: a ``step.failed`` on the step it cut
-        (the open one; for the turn cap, the last one; else a new, empty step) and a
-        ``run.failed`` that sets the session's ``last_error``, in one batch.
+        (for the turn cap, the last one; else a new, empty step) and a ``run.failed``
+        that sets the session's ``last_error``, in one batch. A failure inside a provider
+        turn was closed by the turn itself.
 
         Bounded and shielded (``_FAILURE_GRACE``); a write that fails is logged, and the
         next drain's recovery closes what stayed open.
@@ -471,9 +479,11 @@ class SessionActor(Actor[Message]):
             error = ev.RunError(tag="InternalError", message=f"{type(exc).__name__}: {exc}")
         turn, events = self._turn, list[ev.DurableEvent]()
         if turn is not None and self._turn_open:
-            events, turn.buffer = turn.buffer, []
-            message_id = turn.assistant_id
-        elif turn is not None and isinstance(exc, StepLimitExceededError):
+            # run_turn closed its step failed (and ``_append`` added run.failed) as far
+            # as its own bounded write could; what it could not, recovery closes.
+            self._turn, self._turn_open, self._recovered = None, False, False
+            return
+        if turn is not None and isinstance(exc, StepLimitExceededError):
             message_id = turn.assistant_id
         else:
             message_id = self._x.ids.new("msg")
