@@ -20,8 +20,8 @@ def request_problems(request: llm.LLMRequest) -> list[str]:
     """What a provider would reject in *request*; empty when it would accept it.
 
     - the conversation opens with a user message (Anthropic, Gemini);
-    - an assistant message says something: a non-empty text or a tool call (OpenAI
-      rejects ``{"role": "assistant", "content": null}`` without tool calls);
+    - an assistant message says something: a non-empty text or reasoning, or a tool
+      call (OpenAI rejects ``{"role": "assistant", "content": null}`` without tool calls);
     - every local tool call is answered, once, in the tool message right after its
       assistant message, and a tool message answers only the calls just made.
     """
@@ -52,9 +52,8 @@ def _assistant_problems(
     index: int, message: llm.AssistantMessage, messages: Sequence[llm.Message]
 ) -> list[str]:
     problems: list[str] = []
-    said = any(
-        isinstance(part, llm.ToolCallPart) or (isinstance(part, llm.TextPart) and part.text)
-        for part in message.content
+    said = any(  # reasoning with text counts: adapters carry it or leave the turn out
+        isinstance(part, llm.ToolCallPart) or getattr(part, "text", "") for part in message.content
     )
     if not said:
         problems.append(f"message {index}: an empty assistant message")
