@@ -170,6 +170,8 @@ def _read(
     )  # fmt: skip
     if error is not None:
         looked = [*looked, *_candidates(directory, configuration)]
+    for diagnostic in settings.diagnostics:  # logged once per change of the files
+        _log.warning("configuration: %s", diagnostic, extra={"location": directory})
     return settings, looked
 
 

@@ -72,6 +72,8 @@ def install_config_routes(app: QuartTrio, rt: Runtime, directory_arg: Callable[[
     async def effective(directory: Path) -> tuple[LoadedConfig, str | None]:
         location = await rt.execution.current_location(str(directory))
         settings = location.settings
+        if settings.error is not None:  # its turns fail with the same message
+            raise GatewayError("InvalidRequestError", settings.error)
         model = settings.model or rt.execution.default_model
         return settings.loaded, f"{model.provider_id}/{model.id}"
 

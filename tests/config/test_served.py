@@ -152,6 +152,14 @@ async def test_patch_config_persists_and_applies_from_the_next_turn(tmp_path, pr
         bad = await client.patch("/config", json={"model": 7})
         assert bad.status_code == 400 and bad.json()["_tag"] == "InvalidRequestError"
         assert "model" in bad.json()["message"]
+        saved = (project / "kittiwake.json").read_text()
+        (project / "kittiwake.json").write_text('{"model": "local/echo-2",\n  "oops"}')
+        broken = await client.get("/config")
+        assert broken.status_code == 400 and "kittiwake.json:2:9" in broken.json()["message"]
+        failed = await prompt(client, sid, "third")
+        (step_failed,) = [e for e in failed if e["type"] == "session.next.step.failed"]
+        assert "kittiwake.json:2:9" in step_failed["data"]["error"]["message"]
+        (project / "kittiwake.json").write_text(saved)
     assert [r.json()["model"] for r in provider.requests] == ["echo-1", "echo-2"]
     assert json.loads((project / "kittiwake.json").read_text())["model"] == "local/echo-2"
 
