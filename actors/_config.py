@@ -26,6 +26,7 @@ from runtime.config import (
     load_config,
 )
 from runtime.context import SystemContext
+from runtime.tools import ToolOutputLimits
 
 if TYPE_CHECKING:
     import httpx
@@ -120,6 +121,14 @@ class LocationSettings:
     def agent(self, name: str | None) -> AgentInfo:
         """The agent called *name*, else the configured ``default_agent``, else ``build``."""
         return resolve_agent(self.agents, name if name is not None else self.default_agent)
+
+    def tool_output_limits(self) -> ToolOutputLimits:
+        """The Model Tool Output bound from ``tool_output`` (defaults for what is unset)."""
+        configured = self.loaded.config.tool_output
+        if configured is None:
+            return ToolOutputLimits()
+        fields = {"max_lines": configured.max_lines, "max_bytes": configured.max_bytes}
+        return ToolOutputLimits(**{k: v for k, v in fields.items() if v is not None})
 
 
 def location_watch(

@@ -53,15 +53,16 @@ class LocationActor(Actor[Any]):
 
     def __init__(
         self, directory: str, registry: ToolRegistry, context: SystemContextRegistry,
-        settings: ConfigWatch[LocationSettings],
+        watch: ConfigWatch[LocationSettings], settings: LocationSettings,
     ) -> None:  # fmt: skip
         mailbox = open_mailbox(0)
         super().__init__(f"location:{directory}", mailbox=mailbox, label=directory)
         self.directory = directory
         self.registry = registry
         self.context = context
-        self._watch = settings
-        self.settings = settings.load_now()
+        self._watch = watch
+        self.settings = settings
+        """The last reading of *watch* (the first is *settings*)."""
         self._next: trio.Event | None = None
         self._result: SystemContext | None = None
         self._loading = False
@@ -317,13 +318,17 @@ class SessionExecution:
     def location_for(self, directory: str) -> LocationActor:
         location = self._locations.get(directory)
         if location is None:
-            env = ToolEnvironment(directory=directory, data_dir=str(self._data_dir), ids=self.ids)
+            watch = location_watch(directory, self.configuration, self.agents)
+            settings = watch.load_now()
+            env = ToolEnvironment(
+                directory=directory, data_dir=str(self._data_dir), ids=self.ids,
+                limits=settings.tool_output_limits(),
+            )  # fmt: skip
             registry = self._tools(env)
             if registry.saved_approvals is None:
                 registry.saved_approvals = self.permissions
-            watch = location_watch(directory, self.configuration, self.agents)
             context = self._context(directory)
-            location = LocationActor(directory, registry, context, watch)
+            location = LocationActor(directory, registry, context, watch, settings)
             if self.configuration is not None:
                 context.contribute(
                     CONFIG_INSTRUCTIONS_KEY,

@@ -8,6 +8,7 @@ from actors import Configuration
 from actors._config import location_watch
 from runtime import Location, ModelRef, open_runtime
 from runtime.llm import ScriptedLLM
+from runtime.tools import ToolOutputLimits
 from tests.execution.conftest import answer, prompt
 
 
@@ -24,6 +25,7 @@ def test_settings_follow_the_configuration(tmp_path):
             "default_agent": "plan",
             "agent": {"old": {"prompt": "gone", "disable": True}, "new": {"prompt": "hi"}},
             "permission": {"edit": "deny"},
+            "tool_output": {"max_lines": 10},
         },
     )
     settings = location_watch(str(tmp_path), Configuration(env={"HOME": str(tmp_path)})).load_now()
@@ -34,6 +36,7 @@ def test_settings_follow_the_configuration(tmp_path):
     edit = [r.action for r in settings.agents["new"].permission if r.permission == "edit"]
     assert edit[-1] == "deny"
     assert settings.error is None and settings.llm is None  # no providers configured
+    assert settings.tool_output_limits() == ToolOutputLimits(max_lines=10)
 
 
 def test_without_configuration_only_agent_files_count(tmp_path):
@@ -83,6 +86,7 @@ async def test_configured_instructions_and_model_reach_the_request(tmp_path):
         write_config(work, {"model": "scripted/m2"})  # instructions removed, model changed
         await rt.sessions.prompt(info.id, prompt=prompt("two"))
         await rt.sessions.wait_idle(info.id)
+        assert rt.execution.location_for(str(work)).registry.env.limits == ToolOutputLimits()
     first, second = llm.requests
     assert first.model.model_id == "m1" and second.model.model_id == "m2"
     assert "Always write TESTS first." in "\n".join(first.system)
