@@ -232,7 +232,21 @@ def _project_paths(
         "/file/status": {"get": _op("git status", {"200": arr}, params=d)},
         "/provider": {"get": _op("Catalog providers", {"200": obj}, params=d)},
         "/config/providers": {"get": _op("Catalog providers", {"200": obj}, params=d)},
-        "/config": {"get": _op("Configuration", {"200": obj}, params=d)},
+        "/config": {
+            "get": _op("The Location's effective configuration", {"200": obj}, params=d),
+            "patch": _op(
+                "Merge into the Location's configuration file",
+                {"200": obj},
+                {"type": "object"},
+                params=d,
+            ),
+        },
+        "/global/config": {
+            "get": _op("The global configuration", {"200": obj}),
+            "patch": _op(
+                "Merge into the global configuration file", {"200": obj}, {"type": "object"}
+            ),
+        },
         "/log": {
             "post": _op("Write a client log line", {"204": {"description": "No Content"}}, log_body)
         },
