@@ -176,12 +176,12 @@ async def _wait_running(storage: StorageActor, execution: SessionExecution) -> N
 async def _recover_and_wake(rt: Runtime, now_ms: Callable[[], int]) -> None:
     """Close what a crash cut short in every session that shows it (each one then needs a
     resume), then wake every session with unpromoted inbox rows."""
-    for session_id in await rt.sessions.needs_resume():
+    needing = await rt.sessions.needs_resume()
+    for session_id in needing:  # recovered, they stay marked: the same list after
         await recover_session(rt.storage, session_id, now_ms())
     pending = await rt.storage.read(lambda s: s.session_ids_with_pending())
     for session_id in pending:
         await rt.execution.wake(session_id, 1 << 61)
-    needing = await rt.sessions.needs_resume()
     if needing:
         _log.warning("sessions need an explicit resume", extra={"sessions": needing})
 
