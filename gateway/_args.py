@@ -76,8 +76,13 @@ def parser() -> argparse.ArgumentParser:
     data_dir_help = "the data dir (default: $KITTIWAKE_DATA_DIR, else $XDG_DATA_HOME/kittiwake)"
     attach_help = "URL of a running `kittiwake serve` to talk to, instead of opening the data dir"
     serve = command("serve", "serve the HTTP API (OpenCode V2 routes) until Ctrl-C or SIGTERM")
-    serve.add_argument("--port", type=_port, default=4096, help="TCP port (default 4096; 0: any)")
-    serve.add_argument("--hostname", default="127.0.0.1", help="address (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=_port,
+        help="TCP port (default: the configuration's server.port, else 4096; 0: any)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--hostname", help="address (default: the configuration's server.hostname, else 127.0.0.1)"
+    )
     serve.add_argument("--data-dir", help=data_dir_help)
     serve.add_argument(
         "--directory", help="the project directory: where sessions without one work and the "

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["default_data_dir", "main"]
 
 _log = logging.getLogger("kittiwake.cli")
+_DEFAULT_PORT: Final = 4096
+_DEFAULT_HOST: Final = "127.0.0.1"
 _FEATURED: Final = ("anthropic", "openai", "google", "openrouter", "github-copilot")
 _RELEASE_AFTER: Final = 0.25
 _SERVING_FILE: Final = "serving.json"
@@ -262,6 +264,14 @@ async def _serve(args: argparse.Namespace) -> int:
         loaded.set()
 
     config = _load_config(str(directory))
+    server_config = config.config.server
+    if args.port is None:
+        configured = server_config.port if server_config is not None else None
+        args.port = configured if configured is not None else _DEFAULT_PORT
+    if args.hostname is None:
+        configured_host = server_config.hostname if server_config is not None else None
+        args.hostname = configured_host or _DEFAULT_HOST
+    cors = [*cors, *(server_config.cors or [] if server_config is not None else [])]
     try:
         async with trio.open_nursery() as outer:
             outer.start_soon(load_gateway)

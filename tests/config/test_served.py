@@ -4,9 +4,12 @@ chat-completions server, no planted catalog and no API-key variable."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import httpx
 import pytest
+import trio
 
 from tests.gateway.conftest import assert_valid, component, response_schema
 
@@ -14,6 +17,7 @@ from .conftest import (
     base_env,
     chat_text,
     chat_tool_call,
+    free_port,
     local_provider,
     new_session,
     prompt,
@@ -244,3 +248,29 @@ async def test_unusable_configuration_stops_serve_with_exit_2(tmp_path):
     done = await run_serve_to_exit({**env, "KITTIWAKE_CONFIG_CONTENT": "{oops"}, project)
     assert done.returncode == 2
     assert done.stderr.decode().startswith("kittiwake: KITTIWAKE_CONFIG_CONTENT:1:2: ")
+
+
+async def test_serve_listens_where_the_configuration_says(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    port = free_port()
+    (project / "kittiwake.json").write_text(
+        json.dumps({"server": {"port": port, "hostname": "127.0.0.1"}})
+    )
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "gateway", "serve"],
+        cwd=str(project), env=base_env(tmp_path), stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        out = b""
+        with trio.fail_after(30):
+            async for chunk in process.stdout:
+                out += chunk
+                if b"kittiwake: serving" in out:
+                    break
+        assert f"kittiwake: serving http://127.0.0.1:{port} ".encode() in out
+    finally:
+        process.terminate()
+        with trio.fail_after(20):
+            await process.wait()
