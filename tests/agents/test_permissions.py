@@ -22,9 +22,11 @@ class RecordingGate:
         self.reply = reply
         self.release = release
         self.requests: list[PermissionRequest] = []
+        self.asked = trio.Event()
 
     async def ask(self, request: PermissionRequest):
         self.requests.append(request)
+        self.asked.set()
         if self.release is not None:
             await self.release.wait()
         else:
@@ -200,9 +202,17 @@ async def test_configured_deny_beats_saved_approval(tmp_path):
 async def test_cancel_while_asking_propagates_and_runs_nothing(tmp_path):
     asking = load_agents(str(tmp_path), config_permission={"bash": "ask"}).agents["build"]
     gate = RecordingGate(release=trio.Event())
-    with trio.move_on_after(0.05) as scope:
-        await _registry(tmp_path).settle(
-            "shell", {"command": "touch y"}, _ctx(tmp_path), agent=asking, permissions=gate
-        )
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+
+            async def settle() -> None:
+                await _registry(tmp_path).settle(
+                    "shell", {"command": "touch y"}, _ctx(tmp_path), agent=asking, permissions=gate
+                )
+
+            nursery.start_soon(settle)
+            await gate.asked.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
     assert scope.cancelled_caught and len(gate.requests) == 1
     assert not (tmp_path / "y").exists()
