@@ -1,0 +1,36 @@
+"""Every test and simulation reads only the configuration and credentials it sets up.
+
+The developer's own ``~/.config/kittiwake`` (or ``$XDG_CONFIG_HOME``), data dir and
+``KITTIWAKE_*`` variables must neither change what a test sees nor be written by it (a
+``PATCH /global/config`` in the gateway tests writes the global file). Subprocesses inherit
+the patched environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_CONFIG_VARIABLES = (
+    "KITTIWAKE_CONFIG",
+    "KITTIWAKE_CONFIG_CONTENT",
+    "KITTIWAKE_DISABLE_PROJECT_CONFIG",
+    "KITTIWAKE_MODEL",
+    "KITTIWAKE_DATA_DIR",
+    "KITTIWAKE_SERVER_PASSWORD",
+    "KITTIWAKE_CORS_ORIGINS",
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_configuration(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    for name in _CONFIG_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    yield home
