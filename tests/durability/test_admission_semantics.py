@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from runtime import (
     InputAdmitted,
@@ -137,7 +138,9 @@ async def test_resume_false_admits_without_a_provider_request(tmp_path: Path) ->
     async with open_runtime(data_dir=tmp_path, llm=llm) as rt:
         sid = (await rt.sessions.create(location=Location(directory=str(tmp_path)))).id
         rec = await rt.sessions.prompt(sid, prompt=Prompt(text="later"), resume=False)
-        await trio.sleep(0.1)
+        # whatever the admission set going has run until it blocks; a drain it started
+        # would be waited for below
+        await trio.testing.wait_all_tasks_blocked()
         await rt.sessions.wait_idle(sid)
         assert llm.requests == []
         pending = await rt.storage.read(lambda s: s.pending_inputs(sid))

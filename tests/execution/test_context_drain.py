@@ -6,7 +6,7 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-import trio
+import trio.testing
 
 from runtime import llm
 from runtime.context import (
@@ -176,7 +176,10 @@ async def test_source_changes_never_wake_an_idle_session(tmp_path: Path) -> None
         await rt.sessions.prompt(sid, prompt=prompt("one"))
         await rt.sessions.wait_idle(sid)
         knobs.mode = "changed"
-        await trio.sleep(0.2)
+        # a reaction to the change would be a task made runnable by it, and a drain it
+        # started would be waited for
+        await trio.testing.wait_all_tasks_blocked()
+        await rt.sessions.wait_idle(sid)
         events = await rt.storage.read(lambda s: s.events(sid, after=-1, limit=1000))
     assert len(client.requests) == 1
     assert not any(e.type.startswith("session.next.context.updated") for e in events)

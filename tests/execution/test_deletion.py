@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from actors._events import DEFAULT_SUBSCRIBER_BUFFER
 from runtime import AssistantMessage, Location, ModelRef, SessionNotFoundError, llm
@@ -123,7 +124,7 @@ async def test_deletion_cancels_an_active_drain_first(tmp_path: Path) -> None:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(outcome, "wait", rt.sessions.wait_idle)
                 nursery.start_soon(outcome, "resume", rt.sessions.resume)
-                await trio.sleep(0.1)
+                await trio.testing.wait_all_tasks_blocked()  # both are waiting on the drain
                 await rt.sessions.delete(sid)
 
         # Callers waiting on the drain learn the session is gone.

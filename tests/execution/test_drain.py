@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
+import trio.testing
 
 from actors._session import Wake
 from runtime import AssistantMessage, llm
 from runtime import _messages as m
+from storage import StoredEvent
 from tests.execution.conftest import (
     GatedLLM,
     answer,
@@ -117,6 +119,9 @@ async def test_interrupting_an_idle_or_unknown_session_returns_at_once(tmp_path:
         assert client.requests == []
 
 
+TOOL_ENDED = {"session.next.tool.success", "session.next.tool.failed"}
+
+
 async def test_five_tool_calls_run_concurrently_and_the_continuation_waits_for_all(
     tmp_path: Path,
 ) -> None:
@@ -127,9 +132,15 @@ async def test_five_tool_calls_run_concurrently_and_the_continuation_waits_for_a
         await rt.sessions.prompt(sid, prompt=prompt("go"))
         await eventually(lambda: len(gates.started) == 5)
         assert sorted(gates.started) == [f"g{i}" for i in range(5)]
-        for i in range(4):
-            gates.open(f"g{i}")
-        await trio.sleep(0.1)
+        with rt.hub.subscribe(sid) as sub:
+            for i in range(4):
+                gates.open(f"g{i}")
+            finished = 0
+            with trio.fail_after(10):  # the four results are stored and published
+                while finished < 4:
+                    item = await sub.receive()
+                    finished += isinstance(item, StoredEvent) and item.type in TOOL_ENDED
+        await trio.testing.wait_all_tasks_blocked()
         assert len(client.requests) == 1
         gates.open("g4")
         await rt.sessions.wait_idle(sid)

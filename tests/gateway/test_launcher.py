@@ -29,11 +29,15 @@ _WATCHED_SERVE = textwrap.dedent(
             time.sleep(0.001)
         seen = [gc.isenabled()]
         while time.monotonic() < deadline:
+            # read the collector's state before the attempt: a refused attempt proves the
+            # server was not yet listening at that moment (read after, it may have started
+            # and resumed the collector in between)
+            before = gc.isenabled()
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=1)
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=15)
                 break
             except OSError:
-                seen.append(gc.isenabled())
+                seen.append(before)
                 time.sleep(0.01)
         while not gc.isenabled() and time.monotonic() < deadline:
             time.sleep(0.01)
