@@ -24,7 +24,6 @@ from gateway._inspector import INSPECTOR_HTML
 from gateway._openapi import openapi_document
 from gateway._opencode import session_json
 from gateway._project import FileLimits, install_project_routes
-from gateway._rules import LazyBuildRule
 from gateway._wire import (
     AgentBody,
     CreateBody,
@@ -147,7 +146,6 @@ def create_app(
             existence check of later requests a store lookup.
     """
     app = QuartTrio("kittiwake", static_folder=None)  # every page is inline; no /static
-    app.url_rule_class = LazyBuildRule
     app.config["MAX_CONTENT_LENGTH"] = max_body
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     gw = Gateway(

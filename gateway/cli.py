@@ -37,7 +37,7 @@ from gateway._terminal import RunFailed, Runner, RunOptions, check, read_prompt
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
 from runtime.config import ConfigError, LoadedConfig, load_config
-from storage import EventStore, JournalHeld, release_library_pages
+from storage import EventStore, JournalHeld
 
 if TYPE_CHECKING:
     import httpx
@@ -48,7 +48,6 @@ _log = logging.getLogger("kittiwake.cli")
 _DEFAULT_PORT: Final = 4096
 _DEFAULT_HOST: Final = "127.0.0.1"
 _FEATURED: Final = ("anthropic", "openai", "google", "openrouter", "github-copilot")
-_RELEASE_AFTER: Final = 0.25
 _SERVING_FILE: Final = "serving.json"
 
 
@@ -303,8 +302,6 @@ async def _serve(args: argparse.Namespace) -> int:
                         where = f"{args.hostname}:{args.port}"
                         raise CliError(f"cannot listen on {where}: {reason}") from None
                     _end_startup(args)
-                    housekeeping = trio.CancelScope()
-                    nursery.start_soon(_release_library_pages_soon, housekeeping)
                     _record_serving(data_dir, server.url)
                     print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
                     if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
@@ -313,7 +310,6 @@ async def _serve(args: argparse.Namespace) -> int:
                         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                             async for signum in signals:
                                 print(f"kittiwake: stopping on signal {signum}", file=sys.stderr)
-                                housekeeping.cancel()
                                 server.stop()
                                 break
                     finally:
@@ -469,17 +465,6 @@ async def _inspect(args: argparse.Namespace) -> int:
     async with _api(args) as api:
         print(render_tree(check(await api.get("/api/actors"))))
     return 0
-
-
-async def _release_library_pages_soon(scope: trio.CancelScope) -> None:
-    """Once start-up's DuckDB work is done, unmap the library pages it alone used
-    (``storage.release_library_pages``), ``_RELEASE_AFTER`` seconds after the server
-    accepts: reading the process's memory map takes the GIL for tens of milliseconds,
-    which the first requests should not wait behind. Cancelling *scope* before then
-    skips it; once begun, it finishes (milliseconds)."""
-    with scope:
-        await trio.sleep(_RELEASE_AFTER)
-        await trio.to_thread.run_sync(release_library_pages)
 
 
 def _end_startup(args: argparse.Namespace) -> None:

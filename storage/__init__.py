@@ -9,7 +9,6 @@ from storage._journal import Journal as Journal
 from storage._journal import JournalCorrupt as JournalCorrupt
 from storage._journal import JournalError as JournalError
 from storage._journal import JournalHeld as JournalHeld
-from storage._residency import release_library_pages as release_library_pages
 from storage._store import DB_FILE as DB_FILE
 from storage._store import EventStore as EventStore
 from storage._store import Outcome as Outcome
@@ -31,5 +30,4 @@ __all__ = [
     "StoredEvent",
     "WriteBatch",
     "decode_stored",
-    "release_library_pages",
 ]

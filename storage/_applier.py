@@ -15,7 +15,7 @@ import time
 from collections import deque
 from typing import Final
 
-import _duckdb as duckdb
+import duckdb
 
 from storage._rows import RowSet
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-import _duckdb as duckdb  # the engine itself; see _tables.py on why not `duckdb`
+import duckdb
 
 from runtime._errors import StorageError
 from storage._journal import Journal

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-import _duckdb as duckdb  # the engine itself; see _tables.py on why not `duckdb`
+import duckdb
 import msgspec
 
 from runtime import IdGenerator, SessionMessage

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-# The wheel's C++ extension, `_duckdb`, typed by the wheel's `_duckdb-stubs`. The `duckdb`
-# package wraps it in a pure-Python relational API the store never uses, and importing that
-# layer costs about 130 ms of start-up against about 22 ms for the engine (docs/storage.md).
-import _duckdb as duckdb
+import duckdb
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 

@@ -97,16 +97,12 @@ async def test_actors_inspector_and_cors(tmp_path):
 async def test_serving_without_a_provider_does_not_import_an_http_client():
     # Start-up time: httpx (with rich and pygments behind it) loads only when a provider or
     # an HTTP-talking command needs it; `kittiwake --attach` commands skip the web framework.
-    # The store opens DuckDB's engine (`_duckdb`) without the `duckdb` package's Python layer.
-    probe = (
-        "import sys, gateway.cli, gateway._serve; "
-        "print('httpx' in sys.modules, 'duckdb' in sys.modules, '_duckdb' in sys.modules)"
-    )
+    probe = "import sys, gateway.cli, gateway._serve; print('httpx' in sys.modules)"
     with trio.fail_after(30):
         done = await trio.run_process(
             [sys.executable, "-c", probe], capture_stdout=True, check=True, cwd=ROOT
         )
-    assert done.stdout.decode().split() == ["False", "False", "True"]
+    assert done.stdout.decode().split() == ["False"]
     with trio.fail_after(30):
         done = await trio.run_process(
             [sys.executable, "-c", "import sys, gateway.cli; print('quart' in sys.modules)"],

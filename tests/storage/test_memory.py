@@ -1,14 +1,10 @@
-"""What the store costs in memory: DuckDB's settings and the start-up library pages."""
+"""What the store costs in memory: DuckDB's settings."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-import pytest
-
-from storage import EventStore, release_library_pages
-from storage._residency import library_mappings
+from storage import EventStore
 
 
 def _settings(store: EventStore, *names: str) -> tuple[object, ...]:
@@ -48,29 +44,3 @@ def test_db_fsync_keeps_duckdbs_own_syncs(tmp_path: Path) -> None:
         assert _settings(store, "fsync_mode", "threads") == ("STANDARD", 1)
     finally:
         store.close()
-
-
-def test_released_library_pages_come_back_when_duckdb_runs_again(tmp_path: Path) -> None:
-    store = EventStore.open(tmp_path)
-    try:
-        before = library_mappings()
-        assert any(m.clean and m.resident for m in before)
-        relocated = {m.start: m.resident for m in before if not m.clean}
-        assert relocated, "the library's relocated tables are copied on write"
-
-        assert release_library_pages() >= sum(m.resident for m in before if m.clean)
-
-        after = {m.start: m for m in library_mappings()}
-        for start, resident in relocated.items():
-            assert after[start].resident == resident
-        rows = store.conn.execute("select key from meta order by key").fetchall()
-        assert ("journal_lsn",) in rows
-        assert any(m.clean and m.resident for m in library_mappings())
-    finally:
-        store.close()
-
-
-def test_nothing_is_released_without_duckdb_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(sys.modules, "_duckdb")
-    assert library_mappings() == []
-    assert release_library_pages() == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import _duckdb
+import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +36,7 @@ def _apply(conn: Any, rows: RowSet) -> None:
 
 
 def test_a_deletion_removes_stored_and_earlier_rows_but_not_later_ones(tmp_path: Path) -> None:
-    conn = _duckdb.connect(str(tmp_path / "rows.duckdb"))
+    conn = duckdb.connect(str(tmp_path / "rows.duckdb"))
     migrate(conn, now_ms=0)
     stored = RowSet()  # what the database already holds
     stored.events = [_event("e0", "ses_a", 0), _event("e1", "ses_b", 0)]
@@ -127,8 +127,8 @@ def test_merging_a_backlog_writes_what_its_batches_write_in_turn(
     tmp_path_factory: Any, batches: list[list[tuple[str, str, int]]], cut: int
 ) -> None:
     where = tmp_path_factory.mktemp("merge")
-    one_by_one = _duckdb.connect(str(where / "serial.duckdb"))
-    merged = _duckdb.connect(str(where / "merged.duckdb"))
+    one_by_one = duckdb.connect(str(where / "serial.duckdb"))
+    merged = duckdb.connect(str(where / "merged.duckdb"))
     for conn in (one_by_one, merged):
         migrate(conn, now_ms=0)
     serial, held = [0], {}
