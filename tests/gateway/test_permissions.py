@@ -34,14 +34,22 @@ def shell(call_id: str, command: str) -> list[LLMEvent]:
 
 
 async def pending(client: httpx.AsyncClient, sid: str) -> list[dict]:
-    with trio.fail_after(10):
-        while True:
-            r = await client.get(f"{S}/{sid}/permission")
-            assert r.status_code == 200, r.text
-            assert_valid(r.json(), response_schema(PERM, "get", 200))
-            if r.json()["data"]:
-                return list(r.json()["data"])
-            await trio.sleep(0.02)
+    r = await client.get(f"{S}/{sid}/permission")
+    assert r.status_code == 200, r.text
+    assert_valid(r.json(), response_schema(PERM, "get", 200))
+    return list(r.json()["data"])
+
+
+async def prompt_until_asked(g: Any, client: httpx.AsyncClient, sid: str) -> list[dict]:
+    """Prompt *sid*, wait until its tool call has asked for permission (the stored
+    ``permission.v2.asked`` event is published), then list the pending requests."""
+    with g.rt.hub.subscribe(sid) as sub:
+        r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
+        assert r.status_code == 200, r.text
+        with trio.fail_after(10):
+            while getattr(await sub.receive(), "type", None) != "permission.v2.asked":
+                pass
+    return await pending(client, sid)
 
 
 async def _careful_session(client: httpx.AsyncClient, tmp_path) -> str:
@@ -63,9 +71,7 @@ async def asking(tmp_path, command: str) -> AsyncIterator[tuple[Any, httpx.Async
         httpx.AsyncClient(base_url=g.url) as client,
     ):
         sid = await _careful_session(client, tmp_path)
-        r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
-        assert r.status_code == 200
-        [request] = await pending(client, sid)
+        [request] = await prompt_until_asked(g, client, sid)
         yield g, client, sid, request
 
 
@@ -119,8 +125,7 @@ async def test_websocket_permission_reply_rejects_and_the_tool_fails(tmp_path):
         httpx.AsyncClient(base_url=g.url) as client,
     ):
         sid = await _careful_session(client, tmp_path)
-        await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
-        [request] = await pending(client, sid)
+        [request] = await prompt_until_asked(g, client, sid)
         url = g.url.replace("http://", "ws://") + "/api/ws"
         async with open_websocket_url(url) as ws:
             frame = {"type": "permission.reply", "ref": 1, "sessionID": sid,

@@ -11,6 +11,7 @@ import httpx
 import msgspec
 import pytest
 import trio
+import trio.testing
 import trustme
 
 from runtime import llm as llm_package
@@ -167,15 +168,18 @@ async def test_a_connection_the_server_closed_is_replaced() -> None:
 
     async with serving(once) as server, provider_http_client() as client:
         assert (await client.get(server.url)).text == "conn 0"
-        await trio.sleep(0.05)  # the close reaches the client's idle connection
+        await trio.testing.wait_all_tasks_blocked()  # the server has closed; its FIN is in
         assert (await client.get(server.url)).text == "conn 1"
 
 
-async def test_idle_connections_expire() -> None:
-    client = httpx.AsyncClient(transport=HTTP11Transport(keepalive_expiry=0.05))
+async def test_idle_connections_expire(autojump_clock: trio.testing.MockClock) -> None:
+    client = httpx.AsyncClient(transport=HTTP11Transport(keepalive_expiry=30))
     async with serving(ok) as server, client:
         await client.get(server.url)
-        await trio.sleep(0.1)
+        await trio.sleep(29)
+        await client.get(server.url)
+        assert server.connections == 1  # idle for less than the expiry: reused
+        await trio.sleep(31)
         await client.get(server.url)
         assert server.connections == 2
 
@@ -224,7 +228,7 @@ async def test_in_flight_limit_waits_then_times_out() -> None:
     async with serving(held) as server, client:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(client.get, server.url)
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()  # it holds the one connection
             with pytest.raises(httpx.PoolTimeout):
                 await client.get(server.url)
             gate.set()
@@ -343,7 +347,7 @@ async def test_a_large_body_informational_answers_and_idle_bound() -> None:
             for _ in range(2):
                 nursery.start_soon(client.get, server.url)
         assert server.connections == 2
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()  # the server saw what the client closed
         assert server.closed == 1  # ...of which only one stays idle
         await client.get(server.url)
         await client.get(server.url)

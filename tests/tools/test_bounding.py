@@ -2,6 +2,7 @@ import base64
 import logging
 import os
 import re
+import time
 
 import trio
 from hypothesis import given, settings
@@ -153,7 +154,7 @@ async def test_cancel_after_success_still_returns_bounded_settlement(tmp_path):
             Tool(name="finish", description="", input_type=EchoInput, handler=finish)
         )
         got.append(await registry.settle("finish", {"text": ""}, _ctx(tmp_path), agent=BUILD))
-        await trio.sleep(1)
+        await trio.lowlevel.checkpoint()  # the interrupt lands here, not inside settle
     assert scope.cancelled_caught
     [result] = got
     assert isinstance(result, ToolSuccess) and not result.lossy
@@ -178,15 +179,29 @@ def test_cleanup_removes_only_old_tool_files(tmp_path):
 
 async def test_cleanup_loop_sweeps_periodically(tmp_path):
     old = tmp_path / "tool_expired"
+    started: list[trio.Event] = [trio.Event() for _ in range(4)]
+    sweeps = 0
+
+    def note_sweep() -> None:
+        nonlocal sweeps
+        if sweeps < len(started):
+            started[sweeps].set()
+        sweeps += 1
+
+    def clock() -> float:  # read once at the start of every sweep, in its worker thread
+        trio.from_thread.run_sync(note_sweep)
+        return time.time()
+
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: run_tool_output_cleanup(str(tmp_path), every=0.01, retention=5))
-        await trio.sleep(0.05)
-        old.write_text("x")
-        os.utime(old, (1, 1))
-        for _ in range(500):
-            if not old.exists():
-                break
-            await trio.sleep(0.01)
+        nursery.start_soon(
+            lambda: run_tool_output_cleanup(str(tmp_path), every=0.01, retention=5, clock=clock)
+        )
+        with trio.fail_after(10):
+            await started[1].wait()  # the first sweep is over
+            old.write_text("x")
+            os.utime(old, (1, 1))
+            assert old.exists()
+            await started[3].wait()  # the third sweep began after the file existed, and is over
         nursery.cancel_scope.cancel()
     assert not old.exists()
 
