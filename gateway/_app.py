@@ -8,7 +8,7 @@ import hmac
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -23,7 +23,18 @@ from actors._events import OVERFLOWED
 from gateway._inspector import INSPECTOR_HTML
 from gateway._openapi import openapi_document
 from gateway._opencode import session_json
-from gateway._project import FileLimits, install_project_routes
+from gateway._project import FileLimits, project_routes
+from gateway._routes import (
+    HTML,
+    JSON,
+    NO_CONTENT,
+    SSE,
+    Answer,
+    Named,
+    Route,
+    RouteTable,
+    register,
+)
 from gateway._wire import (
     AgentBody,
     CreateBody,
@@ -44,7 +55,7 @@ from gateway._wire import (
     reply_permission,
 )
 from gateway._ws import WebsocketLimits, serve_websocket
-from runtime import KittiwakeError, LiveDelta, Location
+from runtime import InputAdmitted, KittiwakeError, LiveDelta, Location, SessionInfo, SessionMessage
 from runtime._schema import SessionUpdated, decode_event
 from storage import StoredEvent
 
@@ -69,8 +80,31 @@ DEFAULT_SSE_BUFFER: Final = 256
 DEFAULT_KNOWN_SESSIONS: Final = 4096
 _EXTENSION: Final = "kittiwake"
 _SESSION_UPDATED: Final = SessionUpdated.__struct_config__.tag
-JSON: Final = "application/json"
-HEALTHY: Final = encode({"healthy": True})
+
+
+class Health(msgspec.Struct, frozen=True):
+    """``GET /api/health``'s answer."""
+
+    healthy: bool
+
+
+HEALTHY: Final = encode(Health(healthy=True))
+# OpenCode's ``PermissionV2Request`` shape (``permission_json``).
+PERMISSION: Final = Named(
+    "PermissionV2Request",
+    {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "sessionID": {"type": "string"},
+            "action": {"type": "string"},
+            "resources": {"type": "array", "items": {"type": "string"}},
+            "metadata": {"type": "object"},
+        },
+        "required": ["id", "sessionID", "action", "resources"],
+    },
+)
+PERMISSIONS: Final = Named(PERMISSION.name, PERMISSION.schema, array=True)
 
 
 class Gateway:
@@ -90,6 +124,7 @@ class Gateway:
         self.ws_limits = ws_limits
         self.directory = directory
         self.streams: set[trio.CancelScope] = set()
+        self.routes: tuple[Route, ...] = ()
         self.closing = False
         self._known: OrderedDict[str, None] = OrderedDict()
         self._known_limit = known_sessions
@@ -156,10 +191,13 @@ def create_app(
     app.extensions[_EXTENSION] = gw
     _install_guards(app, gw)
     _install_errors(app)
-    _install_session_routes(app, gw)
-    _install_streams(app, gw)
-    _install_operator_routes(app, gw)
-    install_project_routes(app, gw, file_limits or FileLimits())
+    table = RouteTable()
+    _session_routes(table, gw)
+    _stream_routes(table, app, gw)
+    _operator_routes(table, gw)
+    project_routes(table, gw, file_limits or FileLimits())
+    gw.routes = tuple(table.routes)
+    register(app, table.routes)
     return app
 
 
@@ -321,14 +359,18 @@ def _page(data: Any, previous: str | None, next_: str | None) -> dict[str, Any]:
     return {"data": data, "cursor": cursor}
 
 
-def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
+def _session_routes(table: RouteTable, gw: Gateway) -> None:
     rt = gw.rt
 
-    @app.get("/api/health")
-    async def health() -> Response:
-        return Response(HEALTHY, content_type=JSON)
+    @table.get("/api/health", "v2.health.get", "Health", answer=Answer(type=Health), hot=True)
+    async def health(params: Mapping[str, str], body: bytes) -> tuple[int, bytes]:
+        return 200, HEALTHY
 
-    @app.get("/api/session")
+    @table.get(
+        "/api/session", "v2.session.list", "List sessions",
+        answer=Answer(type=SessionInfo, envelope="page"), query=("limit", "cursor", "order"),
+        errors=("InvalidRequestError", "InvalidCursorError"),
+    )  # fmt: skip
     async def list_sessions() -> Response:
         limit = _int_arg("limit", 50)
         if _order_arg() == "asc":
@@ -336,18 +378,29 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
         page = await rt.sessions.list(limit=limit, cursor=request.args.get("cursor"))
         return _json(_page(page.data, page.previous, page.next))
 
-    @app.get("/api/session/active")
+    @table.get(
+        "/api/session/active", "v2.session.active", "Sessions whose drain runs now",
+        answer=Answer(type=dict[str, Any]),
+    )  # fmt: skip
     async def active_sessions() -> Response:
         return _json({"data": {sid: {"type": "running"} for sid in rt.sessions.active()}})
 
-    @app.get("/api/session/<session_id>/history")
+    @table.get(
+        "/api/session/{sessionID}/history", "v2.session.history",
+        "One page of durable events after a seq", answer=Answer(type=dict[str, Any]),
+        query=("after", "limit"), errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def history(session_id: str) -> Response:
         page, more = await rt.sessions.history(
             session_id, after=_after_arg(), limit=_int_arg("limit", 100)
         )
         return _json({"data": [durable_event_json(item) for item in page], "hasMore": more})
 
-    @app.post("/api/session")
+    @table.post(
+        "/api/session", "v2.session.create", "Create a session",
+        body=CreateBody, answer=Answer(type=SessionInfo, envelope="data"),
+        errors=("ConflictError",),
+    )  # fmt: skip
     async def create_session() -> Response:
         body = decode_body(await _request_body(), CreateBody, empty_ok=True)
         location = body.location or Location(directory=str(gw.directory))
@@ -356,58 +409,89 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
         )
         return _json({"data": info})
 
-    @app.get("/api/session/<session_id>")
+    @table.get(
+        "/api/session/{sessionID}", "v2.session.get", "Get a session",
+        answer=Answer(type=SessionInfo, envelope="data"),
+    )  # fmt: skip
     async def get_session(session_id: str) -> Response:
         return _json({"data": await rt.sessions.get(session_id)})
 
-    @app.post("/api/session/<session_id>/prompt")
-    async def prompt(session_id: str) -> Response:
-        return Response(
-            await admit_prompt(rt, session_id, await _request_body()), content_type=JSON
-        )
+    @table.post(
+        "/api/session/{sessionID}/prompt", "v2.session.prompt", "Admit a prompt",
+        body=PromptBody, answer=Answer(type=InputAdmitted, envelope="data"),
+        errors=("ConflictError",), hot=True,
+    )  # fmt: skip
+    async def prompt(params: Mapping[str, str], body: bytes) -> tuple[int, bytes]:
+        return 200, await admit_prompt(rt, params["session_id"], body)
 
-    @app.post("/api/session/<session_id>/interrupt")
+    @table.post(
+        "/api/session/{sessionID}/interrupt", "v2.session.interrupt", "Interrupt",
+        answer=NO_CONTENT,
+    )  # fmt: skip
     async def interrupt(session_id: str) -> Response:
         await gw.check_session(session_id)
         await rt.sessions.interrupt(session_id)
         return _no_content()
 
-    @app.post("/api/session/<session_id>/resume")
+    @table.post(
+        "/api/session/{sessionID}/resume", "kittiwake.session.resume",
+        "Resume a session a crash cut short (409 if not needed)", answer=NO_CONTENT,
+        errors=("ResumeNotNeededError",),
+    )  # fmt: skip
     async def resume(session_id: str) -> Response:
         await rt.sessions.resume(session_id, wait=False, if_needed=True)
         return _no_content()
 
-    @app.post("/api/session/<session_id>/wait")
-    async def wait(session_id: str) -> Response:
-        await wait_idle(gw, session_id)
-        return _no_content()
+    @table.post(
+        "/api/session/{sessionID}/wait", "v2.session.wait", "Wait until idle",
+        answer=NO_CONTENT, hot=True,
+    )  # fmt: skip
+    async def wait(params: Mapping[str, str], body: bytes) -> tuple[int, bytes]:
+        await wait_idle(gw, params["session_id"])
+        return 204, b""
 
-    @app.post("/api/session/<session_id>/compact")
+    @table.post(
+        "/api/session/{sessionID}/compact", "v2.session.compact", "Compact (503)",
+        errors=("ServiceUnavailableError",),
+    )  # fmt: skip
     async def compact(session_id: str) -> Response:
         await gw.check_session(session_id)
         raise GatewayError(
             "ServiceUnavailableError", "Compaction is not available yet", service="compaction"
         )
 
-    @app.post("/api/session/<session_id>/agent")
+    @table.post(
+        "/api/session/{sessionID}/agent", "v2.session.switchAgent", "Switch agent",
+        body=AgentBody, answer=NO_CONTENT, errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def switch_agent(session_id: str) -> Response:
         body = decode_body(await _request_body(), AgentBody)
         await gw.check_session(session_id)
         await rt.sessions.switch_agent(session_id, body.agent)
         return _no_content()
 
-    @app.post("/api/session/<session_id>/model")
+    @table.post(
+        "/api/session/{sessionID}/model", "v2.session.switchModel", "Switch model",
+        body=ModelBody, answer=NO_CONTENT, errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def switch_model(session_id: str) -> Response:
         body = decode_body(await _request_body(), ModelBody)
         await gw.check_session(session_id)
         await rt.sessions.switch_model(session_id, body.model)
         return _no_content()
 
-    @app.get("/api/session/<session_id>/context")
+    @table.get(
+        "/api/session/{sessionID}/context", "v2.session.context", "Model-visible history",
+        answer=Answer(type=list[SessionMessage], envelope="data"),
+    )  # fmt: skip
     async def context(session_id: str) -> Response:
         return _json({"data": await rt.sessions.context(session_id)})
 
-    @app.get("/api/session/<session_id>/message")
+    @table.get(
+        "/api/session/{sessionID}/message", "v2.session.messages", "Messages",
+        answer=Answer(type=SessionMessage, envelope="page"), query=("limit", "order", "cursor"),
+        errors=("InvalidRequestError", "InvalidCursorError"),
+    )  # fmt: skip
     async def messages(session_id: str) -> Response:
         limit = _int_arg("limit", 50)
         order = _order_arg()
@@ -419,7 +503,10 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
         )
         return _json(_page(page.data, page.previous, page.next))
 
-    @app.get("/api/session/<session_id>/message/<message_id>")
+    @table.get(
+        "/api/session/{sessionID}/message/{messageID}", "v2.session.message", "One message",
+        answer=Answer(type=SessionMessage, envelope="data"), errors=("MessageNotFoundError",),
+    )  # fmt: skip
     async def message(session_id: str, message_id: str) -> Response:
         await gw.check_session(session_id)
         entry = await rt.storage.read(lambda s: s.message_entry(message_id))
@@ -430,12 +517,20 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
             )  # fmt: skip
         return _json({"data": entry[2]})
 
-    @app.get("/api/session/<session_id>/permission")
+    @table.get(
+        "/api/session/{sessionID}/permission", "v2.session.permission.list",
+        "Pending permission requests", answer=Answer(type=PERMISSIONS, envelope="data"),
+    )  # fmt: skip
     async def permissions(session_id: str) -> Response:
         pending = [p for p in await rt.sessions.permissions(session_id) if p.status == "pending"]
         return _json({"data": [permission_json(p) for p in pending]})
 
-    @app.post("/api/session/<session_id>/permission")
+    @table.post(
+        "/api/session/{sessionID}/permission", "v2.session.permission.create",
+        "Evaluate a permission; record a pending request when it needs approval",
+        body=PermissionCreateBody, answer=Answer(type=dict[str, Any]),
+        errors=("ConflictError",),
+    )  # fmt: skip
     async def create_permission(session_id: str) -> Response:
         body = decode_body(await _request_body(), PermissionCreateBody)
         source = body.source
@@ -447,23 +542,39 @@ def _install_session_routes(app: QuartTrio, gw: Gateway) -> None:
         )  # fmt: skip
         return _json({"data": {"id": request_id, "effect": effect}})
 
-    @app.get("/api/session/<session_id>/permission/<request_id>")
+    @table.get(
+        "/api/session/{sessionID}/permission/{requestID}", "v2.session.permission.get",
+        "One permission request", answer=Answer(type=PERMISSION, envelope="data"),
+        errors=("PermissionNotFoundError",),
+    )  # fmt: skip
     async def permission(session_id: str, request_id: str) -> Response:
         return _json({"data": permission_json(await find_permission(rt, session_id, request_id))})
 
-    @app.post("/api/session/<session_id>/permission/<request_id>/reply")
+    @table.post(
+        "/api/session/{sessionID}/permission/{requestID}/reply",
+        "v2.session.permission.reply", "Answer a permission request", body=PermissionReplyBody,
+        answer=NO_CONTENT, errors=("PermissionNotFoundError", "ConflictError"),
+    )  # fmt: skip
     async def reply(session_id: str, request_id: str) -> Response:
         body = decode_body(await _request_body(), PermissionReplyBody)
         await reply_permission(rt, session_id, request_id, body)
         return _no_content()
 
-    @app.route("/api/session/<session_id>/revert/<action>", methods=["POST"])
+    @table.post(
+        "/api/session/{sessionID}/revert/{action}", "kittiwake.session.revert",
+        "Revert: stage, commit or clear (501)", errors=("NotImplementedError",),
+    )  # fmt: skip
     async def revert(session_id: str, action: str) -> Response:
         raise GatewayError("NotImplementedError", "Revert is not implemented", status=501)
 
-    @app.route("/api/session/<session_id>/share", methods=["POST", "DELETE"])
     async def share(session_id: str) -> Response:
         raise GatewayError("NotImplementedError", "Sharing is not implemented", status=501)
+
+    for method, summary in (("POST", "Share (501)"), ("DELETE", "Unshare (501)")):
+        table.add(
+            method, "/api/session/{sessionID}/share", f"kittiwake.session.share.{method.lower()}",
+            summary, errors=("NotImplementedError",),
+        )(share)  # fmt: skip
 
 
 # -- streams ------------------------------------------------------------------------------
@@ -549,10 +660,13 @@ def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
     return sse_frame(encode(body))
 
 
-def _install_streams(app: QuartTrio, gw: Gateway) -> None:
+def _stream_routes(table: RouteTable, app: QuartTrio, gw: Gateway) -> None:
     rt = gw.rt
 
-    @app.get("/api/session/<session_id>/event")
+    @table.get(
+        "/api/session/{sessionID}/event", "v2.session.events", "Durable events (SSE)",
+        answer=SSE, query=("after",), errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def session_events(session_id: str) -> Response:
         after = _after_arg()
         await gw.check_session(session_id)
@@ -566,7 +680,7 @@ def _install_streams(app: QuartTrio, gw: Gateway) -> None:
 
         return _sse(app, gw, produce)
 
-    @app.get("/event")
+    @table.get("/event", "event.subscribe", "Every session's events and deltas (SSE)", answer=SSE)
     async def all_events() -> Response:
         async def produce(send: trio.MemorySendChannel[bytes]) -> None:
             with rt.hub.subscribe(None) as sub:
@@ -585,7 +699,7 @@ def _install_streams(app: QuartTrio, gw: Gateway) -> None:
 
         return _sse(app, gw, produce)
 
-    @app.websocket("/api/ws")
+    @table.websocket("/api/ws", "kittiwake.ws", "The websocket gateway (JSON frames)")
     async def ws() -> None:
         await serve_websocket(gw, websocket)
 
@@ -605,19 +719,22 @@ async def actors_snapshot(rt: Runtime) -> dict[str, Any]:
     }
 
 
-def _install_operator_routes(app: QuartTrio, gw: Gateway) -> None:
-    @app.get("/api/actors")
+def _operator_routes(table: RouteTable, gw: Gateway) -> None:
+    @table.get(
+        "/api/actors", "kittiwake.actors", "Actor tree and storage statistics",
+        answer=Answer(type=dict[str, Any]),
+    )  # fmt: skip
     async def actors() -> Response:
         return _json(await actors_snapshot(gw.rt))
 
     document: dict[str, Any] = {}
 
-    @app.get("/doc")
+    @table.get("/doc", "kittiwake.doc", "This document", answer=Answer(type=dict[str, Any]))
     async def doc() -> Response:
         if not document:
-            document.update(openapi_document())
+            document.update(openapi_document(gw.routes))
         return _json(document)
 
-    @app.get("/inspector")
+    @table.get("/inspector", "kittiwake.inspector", "The inspector page", answer=HTML)
     async def inspector() -> Response:
         return Response(INSPECTOR_HTML, content_type="text/html; charset=utf-8")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 import trio
@@ -14,6 +14,7 @@ from quart import Response, request
 
 from actors import Runtime
 from gateway._opencode import provider_json
+from gateway._routes import Answer, RouteTable
 from gateway._wire import GatewayError, encode
 from runtime import llm as llm_package
 from runtime.config import (
@@ -25,10 +26,7 @@ from runtime.config import (
     write_config_patch,
 )
 
-if TYPE_CHECKING:
-    from quart_trio import QuartTrio
-
-__all__ = ["REDACTED", "install_config_routes", "redact"]
+__all__ = ["REDACTED", "config_routes", "redact"]
 
 REDACTED: Final = "[redacted]"
 """What ``GET /config`` shows for an ``apiKey`` or a header value; a ``PATCH`` that
@@ -60,8 +58,8 @@ def _json(body: Any, *, status: int = 200) -> Response:
     return Response(encode(body), status=status, content_type="application/json")
 
 
-def install_config_routes(app: QuartTrio, rt: Runtime, directory_arg: Callable[[], Path]) -> None:
-    """Add ``GET``/``PATCH /config``, ``GET``/``PATCH /global/config``, ``GET /provider``
+def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Path]) -> None:
+    """Declare ``GET``/``PATCH /config``, ``GET``/``PATCH /global/config``, ``GET /provider``
     and ``GET /config/providers``; *directory_arg* gives the Location a request names."""
     base: dict[str, llm_package.Catalog] = {}
 
@@ -97,11 +95,17 @@ def install_config_routes(app: QuartTrio, rt: Runtime, directory_arg: Callable[[
         except OSError as exc:
             raise GatewayError("UnknownError", f"Cannot write {path}: {exc}") from None
 
-    @app.get("/config")
+    @table.get(
+        "/config", "config.get", "The Location's effective configuration",
+        answer=Answer(type=dict[str, Any]), query=("directory",), errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def config_get() -> Response:
         return _json(shown(*await effective(directory_arg())))
 
-    @app.patch("/config")
+    @table.patch(
+        "/config", "config.update", "Merge into the Location's configuration file",
+        body=dict[str, Any], answer=Answer(type=dict[str, Any]), query=("directory",),
+    )  # fmt: skip
     async def config_patch() -> Response:
         directory = directory_arg()
         await patch_file(await trio.to_thread.run_sync(project_config_file, str(directory)))
@@ -113,11 +117,17 @@ def install_config_routes(app: QuartTrio, rt: Runtime, directory_arg: Callable[[
         except ConfigError as exc:
             raise GatewayError("InvalidRequestError", str(exc)) from None
 
-    @app.get("/global/config")
+    @table.get(
+        "/global/config", "global.config.get", "The global configuration", answer=Answer(type=dict[str, Any]),
+        errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def global_config_get() -> Response:
         return _json(redact((await global_loaded()).data))
 
-    @app.patch("/global/config")
+    @table.patch(
+        "/global/config", "global.config.update", "Merge into the global configuration file",
+        body=dict[str, Any], answer=Answer(type=dict[str, Any]),
+    )  # fmt: skip
     async def global_config_patch() -> Response:
         await patch_file(await trio.to_thread.run_sync(global_config_file, env()))
         return _json(redact((await global_loaded()).data))
@@ -156,12 +166,18 @@ def install_config_routes(app: QuartTrio, rt: Runtime, directory_arg: Callable[[
                 default[provider_id] = model_id
         return every, default, connected
 
-    @app.get("/provider")
+    @table.get(
+        "/provider", "provider.list", "Catalog providers", answer=Answer(type=dict[str, Any]), query=("directory",),
+        errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def provider_list() -> Response:
         every, default, connected = await providers()
         return _json({"all": every, "default": default, "connected": connected})
 
-    @app.get("/config/providers")
+    @table.get(
+        "/config/providers", "config.providers", "Catalog providers", answer=Answer(type=dict[str, Any]),
+        query=("directory",), errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def config_providers() -> Response:
         every, default, _ = await providers()
         return _json({"providers": every, "default": default})

@@ -1,11 +1,12 @@
 """The fast path: the hot routes answered in front of Quart, everything else passed through.
 
-``GET /api/health``, ``POST /api/session/{id}/prompt`` and ``POST /api/session/{id}/wait``
-are what a client runs per prompt; Quart's request and response machinery (request
-context, hooks, two tasks per request) costs more than the routes themselves. This ASGI
-app answers them with the same functions and error bodies Quart's routes use
-(``gateway._app``), and hands every other request, each websocket and the lifespan to
-Quart. A request it cannot answer exactly as Quart would (wrong or missing password, a
+The route table entries marked ``hot`` (``GET /api/health``, ``POST
+/api/session/{id}/prompt`` and ``POST /api/session/{id}/wait``: what a client runs per
+prompt) are answered here, since Quart's request and response machinery (request context,
+hooks, two tasks per request) costs more than the routes themselves. The dispatch is built
+from the same ``Route`` entries Quart registers, and calls the same handler, guards
+(``authorized``, ``cors_headers``) and error mapping (``error_answer``) Quart's routes use;
+every other request, each websocket and the lifespan go to Quart. A request it cannot answer exactly as Quart would (wrong or missing password, a
 body over ``max_body`` or without a ``content-length``) also goes to Quart untouched:
 nothing of it has been read by then.
 """
@@ -13,6 +14,8 @@ nothing of it has been read by then.
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Mapping, Sequence
 from typing import Final, cast
 
 import trio
@@ -27,16 +30,8 @@ from hypercorn.typing import (
 )
 from werkzeug.exceptions import HTTPException, InternalServerError
 
-from gateway._app import (
-    HEALTHY,
-    JSON,
-    Gateway,
-    admit_prompt,
-    authorized,
-    cors_headers,
-    error_answer,
-    wait_idle,
-)
+from gateway._app import Gateway, authorized, cors_headers, error_answer
+from gateway._routes import JSON, Route, quart_path
 from gateway._wire import GatewayError
 from runtime import KittiwakeError
 
@@ -62,6 +57,7 @@ class FastPath:
     def __init__(self, app: ASGIFramework, gw: Gateway) -> None:
         self._app = app
         self._gw = gw
+        self._hot = _hot_routes(gw.routes)
 
     async def __call__(
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
@@ -71,8 +67,8 @@ class FastPath:
         A client that disconnects before the answer cancels the route and gets nothing;
         failures are answered as Quart's error handlers answer them.
         """
-        route = _route(scope) if scope["type"] == "http" else None
-        if route is None:
+        found = _match(self._hot, cast(HTTPScope, scope)) if scope["type"] == "http" else None
+        if found is None:
             return await self._app(scope, receive, send)
         scope = cast(HTTPScope, scope)
         origin: str | None = None
@@ -92,15 +88,12 @@ class FastPath:
             return await self._app(scope, receive, send)
         # Read every body before answering, as Quart's routes do (see gateway/_app.py).
         try:
-            body = await _read_body(receive) if length or route[0] != "health" else b""
+            body = await _read_body(receive) if length or found[0].method != "GET" else b""
         except _Disconnected:
             return
-        if route[0] == "health":
-            status, payload = 200, HEALTHY
-        else:
-            status, payload = await self._answer(route, body, receive)
-            if status == 0:
-                return
+        status, payload = await _answer(*found, body, receive)
+        if status == 0:
+            return
         headers = [(k.encode(), v.encode()) for k, v in cors_headers(origin, gw.origins)]
         headers.append((b"content-length", str(len(payload)).encode()))
         if payload:
@@ -111,47 +104,51 @@ class FastPath:
         await send(start)
         await send({"type": "http.response.body", "body": payload, "more_body": False})
 
-    async def _answer(
-        self, route: tuple[str, str], body: bytes, receive: ASGIReceiveCallable
-    ) -> tuple[int, bytes]:
-        """Run the route until it answers; ``(0, b"")`` when the client left first.
 
-        The route is cancelled when the client disconnects, as Quart does. Errors are
-        answered with the bodies Quart's error handlers give; anything unexpected is
-        logged and answered 500.
-        """
-        kind, session_id = route
-        rt = self._gw.rt
-        answer: tuple[int, bytes] = (0, b"")
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
-            try:
-                if kind == "prompt":
-                    answer = (200, await admit_prompt(rt, session_id, body))
-                else:
-                    await wait_idle(self._gw, session_id)
-                    answer = (204, b"")
-            except (GatewayError, KittiwakeError, HTTPException) as exc:
-                answer = error_answer(exc)
-            except Exception:
-                _log.exception("request failed", extra={"route": kind})
-                answer = error_answer(InternalServerError())
-            nursery.cancel_scope.cancel()
-        return answer
+_HotRoutes = dict[str, list[tuple[re.Pattern[str], Route]]]
 
 
-def _route(scope: Scope) -> tuple[str, str] | None:
-    """``(kind, session id)`` of a hot route, or None for everything Quart answers."""
-    http = cast(HTTPScope, scope)
-    method, path = http["method"], http["path"]
-    if method == "GET":
-        return ("health", "") if path == "/api/health" else None
-    if method != "POST" or not path.startswith("/api/session/"):
-        return None
-    parts = path.split("/")
-    if len(parts) != 5 or not parts[3] or parts[4] not in ("prompt", "wait"):
-        return None
-    return parts[4], parts[3]
+def _hot_routes(routes: Sequence[Route]) -> _HotRoutes:
+    """The ``hot`` entries of the route table by method, each with the pattern of its path
+    (a parameter matches one non-empty segment, as Quart's default converter does)."""
+    hot: _HotRoutes = {}
+    for route in routes:
+        if route.hot:
+            pattern = re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", re.escape(quart_path(route.path)))
+            hot.setdefault(route.method, []).append((re.compile(pattern), route))
+    return hot
+
+
+def _match(hot: _HotRoutes, scope: HTTPScope) -> tuple[Route, Mapping[str, str]] | None:
+    """The hot route answering *scope* and its path parameters, or None (Quart answers)."""
+    for pattern, route in hot.get(scope["method"], ()):
+        found = pattern.fullmatch(scope["path"])
+        if found is not None:
+            return route, found.groupdict()
+    return None
+
+
+async def _answer(
+    route: Route, params: Mapping[str, str], body: bytes, receive: ASGIReceiveCallable
+) -> tuple[int, bytes]:
+    """Run the route until it answers; ``(0, b"")`` when the client left first.
+
+    The route is cancelled when the client disconnects, as Quart does. Errors are
+    answered with the bodies Quart's error handlers give; anything unexpected is
+    logged and answered 500.
+    """
+    answer: tuple[int, bytes] = (0, b"")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
+        try:
+            answer = await route.handler(params, body)
+        except (GatewayError, KittiwakeError, HTTPException) as exc:
+            answer = error_answer(exc)
+        except Exception:
+            _log.exception("request failed", extra={"route": route.operation_id})
+            answer = error_answer(InternalServerError())
+        nursery.cancel_scope.cancel()
+    return answer
 
 
 async def _read_body(receive: ASGIReceiveCallable) -> bytes:

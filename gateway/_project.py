@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 import trio
 from quart import Response, request
-from quart_trio import QuartTrio
 
-from gateway._config import install_config_routes
+from gateway._config import config_routes
 from gateway._opencode import (
     agent_json,
     message_projections,
     project_json,
     session_json,
 )
+from gateway._routes import NO_CONTENT, Answer, RouteTable
 from gateway._wire import (
     GatewayError,
     PermissionReplyBody,
@@ -48,9 +48,9 @@ __all__ = [
     "PermissionResponseBody",
     "ProjectSessionBody",
     "fuzzy_score",
-    "install_project_routes",
     "parse_porcelain",
     "project_id_of",
+    "project_routes",
 ]
 
 _log = logging.getLogger("kittiwake.gateway.project")
@@ -292,8 +292,8 @@ async def _git(root: Path, args: Sequence[str], limit: float) -> str | None:
 # -- routes -------------------------------------------------------------------------------
 
 
-def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> None:
-    """Add the project, file, provider, config, agent and log routes to *app*."""
+def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
+    """Declare the project, file, provider, config, agent and log routes to *app*."""
     rt = gw.rt
 
     def root_arg() -> Path:
@@ -359,15 +359,24 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
         git = await trio.to_thread.run_sync((root / ".git").exists)
         return project_json(project_id_of(rt), str(root), git=git, created=created, updated=updated)
 
-    @app.get("/project")
+    @table.get(
+        "/project", "project.list",
+        "Projects (one per runtime)", answer=Answer(type=list[dict[str, Any]]), query=("directory",),
+    )  # fmt: skip
     async def projects() -> Response:
         return _json([await project()])
 
-    @app.get("/project/current")
+    @table.get(
+        "/project/current", "project.current",
+        "The current project", answer=Answer(type=dict[str, Any]), query=("directory",),
+    )  # fmt: skip
     async def current_project() -> Response:
         return _json(await project())
 
-    @app.get("/project/<project_id>/session")
+    @table.get(
+        "/project/{projectID}/session", "session.list",
+        "The project's sessions", answer=Answer(type=list[dict[str, Any]]), errors=("NotFoundError",),
+    )  # fmt: skip
     async def project_sessions(project_id: str) -> Response:
         check_project(project_id)
         out: list[dict[str, Any]] = []
@@ -379,7 +388,10 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
             if cursor is None or len(out) >= limits.max_sessions:
                 return _json(out[: limits.max_sessions])
 
-    @app.post("/project/<project_id>/session")
+    @table.post(
+        "/project/{projectID}/session", "session.create",
+        "Create a session (a child of parentID when given)", body=ProjectSessionBody, answer=Answer(type=dict[str, Any]), errors=("NotFoundError", "ConflictError"),
+    )  # fmt: skip
     async def project_create(project_id: str) -> Response:
         check_project(project_id)
         body = decode_body(await _body(), ProjectSessionBody, empty_ok=True)
@@ -391,29 +403,44 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
         )  # fmt: skip
         return _json(session_json(info))
 
-    @app.get("/project/<project_id>/session/<session_id>/children")
+    @table.get(
+        "/project/{projectID}/session/{sessionID}/children", "session.children",
+        "The sessions created with this one as their parent", answer=Answer(type=list[dict[str, Any]]), errors=("NotFoundError",),
+    )  # fmt: skip
     async def project_children(project_id: str, session_id: str) -> Response:
         check_project(project_id)
         return _json([session_json(child) for child in await rt.sessions.children(session_id)])
 
-    @app.get("/project/<project_id>/session/<session_id>")
+    @table.get(
+        "/project/{projectID}/session/{sessionID}", "session.get",
+        "A session", answer=Answer(type=dict[str, Any]), errors=("NotFoundError",),
+    )  # fmt: skip
     async def project_session(project_id: str, session_id: str) -> Response:
         return _json(session_json(await session_of(project_id, session_id)))
 
-    @app.delete("/project/<project_id>/session/<session_id>")
+    @table.delete(
+        "/project/{projectID}/session/{sessionID}", "session.delete",
+        "Delete the session and everything it holds", answer=Answer(type=bool), errors=("NotFoundError",),
+    )  # fmt: skip
     async def project_delete(project_id: str, session_id: str) -> Response:
         check_project(project_id)
         for info in await rt.sessions.delete(session_id):
             gw.forget(info.id)
         return _json(True)
 
-    @app.post("/project/<project_id>/session/<session_id>/abort")
+    @table.post(
+        "/project/{projectID}/session/{sessionID}/abort", "session.abort",
+        "Interrupt the session", answer=Answer(type=bool), errors=("NotFoundError",),
+    )  # fmt: skip
     async def project_abort(project_id: str, session_id: str) -> Response:
         await session_of(project_id, session_id)
         await rt.sessions.interrupt(session_id)
         return _json(True)
 
-    @app.post("/project/<project_id>/session/<session_id>/init")
+    @table.post(
+        "/project/{projectID}/session/{sessionID}/init", "session.init",
+        "The session writes the project's AGENTS.md; true once answered", body=InitBody, answer=Answer(type=bool), errors=("NotFoundError", "ServiceUnavailableError"),
+    )  # fmt: skip
     async def project_init(project_id: str, session_id: str) -> Response:
         """Have the session write the project's AGENTS.md (``INIT_PROMPT``); ``true`` once
         answered. The model is switched to the body's first if it differs.
@@ -428,30 +455,50 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
         await answer_to(session_id, INIT_PROMPT, body.messageID)
         return _json(True)
 
-    @app.post("/project/<project_id>/session/<session_id>/compact")
+    @table.post(
+        "/project/{projectID}/session/{sessionID}/compact", "session.summarize",
+        "Compact (503)", errors=("NotFoundError", "ServiceUnavailableError"),
+    )  # fmt: skip
     async def project_compact(project_id: str, session_id: str) -> Response:
         await session_of(project_id, session_id)
         raise GatewayError(
             "ServiceUnavailableError", "Compaction is not available yet", service="compaction"
         )
 
-    @app.route("/project/<project_id>/session/<session_id>/share", methods=["POST", "DELETE"])
     async def project_share(project_id: str, session_id: str) -> Response:
         raise _not_implemented("Sharing")
 
-    @app.post("/project/<project_id>/session/<session_id>/revert")
+    for method, op, summary in (("POST", "share", "Share"), ("DELETE", "unshare", "Unshare")):
+        table.add(
+            method, "/project/{projectID}/session/{sessionID}/share", f"session.{op}", f"{summary} (501)",
+            errors=("NotImplementedError",),
+        )(project_share)  # fmt: skip
+
+    @table.post(
+        "/project/{projectID}/session/{sessionID}/revert", "session.revert",
+        "Revert (501)", errors=("NotImplementedError",),
+    )  # fmt: skip
     async def project_revert(project_id: str, session_id: str) -> Response:
         raise _not_implemented("Revert")
 
-    @app.post("/project/<project_id>/session/<session_id>/unrevert")
+    @table.post(
+        "/project/{projectID}/session/{sessionID}/unrevert", "session.unrevert",
+        "Unrevert (501)", errors=("NotImplementedError",),
+    )  # fmt: skip
     async def project_unrevert(project_id: str, session_id: str) -> Response:
         raise _not_implemented("Unrevert")
 
-    @app.get("/project/<project_id>/session/<session_id>/message")
+    @table.get(
+        "/project/{projectID}/session/{sessionID}/message", "session.messages",
+        "Messages as {info, parts}", answer=Answer(type=list[dict[str, Any]]), errors=("NotFoundError",),
+    )  # fmt: skip
     async def project_messages(project_id: str, session_id: str) -> Response:
         return _json(await projections(await session_of(project_id, session_id)))
 
-    @app.get("/project/<project_id>/session/<session_id>/message/<message_id>")
+    @table.get(
+        "/project/{projectID}/session/{sessionID}/message/{messageID}", "session.message",
+        "One message as {info, parts}", answer=Answer(type=dict[str, Any]), errors=("NotFoundError", "MessageNotFoundError"),
+    )  # fmt: skip
     async def project_message(project_id: str, session_id: str, message_id: str) -> Response:
         info = await session_of(project_id, session_id)
         for item in await projections(info):
@@ -462,7 +509,10 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
             sessionID=session_id, messageID=message_id,
         )  # fmt: skip
 
-    @app.post("/project/<project_id>/session/<session_id>/message")
+    @table.post(
+        "/project/{projectID}/session/{sessionID}/message", "session.prompt",
+        "Prompt and wait for the answer", body=MessageBody, answer=Answer(type=dict[str, Any]), errors=("NotFoundError", "ServiceUnavailableError"),
+    )  # fmt: skip
     async def project_prompt(project_id: str, session_id: str) -> Response:
         """Admit a text prompt, wait until the session is idle, answer the reply.
 
@@ -484,7 +534,10 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
             await rt.sessions.switch_model(session_id, model)
         return _json(await answer_to(session_id, text, body.messageID))
 
-    @app.post("/project/<project_id>/session/<session_id>/permission/<permission_id>")
+    @table.post(
+        "/project/{projectID}/session/{sessionID}/permission/{permissionID}", "permission.respond",
+        "Answer a permission request", body=PermissionResponseBody, answer=Answer(type=dict[str, Any]), errors=("NotFoundError", "PermissionNotFoundError", "ConflictError"),
+    )  # fmt: skip
     async def project_permission(project_id: str, session_id: str, permission_id: str) -> Response:
         body = decode_body(await _body(), PermissionResponseBody)
         await session_of(project_id, session_id)
@@ -492,7 +545,10 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
         await reply_permission(rt, session_id, permission_id, reply)
         return _json(session_json(await rt.sessions.get(session_id)))
 
-    @app.get("/project/<project_id>/agent")
+    @table.get(
+        "/project/{projectID}/agent", "app.agents",
+        "Agents of a directory", answer=Answer(type=list[dict[str, Any]]), query=("directory",), errors=("NotFoundError", "InvalidRequestError"),
+    )  # fmt: skip
     async def project_agents(project_id: str) -> Response:
         check_project(project_id)
         root = root_arg()
@@ -539,48 +595,78 @@ def install_project_routes(app: QuartTrio, gw: Gateway, limits: FileLimits) -> N
             raise GatewayError("InvalidRequestError", "The session's directory does not exist")
         return directory
 
-    @app.get("/find/file")
+    @table.get(
+        "/find/file", "find.files",
+        "Fuzzy file name search", answer=Answer(type=list[str]), query=("directory", "query", "type", "dirs", "limit"), errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def find_file() -> Response:
         return await find_in(root_arg())
 
-    @app.get("/project/<project_id>/find/file")
+    @table.get(
+        "/project/{projectID}/find/file", "project.find.files",
+        "Fuzzy file name search", answer=Answer(type=list[str]), query=("directory", "query", "type", "dirs", "limit"), errors=("NotFoundError", "InvalidRequestError"),
+    )  # fmt: skip
     async def project_find_file(project_id: str) -> Response:
         check_project(project_id)
         return await find_in(root_arg())
 
-    @app.get("/file")
+    @table.get(
+        "/file", "file.list",
+        "List a directory", answer=Answer(type=list[dict[str, Any]]), query=("directory", "path"), errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def list_files() -> Response:
         return await list_in(root_arg())
 
-    @app.get("/file/content")
+    @table.get(
+        "/file/content", "file.read",
+        "A file's content", answer=Answer(type=dict[str, Any]), query=("directory", "path"), errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def file_content() -> Response:
         return await content_in(root_arg())
 
-    @app.get("/file/status")
+    @table.get(
+        "/file/status", "file.status",
+        "git status", answer=Answer(type=list[dict[str, Any]]), query=("directory",), errors=("InvalidRequestError",),
+    )  # fmt: skip
     async def file_status() -> Response:
         return await status_in(root_arg())
 
-    @app.get("/project/<project_id>/session/<session_id>/find/file")
+    @table.get(
+        "/project/{projectID}/session/{sessionID}/find/file", "session.find.files",
+        "Fuzzy file name search in the session's directory", answer=Answer(type=list[str]), query=("query", "type", "dirs", "limit"), errors=("NotFoundError", "InvalidRequestError"),
+    )  # fmt: skip
     async def session_find_file(project_id: str, session_id: str) -> Response:
         return await find_in(await session_root(project_id, session_id))
 
-    @app.get("/project/<project_id>/session/<session_id>/file")
+    @table.get(
+        "/project/{projectID}/session/{sessionID}/file", "session.file.list",
+        "List a directory of the session's", answer=Answer(type=list[dict[str, Any]]), query=("path",), errors=("NotFoundError", "InvalidRequestError"),
+    )  # fmt: skip
     async def session_files(project_id: str, session_id: str) -> Response:
         return await list_in(await session_root(project_id, session_id))
 
-    @app.get("/project/<project_id>/session/<session_id>/file/content")
+    @table.get(
+        "/project/{projectID}/session/{sessionID}/file/content", "session.file.read",
+        "A file's content", answer=Answer(type=dict[str, Any]), query=("path",), errors=("NotFoundError", "InvalidRequestError"),
+    )  # fmt: skip
     async def session_file_content(project_id: str, session_id: str) -> Response:
         return await content_in(await session_root(project_id, session_id))
 
-    @app.get("/project/<project_id>/session/<session_id>/file/status")
+    @table.get(
+        "/project/{projectID}/session/{sessionID}/file/status", "session.file.status",
+        "git status of the session's directory", answer=Answer(type=list[dict[str, Any]]), errors=("NotFoundError", "InvalidRequestError"),
+    )  # fmt: skip
     async def session_file_status(project_id: str, session_id: str) -> Response:
         return await status_in(await session_root(project_id, session_id))
 
     # -- config, providers, log ----------------------------------------------------------
 
-    install_config_routes(app, rt, root_arg)
+    config_routes(table, rt, root_arg)
 
-    @app.post("/log")
+    @table.post(
+        "/log", "app.log",
+        "Write a client log line", body=LogBody, answer=NO_CONTENT,
+    )  # fmt: skip
     async def client_log() -> Response:
         body = decode_body(await _body(), LogBody)
         _client_log.log(

@@ -1,0 +1,90 @@
+"""One route table: what Quart serves, what ``/doc`` documents and what the fast path answers
+are the same set of routes, and the document is a valid OpenAPI 3.1 document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from openapi_spec_validator import validate as validate_openapi
+from quart import request
+
+from gateway._app import gateway_of
+from gateway._routes import quart_path
+
+from .conftest import OPENAPI, served
+
+_AUTOMATIC = {"HEAD", "OPTIONS"}  # Quart answers these for every rule by itself
+
+
+def _served_rules(app: Any) -> set[tuple[str, str, str]]:
+    """(method, Quart rule, endpoint) of every rule Quart serves; websockets as ``WEBSOCKET``."""
+    out: set[tuple[str, str, str]] = set()
+    for rule in app.url_map.iter_rules():
+        methods = {"WEBSOCKET"} if rule.websocket else set(rule.methods or ()) - _AUTOMATIC
+        out |= {(method, rule.rule, rule.endpoint) for method in methods}
+    return out
+
+
+async def test_every_served_route_is_one_table_entry_and_one_documented_operation(tmp_path):
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        doc = (await client.get("/doc")).json()
+        app = g.server.app
+        routes = gateway_of(app).routes
+    validate_openapi(doc)
+    table = {(r.method, quart_path(r.path), r.operation_id) for r in routes}
+    assert len(table) == len(routes)
+    assert _served_rules(app) == table
+    documented = {
+        (method.upper(), path, op["operationId"])
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+    }
+    as_documented = {
+        ("GET" if r.method == "WEBSOCKET" else r.method, r.path, r.operation_id) for r in routes
+    }
+    assert documented == as_documented
+    ids = [op_id for _, _, op_id in documented]
+    assert len(ids) == len(set(ids))
+
+
+async def test_operation_ids_and_request_bodies_follow_the_opencode_reference(tmp_path):
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        doc = (await client.get("/doc")).json()
+    shared = 0
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            reference = OPENAPI["paths"].get(path, {}).get(method)
+            if reference is not None:
+                shared += 1
+                assert op["operationId"] == reference["operationId"], (method, path)
+            if "requestBody" in op:
+                assert op["responses"]["400"]["content"]["application/json"]["schema"] == {
+                    "$ref": "#/components/schemas/ErrorBody"
+                }
+    assert shared >= 30  # the V2 session routes and OpenCode's config/file/log routes
+
+
+async def test_the_fast_path_answers_the_hot_table_entries_only(tmp_path):
+    """A hot entry is answered in front of Quart (no Quart hook runs), any other by Quart."""
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        app = g.server.app
+        hot = {(r.method, r.path) for r in gateway_of(app).routes if r.hot}
+        assert hot == {
+            ("GET", "/api/health"),
+            ("POST", "/api/session/{sessionID}/prompt"),
+            ("POST", "/api/session/{sessionID}/wait"),
+        }
+        seen: list[str] = []
+
+        @app.before_request
+        async def _record() -> None:
+            seen.append(f"{request.method} {request.path}")
+
+        sid = (await client.post("/api/session", json={})).json()["data"]["id"]
+        assert (await client.get("/api/health")).json() == {"healthy": True}
+        receipt = await client.post(f"/api/session/{sid}/prompt", json={"prompt": {"text": "a"}})
+        assert receipt.status_code == 200
+        assert (await client.post(f"/api/session/{sid}/wait")).status_code == 204
+        assert (await client.get(f"/api/session/{sid}")).status_code == 200
+        assert seen == ["POST /api/session", f"GET /api/session/{sid}"]
