@@ -29,6 +29,19 @@ from runtime._lowering import to_llm_model
 from runtime._recovery import recovery_events
 from runtime._titles import needs_title
 from runtime.agents import AgentInfo, system_prompt
+from runtime.drain import (
+    Blocked,
+    DrainInput,
+    Fail,
+    Idle,
+    Open,
+    Promote,
+    Promoted,
+    RequestTurn,
+    TurnEnded,
+    begin_drain,
+    plan,
+)
 from storage import WriteBatch
 
 if TYPE_CHECKING:
@@ -252,44 +265,48 @@ class SessionActor(Actor[Message]):
     # -- the drain ----------------------------------------------------------------------
 
     async def _drain(self, *, force: bool) -> None:
+        """Perform the drain planner's effects until it reports the drain idle
+        (``runtime.drain``). Raises StepLimitExceededError when it fails the drain."""
         self._turn, self._turn_open = None, False
         if not self._recovered:
             self.set_activity("recovering")
             await recover_session(self._x.storage, self.session_id, self._x.now_ms())
             self._recovered = True
-        attempted = False
+        state, effect = begin_drain(force=force)
         while True:
-            worked, pending = await self._run_activity(force=force and not attempted)
-            attempted = attempted or worked
-            if not worked or not any(row.delivery == "queue" for row in pending):
-                return
+            report: DrainInput
+            match effect:
+                case RequestTurn(step=step, max_turns=max_turns):
+                    outcome = await self._provider_turn(step, max_turns)
+                    steers = queued = False
+                    for row in outcome.pending:
+                        if row.delivery == "steer":
+                            steers = True
+                        else:
+                            queued = True
+                    report = TurnEnded(
+                        failed=outcome.error is not None, local_tools=outcome.local_tools,
+                        steers_pending=steers, queued_pending=queued,
+                    )  # fmt: skip
+                case Open() | Promote():
+                    report = await self._promote_step(opening=isinstance(effect, Open))
+                case Fail(reason=reason):
+                    raise StepLimitExceededError(reason.message)
+                case Idle():
+                    return
+            state, effect = plan(state, report)
 
-    async def _run_activity(self, *, force: bool) -> tuple[bool, list[ev.InputAdmitted]]:
-        """Open an activity (steers, else the oldest queued prompt) and run provider turns
-        until no continuation remains. Returns whether a turn ran, and the inbox left."""
-        step, ran, opening = 0, False, True
-        while True:
-            await self._location().refresh()  # configuration edits apply from this turn on
-            if not await self._ensure_epoch():
-                return ran, []
-            promoted, pending = await self._promote(opening=opening)
-            opening = False
-            if promoted and not self._title_checked:
-                self._title_checked = True
-                self._title_prompt = self._first_prompt(promoted)
-            if promoted:
-                step = 0
-            if not promoted and not force and step == 0:
-                return ran, pending
-            step += 1
-            max_turns = self._agent().steps or self._x.max_turns
-            if step > max_turns:
-                raise StepLimitExceededError(f"Work remained after {max_turns} provider turns")
-            outcome = await self._provider_turn(step, max_turns)
-            ran, force = True, False
-            steers = any(row.delivery == "steer" for row in outcome.pending)
-            if outcome.error is not None or (outcome.local_tools == 0 and not steers):
-                return ran, outcome.pending
+    async def _promote_step(self, *, opening: bool) -> Promoted | Blocked:
+        """At a safe boundary: apply configuration edits, make sure the Context Epoch
+        exists, then promote (see :meth:`_promote`); report what the planner needs."""
+        await self._location().refresh()  # configuration edits apply from this turn on
+        if not await self._ensure_epoch():
+            return Blocked()
+        promoted, _ = await self._promote(opening=opening)
+        if promoted and not self._title_checked:
+            self._title_checked = True
+            self._title_prompt = self._first_prompt(promoted)
+        return Promoted(count=len(promoted), max_turns=self._agent().steps or self._x.max_turns)
 
     async def _ensure_epoch(self) -> bool:
         """Initialize the Context Epoch before any promotion; False when blocked."""

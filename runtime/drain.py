@@ -1,0 +1,38 @@
+"""The drain planner: the sequencing of one session's drain as pure decisions.
+
+See ``docs/execution.md``; the SessionActor performs the effects.
+"""
+
+from __future__ import annotations
+
+from runtime._drain import Blocked as Blocked
+from runtime._drain import DrainEffect as DrainEffect
+from runtime._drain import DrainInput as DrainInput
+from runtime._drain import DrainPlan as DrainPlan
+from runtime._drain import Fail as Fail
+from runtime._drain import Idle as Idle
+from runtime._drain import Open as Open
+from runtime._drain import Promote as Promote
+from runtime._drain import Promoted as Promoted
+from runtime._drain import RequestTurn as RequestTurn
+from runtime._drain import StepLimitExceeded as StepLimitExceeded
+from runtime._drain import TurnEnded as TurnEnded
+from runtime._drain import begin_drain as begin_drain
+from runtime._drain import plan as plan
+
+__all__ = [
+    "Blocked",
+    "DrainEffect",
+    "DrainInput",
+    "DrainPlan",
+    "Fail",
+    "Idle",
+    "Open",
+    "Promote",
+    "Promoted",
+    "RequestTurn",
+    "StepLimitExceeded",
+    "TurnEnded",
+    "begin_drain",
+    "plan",
+]
