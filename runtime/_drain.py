@@ -136,13 +136,14 @@ DrainInput = Promoted | Blocked | TurnEnded
 _IDLE = Idle()
 _OPEN = Open()
 _PROMOTE = Promote()
+_BEGIN = {False: DrainPlan(), True: DrainPlan(force=True)}
 
 
 def begin_drain(*, force: bool) -> tuple[DrainPlan, DrainEffect]:
     """A new drain: its state and first effect, opening its first activity. With
     *force* (an explicit resume) the first activity runs a provider turn even if its
     opening promotes nothing."""
-    return DrainPlan(force=force), _OPEN
+    return _BEGIN[force], _OPEN
 
 
 def plan(state: DrainPlan, report: DrainInput) -> tuple[DrainPlan, DrainEffect]:
