@@ -18,6 +18,7 @@ from runtime import _messages as m
 from tests.execution.conftest import (
     answer,
     cut_tool_and_step,
+    eventually,
     roles,
     run_child_until_cut,
     running,
@@ -33,9 +34,8 @@ async def test_sigkill_mid_turn_then_restart_recovers_without_loss(tmp_path: Pat
     client = llm.ScriptedLLM([answer("recovered")])
     async with running(tmp_path, client) as rt:
         sid = "ses_kill"
+        await eventually(lambda: bool(client.requests))  # the restart wakes the session itself
         with trio.fail_after(10):
-            while not client.requests:  # noqa: ASYNC110 - the restart wakes the session itself
-                await trio.sleep(0.01)
             await rt.sessions.wait_idle(sid)
         assert user_texts(client.requests[0]) == ["work", "pending"]
         context = await rt.sessions.context(sid)

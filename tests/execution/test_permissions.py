@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runtime import Location, Prompt, PromptConflictError, llm, open_runtime
 from runtime.agents import BUILTIN_AGENTS, AgentInfo, PermissionRule
 from runtime.agents._agent import compose_rules
-from tests.execution.conftest import answer, eventually, tool_calls
+from tests.execution.conftest import answer, published, tool_calls
 
 CAREFUL = AgentInfo(
     name="careful", permission=compose_rules((), (PermissionRule(permission="bash", action="ask"),))
@@ -31,6 +32,13 @@ async def _session(rt: object, tmp_path: Path) -> str:
     return info.id  # type: ignore[no-any-return]
 
 
+async def _prompt_until_asked(rt: Any, sid: str) -> None:
+    """Prompt *sid* and wait until its tool call's permission request is stored."""
+    with rt.hub.subscribe(sid) as sub:
+        await rt.sessions.prompt(sid, prompt=Prompt(text="run it"))
+        await published(sub, "permission.v2.asked")
+
+
 async def test_ask_waits_durably_and_always_is_saved_for_the_project(tmp_path: Path) -> None:
     shell = ("c1", "shell", {"command": "echo approved"})
     client = llm.ScriptedLLM(
@@ -43,8 +51,7 @@ async def test_ask_waits_durably_and_always_is_saved_for_the_project(tmp_path: P
     )
     async with open_runtime(data_dir=tmp_path / "data", llm=client, agents=AGENTS) as rt:
         sid = await _session(rt, tmp_path)
-        await rt.sessions.prompt(sid, prompt=Prompt(text="run it"))
-        await eventually(lambda: bool(rt.execution.permissions._waiting))
+        await _prompt_until_asked(rt, sid)
         pending = await rt.sessions.permissions(sid)
         assert [(p.tool, p.permission, p.status, p.agent) for p in pending] == [
             ("shell", "bash", "pending", "careful")
@@ -65,8 +72,7 @@ async def test_an_agent_switch_while_asking_keeps_the_issuing_turns_policy(tmp_p
     client = llm.ScriptedLLM([tool_calls(("c1", "shell", {"command": "echo ran"})), answer()])
     async with open_runtime(data_dir=tmp_path / "data", llm=client, agents=AGENTS) as rt:
         sid = await _session(rt, tmp_path)
-        await rt.sessions.prompt(sid, prompt=Prompt(text="run it"))
-        await eventually(lambda: bool(rt.execution.permissions._waiting))
+        await _prompt_until_asked(rt, sid)
         await rt.sessions.switch_agent(sid, "plan")  # plan denies bash outright
         request = (await rt.sessions.permissions(sid))[0]
         await rt.sessions.reply_permission(sid, request.id, "once")
@@ -78,8 +84,7 @@ async def test_reject_fails_the_call_and_the_model_sees_it(tmp_path: Path) -> No
     client = llm.ScriptedLLM([tool_calls(("c1", "shell", {"command": "echo no"})), answer()])
     async with open_runtime(data_dir=tmp_path / "data", llm=client, agents=AGENTS) as rt:
         sid = await _session(rt, tmp_path)
-        await rt.sessions.prompt(sid, prompt=Prompt(text="run it"))
-        await eventually(lambda: bool(rt.execution.permissions._waiting))
+        await _prompt_until_asked(rt, sid)
         request = (await rt.sessions.permissions(sid))[0]
         await rt.sessions.reply_permission(sid, request.id, "reject")
         await rt.sessions.wait_idle(sid)

@@ -35,6 +35,7 @@ from tests.execution.conftest import (
     answer,
     eventually,
     prompt,
+    published,
     request_problems,
     roles,
     running,
@@ -85,7 +86,9 @@ async def test_interrupt_during_a_running_shell_command_answers_the_call(tmp_pat
         sid = (await rt.sessions.create(location=Location(directory=str(work)))).id
         await rt.sessions.prompt(sid, prompt=Prompt(text="run it"))
         pid_file = work / "shell.pid"
-        await eventually(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+        with trio.fail_after(10):  # the shell child writes it; nothing in this process is told
+            while not (pid_file.exists() and pid_file.read_text().strip()):  # noqa: ASYNC110
+                await trio.sleep(0.01)
         pid = int(pid_file.read_text())
         assert isinstance((await _tool(rt, sid, "c1")).state, m.ToolRunning)
         with trio.fail_after(10):
@@ -427,8 +430,9 @@ async def test_a_reply_racing_the_cancellation_of_its_wait_lets_the_cancellation
 
         scope = trio.CancelScope()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(ask, scope)
-            await eventually(lambda: request.id in permissions._waiting)
+            with rt.hub.subscribe(sid) as sub:
+                nursery.start_soon(ask, scope)
+                await published(sub, "permission.v2.asked")  # stored: the ask now waits
             scope.cancel()  # the waiting task is woken with Cancelled, not yet run
             await permissions.reply(sid, request.id, "once")
         assert outcome == ["cancelled"]

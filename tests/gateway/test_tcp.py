@@ -18,6 +18,7 @@ import h11
 import httpx
 import pytest
 import trio
+import trio.testing
 from hypercorn.utils import wrap_app
 
 from gateway import Server, create_app, serve
@@ -201,7 +202,7 @@ async def test_a_slow_reader_gets_the_tail_queued_after_the_last_write(tmp_path)
             assert received.endswith(head + tail)
 
 
-async def test_a_streaming_response_waits_for_its_reader(tmp_path):
+async def test_a_streaming_response_waits_for_its_reader(tmp_path, autojump_clock):
     accepted = 0
     finished = trio.Event()
 
@@ -227,9 +228,11 @@ async def test_a_streaming_response_waits_for_its_reader(tmp_path):
     async with serving(stream_forever, keep_alive_timeout=0.2) as (host, port):
         async with connected(host, port, rcvbuf=4096) as client:
             await client.stream.send_all(client.request("/"))
-            await trio.sleep(0.5)
+            with trio.fail_after(5):  # an app that is never held never lets this return
+                await trio.testing.wait_all_tasks_blocked()
             stalled = accepted
-            await trio.sleep(0.5)
+            await trio.sleep(1)  # five keep-alive timeouts, on the autojump clock
+            await trio.testing.wait_all_tasks_blocked()
             # the app is held at what the sockets buffer plus the connection's queue
             assert accepted == stalled
             assert 0 < stalled < 32 * 1024 * 1024
@@ -259,7 +262,7 @@ async def test_stop_closes_idle_connections_and_finishes_busy_requests(tmp_path)
                 async with connected(host, int(port)) as idle, trio.open_nursery() as inner:
                     assert await idle.get("/api/health") == (200, HEALTH)
                     inner.start_soon(wait_for_answer)
-                    await trio.sleep(0.1)
+                    await trio.testing.wait_all_tasks_blocked()  # the server holds the wait
                     stopped_at = trio.current_time()
                     server.stop()
                     with trio.fail_after(1):  # idle: closed at once, not after 10 s
@@ -282,7 +285,7 @@ async def test_cancelling_serve_drops_busy_connections_at_once(tmp_path):
                 host, port = server.url.removeprefix("http://").split(":")
                 client = await stack.enter_async_context(connected(host, int(port)))
                 await client.stream.send_all(client.request(f"/api/session/{sid}/wait", "POST"))
-                await trio.sleep(0.1)
+                await trio.testing.wait_all_tasks_blocked()  # the server holds the wait
                 cancelled_at = trio.current_time()
                 scope.cancel()
         assert trio.current_time() - cancelled_at < 1

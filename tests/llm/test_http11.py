@@ -323,12 +323,19 @@ def _request() -> llm_package.LLMRequest:
     )
 
 
-def test_a_proxy_in_the_environment_keeps_httpx_transport(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert isinstance(provider_http_client()._transport, HTTP11Transport)
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    client = provider_http_client()
-    assert not isinstance(client._transport, HTTP11Transport)
-    assert client._mounts  # httpx mounted its proxy transport
+async def test_a_proxy_in_the_environment_carries_the_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("NO_PROXY", "ALL_PROXY", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    async with serving(ok) as proxy:
+        monkeypatch.setenv("http_proxy", proxy.url)
+        async with provider_http_client() as client:
+            response = await client.get("http://provider.invalid/v1/models")
+        assert (response.status_code, response.text) == (200, "hello")
+        # the request went to the proxy, in the absolute form a proxy is sent
+        assert proxy.requests[0].startswith(b"GET http://provider.invalid/v1/models HTTP/1.1\r\n")
 
 
 async def test_a_large_body_informational_answers_and_idle_bound() -> None:
