@@ -1,10 +1,14 @@
-"""The drain planner: the sequencing of one session's drain as pure decisions.
+"""Session Drain, sans-IO: the planner that sequences one drain as pure decisions, and
+the lane that coordinates a session's drains (wake coalescing, run upgrades, interrupts).
 
 See ``docs/execution.md``; the SessionActor performs the effects.
 """
 
 from __future__ import annotations
 
+from runtime._coordinator import DrainMode as DrainMode
+from runtime._coordinator import Lane as Lane
+from runtime._coordinator import LaneAction as LaneAction
 from runtime._drain import Blocked as Blocked
 from runtime._drain import DrainEffect as DrainEffect
 from runtime._drain import DrainInput as DrainInput
@@ -24,9 +28,12 @@ __all__ = [
     "Blocked",
     "DrainEffect",
     "DrainInput",
+    "DrainMode",
     "DrainPlan",
     "Fail",
     "Idle",
+    "Lane",
+    "LaneAction",
     "Open",
     "Promote",
     "Promoted",

@@ -25,7 +25,7 @@ from runtime.config._core import (
 )
 from runtime.config._jsonc import ConfigError, parse_jsonc
 from runtime.config._schema import Config
-from runtime.context._instructions import RACY_NS, _stamp
+from runtime.context import RACY_NS, path_stamp
 
 __all__ = [
     "CONFIG_CONTENT_ENV",
@@ -277,7 +277,7 @@ class ConfigWatch(Generic[T]):
     async def load(self) -> T:
         """The loader's value for the files as they are now. Raises what the loader raises."""
         if self._stamps is not None and self._value is not None:
-            if all(_stamp(path) == stamp for path, stamp in self._stamps):
+            if all(path_stamp(path) == stamp for path, stamp in self._stamps):
                 await trio.lowlevel.checkpoint_if_cancelled()
                 return self._value
         value, stamps = await trio.to_thread.run_sync(self._run)
@@ -294,7 +294,7 @@ class ConfigWatch(Generic[T]):
     def _run(self) -> tuple[T, list[tuple[str, Any]] | None]:
         started = time.time_ns()
         value, looked_at = self._loader()
-        stamps = [(path, _stamp(path)) for path in dict.fromkeys(looked_at)]
+        stamps = [(path, path_stamp(path)) for path in dict.fromkeys(looked_at)]
         settled = started - RACY_NS
         for _, pair in stamps:
             for key in pair:

@@ -28,11 +28,14 @@ from runtime.context._errors import SystemContextError as SystemContextError
 from runtime.context._instructions import DISABLE_PROJECT_CONFIG_ENV as DISABLE_PROJECT_CONFIG_ENV
 from runtime.context._instructions import INSTRUCTIONS_FILENAME as INSTRUCTIONS_FILENAME
 from runtime.context._instructions import INSTRUCTIONS_KEY as INSTRUCTIONS_KEY
+from runtime.context._instructions import RACY_NS as RACY_NS
 from runtime.context._instructions import InstructionFile as InstructionFile
+from runtime.context._instructions import InstructionsWatch as InstructionsWatch
 from runtime.context._instructions import discover_instructions as discover_instructions
 from runtime.context._instructions import instructions_producer as instructions_producer
 from runtime.context._instructions import instructions_source as instructions_source
 from runtime.context._instructions import load_instructions as load_instructions
+from runtime.context._instructions import path_stamp as path_stamp
 from runtime.context._instructions import render_instructions as render_instructions
 from runtime.context._registry import ContributionHandle as ContributionHandle
 from runtime.context._registry import Produced as Produced
@@ -81,10 +84,12 @@ __all__ = [
     "InitializationOutcome",
     "Initialized",
     "InstructionFile",
+    "InstructionsWatch",
     "InvalidContextKeyError",
     "ObservedContext",
     "Produced",
     "Producer",
+    "RACY_NS",
     "ReconcileOutcome",
     "RegistryStatistics",
     "ReplaceOutcome",
@@ -112,6 +117,7 @@ __all__ = [
     "instructions_producer",
     "instructions_source",
     "load_instructions",
+    "path_stamp",
     "render_date",
     "render_environment",
     "render_instructions",

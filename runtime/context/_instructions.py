@@ -19,6 +19,7 @@ from runtime.context._system import UNAVAILABLE, SystemContext, Unavailable
 
 __all__ = [
     "DISABLE_PROJECT_CONFIG_ENV",
+    "RACY_NS",
     "INSTRUCTIONS_FILENAME",
     "INSTRUCTIONS_KEY",
     "InstructionFile",
@@ -27,6 +28,7 @@ __all__ = [
     "instructions_producer",
     "instructions_source",
     "load_instructions",
+    "path_stamp",
     "render_instructions",
 ]
 
@@ -167,7 +169,7 @@ def _discover(
 _Stamp = tuple[int, int, int, int, int]
 
 
-def _stamp(path: str) -> tuple[_Stamp | None, _Stamp | None]:
+def path_stamp(path: str) -> tuple[_Stamp | None, _Stamp | None]:
     """What identifies *path*'s current state: its own inode, and its target's if a link."""
     try:
         own = os.lstat(path)
@@ -222,7 +224,7 @@ class InstructionsWatch:
         """The instruction files as they are now. A cancellation point; it yields to the
         scheduler only when the files are read again (in a worker thread)."""
         if self._files is not None and self._stamps is not None:
-            if all(_stamp(path) == stamp for path, stamp in self._stamps):
+            if all(path_stamp(path) == stamp for path, stamp in self._stamps):
                 await trio.lowlevel.checkpoint_if_cancelled()
                 return self._files
         files, stamps = await trio.to_thread.run_sync(self._discover)
@@ -239,7 +241,7 @@ class InstructionsWatch:
         started = time.time_ns()
         looked_at: list[str] = []
         files = _discover(*self._args, looked_at)
-        stamps = [(path, _stamp(path)) for path in looked_at]
+        stamps = [(path, path_stamp(path)) for path in looked_at]
         settled = started - RACY_NS
         for own, target in (stamp for _, stamp in stamps):
             for key in (own, target):

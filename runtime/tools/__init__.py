@@ -11,6 +11,7 @@ from runtime.tools._builtin import builtin_tools as builtin_tools
 from runtime.tools._builtin import location_registry as location_registry
 from runtime.tools._custom import CustomTools as CustomTools
 from runtime.tools._custom import load_custom_tools as load_custom_tools
+from runtime.tools._managed import DEFAULT_CLEANUP_EVERY as DEFAULT_CLEANUP_EVERY
 from runtime.tools._managed import cleanup_tool_output as cleanup_tool_output
 from runtime.tools._managed import run_tool_output_cleanup as run_tool_output_cleanup
 from runtime.tools._managed import write_managed_output as write_managed_output
@@ -56,6 +57,7 @@ __all__ = [
     "ApplyPatchInput",
     "ContentPart",
     "CustomTools",
+    "DEFAULT_CLEANUP_EVERY",
     "EditInput",
     "GlobInput",
     "GrepInput",

@@ -8,7 +8,7 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
-from runtime._ids import IdGenerator
+from runtime import IdGenerator
 from runtime.llm import FilePart, TextPart
 
 __all__ = [

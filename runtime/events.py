@@ -1,0 +1,113 @@
+"""The durable event and live delta schema of a session, and the records inside it.
+
+Every event is a frozen msgspec Struct tagged by its OpenCode wire ``type``;
+:func:`decode_event` reads one back from its stored JSON.
+"""
+
+from runtime._schema import AgentAttachment as AgentAttachment
+from runtime._schema import AgentSwitched as AgentSwitched
+from runtime._schema import ContextUpdated as ContextUpdated
+from runtime._schema import Delivery as Delivery
+from runtime._schema import DurableEvent as DurableEvent
+from runtime._schema import FileAttachment as FileAttachment
+from runtime._schema import InputAdmitted as InputAdmitted
+from runtime._schema import InterruptRequested as InterruptRequested
+from runtime._schema import LiveDelta as LiveDelta
+from runtime._schema import Location as Location
+from runtime._schema import ModelRef as ModelRef
+from runtime._schema import ModelSwitched as ModelSwitched
+from runtime._schema import Moved as Moved
+from runtime._schema import PermissionAsked as PermissionAsked
+from runtime._schema import PermissionInfo as PermissionInfo
+from runtime._schema import PermissionReplied as PermissionReplied
+from runtime._schema import Prompt as Prompt
+from runtime._schema import PromptAdmitted as PromptAdmitted
+from runtime._schema import PromptPromoted as PromptPromoted
+from runtime._schema import ReasoningDelta as ReasoningDelta
+from runtime._schema import ReasoningEnded as ReasoningEnded
+from runtime._schema import ReasoningStarted as ReasoningStarted
+from runtime._schema import ResumeNeeded as ResumeNeeded
+from runtime._schema import RunError as RunError
+from runtime._schema import RunFailed as RunFailed
+from runtime._schema import SessionCreated as SessionCreated
+from runtime._schema import SessionDeleted as SessionDeleted
+from runtime._schema import SessionError as SessionError
+from runtime._schema import SessionInfo as SessionInfo
+from runtime._schema import SessionTime as SessionTime
+from runtime._schema import SessionUpdated as SessionUpdated
+from runtime._schema import StepEnded as StepEnded
+from runtime._schema import StepFailed as StepFailed
+from runtime._schema import StepStarted as StepStarted
+from runtime._schema import Synthetic as Synthetic
+from runtime._schema import TextDelta as TextDelta
+from runtime._schema import TextEnded as TextEnded
+from runtime._schema import TextStarted as TextStarted
+from runtime._schema import TokenCache as TokenCache
+from runtime._schema import TokenUsage as TokenUsage
+from runtime._schema import ToolCalled as ToolCalled
+from runtime._schema import ToolContent as ToolContent
+from runtime._schema import ToolFailed as ToolFailed
+from runtime._schema import ToolFileContent as ToolFileContent
+from runtime._schema import ToolInputDelta as ToolInputDelta
+from runtime._schema import ToolInputEnded as ToolInputEnded
+from runtime._schema import ToolInputStarted as ToolInputStarted
+from runtime._schema import ToolProvider as ToolProvider
+from runtime._schema import ToolSuccess as ToolSuccess
+from runtime._schema import ToolTextContent as ToolTextContent
+from runtime._schema import decode_event as decode_event
+from runtime._schema import wire_name as wire_name
+
+__all__ = [
+    "AgentAttachment",
+    "AgentSwitched",
+    "ContextUpdated",
+    "Delivery",
+    "DurableEvent",
+    "FileAttachment",
+    "InputAdmitted",
+    "InterruptRequested",
+    "LiveDelta",
+    "Location",
+    "ModelRef",
+    "ModelSwitched",
+    "Moved",
+    "PermissionAsked",
+    "PermissionInfo",
+    "PermissionReplied",
+    "Prompt",
+    "PromptAdmitted",
+    "PromptPromoted",
+    "ReasoningDelta",
+    "ReasoningEnded",
+    "ReasoningStarted",
+    "ResumeNeeded",
+    "RunError",
+    "RunFailed",
+    "SessionCreated",
+    "SessionDeleted",
+    "SessionError",
+    "SessionInfo",
+    "SessionTime",
+    "SessionUpdated",
+    "StepEnded",
+    "StepFailed",
+    "StepStarted",
+    "Synthetic",
+    "TextDelta",
+    "TextEnded",
+    "TextStarted",
+    "TokenCache",
+    "TokenUsage",
+    "ToolCalled",
+    "ToolContent",
+    "ToolFailed",
+    "ToolFileContent",
+    "ToolInputDelta",
+    "ToolInputEnded",
+    "ToolInputStarted",
+    "ToolProvider",
+    "ToolSuccess",
+    "ToolTextContent",
+    "decode_event",
+    "wire_name",
+]
