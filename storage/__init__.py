@@ -1,5 +1,6 @@
 """The DuckDB event store, its projections and the journal beside it. All SQL lives here."""
 
+from storage._batch import AdmitPrompt as AdmitPrompt
 from storage._batch import ApprovalRow as ApprovalRow
 from storage._batch import EpochConflictError as EpochConflictError
 from storage._batch import EpochRow as EpochRow
@@ -16,6 +17,7 @@ from storage._store import StoreStatistics as StoreStatistics
 from storage._store import decode_stored as decode_stored
 
 __all__ = [
+    "AdmitPrompt",
     "ApprovalRow",
     "DB_FILE",
     "EpochConflictError",

@@ -24,7 +24,7 @@ from typing import Final
 
 import duckdb
 
-from runtime._errors import StorageError
+from runtime import StorageError
 from storage._journal import Journal
 
 __all__ = [

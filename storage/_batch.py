@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from msgspec.structs import replace
 
-from runtime import SessionMessage
-from runtime import _schema as ev
-from runtime._errors import PromptConflictError, SessionNotFoundError
-from runtime._projection import project
+from runtime import PromptConflictError, SessionMessage, SessionNotFoundError
+from runtime import events as ev
+from runtime.history import project
 from storage._rows import RowSet
 
 if TYPE_CHECKING:

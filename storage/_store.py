@@ -21,11 +21,9 @@ from typing import Any, Final, TypeVar
 import duckdb
 import msgspec
 
-from runtime import IdGenerator, SessionMessage
-from runtime import _schema as ev
-from runtime._errors import StorageError
-from runtime._history import HistoryDelta
-from runtime._recovery import cut_short
+from runtime import IdGenerator, SessionMessage, StorageError
+from runtime import events as ev
+from runtime.history import HistoryDelta, cut_short
 from storage._applier import Applier
 from storage._backup import (
     BACKUP_FILE,
