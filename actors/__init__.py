@@ -18,6 +18,7 @@ from actors._errors import ActorNotFound as ActorNotFound
 from actors._errors import ActorStopped as ActorStopped
 from actors._errors import DuplicateActor as DuplicateActor
 from actors._errors import Escalation as Escalation
+from actors._events import OVERFLOWED as OVERFLOWED
 from actors._events import EventHub as EventHub
 from actors._execution import SessionExecution as SessionExecution
 from actors._mailbox import Mailbox as Mailbox
@@ -53,6 +54,7 @@ __all__ = [
     "EventHub",
     "Mailbox",
     "MailboxStatistics",
+    "OVERFLOWED",
     "Page",
     "ProviderClients",
     "Reply",

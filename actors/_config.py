@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import trio
 
-from runtime import _schema as ev
+from runtime import events as ev
 from runtime import llm
 from runtime.agents import AgentInfo, load_agents, resolve_agent
 from runtime.config import (

@@ -17,7 +17,7 @@ import msgspec
 
 from actors._storage import StorageActor
 from runtime import IdGenerator
-from runtime import _schema as ev
+from runtime import events as ev
 from runtime.context import (
     InitializationBlocked,
     ObservedContext,

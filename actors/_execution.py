@@ -28,11 +28,11 @@ from actors._storage import StorageActor
 from actors._supervisor import Supervisor, SupervisorPolicy
 from actors._titles import TitleModel
 from runtime import IdGenerator, SessionInfo, SessionNotFoundError, llm
-from runtime import _schema as ev
-from runtime._titles import TitleLimits
+from runtime import events as ev
 from runtime.agents import AgentInfo
 from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
 from runtime.context import SystemContext, SystemContextRegistry
+from runtime.titles import TitleLimits
 from runtime.tools import ToolEnvironment, ToolRegistry
 
 __all__ = ["LocationActor", "SessionExecution", "ToolsFactory"]

@@ -15,7 +15,7 @@ import trio
 
 from actors._storage import StorageActor
 from runtime import InvalidInputError, PromptConflictError, SessionNotFoundError
-from runtime import _schema as ev
+from runtime import events as ev
 from runtime.agents import PermissionReply, PermissionRequest
 from storage import ApprovalRow
 

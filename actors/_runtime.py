@@ -25,12 +25,16 @@ from actors._supervisor import Supervisor, SupervisorPolicy, run_root
 from actors._titles import TitleModel
 from runtime import IdGenerator, ModelRef
 from runtime import llm as llm_package
-from runtime._titles import TitleLimits
 from runtime.agents import AgentInfo
-from runtime.tools import ToolEnvironment, ToolRegistry
-from runtime.tools._builtin import location_registry
-from runtime.tools._custom import load_custom_tools
-from runtime.tools._managed import DEFAULT_CLEANUP_EVERY, run_tool_output_cleanup
+from runtime.titles import TitleLimits
+from runtime.tools import (
+    DEFAULT_CLEANUP_EVERY,
+    ToolEnvironment,
+    ToolRegistry,
+    load_custom_tools,
+    location_registry,
+    run_tool_output_cleanup,
+)
 
 __all__ = ["Runtime", "open_runtime"]
 

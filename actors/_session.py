@@ -21,19 +21,16 @@ from actors._mailbox import Reply, open_mailbox
 from actors._titles import write_title
 from actors._turn import INTERRUPTED_TOOL, Turn, run_turn
 from runtime import SessionInfo, llm
-from runtime import _messages as m
-from runtime import _schema as ev
-from runtime._coordinator import DrainMode, Lane
-from runtime._history import HistoryDelta, HistoryView
-from runtime._lowering import to_llm_model
-from runtime._recovery import recovery_events
-from runtime._titles import needs_title
+from runtime import events as ev
+from runtime import messages as m
 from runtime.agents import AgentInfo, system_prompt
 from runtime.drain import (
     Blocked,
     DrainInput,
+    DrainMode,
     Fail,
     Idle,
+    Lane,
     Open,
     Promote,
     Promoted,
@@ -42,6 +39,8 @@ from runtime.drain import (
     begin_drain,
     plan,
 )
+from runtime.history import HistoryDelta, HistoryView, recovery_events, to_llm_model
+from runtime.titles import needs_title
 from storage import WriteBatch
 
 if TYPE_CHECKING:

@@ -31,14 +31,12 @@ from runtime import (
     SessionNotFoundError,
     llm,
 )
-from runtime import _schema as ev
-from runtime._history import visible_history
-from runtime._inbox import check_id, check_prompt
-from runtime._lowering import to_llm_model
-from runtime._titles import default_title
+from runtime import events as ev
 from runtime.agents import PermissionAction, evaluate, evaluate_resource
-from storage import StoredEvent, WriteBatch
-from storage._batch import AdmitPrompt
+from runtime.history import to_llm_model, visible_history
+from runtime.inbox import check_id, check_prompt
+from runtime.titles import default_title
+from storage import AdmitPrompt, StoredEvent, WriteBatch
 
 __all__ = ["Page", "SessionEvent", "Sessions"]
 

@@ -10,9 +10,9 @@ import trio
 
 from actors._storage import StorageActor
 from runtime import SessionInfo, SessionNotFoundError, llm
-from runtime import _schema as ev
-from runtime._lowering import to_llm_model
-from runtime._titles import TitleLimits, clean_title, needs_title, title_request
+from runtime import events as ev
+from runtime.history import to_llm_model
+from runtime.titles import TitleLimits, clean_title, needs_title, title_request
 from storage import WriteBatch
 
 __all__ = ["TitleModel", "write_title"]

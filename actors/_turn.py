@@ -20,7 +20,7 @@ import msgspec
 import trio
 
 from actors._events import EventHub
-from runtime import _schema as ev
+from runtime import events as ev
 from runtime import llm
 from runtime.agents import AgentInfo, PermissionGate
 from runtime.tools import ToolContext, ToolFailure, ToolRegistry, ToolSettlement
