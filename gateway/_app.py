@@ -18,8 +18,7 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from actors import Runtime
-from actors._events import OVERFLOWED
+from actors import OVERFLOWED, Runtime
 from gateway._inspector import INSPECTOR_HTML
 from gateway._openapi import openapi_document
 from gateway._opencode import session_json
@@ -56,7 +55,7 @@ from gateway._wire import (
 )
 from gateway._ws import WebsocketLimits, serve_websocket
 from runtime import InputAdmitted, KittiwakeError, LiveDelta, Location, SessionInfo, SessionMessage
-from runtime._schema import SessionUpdated, decode_event
+from runtime.events import SessionUpdated, decode_event
 from storage import StoredEvent
 
 __all__ = [

@@ -12,9 +12,9 @@ from typing import Any, Final
 import msgspec
 
 from runtime import ModelRef, SessionInfo, SessionMessage
-from runtime import _messages as msg
-from runtime._schema import TokenUsage
+from runtime import messages as msg
 from runtime.agents import AgentInfo
+from runtime.events import TokenUsage
 from runtime.llm import CatalogModel, CatalogProvider
 
 __all__ = [

@@ -22,7 +22,7 @@ from runtime import (
     ResumeNotNeededError,
     SessionNotFoundError,
 )
-from runtime import _schema as ev
+from runtime import events as ev
 
 __all__ = [
     "STATUS_BY_TAG",
