@@ -18,6 +18,8 @@ from runtime import _messages as m
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._testing import TestingGates, testing_registry
 from tests.provider_rules import request_problems as request_problems  # one copy of the rules
+from tests.waiting import eventually as eventually
+from tests.waiting import published as published
 
 _KILL_CHILD = Path(__file__).with_name("kill_child.py")
 
@@ -111,47 +113,6 @@ async def running(
 
 def prompt(text: str) -> Prompt:
     return Prompt(text=text)
-
-
-class _Watch(trio.abc.Instrument):
-    """Sets *done* after the first task step that leaves *predicate* true."""
-
-    def __init__(self, predicate: Callable[[], bool], done: trio.Event) -> None:
-        self.predicate, self.done = predicate, done
-
-    def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        if not self.done.is_set() and self.predicate():
-            self.done.set()
-
-
-async def eventually(predicate: Callable[[], bool]) -> None:
-    """Wait until *predicate* holds; fail after ten seconds.
-
-    State in this process changes only in a task's step (a worker thread's result too
-    arrives as one), so *predicate* is checked after every step: no polling interval,
-    and the wait ends at the step that made it true. Not for state another process
-    changes on its own.
-    """
-    if predicate():
-        return
-    done = trio.Event()
-    watch = _Watch(predicate, done)
-    trio.lowlevel.add_instrument(watch)
-    try:
-        with trio.fail_after(10):
-            await done.wait()
-    finally:
-        trio.lowlevel.remove_instrument(watch)
-
-
-async def published(sub: Any, event_type: str) -> Any:
-    """The next stored event of *event_type* (its type tag) on the hub subscription *sub*;
-    fails after ten seconds."""
-    with trio.fail_after(10):
-        while True:
-            item = await sub.receive()
-            if getattr(item, "type", None) == event_type:
-                return item
 
 
 def run_child_until_cut(data: Path, work: Path, *, queue: bool = True) -> None:

@@ -14,6 +14,7 @@ import trio
 from runtime import Location, Prompt, llm, open_runtime
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._testing import TestingGates, testing_registry
+from tests.execution.conftest import eventually
 
 
 async def main(data_dir: str, work_dir: str, queue: bool) -> None:
@@ -28,8 +29,7 @@ async def main(data_dir: str, work_dir: str, queue: bool) -> None:
     async with open_runtime(data_dir=data_dir, llm=llm.ScriptedLLM(script), tools=tools) as rt:
         info = await rt.sessions.create(id="ses_kill", location=Location(directory=work_dir))
         await rt.sessions.prompt(info.id, prompt=Prompt(text="work"), id="msg_work")
-        while not gates.started:  # noqa: ASYNC110 - a child process polling its own tool
-            await trio.sleep(0.01)
+        await eventually(lambda: bool(gates.started))
         print("TOOL", flush=True)
         if not queue:
             await trio.sleep_forever()

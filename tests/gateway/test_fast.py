@@ -33,7 +33,9 @@ async def both(client: httpx.AsyncClient, path: str, data: bytes) -> list[httpx.
 
 
 async def test_fast_and_quart_answers_agree(tmp_path):
-    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+    # 30 s, not httpx's default 5 s: on a loaded machine the first write (or the 900 KB
+    # bodies below) may take longer than 5 s, and this test is about answers, not speed
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url, timeout=30) as client:
         sid = (await client.post("/api/session", json={})).json()["data"]["id"]
         health = await client.get("/api/health")
         assert (health.status_code, health.json()) == (200, {"healthy": True})

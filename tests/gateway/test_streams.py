@@ -20,6 +20,7 @@ from trio_websocket import (
 from gateway import WebsocketLimits
 from gateway._app import gateway_of
 from runtime.llm import ScriptedLLM
+from tests.waiting import eventually
 
 from .conftest import answer, assert_valid, component, served
 
@@ -142,7 +143,7 @@ async def small_window_websocket(nursery, url: str):
     return ws, stream
 
 
-async def test_slow_websocket_client_is_cut_off_without_slowing_others(tmp_path):
+async def test_slow_websocket_client_is_cut_off_without_slowing_others(tmp_path, caplog):
     big = "x" * 200_000
     script = [
         answer(big, chunks=1)[:1]
@@ -169,9 +170,9 @@ async def test_slow_websocket_client_is_cut_off_without_slowing_others(tmp_path)
                 msg = await recv(fast)
                 ended = msg["type"] == "event" and msg["event"]["type"] == "session.next.step.ended"
             assert trio.current_time() - started < 8
-            # the slow client has not read; once it has stalled past the timeout it drains
-            # what was already on its way and finds the 1013 close
-            await trio.sleep(limits.stall_timeout * 3)
+            # the slow client has not read; once the server has cut it off for stalling it
+            # drains what was already on its way and finds the 1013 close
+            await eventually(lambda: any("too slow" in r.getMessage() for r in caplog.records))
             with trio.fail_after(10), pytest.raises(ConnectionClosed) as closed:
                 while True:
                     await slow.get_message()
