@@ -1,39 +1,35 @@
-"""The Quart-Trio application: OpenCode's V2 session routes, SSE streams, websocket, inspector."""
+"""The Quart-Trio application: its state, the V2 session routes and the operator routes."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
 import trio
-from quart import Response, request, websocket
+from quart import Response, request
 from quart_trio import QuartTrio
-from werkzeug.exceptions import HTTPException
 
-from actors import OVERFLOWED, Runtime
+from actors import Runtime
+from gateway._guards import install_errors, install_guards
 from gateway._inspector import INSPECTOR_HTML
 from gateway._openapi import openapi_document
-from gateway._opencode import session_json
 from gateway._project import FileLimits, project_routes
 from gateway._routes import (
     HTML,
     JSON,
     NO_CONTENT,
-    SSE,
     Answer,
     Named,
     Route,
     RouteTable,
     register,
 )
+from gateway._streams import after_arg, stream_routes
 from gateway._wire import (
     AgentBody,
     CreateBody,
@@ -43,20 +39,14 @@ from gateway._wire import (
     PermissionReplyBody,
     PromptBody,
     decode_body,
-    delta_json,
     durable_event_json,
     encode,
-    error_body,
-    error_for,
     find_permission,
-    follow,
     permission_json,
     reply_permission,
 )
-from gateway._ws import WebsocketLimits, serve_websocket
-from runtime import InputAdmitted, KittiwakeError, LiveDelta, Location, SessionInfo, SessionMessage
-from runtime.events import SessionUpdated, decode_event
-from storage import StoredEvent
+from gateway._ws import WebsocketLimits
+from runtime import InputAdmitted, Location, SessionInfo, SessionMessage
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -64,10 +54,7 @@ __all__ = [
     "JSON",
     "Gateway",
     "admit_prompt",
-    "authorized",
-    "cors_headers",
     "create_app",
-    "error_answer",
     "gateway_of",
     "wait_idle",
 ]
@@ -78,7 +65,6 @@ DEFAULT_HEARTBEAT: Final = 10.0
 DEFAULT_SSE_BUFFER: Final = 256
 DEFAULT_KNOWN_SESSIONS: Final = 4096
 _EXTENSION: Final = "kittiwake"
-_SESSION_UPDATED: Final = SessionUpdated.__struct_config__.tag
 
 
 class Health(msgspec.Struct, frozen=True):
@@ -188,107 +174,16 @@ def create_app(
         origins=frozenset(cors_origins or ()), max_body=max_body, known_sessions=known_sessions,
     )  # fmt: skip
     app.extensions[_EXTENSION] = gw
-    _install_guards(app, gw)
-    _install_errors(app)
+    install_guards(app, gw)
+    install_errors(app)
     table = RouteTable()
     _session_routes(table, gw)
-    _stream_routes(table, app, gw)
+    stream_routes(table, app, gw)
     _operator_routes(table, gw)
     project_routes(table, gw, file_limits or FileLimits())
     gw.routes = tuple(table.routes)
     register(app, table.routes)
     return app
-
-
-# -- guards: auth, CORS -------------------------------------------------------------------
-
-
-def authorized(header: str | None, password: str) -> bool:
-    """Whether an ``Authorization`` header carries HTTP basic auth with *password*."""
-    if not header or not header.lower().startswith("basic "):
-        return False
-    try:
-        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        return False
-    _, _, given = decoded.partition(":")
-    return hmac.compare_digest(given.encode(), password.encode())
-
-
-def _unauthorized() -> Response:
-    body = {"_tag": "UnauthorizedError", "message": "Missing or wrong password"}
-    return Response(
-        encode(body), status=401, content_type=JSON,
-        headers={"WWW-Authenticate": 'Basic realm="kittiwake", charset="UTF-8"'},
-    )  # fmt: skip
-
-
-def cors_headers(origin: str | None, origins: frozenset[str]) -> list[tuple[str, str]]:
-    """The CORS headers every answer to a request from *origin* carries (none if not allowed)."""
-    if not origin or not ("*" in origins or origin in origins):
-        return []
-    return [
-        ("Access-Control-Allow-Origin", origin),
-        ("Access-Control-Allow-Credentials", "true"),
-        ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
-        ("Access-Control-Allow-Methods", "GET, POST, OPTIONS"),
-        ("Vary", "Origin"),
-    ]
-
-
-def _install_guards(app: QuartTrio, gw: Gateway) -> None:
-    @app.before_request
-    async def _check_request() -> Response | None:
-        if gw.password and request.method != "OPTIONS":
-            if not authorized(request.headers.get("Authorization"), gw.password):
-                return _unauthorized()
-        # Read (and cache) every body up front, bounded by max_body: a route that answers
-        # without reading it would otherwise leave unread bytes on a keep-alive connection,
-        # and Hypercorn can then wait for them forever before the next request.
-        await request.get_data(cache=True)
-        return None
-
-    @app.before_websocket
-    async def _check_websocket() -> Response | None:
-        if gw.password and not authorized(websocket.headers.get("Authorization"), gw.password):
-            return _unauthorized()
-        return None
-
-    @app.after_request
-    async def _cors(response: Response) -> Response:
-        for name, value in cors_headers(request.headers.get("Origin"), gw.origins):
-            response.headers[name] = value
-        return response
-
-
-_HTTP_TAGS: Final = {
-    401: "UnauthorizedError", 404: "NotFoundError", 405: "MethodNotAllowedError",
-    413: "PayloadTooLargeError",
-}  # fmt: skip
-
-
-def error_answer(exc: GatewayError | KittiwakeError | HTTPException) -> tuple[int, bytes]:
-    """The status and ``{"_tag","message",...}`` body answering *exc*; 5xx runtime errors
-    are logged."""
-    if isinstance(exc, HTTPException):
-        code = exc.code or 500
-        tag = _HTTP_TAGS.get(code, "InvalidRequestError" if code < 500 else "UnknownError")
-        return code, encode({"_tag": tag, "message": exc.description or exc.name})
-    if isinstance(exc, KittiwakeError):
-        error = error_for(exc)
-        if error.status >= 500:
-            _log.error("request failed", extra={"tag": exc.tag, "error": exc.message})
-        exc = error
-    return exc.status, encode(error_body(exc))
-
-
-def _install_errors(app: QuartTrio) -> None:
-    @app.errorhandler(GatewayError)
-    @app.errorhandler(KittiwakeError)
-    @app.errorhandler(HTTPException)
-    async def _error(exc: GatewayError | KittiwakeError | HTTPException) -> Response:
-        status, body = error_answer(exc)
-        return Response(body, status=status, content_type=JSON)
 
 
 async def _request_body() -> bytes:
@@ -391,7 +286,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
     )  # fmt: skip
     async def history(session_id: str) -> Response:
         page, more = await rt.sessions.history(
-            session_id, after=_after_arg(), limit=_int_arg("limit", 100)
+            session_id, after=after_arg(), limit=_int_arg("limit", 100)
         )
         return _json({"data": [durable_event_json(item) for item in page], "hasMore": more})
 
@@ -574,133 +469,6 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
             method, "/api/session/{sessionID}/share", f"kittiwake.session.share.{method.lower()}",
             summary, errors=("NotImplementedError",),
         )(share)  # fmt: skip
-
-
-# -- streams ------------------------------------------------------------------------------
-
-
-def sse_frame(data: bytes, *, event: str | None = None, id: str | None = None) -> bytes:
-    """One ``text/event-stream`` frame."""
-    head = b""
-    if id is not None:
-        head += b"id: " + id.encode() + b"\n"
-    if event is not None:
-        head += b"event: " + event.encode() + b"\n"
-    return head + b"data: " + data + b"\n\n"
-
-
-Producer = Callable[[trio.MemorySendChannel[bytes]], Awaitable[None]]
-
-
-def _sse(app: QuartTrio, gw: Gateway, produce: Producer) -> Response:
-    """Stream what *produce* sends; its task ends when the client leaves or the server stops."""
-    send, receive = trio.open_memory_channel[bytes](gw.sse_buffer)
-    scope = trio.CancelScope()
-    gw.streams.add(scope)
-
-    async def run() -> None:
-        try:
-            with scope:
-                async with send:
-                    await produce(send)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        except Exception:
-            _log.exception("event stream failed")
-        finally:
-            gw.streams.discard(scope)
-
-    if gw.closing:
-        scope.cancel()
-    app.nursery.start_soon(run)
-
-    async def body() -> AsyncIterator[bytes]:
-        try:
-            async with receive:
-                async for chunk in receive:
-                    yield chunk
-        finally:
-            scope.cancel()
-
-    response = Response(
-        body(), content_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )  # fmt: skip
-    response.timeout = None
-    return response
-
-
-def _after_arg() -> int | None:
-    raw = request.args.get("after") or request.headers.get("Last-Event-ID")
-    if raw is None or raw == "":
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise GatewayError("InvalidRequestError", "after must be an integer seq") from None
-
-
-def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
-    if isinstance(item, StoredEvent) and item.type == _SESSION_UPDATED:
-        # OpenCode's ``session.updated``: the client replaces its copy of the session.
-        event = decode_event(item.data)
-        assert isinstance(event, SessionUpdated)
-        properties = {"sessionID": event.session_id, "info": session_json(event.info)}
-        return sse_frame(
-            encode({"id": item.id, "type": _SESSION_UPDATED, "properties": properties})
-        )
-    if isinstance(item, StoredEvent):
-        data = msgspec.json.decode(item.data)
-        kind = data.pop("type", item.type)
-        body = {"id": item.id, "type": kind, "properties": data, "seq": item.seq}
-    else:
-        payload = delta_json(item)
-        body = {"type": payload["type"], "properties": payload["data"]}
-    return sse_frame(encode(body))
-
-
-def _stream_routes(table: RouteTable, app: QuartTrio, gw: Gateway) -> None:
-    rt = gw.rt
-
-    @table.get(
-        "/api/session/{sessionID}/event", "v2.session.events", "Durable events (SSE)",
-        answer=SSE, query=("after",), errors=("InvalidRequestError",),
-    )  # fmt: skip
-    async def session_events(session_id: str) -> Response:
-        after = _after_arg()
-        await gw.check_session(session_id)
-
-        async def produce(send: trio.MemorySendChannel[bytes]) -> None:
-            async with follow(rt, session_id, after) as events:
-                async for item in events:
-                    payload = durable_event_json(item)
-                    frame = sse_frame(encode(payload), event=payload["type"], id=str(item.seq))
-                    await send.send(frame)
-
-        return _sse(app, gw, produce)
-
-    @table.get("/event", "event.subscribe", "Every session's events and deltas (SSE)", answer=SSE)
-    async def all_events() -> Response:
-        async def produce(send: trio.MemorySendChannel[bytes]) -> None:
-            with rt.hub.subscribe(None) as sub:
-                await send.send(sse_frame(encode({"type": "server.connected", "properties": {}})))
-                beat = trio.current_time() + gw.heartbeat
-                while True:
-                    with trio.move_on_at(beat):
-                        item = await sub.receive()
-                        if item != OVERFLOWED:
-                            await send.send(_global_frame(item))
-                        continue
-                    beat = trio.current_time() + gw.heartbeat
-                    await send.send(
-                        sse_frame(encode({"type": "server.heartbeat", "properties": {}}))
-                    )
-
-        return _sse(app, gw, produce)
-
-    @table.websocket("/api/ws", "kittiwake.ws", "The websocket gateway (JSON frames)")
-    async def ws() -> None:
-        await serve_websocket(gw, websocket)
 
 
 # -- operator routes ----------------------------------------------------------------------

@@ -118,7 +118,8 @@ def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Pa
             raise GatewayError("InvalidRequestError", str(exc)) from None
 
     @table.get(
-        "/global/config", "global.config.get", "The global configuration", answer=Answer(type=dict[str, Any]),
+        "/global/config", "global.config.get", "The global configuration",
+        answer=Answer(type=dict[str, Any]),
         errors=("InvalidRequestError",),
     )  # fmt: skip
     async def global_config_get() -> Response:
@@ -167,7 +168,8 @@ def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Pa
         return every, default, connected
 
     @table.get(
-        "/provider", "provider.list", "Catalog providers", answer=Answer(type=dict[str, Any]), query=("directory",),
+        "/provider", "provider.list", "Catalog providers", answer=Answer(type=dict[str, Any]),
+        query=("directory",),
         errors=("InvalidRequestError",),
     )  # fmt: skip
     async def provider_list() -> Response:
@@ -175,7 +177,8 @@ def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Pa
         return _json({"all": every, "default": default, "connected": connected})
 
     @table.get(
-        "/config/providers", "config.providers", "Catalog providers", answer=Answer(type=dict[str, Any]),
+        "/config/providers", "config.providers", "Catalog providers",
+        answer=Answer(type=dict[str, Any]),
         query=("directory",), errors=("InvalidRequestError",),
     )  # fmt: skip
     async def config_providers() -> Response:

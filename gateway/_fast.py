@@ -30,7 +30,8 @@ from hypercorn.typing import (
 )
 from werkzeug.exceptions import HTTPException, InternalServerError
 
-from gateway._app import Gateway, authorized, cors_headers, error_answer
+from gateway._app import Gateway
+from gateway._guards import authorized, cors_headers, error_answer
 from gateway._routes import JSON, Route, quart_path
 from gateway._wire import GatewayError
 from runtime import KittiwakeError
@@ -86,7 +87,7 @@ class FastPath:
         gw = self._gw
         if not 0 <= length <= gw.max_body or gw.password and not authorized(auth, gw.password):
             return await self._app(scope, receive, send)
-        # Read every body before answering, as Quart's routes do (see gateway/_app.py).
+        # Read every body before answering, as Quart does (gateway/_guards.py).
         try:
             body = await _read_body(receive) if length or found[0].method != "GET" else b""
         except _Disconnected:

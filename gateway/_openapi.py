@@ -97,7 +97,8 @@ def _operation(route: Route, schema_of: Any) -> dict[str, Any]:
     if parameters:
         op["parameters"] = parameters
     if route.body is not None:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema_of(route.body)}}}  # fmt: skip
+        content = {"application/json": {"schema": schema_of(route.body)}}
+        op["requestBody"] = {"required": True, "content": content}
     return op
 
 

@@ -1,0 +1,114 @@
+"""The one implementation of the gateway's guards and error answers: HTTP basic auth, CORS
+headers and the ``{"_tag", "message"}`` bodies, used by Quart's hooks (``install_guards``,
+``install_errors``) and by the fast path (``gateway._fast``)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import logging
+from typing import TYPE_CHECKING, Final
+
+from quart import Response, request, websocket
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from gateway._routes import JSON
+from gateway._wire import GatewayError, encode, error_body, error_for
+from runtime import KittiwakeError
+
+if TYPE_CHECKING:
+    from gateway._app import Gateway
+
+__all__ = ["authorized", "cors_headers", "error_answer", "install_errors", "install_guards"]
+
+_log = logging.getLogger("kittiwake.gateway")
+
+
+def authorized(header: str | None, password: str) -> bool:
+    """Whether an ``Authorization`` header carries HTTP basic auth with *password*."""
+    if not header or not header.lower().startswith("basic "):
+        return False
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    _, _, given = decoded.partition(":")
+    return hmac.compare_digest(given.encode(), password.encode())
+
+
+def _unauthorized() -> Response:
+    body = {"_tag": "UnauthorizedError", "message": "Missing or wrong password"}
+    return Response(
+        encode(body), status=401, content_type=JSON,
+        headers={"WWW-Authenticate": 'Basic realm="kittiwake", charset="UTF-8"'},
+    )  # fmt: skip
+
+
+def cors_headers(origin: str | None, origins: frozenset[str]) -> list[tuple[str, str]]:
+    """The CORS headers every answer to a request from *origin* carries (none if not allowed)."""
+    if not origin or not ("*" in origins or origin in origins):
+        return []
+    return [
+        ("Access-Control-Allow-Origin", origin),
+        ("Access-Control-Allow-Credentials", "true"),
+        ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
+        ("Access-Control-Allow-Methods", "GET, POST, OPTIONS"),
+        ("Vary", "Origin"),
+    ]
+
+
+def install_guards(app: QuartTrio, gw: Gateway) -> None:
+    @app.before_request
+    async def _check_request() -> Response | None:
+        if gw.password and request.method != "OPTIONS":
+            if not authorized(request.headers.get("Authorization"), gw.password):
+                return _unauthorized()
+        # Read (and cache) every body up front, bounded by max_body: a route that answers
+        # without reading it would otherwise leave unread bytes on a keep-alive connection,
+        # and Hypercorn can then wait for them forever before the next request.
+        await request.get_data(cache=True)
+        return None
+
+    @app.before_websocket
+    async def _check_websocket() -> Response | None:
+        if gw.password and not authorized(websocket.headers.get("Authorization"), gw.password):
+            return _unauthorized()
+        return None
+
+    @app.after_request
+    async def _cors(response: Response) -> Response:
+        for name, value in cors_headers(request.headers.get("Origin"), gw.origins):
+            response.headers[name] = value
+        return response
+
+
+_HTTP_TAGS: Final = {
+    401: "UnauthorizedError", 404: "NotFoundError", 405: "MethodNotAllowedError",
+    413: "PayloadTooLargeError",
+}  # fmt: skip
+
+
+def error_answer(exc: GatewayError | KittiwakeError | HTTPException) -> tuple[int, bytes]:
+    """The status and ``{"_tag","message",...}`` body answering *exc*; 5xx runtime errors
+    are logged."""
+    if isinstance(exc, HTTPException):
+        code = exc.code or 500
+        tag = _HTTP_TAGS.get(code, "InvalidRequestError" if code < 500 else "UnknownError")
+        return code, encode({"_tag": tag, "message": exc.description or exc.name})
+    if isinstance(exc, KittiwakeError):
+        error = error_for(exc)
+        if error.status >= 500:
+            _log.error("request failed", extra={"tag": exc.tag, "error": exc.message})
+        exc = error
+    return exc.status, encode(error_body(exc))
+
+
+def install_errors(app: QuartTrio) -> None:
+    @app.errorhandler(GatewayError)
+    @app.errorhandler(KittiwakeError)
+    @app.errorhandler(HTTPException)
+    async def _error(exc: GatewayError | KittiwakeError | HTTPException) -> Response:
+        status, body = error_answer(exc)
+        return Response(body, status=status, content_type=JSON)
