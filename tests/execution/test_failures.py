@@ -51,14 +51,15 @@ async def test_the_turn_cap_ends_in_a_durable_visible_failure(tmp_path: Path) ->
         assert sid not in await rt.sessions.needs_resume()  # failed, not cut short
 
     # durable: another process sees the same failure
-    async with running(tmp_path, llm.ScriptedLLM([answer("again")])) as rt:
+    again = llm.ScriptedLLM([answer("again")])
+    async with running(tmp_path, again) as rt:
         info = await rt.sessions.get(sid)
         assert info.last_error is not UNSET and info.last_error.tag == "StepLimitExceededError"
         # a new provider turn clears it
         await rt.sessions.prompt(sid, prompt=prompt("stop now"))
         await rt.sessions.wait_idle(sid)
         assert (await rt.sessions.get(sid)).last_error is UNSET
-        assert_accepted(rt.sessions._x.llm.requests[0], await rt.sessions.context(sid))
+        assert_accepted(again.requests[0], await rt.sessions.context(sid))
 
 
 async def test_an_agent_step_limit_fails_the_same_way(tmp_path: Path) -> None:

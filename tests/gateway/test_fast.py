@@ -10,10 +10,12 @@ import base64
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 import trio
+import trio.testing
 
 from gateway import create_app
-from runtime import Location
+from runtime import Location, SessionNotFoundError
 from runtime.llm import LLMEvent, LLMRequest
 
 from .conftest import answer, served
@@ -131,8 +133,14 @@ async def test_a_client_leaving_a_wait_leaves_the_server_serving(tmp_path):
     async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
         sid = (await client.post("/api/session", json={})).json()["data"]["id"]
         await client.post(f"/api/session/{sid}/prompt", json={"prompt": {"text": "hi"}})
-        with trio.move_on_after(0.2) as waiting:
-            async with httpx.AsyncClient(base_url=g.url) as leaving:
+        with trio.CancelScope() as waiting:
+
+            async def leave_once_held() -> None:
+                await trio.testing.wait_all_tasks_blocked()  # the server holds the wait
+                waiting.cancel()
+
+            async with trio.open_nursery() as nursery, httpx.AsyncClient(base_url=g.url) as leaving:
+                nursery.start_soon(leave_once_held)
                 await leaving.post(f"/api/session/{sid}/wait")
         assert waiting.cancelled_caught  # the turn was still waiting for the provider
         assert (await client.get("/api/health")).status_code == 200
@@ -147,9 +155,14 @@ async def test_known_sessions_are_bounded(tmp_path):
         app = create_app(g.rt, known_sessions=2)
         gw = app.extensions["kittiwake"]
         where = Location(directory=str(tmp_path))
-        ids = [(await g.rt.sessions.create(location=where)).id for _ in range(3)]
-        for sid in ids:
-            await gw.check_session(sid)
-        assert list(gw._known) == ids[1:]
-        await gw.check_session(ids[1])
-        assert list(gw._known) == [ids[2], ids[1]]
+        ids = [(await g.rt.sessions.create(location=where)).id for _ in range(4)]
+        for sid in ids[:3]:
+            await gw.check_session(sid)  # remembers the last two: 1, 2
+        await gw.check_session(ids[1])  # 1 is now the most recently seen
+        for sid in ids[:3]:  # deleted behind the gateway's back: only a lookup notices
+            await g.rt.sessions.delete(sid)
+        await gw.check_session(ids[3])  # pushes out the least recently seen, 2
+        await gw.check_session(ids[1])  # remembered: not looked up again
+        for forgotten in (ids[0], ids[2]):
+            with pytest.raises(SessionNotFoundError):
+                await gw.check_session(forgotten)

@@ -6,6 +6,8 @@ import httpx
 import msgspec
 from openapi_spec_validator import validate as validate_openapi
 
+from runtime import IdGenerator
+
 from .conftest import OPENAPI, assert_valid, component, response_schema, served
 
 S = "/api/session"
@@ -78,7 +80,7 @@ async def test_prompt_retry_conflict_and_errors(tmp_path):
     async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
         sid = await _create(client)
         body = {"id": "msg_0123456789abcdefghijklmnop", "prompt": {"text": "once"}}
-        body["id"] = g.rt.sessions._ids.new("msg")
+        body["id"] = IdGenerator().new("msg")
         first = await client.post(f"{S}/{sid}/prompt", json=body)
         again = await client.post(f"{S}/{sid}/prompt", json=body)
         assert first.status_code == again.status_code == 200
