@@ -152,15 +152,26 @@ class SessionActor(Actor[Message]):
         """The reserved opening will not come (its admission failed or was cancelled)."""
         self._openings -= 1
 
-    def open_now(self, opened: Opened) -> bool:
-        """Take *opened* at once, on the caller's task, when no message is queued before
-        it: what handling the ``Opened`` message would do, without the actor's task
-        waking for it. False when it must be mailed (messages queued, not running)."""
+    async def hand_opened(self, opened: Opened) -> None:
+        """Hand the actor the activity an admission opened under :meth:`reserve_opening`.
+
+        Taken at once on the caller's task when the actor runs and no message is queued
+        before it (what handling the ``Opened`` message would do, without the actor's
+        task waking for it); else mailed, behind what is queued. An actor that stopped
+        meanwhile (its session deleted, the runtime closing) is not handed it: the
+        admission is durable all the same. Call it shielded once the admitting batch
+        may commit, so that the actor always hears of its promotion.
+        """
         nursery = self._direct()
-        if nursery is None:
-            return False
-        self._take(opened, nursery)
-        return True
+        if nursery is not None:
+            self._take(opened, nursery)
+            return
+        try:
+            self.mailbox.send_nowait(opened)  # the admitting write was the checkpoint
+        except trio.WouldBlock:
+            await self.mailbox.send(opened)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
     def idle_waiter(self) -> Reply[None] | None:
         """A reply answered when the running drain chain ends, registered without a

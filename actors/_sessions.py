@@ -177,16 +177,9 @@ class Sessions:
                 (receipt, promoted, pending), delta = await self._storage.write(
                     write, then=lambda s: s.history_delta(sid, generation, version)
                 )
-                opened = Opened(receipt.admitted_seq, promoted, pending, delta, base)
-                if not actor.open_now(opened):
-                    try:
-                        actor.mailbox.send_nowait(opened)  # the write above was the checkpoint
-                    except trio.WouldBlock:
-                        await actor.mailbox.send(opened)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        # The actor stopped meanwhile (its session is being deleted, or the
-                        # runtime closes): the admission is durable all the same.
-                        pass
+                await actor.hand_opened(
+                    Opened(receipt.admitted_seq, promoted, pending, delta, base)
+                )
                 sent = True
         finally:
             if not sent:
