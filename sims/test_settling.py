@@ -20,7 +20,7 @@ from msgspec import UNSET
 from trio._core import _run
 
 from runtime import AssistantMessage, IdGenerator, Location, Prompt, llm, open_runtime
-from runtime import _messages as m
+from runtime import messages as m
 from runtime.agents import BUILD
 from runtime.tools import Tool, ToolContext, ToolEnvironment, ToolOutput, ToolRegistry
 from runtime.tools._testing import testing_registry

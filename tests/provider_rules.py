@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runtime import _messages as m
 from runtime import llm
+from runtime import messages as m
 
 __all__ = ["assert_accepted", "lost_answers", "request_problems"]
 

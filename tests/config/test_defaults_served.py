@@ -12,8 +12,8 @@ import httpx
 import pytest
 import trio
 
-from runtime._titles import TITLE_PROMPT
 from runtime.agents import CODING_PROMPT
+from runtime.titles import TITLE_PROMPT
 
 from .conftest import base_env, chat_text, local_provider, new_session, prompt, serving, texts
 

@@ -20,7 +20,7 @@ from runtime import (
     is_valid_id,
     open_runtime,
 )
-from runtime._inbox import MAX_PROMPT_BYTES
+from runtime.inbox import MAX_PROMPT_BYTES
 from runtime.llm import ScriptedLLM
 
 MODES = pytest.mark.parametrize("mode", ["threaded", "inline"])

@@ -14,8 +14,8 @@ from pathlib import Path
 import msgspec
 from msgspec import UNSET
 
-from runtime import _messages as m
 from runtime import llm
+from runtime import messages as m
 from storage import EventStore
 from tests.provider_rules import lost_answers, request_problems
 

@@ -14,7 +14,7 @@ from typing import Any
 import trio
 
 from runtime import AssistantMessage, Location, Prompt, llm, open_runtime
-from runtime import _messages as m
+from runtime import messages as m
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._testing import TestingGates, testing_registry
 from tests.provider_rules import request_problems as request_problems  # one copy of the rules

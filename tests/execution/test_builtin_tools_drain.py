@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime import AssistantMessage, Location, Prompt, llm, open_runtime
-from runtime import _messages as m
+from runtime import messages as m
 from tests.execution.conftest import answer, tool_calls
 
 

@@ -18,7 +18,7 @@ import trio.testing
 
 from actors._events import DEFAULT_SUBSCRIBER_BUFFER
 from runtime import AssistantMessage, Location, ModelRef, SessionNotFoundError, llm
-from runtime import _schema as ev
+from runtime import events as ev
 from storage import EventStore, StoredEvent
 from tests.execution.conftest import answer, eventually, prompt, running
 

@@ -9,7 +9,7 @@ import trio.testing
 
 from actors._session import Wake
 from runtime import AssistantMessage, llm
-from runtime import _messages as m
+from runtime import messages as m
 from storage import StoredEvent
 from tests.execution.conftest import (
     GatedLLM,

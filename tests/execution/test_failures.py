@@ -11,7 +11,7 @@ import trio
 from msgspec import UNSET
 
 from runtime import AssistantMessage, Location, llm, open_runtime
-from runtime import _schema as ev
+from runtime import events as ev
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools._testing import TestingGates, testing_tools
 from tests.execution.conftest import GatedLLM, answer, prompt, running, tool_calls

@@ -18,8 +18,8 @@ from msgspec import UNSET
 
 from actors._turn import INTERRUPTED_TOOL, NO_TOOLS, Turn, run_turn
 from runtime import AssistantMessage, Location, ModelRef, Prompt, llm, open_runtime
-from runtime import _messages as m
-from runtime import _schema as ev
+from runtime import events as ev
+from runtime import messages as m
 from runtime.agents import BUILD, PermissionRequest, PermissionRule
 from runtime.llm import Auth, Catalog, ProviderClient, RetryPolicy
 from runtime.tools import (

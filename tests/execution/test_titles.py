@@ -9,8 +9,8 @@ from pathlib import Path
 import trio
 
 from runtime import Location, ModelRef, Prompt, llm, open_runtime
-from runtime._schema import StepEnded
-from runtime._titles import TITLE_PROMPT, TitleLimits, default_title
+from runtime.events import StepEnded
+from runtime.titles import TITLE_PROMPT, TitleLimits, default_title
 from storage import StoredEvent
 from tests.execution.conftest import answer, eventually
 

@@ -12,8 +12,8 @@ import trio
 
 from gateway import serve
 from runtime import ModelRef, open_runtime
-from runtime._titles import TITLE_PROMPT
 from runtime.llm import LLMEvent, LLMRequest, ScriptedLLM
+from runtime.titles import TITLE_PROMPT
 
 from .conftest import answer, assert_valid, component
 

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import Prompt
-from runtime import _messages as m
-from runtime import _schema as ev
-from runtime._history import HistoryDelta, HistoryView, visible_history
+from runtime import events as ev
+from runtime import messages as m
 from runtime._lowering import lower_history
+from runtime.history import HistoryDelta, HistoryView, visible_history
 from storage import EventStore
 from storage._batch import AdmitPrompt
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from runtime import _messages as m
-from runtime import _schema as ev
+from runtime import events as ev
 from runtime import llm
-from runtime._history import HistoryDelta, HistoryView
+from runtime import messages as m
 from runtime._lowering import UnansweredToolCallError, lower_history
+from runtime.history import HistoryDelta, HistoryView
 from runtime.llm import Route
 from runtime.llm._openai_chat import encode_chat
 

@@ -10,9 +10,9 @@ import gc
 
 import msgspec
 
-from runtime import _messages as m
-from runtime import _schema as ev
+from runtime import events as ev
 from runtime import llm
+from runtime import messages as m
 from runtime.llm import _events as llm_events
 from runtime.llm import _schema as llm_schema
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import _schema as ev
+from runtime import events as ev
 from storage import EpochConflictError, EpochRow, EventStore
 
 SID = "ses_epoch"

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 import storage._journal as journal_module
-from runtime import _schema as ev
+from runtime import events as ev
 from runtime import open_runtime
 from storage import Journal
 

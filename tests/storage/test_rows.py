@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import Location, Prompt
-from runtime import _schema as ev
+from runtime import events as ev
 from storage import EventStore, WriteBatch
 from storage._rows import RowSet
 from storage._tables import migrate
