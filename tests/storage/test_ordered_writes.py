@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import storage._journal as journal_module
 from runtime import events as ev
@@ -63,16 +64,23 @@ async def test_a_non_durable_write_is_answered_while_its_fdatasync_runs(
             with pytest.raises(trio.WouldBlock):
                 sub.receive_nowait()  # nothing is published before it is durable
             durable_done = trio.Event()
+            journaled = threading.Event()
+
+            def seen(store: Any) -> None:  # runs once its batch is in the journal
+                journaled.set()
 
             async def durable() -> None:
                 # Planned after the first write (which it sees), answered after its own sync.
-                again = await rt.storage.write(lambda b: b.create_session(_info("ses_a")))
+                again, _ = await rt.storage.write(
+                    lambda b: b.create_session(_info("ses_a")), then=seen
+                )
                 assert again[1] is False
                 durable_done.set()
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(durable)
-                await trio.sleep(0.2)
+                assert await trio.to_thread.run_sync(journaled.wait, 10)  # only its sync is left
+                await trio.testing.wait_all_tasks_blocked()
                 assert not durable_done.is_set()  # queued behind the held fdatasync
                 with pytest.raises(trio.WouldBlock):
                     sub.receive_nowait()
