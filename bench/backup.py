@@ -18,9 +18,8 @@ from functools import partial
 from pathlib import Path
 
 from runtime import Prompt
-from runtime import _schema as ev
-from storage import DB_FILE, EventStore, WriteBatch
-from storage._batch import AdmitPrompt
+from runtime import events as ev
+from storage import DB_FILE, AdmitPrompt, EventStore, WriteBatch
 
 TEXT = "x" * 1024
 BATCH = 64

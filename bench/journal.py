@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from storage._journal import Journal
+from storage import Journal
 
 PAYLOAD_BYTES = 300
 BATCH_SIZES = (1, 64)

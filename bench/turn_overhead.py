@@ -35,7 +35,7 @@ from typing import Any
 import trio
 
 from runtime import Location, Prompt, open_runtime
-from runtime._schema import StepEnded
+from runtime.events import StepEnded
 from runtime.llm import (
     LLMEvent,
     LLMRequest,
@@ -50,7 +50,7 @@ from runtime.llm import (
     Usage,
 )
 from runtime.tools import ToolEnvironment, ToolRegistry
-from runtime.tools._testing import testing_registry
+from runtime.tools.testing import testing_registry
 
 Script = Callable[[LLMRequest], Sequence[LLMEvent]]
 

@@ -24,7 +24,7 @@ from runtime.context import (
     environment_source,
 )
 from runtime.tools import ToolEnvironment, ToolRegistry
-from runtime.tools._testing import TestingGates, testing_registry
+from runtime.tools.testing import TestingGates, testing_registry
 
 __all__ = ["simulate"]
 

@@ -23,7 +23,7 @@ from runtime import AssistantMessage, IdGenerator, Location, Prompt, llm, open_r
 from runtime import messages as m
 from runtime.agents import BUILD
 from runtime.tools import Tool, ToolContext, ToolEnvironment, ToolOutput, ToolRegistry
-from runtime.tools._testing import testing_registry
+from runtime.tools.testing import testing_registry
 from sims.harness import _context
 from tests.execution.conftest import request_problems
 

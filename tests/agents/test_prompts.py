@@ -7,7 +7,7 @@ import re
 import pytest
 
 from runtime.agents import BUILD, CODING_PROMPT, PLAN, AgentInfo, model_family, system_prompt
-from runtime.tools._builtin import builtin_tools
+from runtime.tools import builtin_tools
 
 
 def test_the_prompt_names_the_tools_that_exist():

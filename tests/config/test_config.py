@@ -19,7 +19,7 @@ from runtime.config import (
     parse_jsonc,
     write_config_patch,
 )
-from runtime.context._instructions import RACY_NS
+from runtime.context import RACY_NS
 
 
 def parse(text: str, *, env=None, files=None, source="kittiwake.jsonc") -> Document:

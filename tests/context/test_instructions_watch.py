@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from runtime.context._instructions import RACY_NS, InstructionFile, InstructionsWatch
+from runtime.context import RACY_NS, InstructionFile, InstructionsWatch
 
 SETTLE = RACY_NS / 1e9 + 0.05
 

@@ -21,7 +21,7 @@ from runtime.llm import (
     Usage,
 )
 from runtime.tools import ToolEnvironment, ToolRegistry
-from runtime.tools._testing import testing_registry
+from runtime.tools.testing import testing_registry
 from storage import EventStore
 
 

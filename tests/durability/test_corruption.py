@@ -11,8 +11,7 @@ import pytest
 import trio
 
 from runtime import InputAdmitted, Location, Prompt, open_runtime
-from storage import DB_FILE, EventStore
-from storage._journal import Journal
+from storage import DB_FILE, EventStore, Journal
 
 BLOCK = 256 * 1024  # DuckDB's storage block; the file starts with three 4 KiB headers
 HEADERS = 3 * 4096

@@ -23,7 +23,7 @@ import trio
 
 from runtime import Location, Prompt, ResumeNotNeededError, llm, open_runtime
 from runtime.tools import ToolEnvironment, ToolRegistry
-from runtime.tools._testing import testing_registry
+from runtime.tools.testing import testing_registry
 
 SESSIONS = 3
 

@@ -16,7 +16,7 @@ import trio
 from runtime import AssistantMessage, Location, Prompt, llm, open_runtime
 from runtime import messages as m
 from runtime.tools import ToolEnvironment, ToolRegistry
-from runtime.tools._testing import TestingGates, testing_registry
+from runtime.tools.testing import TestingGates, testing_registry
 from tests.provider_rules import request_problems as request_problems  # one copy of the rules
 from tests.waiting import eventually as eventually
 from tests.waiting import published as published

@@ -13,7 +13,7 @@ import trio
 
 from runtime import Location, Prompt, llm, open_runtime
 from runtime.tools import ToolEnvironment, ToolRegistry
-from runtime.tools._testing import TestingGates, testing_registry
+from runtime.tools.testing import TestingGates, testing_registry
 from tests.execution.conftest import eventually
 
 

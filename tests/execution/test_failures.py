@@ -13,7 +13,7 @@ from msgspec import UNSET
 from runtime import AssistantMessage, Location, llm, open_runtime
 from runtime import events as ev
 from runtime.tools import ToolEnvironment, ToolRegistry
-from runtime.tools._testing import TestingGates, testing_tools
+from runtime.tools.testing import TestingGates, testing_tools
 from tests.execution.conftest import GatedLLM, answer, prompt, running, tool_calls
 from tests.provider_rules import assert_accepted
 

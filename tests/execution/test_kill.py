@@ -14,7 +14,7 @@ import trio
 from msgspec import UNSET
 
 from runtime import AssistantMessage, Prompt, ResumeNotNeededError, llm
-from runtime import _messages as m
+from runtime import messages as m
 from tests.execution.conftest import (
     answer,
     cut_tool_and_step,

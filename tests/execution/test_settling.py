@@ -30,7 +30,7 @@ from runtime.tools import (
     ToolRegistry,
     shell_tool,
 )
-from runtime.tools._testing import testing_registry
+from runtime.tools.testing import testing_registry
 from tests.execution.conftest import (
     answer,
     eventually,

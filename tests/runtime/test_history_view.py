@@ -10,10 +10,8 @@ from hypothesis import strategies as st
 from runtime import Prompt
 from runtime import events as ev
 from runtime import messages as m
-from runtime._lowering import lower_history
-from runtime.history import HistoryDelta, HistoryView, visible_history
-from storage import EventStore
-from storage._batch import AdmitPrompt
+from runtime.history import HistoryDelta, HistoryView, lower_history, visible_history
+from storage import AdmitPrompt, EventStore
 
 MODELS = [ev.ModelRef(id="a", provider_id="p"), ev.ModelRef(id="b", provider_id="p")]
 TIME = m.MessageTime(created=1)

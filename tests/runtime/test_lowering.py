@@ -8,8 +8,7 @@ import pytest
 from runtime import events as ev
 from runtime import llm
 from runtime import messages as m
-from runtime._lowering import UnansweredToolCallError, lower_history
-from runtime.history import HistoryDelta, HistoryView
+from runtime.history import HistoryDelta, HistoryView, UnansweredToolCallError, lower_history
 from runtime.llm import Route
 from runtime.llm._openai_chat import encode_chat
 

@@ -6,7 +6,8 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 from runtime import Location, llm
-from runtime._titles import (
+from runtime.events import SessionInfo, SessionTime
+from runtime.titles import (
     MAX_TITLE_CHARS,
     TITLE_PROMPT,
     TitleLimits,
@@ -15,7 +16,6 @@ from runtime._titles import (
     needs_title,
     title_request,
 )
-from runtime.events import SessionInfo, SessionTime
 
 
 def test_clean_title_keeps_one_plain_line():

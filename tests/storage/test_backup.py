@@ -11,9 +11,8 @@ import pytest
 import storage._backup as backup_module
 from runtime import Prompt, StorageError
 from runtime import events as ev
-from storage import EventStore
+from storage import AdmitPrompt, EventStore
 from storage._backup import BACKUP_FILE, STAGING_FILE, BackupSchedule
-from storage._batch import AdmitPrompt
 
 _admitted = 0
 

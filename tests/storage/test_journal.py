@@ -384,7 +384,7 @@ CHILD = textwrap.dedent(
     """
     import random, sys
     from pathlib import Path
-    from storage._journal import Journal
+    from storage import Journal
 
     directory, seed = Path(sys.argv[1]), int(sys.argv[2])
     rng = random.Random(seed)

@@ -93,8 +93,7 @@ def test_a_history_first_read_between_write_and_sync_sees_the_batch(tmp_path: Pa
     """Reading an uncached history while a batch is written but not yet applied neither
     waits for the applier (it cannot have the batch yet) nor misses the batch."""
     from runtime import Prompt
-    from storage import EventStore
-    from storage._batch import AdmitPrompt
+    from storage import AdmitPrompt, EventStore
 
     def admit(store: EventStore, n: int) -> None:
         op = AdmitPrompt(
