@@ -248,7 +248,7 @@ async def test_stop_closes_idle_connections_and_finishes_busy_requests(tmp_path)
     async with open_runtime(data_dir=tmp_path / "data", llm=llm) as rt:
         async with trio.open_nursery() as nursery:
             server: Server = await nursery.start(
-                partial(serve, rt, "127.0.0.1", 0, graceful_timeout=10.0)
+                partial(serve, rt, "127.0.0.1", 0, graceful_timeout=30.0)
             )
             async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
                 sid = (await http.post("/api/session", json={})).json()["data"]["id"]
@@ -265,10 +265,10 @@ async def test_stop_closes_idle_connections_and_finishes_busy_requests(tmp_path)
                     await trio.testing.wait_all_tasks_blocked()  # the server holds the wait
                     stopped_at = trio.current_time()
                     server.stop()
-                    with trio.fail_after(1):  # idle: closed at once, not after 10 s
+                    with trio.fail_after(5):  # idle: closed at once, not after 30 s
                         await idle.wait_closed()
             assert waited == [204]  # the busy request was answered
-        assert trio.current_time() - stopped_at < 5
+        assert trio.current_time() - stopped_at < 15
 
 
 async def test_cancelling_serve_drops_busy_connections_at_once(tmp_path):
@@ -288,8 +288,8 @@ async def test_cancelling_serve_drops_busy_connections_at_once(tmp_path):
                 await trio.testing.wait_all_tasks_blocked()  # the server holds the wait
                 cancelled_at = trio.current_time()
                 scope.cancel()
-        assert trio.current_time() - cancelled_at < 1
-        with trio.fail_after(1):
+        assert trio.current_time() - cancelled_at < 10  # not after the 30 s grace
+        with trio.fail_after(10):
             await client.wait_closed()
 
 
