@@ -256,7 +256,10 @@ def _page(data: Any, previous: str | None, next_: str | None) -> dict[str, Any]:
 def _session_routes(table: RouteTable, gw: Gateway) -> None:
     rt = gw.rt
 
-    @table.get("/api/health", "v2.health.get", "Health", answer=Answer(type=Health), hot=True)
+    @table.get(
+        "/api/health", "v2.health.get", "Health", answer=Answer(type=Health), hot=True,
+        waits=False,
+    )  # fmt: skip
     async def health(params: Mapping[str, str], body: bytes) -> tuple[int, bytes]:
         return 200, HEALTHY
 

@@ -92,7 +92,11 @@ class FastPath:
             body = await _read_body(receive) if length or found[0].method != "GET" else b""
         except _Disconnected:
             return
-        status, payload = await _answer(*found, body, receive)
+        route, params = found
+        if route.waits:
+            status, payload = await _answer(route, params, body, receive)
+        else:
+            status, payload = await _answer_at_once(route, params, body)
         if status == 0:
             return
         headers = [(k.encode(), v.encode()) for k, v in cors_headers(origin, gw.origins)]
@@ -127,6 +131,19 @@ def _match(hot: _HotRoutes, scope: HTTPScope) -> tuple[Route, Mapping[str, str]]
         if found is not None:
             return route, found.groupdict()
     return None
+
+
+async def _answer_at_once(
+    route: Route, params: Mapping[str, str], body: bytes
+) -> tuple[int, bytes]:
+    """Run a route that never waits; errors are answered as in ``_answer``."""
+    try:
+        return await route.handler(params, body)
+    except (GatewayError, KittiwakeError, HTTPException) as exc:
+        return error_answer(exc)
+    except Exception:
+        _log.exception("request failed", extra={"route": route.operation_id})
+        return error_answer(InternalServerError())
 
 
 async def _answer(

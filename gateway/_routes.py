@@ -75,7 +75,9 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     ``path`` is the OpenAPI template (``/api/session/{sessionID}``); the handler receives
     its parameters under Quart's names (``session_id``, see ``quart_path``). ``query``
     names the documented query parameters; ``errors`` the error tags it answers besides
-    the ones its path and body imply. A ``hot`` route's handler is a ``HotHandler``.
+    the ones its path and body imply. A ``hot`` route's handler is a ``HotHandler``; one
+    that never ``waits`` (answers without awaiting anything that blocks) is run by the
+    fast path without watching for the client's disconnect.
     """
 
     method: Method
@@ -88,6 +90,7 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     errors: tuple[str, ...] = ()
     query: tuple[str, ...] = ()
     hot: bool = False
+    waits: bool = True
 
 
 _PARAM: Final = re.compile(r"\{(\w+)\}")
@@ -110,7 +113,8 @@ class RouteTable:
 
     def add(self, method: Method | str, path: str, operation_id: str, summary: str, *,
             body: Any = None, answer: Answer | None = None, errors: tuple[str, ...] = (),
-            query: tuple[str, ...] = (), hot: bool = False) -> Callable[[F], F]:  # fmt: skip
+            query: tuple[str, ...] = (), hot: bool = False,
+            waits: bool = True) -> Callable[[F], F]:  # fmt: skip
         """Declare a route whose handler is the decorated function."""
 
         def declare(handler: F) -> F:
@@ -126,6 +130,7 @@ class RouteTable:
                     errors=errors,
                     query=query,
                     hot=hot,
+                    waits=waits,
                 )  # fmt: skip
             )
             return handler
