@@ -229,6 +229,29 @@ async def test_provider_turns_stop_at_the_limit_when_work_remains(tmp_path: Path
         assert actor.last_error is not None and "3 provider turns" in actor.last_error
 
 
+async def test_steers_at_the_turn_cap_reset_the_allowance_once(tmp_path: Path) -> None:
+    # max_turns=2: the second turn is the last of the allowance (no tools). Two steers
+    # admitted during it are promoted together at the boundary: a fresh allowance of
+    # exactly two turns, not one per steer, and no failure.
+    echo = ("echo", {"text": "x"})
+    client = GatedLLM(
+        [tool_calls(("c1", *echo)), answer("capped"), tool_calls(("c3", *echo)), answer()],
+        holds={1: "final"},
+    )
+    async with running(tmp_path, client, max_turns=2) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("start"))
+        await client.in_stream.wait()
+        await rt.sessions.prompt(sid, prompt=prompt("a"))
+        await rt.sessions.prompt(sid, prompt=prompt("b"))
+        client.gates.open("final")
+        await rt.sessions.wait_idle(sid)
+        offered = [(bool(r.tools), r.tool_choice) for r in client.requests]
+        assert offered == [(True, "auto"), (False, "none"), (True, "auto"), (False, "none")]
+        assert user_texts(client.requests[2]) == ["start", "a", "b"]
+        assert rt.execution.active_sessions()[0].last_error is None
+
+
 async def test_model_and_agent_switches_apply_to_the_next_turn(tmp_path: Path) -> None:
     from runtime import ModelRef
 
