@@ -31,7 +31,14 @@ from runtime.context import (
     decode_snapshot,
     encode_snapshot,
 )
-from storage import EpochConflictError, EpochRow, WriteBatch
+from storage import (
+    AdmitContext,
+    Epoch,
+    EpochConflictError,
+    EpochRow,
+    InitializeEpoch,
+    ReplaceEpoch,
+)
 
 __all__ = ["ContextFactory", "EpochKeeper", "default_context"]
 
@@ -78,7 +85,7 @@ class EpochKeeper:
 
     async def current(self) -> EpochRow | None:
         sid = self._sid
-        self.row = await self._storage.read(lambda s: s.epoch(sid))
+        self.row = await self._storage.read(Epoch(session_id=sid))
         return self.row
 
     async def initialize(
@@ -97,16 +104,11 @@ class EpochKeeper:
             return None
         snapshot = encode_snapshot(outcome.snapshot).decode()
         sid = self._sid
-
-        def write(b: WriteBatch) -> EpochRow:
-            found = b.epoch(sid)
-            if found is not None:
-                return found
-            row = EpochRow(sid, outcome.baseline, snapshot, agent, b.last_seq(sid) + 1, None, 0)
-            b.put_epoch(row)
-            return row
-
-        self.row = await self._storage.write(write)
+        self.row = await self._storage.write(
+            InitializeEpoch(
+                session_id=sid, baseline=outcome.baseline, snapshot=snapshot, agent=agent
+            )
+        )
         return self.row
 
     async def reconcile(self, context: SystemContext, epoch: EpochRow | None = None) -> EpochRow:
@@ -150,27 +152,19 @@ class EpochKeeper:
         sid, now, message_id = self._sid, self._now(), self._ids.new("msg")
         snapshot = encode_snapshot(outcome.snapshot).decode()
         row = msgspec.structs.replace(epoch, snapshot=snapshot, revision=epoch.revision + 1)
-
-        def write(b: WriteBatch) -> EpochRow:
-            b.put_epoch(row, expected_revision=epoch.revision)
-            update = ev.ContextUpdated(
-                timestamp=now, session_id=sid, message_id=message_id, text=outcome.text
-            )
-            b.append(sid, [update])
-            return row
-
-        return await self._storage.write(write)
+        update = ev.ContextUpdated(
+            timestamp=now, session_id=sid, message_id=message_id, text=outcome.text
+        )
+        return await self._storage.write(
+            AdmitContext(row=row, expected_revision=epoch.revision, update=update)
+        )
 
     async def _replace(self, epoch: EpochRow, outcome: ReplacementReady) -> EpochRow:
         sid = self._sid
         snapshot = encode_snapshot(outcome.snapshot).decode()
-
-        def write(b: WriteBatch) -> EpochRow:
-            row = EpochRow(
-                sid, outcome.baseline, snapshot, epoch.agent, b.last_seq(sid) + 1, None,
-                epoch.revision + 1,
-            )  # fmt: skip
-            b.put_epoch(row, expected_revision=epoch.revision)
-            return row
-
-        return await self._storage.write(write)
+        return await self._storage.write(
+            ReplaceEpoch(
+                session_id=sid, baseline=outcome.baseline, snapshot=snapshot, agent=epoch.agent,
+                expected_revision=epoch.revision,
+            )
+        )  # fmt: skip

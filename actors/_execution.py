@@ -34,6 +34,7 @@ from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
 from runtime.context import SystemContext, SystemContextRegistry
 from runtime.titles import TitleLimits
 from runtime.tools import ToolEnvironment, ToolRegistry
+from storage import GetSession
 
 __all__ = ["LocationActor", "SessionExecution", "ToolsFactory"]
 
@@ -366,7 +367,7 @@ class SessionExecution:
         if actor is not None or session_id in self._retiring:
             return actor
         retired = self._retirements.get(session_id, 0)
-        info = await self.storage.read(lambda s: s.get_session(session_id))
+        info = await self.storage.read(GetSession(session_id=session_id))
         if info is None or self._retirements.get(session_id, 0) != retired:
             return None  # gone, or being deleted (it was retired while the read ran)
         actor = self._sessions.get(session_id)

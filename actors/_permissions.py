@@ -17,7 +17,7 @@ from actors._storage import StorageActor
 from runtime import InvalidInputError, PromptConflictError, SessionNotFoundError
 from runtime import events as ev
 from runtime.agents import PermissionReply, PermissionRequest
-from storage import ApprovalRow
+from storage import Append, ApprovalRow, IsApproved, ReplyPermission, SaveApproval
 
 __all__ = ["DurablePermissions"]
 
@@ -46,7 +46,7 @@ class DurablePermissions:
             permission=request.permission, resources=request.resources,
         )  # fmt: skip
         done = self._waiting.setdefault(request.id, trio.Event())
-        await self._storage.write(lambda b: b.append(request.session_id, [asked]))
+        await self._storage.write(Append(session_id=request.session_id, events=[asked]))
         try:
             await done.wait()
         except BaseException:
@@ -81,20 +81,13 @@ class DurablePermissions:
         replied = ev.PermissionReplied(
             timestamp=self._now(), session_id=session_id, request_id=request_id, reply=reply
         )
-
-        def write(b: object) -> None:
-            found = b.permission(request_id)  # type: ignore[attr-defined]
-            if found is None or found.session_id != session_id:
-                raise SessionNotFoundError(f"{session_id} has no permission request {request_id}")
-            if found.status != "pending":
-                raise PromptConflictError(f"Permission request {request_id} was already answered")
-            b.append(session_id, [replied])  # type: ignore[attr-defined]
-
-        await self._storage.write(write)
+        await self._storage.write(ReplyPermission(replied=replied))
 
     async def is_approved(self, project: str, permission: str, resource: str) -> bool:
-        return await self._storage.read(lambda s: s.is_approved(project, permission, resource))
+        return await self._storage.read(
+            IsApproved(project=project, permission=permission, resource=resource)
+        )
 
     async def save(self, project: str, permission: str, resource: str) -> None:
         row = ApprovalRow(project, permission, resource, self._now())
-        await self._storage.write(lambda b: b.save_approval(row))
+        await self._storage.write(SaveApproval(row=row))

@@ -35,6 +35,7 @@ from runtime.tools import (
     location_registry,
     run_tool_output_cleanup,
 )
+from storage import SessionsWithPending
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -183,7 +184,7 @@ async def _recover_and_wake(rt: Runtime, now_ms: Callable[[], int]) -> None:
     needing = await rt.sessions.needs_resume()
     for session_id in needing:  # recovered, they stay marked: the same list after
         await recover_session(rt.storage, session_id, now_ms())
-    pending = await rt.storage.read(lambda s: s.session_ids_with_pending())
+    pending = await rt.storage.read(SessionsWithPending())
     for session_id in pending:
         await rt.execution.wake(session_id, 1 << 61)
     if needing:

@@ -41,7 +41,7 @@ from runtime.drain import (
 )
 from runtime.history import HistoryDelta, HistoryView, recovery_events, to_llm_model
 from runtime.titles import needs_title
-from storage import WriteBatch
+from storage import Append, AppendWithPending, HistoryChanges, PromoteInputs, SessionHistory
 
 if TYPE_CHECKING:
     from actors._config import LocationSettings
@@ -346,18 +346,15 @@ class SessionActor(Actor[Message]):
         if opened is not None:
             return await self._take_opened(opened)
 
-        def write(b: WriteBatch) -> tuple[list[ev.InputAdmitted], list[ev.InputAdmitted]]:
-            queued = opening and not any(row.delivery == "steer" for row in b.pending(sid))
-            promoted = b.promote(sid, cutoff_seq=1 << 62, queued=queued, timestamp=now)
-            return promoted, b.pending(sid)
-
         view = self._history
         # Not waiting for the fdatasync: it runs while the request is assembled, and the
         # turn's own durable write comes after it. Lost only to a power cut before that,
         # a promotion leaves its prompt pending, to be promoted again at restart. The
         # history changes come with the answer instead of a read queued behind the sync.
         rows, delta = await self._x.storage.write(
-            write, durable=False, then=lambda s: s.history_delta(sid, view.generation, view.version)
+            PromoteInputs(session_id=sid, opening=opening, timestamp=now),
+            durable=False,
+            then=HistoryChanges(session_id=sid, generation=view.generation, version=view.version),
         )
         view.apply(delta)
         return rows
@@ -378,7 +375,7 @@ class SessionActor(Actor[Message]):
         view, sid = self._history, self.session_id
         view.apply(
             await self._x.storage.read(
-                lambda s: s.history_delta(sid, view.generation, view.version)
+                HistoryChanges(session_id=sid, generation=view.generation, version=view.version)
             )
         )
 
@@ -475,12 +472,7 @@ class SessionActor(Actor[Message]):
                     ev.RunFailed(timestamp=event.timestamp, session_id=sid, error=error),
                 ]
                 break
-
-        def write(b: WriteBatch) -> list[ev.InputAdmitted]:
-            b.append(sid, events)
-            return b.pending(sid)
-
-        return await self._x.storage.write(write)
+        return await self._x.storage.write(AppendWithPending(session_id=sid, events=events))
 
     def _failure_tag(self) -> str:
         """The ``_tag`` of the current turn's failed step: the provider's error by its kind,
@@ -525,7 +517,7 @@ class SessionActor(Actor[Message]):
         self._turn, self._turn_open, self._recovered = None, False, False
         with trio.move_on_after(_FAILURE_GRACE, shield=True):
             try:
-                await self._x.storage.write(lambda b: b.append(sid, events))
+                await self._x.storage.write(Append(session_id=sid, events=events))
             except Exception as write_error:  # noqa: BLE001 - logged; recovery closes the rest
                 _log.error(
                     "could not record the failed drain",
@@ -557,7 +549,7 @@ async def recover_session(storage: StorageActor, session_id: str, now: int) -> b
     session's own actor before its first drain). Cancellation before the write leaves the
     history as it was; recovery runs again at the next activation.
     """
-    info, history = await storage.read(lambda s: (s.get_session(session_id), s.history(session_id)))
+    info, history = await storage.read(SessionHistory(session_id=session_id))
     if info is None:
         return False
     events = recovery_events(
@@ -569,7 +561,7 @@ async def recover_session(storage: StorageActor, session_id: str, now: int) -> b
     )
     if not events:
         return False
-    await storage.write(lambda b: b.append(session_id, events))
+    await storage.write(Append(session_id=session_id, events=events))
     _log.warning(
         "closed what a crash cut short", extra={"session": session_id, "events": len(events)}
     )

@@ -24,7 +24,6 @@ from runtime import (
     Location,
     ModelRef,
     Prompt,
-    PromptConflictError,
     ResumeNotNeededError,
     SessionInfo,
     SessionMessage,
@@ -36,7 +35,26 @@ from runtime.agents import PermissionAction, evaluate, evaluate_resource
 from runtime.history import to_llm_model, visible_history
 from runtime.inbox import check_id, check_prompt
 from runtime.titles import default_title
-from storage import AdmitPrompt, StoredEvent, WriteBatch
+from storage import (
+    AdmitAndOpen,
+    AdmitPrompt,
+    Append,
+    AskPermission,
+    Children,
+    ContextView,
+    CreateSession,
+    DeleteSession,
+    Events,
+    EventsTail,
+    GetSession,
+    HistoryChanges,
+    ListSessions,
+    Messages,
+    Permission,
+    Permissions,
+    SessionsNeedingResume,
+    StoredEvent,
+)
 
 __all__ = ["Page", "SessionEvent", "Sessions"]
 
@@ -110,7 +128,7 @@ class Sessions:
             parent_id=parent_id if parent_id is not None else UNSET,
         )  # fmt: skip
         fresh = id is None
-        stored, _ = await self._storage.write(lambda b: b.create_session(info, fresh=fresh))
+        stored, _ = await self._storage.write(CreateSession(info=info, fresh=fresh))
         return stored
 
     async def prompt(
@@ -161,21 +179,16 @@ class Sessions:
         inbox row is still durable before the actor hears of it. If the admission
         fails or is cancelled, the reservation is released and nothing is promoted.
         """
-        sid, now = op.session_id, op.timestamp
+        sid = op.session_id
         generation, version = base
-
-        def write(b: WriteBatch) -> tuple[InputAdmitted, list[InputAdmitted], list[InputAdmitted]]:
-            receipt, _ = op(b)
-            queued = not any(row.delivery == "steer" for row in b.pending(sid))
-            promoted = b.promote(sid, cutoff_seq=1 << 62, queued=queued, timestamp=now)
-            return receipt, promoted, b.pending(sid)
 
         sent = False
         try:
             # Shielded: once the batch may commit, the actor must hear of its promotion.
             with trio.CancelScope(shield=True):
                 (receipt, promoted, pending), delta = await self._storage.write(
-                    write, then=lambda s: s.history_delta(sid, generation, version)
+                    AdmitAndOpen(admit=op),
+                    then=HistoryChanges(session_id=sid, generation=generation, version=version),
                 )
                 await actor.hand_opened(
                     Opened(receipt.admitted_seq, promoted, pending, delta, base)
@@ -189,7 +202,7 @@ class Sessions:
 
     async def get(self, session_id: str) -> SessionInfo:
         """The session. Raises SessionNotFoundError."""
-        info = await self._storage.read(lambda s: s.get_session(session_id))
+        info = await self._storage.read(GetSession(session_id=session_id))
         if info is None:
             raise SessionNotFoundError(session_id)
         return info
@@ -197,7 +210,7 @@ class Sessions:
     async def list(self, *, limit: int = 50, cursor: str | None = None) -> Page:
         """Sessions, newest first; pass ``page.next`` as *cursor* for the next page."""
         _check_limit(limit)
-        rows = await self._storage.read(lambda s: s.list_sessions(limit=limit + 1, before=cursor))
+        rows = await self._storage.read(ListSessions(limit=limit + 1, before=cursor))
         more = len(rows) > limit
         rows = rows[:limit]
         return Page(data=rows, next=rows[-1].id if more and rows else None, previous=cursor)
@@ -219,8 +232,8 @@ class Sessions:
             seq = None
         after, before = (seq, None) if order == "asc" else (None, seq)
         rows = await self._storage.read(
-            lambda s: s.messages(session_id, limit=limit + 1, order=order, after_seq=after,
-                                 before_seq=before)
+            Messages(session_id=session_id, limit=limit + 1, order=order, after_seq=after,
+                     before_seq=before)
         )  # fmt: skip
         more = len(rows) > limit
         rows = rows[:limit]
@@ -231,9 +244,7 @@ class Sessions:
     async def context(self, session_id: str) -> builtins.list[SessionMessage]:
         """The model-visible history, chronological. Raises SessionNotFoundError."""
         await self.get(session_id)
-        rows, epoch = await self._storage.read(
-            lambda s: (s.history(session_id), s.epoch(session_id))
-        )
+        rows, epoch = await self._storage.read(ContextView(session_id=session_id))
         visible = visible_history(rows, epoch.baseline_seq if epoch else None)
         return [message for _, message in visible]
 
@@ -253,10 +264,7 @@ class Sessions:
         with self._hub.subscribe(session_id) as sub:
             while True:
                 page, gone = await self._storage.read(
-                    lambda s, c=cursor: (  # type: ignore[misc]
-                        s.events(session_id, after=c, limit=_PAGE),
-                        s.get_session(session_id) is None,
-                    )
+                    EventsTail(session_id=session_id, after=cursor, limit=_PAGE)
                 )
                 if gone:
                     return  # deleted while this subscriber was behind (its event was dropped)
@@ -302,7 +310,7 @@ class Sessions:
         page: builtins.list[SessionEvent] = []
         while True:
             rows = await self._storage.read(
-                lambda s, c=cursor: s.events(session_id, after=c, limit=_PAGE)  # type: ignore[misc]
+                Events(session_id=session_id, after=cursor, limit=_PAGE)
             )
             for stored in rows:
                 if not stored.type.startswith("session.next."):
@@ -320,7 +328,7 @@ class Sessions:
         Raises SessionNotFoundError.
         """
         await self.get(session_id)
-        return await self._storage.read(lambda s: s.children(session_id))
+        return await self._storage.read(Children(session_id=session_id))
 
     async def delete(self, session_id: str) -> builtins.list[SessionInfo]:
         """Delete the session, its child sessions and everything they hold; return every
@@ -346,13 +354,13 @@ class Sessions:
             except SessionNotFoundError:
                 pass  # deleted meanwhile
         async with self._x.retiring(session_id):
-            info: SessionInfo = await self._storage.write(
-                lambda b: b.delete_session(session_id, self._now())
+            info = await self._storage.write(
+                DeleteSession(session_id=session_id, timestamp=self._now())
             )
         _log.info("session deleted", extra={"session": session_id, "title": info.title})
         # A child created while this ran, before the deletion committed, is found now; none
         # can be created after it (the creating batch checks that the parent exists).
-        for child in await self._storage.read(lambda s: s.children(session_id)):
+        for child in await self._storage.read(Children(session_id=session_id)):
             try:
                 deleted += await self.delete(child.id)
             except SessionNotFoundError:
@@ -361,12 +369,12 @@ class Sessions:
 
     async def interrupt(self, session_id: str) -> None:
         """Record the interrupt durably and stop the active drain; no-op for idle or unknown."""
-        info = await self._storage.read(lambda s: s.get_session(session_id))
+        info = await self._storage.read(GetSession(session_id=session_id))
         if info is None:
             await self._x.interrupt(session_id)
             return
         event = ev.InterruptRequested(timestamp=self._now(), session_id=session_id)
-        seqs = await self._storage.write(lambda b: b.append(session_id, [event]))
+        seqs = await self._storage.write(Append(session_id=session_id, events=[event]))
         await self._x.interrupt(session_id, seqs[0])
 
     async def resume(self, session_id: str, *, wait: bool = True, if_needed: bool = False) -> None:
@@ -470,7 +478,7 @@ class Sessions:
         return await self._switch(session_id, event)
 
     async def _switch(self, session_id: str, event: ev.DurableEvent) -> SessionInfo:
-        await self._storage.write(lambda b: b.append(session_id, [event]))
+        await self._storage.write(Append(session_id=session_id, events=[event]))
         info = await self.get(session_id)
         self._x.remember(info)
         return info
@@ -478,7 +486,7 @@ class Sessions:
     async def permissions(self, session_id: str) -> builtins.list[ev.PermissionInfo]:
         """The session's permission requests, oldest first. Raises SessionNotFoundError."""
         await self.get(session_id)
-        return await self._storage.read(lambda s: s.permissions(session_id))
+        return await self._storage.read(Permissions(session_id=session_id))
 
     async def reply_permission(
         self, session_id: str, request_id: str, reply: Literal["once", "always", "reject"]
@@ -493,7 +501,7 @@ class Sessions:
         await self._x.permissions.reply(session_id, request_id, reply)
         if reply != "always":
             return
-        info = await self._storage.read(lambda s: s.permission(request_id))
+        info = await self._storage.read(Permission(request_id=request_id))
         if info is not None and not info.tool:  # a client's own request: no tool call saves it
             project = await self._project_key(session_id)
             saved = info.save if isinstance(info.save, builtins.list) else info.resources
@@ -547,17 +555,7 @@ class Sessions:
             message_id=message_id if message_id is not None else UNSET,
             metadata=metadata if metadata is not None else UNSET,
         )  # fmt: skip
-
-        def write(b: WriteBatch) -> None:
-            found = b.permission(request_id)
-            if found is None:
-                b.append(session_id, [asked])
-            elif (found.session_id, found.permission, found.resources) != (
-                session_id, action, resources,
-            ):  # fmt: skip
-                raise PromptConflictError(f"Permission request id {request_id} is already in use")
-
-        await self._storage.write(write)
+        await self._storage.write(AskPermission(asked=asked))
         return request_id, "ask"
 
     async def _project_key(self, session_id: str) -> str:
@@ -568,7 +566,7 @@ class Sessions:
         """Sessions a crash cut short, continued only by an explicit ``resume``: those
         marked ``needs_resume``, and any whose latest work shows it cut short before
         recovery ran (``open_runtime`` recovers every such session at start-up)."""
-        return await self._storage.read(lambda s: s.sessions_needing_resume())
+        return await self._storage.read(SessionsNeedingResume())
 
 
 def _check_directory(directory: str) -> None:

@@ -37,7 +37,7 @@ from actors._errors import ActorCrashed, ActorStopped
 from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
 from runtime import StorageError
-from storage import EventStore, Outcome, StoredEvent, WriteBatch
+from storage import Command, EventStore, Outcome, Query, StoredEvent
 
 __all__ = ["StorageActor", "StorageMode"]
 
@@ -49,14 +49,14 @@ DEFAULT_MAX_BATCH: Final = 1024
 
 
 class _Write(msgspec.Struct, frozen=True):
-    op: Callable[[WriteBatch], Any]
+    command: Command[Any]
     reply: Reply[Any]
     durable: bool = True
-    then: Callable[[EventStore], Any] | None = None
+    then: Query[Any] | None = None
 
 
 class _Read(msgspec.Struct, frozen=True):
-    op: Callable[[EventStore], Any]
+    query: Query[Any]
     reply: Reply[Any]
 
 
@@ -141,19 +141,18 @@ class StorageActor(Actor[Any]):
     # -- client side ------------------------------------------------------------------
 
     @overload
-    async def write(self, op: Callable[[WriteBatch], T], *, durable: bool = True) -> T: ...
+    async def write(self, command: Command[T], *, durable: bool = True) -> T: ...
 
     @overload
     async def write(
-        self, op: Callable[[WriteBatch], T], *, durable: bool = True,
-        then: Callable[[EventStore], U],
-    ) -> tuple[T, U]: ...  # fmt: skip
+        self, command: Command[T], *, durable: bool = True, then: Query[U]
+    ) -> tuple[T, U]: ...
 
     async def write(
-        self, op: Callable[[WriteBatch], Any], *, durable: bool = True,
-        then: Callable[[EventStore], Any] | None = None,
-    ) -> Any:  # fmt: skip
-        """Run *op* in the next group commit; return its value once the batch is durable.
+        self, command: Command[Any], *, durable: bool = True, then: Query[Any] | None = None
+    ) -> Any:
+        """Run *command* in the next group commit; return its answer once the batch is
+        durable.
 
         ``durable=False`` answers once the batch is written to the journal, while its
         fdatasync runs: the write is then ordered before every later write, survives a
@@ -161,28 +160,28 @@ class StorageActor(Actor[Any]):
         answered; only a power loss before that can drop it. For writes whose loss
         would only make work be redone (a promotion before its provider turn).
 
-        With *then*, a read run on the store right after the batch is journaled (so it
-        sees the batch) and answered with it: ``(op's value, then's value)``, saving a
-        separate read that would queue behind the fdatasync.
+        With *then*, a query answered on the store right after the batch is journaled
+        (so it sees the batch) and answered with it: ``(command's answer, then's)``,
+        saving a separate read that would queue behind the fdatasync.
 
-        Raises whatever *op* raised (nothing of it was written), or StorageError when
-        the commit failed or the actor stopped before answering (a restart: the write
-        was not acknowledged; an exact retry is safe). Cancellation abandons the wait;
-        the write may still commit.
+        Raises whatever the command raised (nothing of it was written), or StorageError
+        when the commit failed or the actor stopped before answering (a restart: the
+        write was not acknowledged; an exact retry is safe). Cancellation abandons the
+        wait; the write may still commit.
         """
-        return await self._submit(lambda reply: _Write(op, reply, durable, then))
+        return await self._submit(_Write(command, Reply(), durable, then))
 
-    async def read(self, op: Callable[[EventStore], T]) -> T:
-        """Run *op* against the store after the writes queued before it; return its value
-        once everything it could have seen is durable.
+    async def read(self, query: Query[T]) -> T:
+        """Answer *query* after the writes queued before it; return the answer once
+        everything it could have seen is durable.
 
-        Raises what *op* raised, or StorageError when the actor stopped first (or the
-        sync it waited for failed). Cancellation abandons the wait.
+        Raises what answering raised, or StorageError when the actor stopped first (or
+        the sync it waited for failed). Cancellation abandons the wait.
         """
-        result: T = await self._submit(lambda reply: _Read(op, reply))
+        result: T = await self._submit(_Read(query, Reply()))
         return result
 
-    async def _submit(self, make: Callable[[Reply[Any]], _Request]) -> Any:
+    async def _submit(self, request: _Request) -> Any:
         while not self._serving or self._failure is not None:  # starting or restarting
             if self.state in ("passivated", "stopped", "dead"):
                 raise StorageError(f"storage is {self.state}; not written")
@@ -191,10 +190,10 @@ class StorageActor(Actor[Any]):
             self._slots.acquire_nowait()  # no scheduling round unless the queue is full
         except trio.WouldBlock:
             await self._slots.acquire()
-        reply: Reply[Any] = Reply()
+        reply = request.reply
         try:
             with held(self, reply):
-                self._enqueue(make(reply))
+                self._enqueue(request)
                 try:
                     return await reply.wait()
                 except (ActorCrashed, ActorStopped) as exc:
@@ -304,7 +303,7 @@ class StorageActor(Actor[Any]):
             outcomes = []
             for read in reads:
                 try:
-                    outcomes.append(Outcome(value=read.op(store)))
+                    outcomes.append(Outcome(value=store.answer(read.query)))
                 except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
                     outcomes.append(Outcome(error=exc))
             replies = [r.reply for r in reads]
@@ -343,7 +342,7 @@ class StorageActor(Actor[Any]):
                 self._report_failure(str(failed))
 
         store.write_batch(
-            [w.op for w in writes], on_durable=on_durable,
+            [w.command for w in writes], on_durable=on_durable,
             on_written=on_written if early or any(thens) else None,
         )  # fmt: skip
         self.batches += 1
@@ -401,11 +400,11 @@ class StorageActor(Actor[Any]):
             await trio.to_thread.run_sync(lambda: thread.stop(timeout=30))
 
 
-def _then(store: EventStore, outcome: Outcome, then: Callable[[EventStore], Any] | None) -> Outcome:
+def _then(store: EventStore, outcome: Outcome, then: Query[Any] | None) -> Outcome:
     if then is None or outcome.error is not None:
         return outcome
     try:
-        return Outcome(value=(outcome.value, then(store)))
+        return Outcome(value=(outcome.value, store.answer(then)))
     except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
         return Outcome(error=exc)
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import msgspec
 import trio
 
 from actors._storage import StorageActor
-from runtime import SessionInfo, SessionNotFoundError, llm
+from runtime import SessionInfo, llm
 from runtime import events as ev
 from runtime.history import to_llm_model
-from runtime.titles import TitleLimits, clean_title, needs_title, title_request
-from storage import WriteBatch
+from runtime.titles import TitleLimits, clean_title, title_request
+from storage import SetTitle
 
 __all__ = ["TitleModel", "write_title"]
 
@@ -58,24 +57,8 @@ async def write_title(
     if title is None:
         _log.warning("title not written: empty answer", extra={"session": session_id})
         return None
-    now = now_ms()
-
-    def write(b: WriteBatch) -> SessionInfo | None:
-        try:
-            info = b.session(session_id)
-        except SessionNotFoundError:
-            return None
-        if not needs_title(info):
-            return None  # a title was set meanwhile: it stands
-        time = msgspec.structs.replace(info.time, updated=now)
-        updated = msgspec.structs.replace(info, title=title, time=time)
-        b.append(
-            session_id, [ev.SessionUpdated(timestamp=now, session_id=session_id, info=updated)]
-        )
-        return updated
-
     try:
-        return await storage.write(write)
+        return await storage.write(SetTitle(session_id=session_id, title=title, timestamp=now_ms()))
     except Exception as exc:  # noqa: BLE001 - a failed title leaves the placeholder
         _log.warning("title not recorded", extra={"session": session_id}, exc_info=exc)
         return None

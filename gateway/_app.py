@@ -47,6 +47,7 @@ from gateway._wire import (
 )
 from gateway._ws import WebsocketLimits
 from runtime import InputAdmitted, Location, SessionInfo, SessionMessage
+from storage import MessageEntry, Statistics
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -406,7 +407,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
     )  # fmt: skip
     async def message(session_id: str, message_id: str) -> Response:
         await gw.check_session(session_id)
-        entry = await rt.storage.read(lambda s: s.message_entry(message_id))
+        entry = await rt.storage.read(MessageEntry(message_id=message_id))
         if entry is None or entry[0] != session_id:
             raise GatewayError(
                 "MessageNotFoundError", f"Message not found: {message_id}",
@@ -479,7 +480,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
 
 async def actors_snapshot(rt: Runtime) -> dict[str, Any]:
     """The actor tree, per-actor statistics and storage statistics, as JSON-ready data."""
-    storage = await rt.storage.read(lambda s: s.statistics())
+    storage = await rt.storage.read(Statistics())
     return {
         "tree": msgspec.to_builtins(rt.directory.tree()),
         "actors": msgspec.to_builtins(rt.directory.statistics()),

@@ -25,6 +25,7 @@ from runtime.context import (
 )
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools.testing import TestingGates, testing_registry
+from storage import Events
 
 __all__ = ["simulate"]
 
@@ -89,9 +90,7 @@ async def _scenario(seed: int, data_dir: Path, count: int) -> list[tuple[str, in
             await rt.sessions.wait_idle(sid)
         log: list[tuple[str, int, str]] = []
         for sid in sids:
-            events = await rt.storage.read(
-                lambda s, sid=sid: s.events(sid, after=-1, limit=100_000)
-            )
+            events = await rt.storage.read(Events(session_id=sid, after=-1, limit=100_000))
             log.extend((sid, e.seq, e.data.decode()) for e in events)
         return log
 

@@ -1,6 +1,9 @@
-"""The DuckDB event store, its projections and the journal beside it. All SQL lives here."""
+"""The DuckDB event store, its projections and the journal beside it. All SQL lives here.
 
-from storage._batch import AdmitPrompt as AdmitPrompt
+The runtime talks to storage through the port: the ``Store`` protocol and its typed
+commands and queries (``storage._port``).
+"""
+
 from storage._batch import ApprovalRow as ApprovalRow
 from storage._batch import EpochConflictError as EpochConflictError
 from storage._batch import EpochRow as EpochRow
@@ -10,6 +13,46 @@ from storage._journal import Journal as Journal
 from storage._journal import JournalCorrupt as JournalCorrupt
 from storage._journal import JournalError as JournalError
 from storage._journal import JournalHeld as JournalHeld
+from storage._port import AdmitAndOpen as AdmitAndOpen
+from storage._port import AdmitContext as AdmitContext
+from storage._port import AdmitPrompt as AdmitPrompt
+from storage._port import AllEvents as AllEvents
+from storage._port import Append as Append
+from storage._port import AppendWithPending as AppendWithPending
+from storage._port import AskPermission as AskPermission
+from storage._port import Backup as Backup
+from storage._port import Children as Children
+from storage._port import Command as Command
+from storage._port import ContextView as ContextView
+from storage._port import CreateSession as CreateSession
+from storage._port import DeleteSession as DeleteSession
+from storage._port import Epoch as Epoch
+from storage._port import Events as Events
+from storage._port import EventsTail as EventsTail
+from storage._port import Footprint as Footprint
+from storage._port import GetSession as GetSession
+from storage._port import History as History
+from storage._port import HistoryChanges as HistoryChanges
+from storage._port import InitializeEpoch as InitializeEpoch
+from storage._port import IsApproved as IsApproved
+from storage._port import ListSessions as ListSessions
+from storage._port import MessageEntry as MessageEntry
+from storage._port import Messages as Messages
+from storage._port import PendingInputs as PendingInputs
+from storage._port import Permission as Permission
+from storage._port import Permissions as Permissions
+from storage._port import PromoteInputs as PromoteInputs
+from storage._port import PutEpoch as PutEpoch
+from storage._port import Query as Query
+from storage._port import ReplaceEpoch as ReplaceEpoch
+from storage._port import ReplyPermission as ReplyPermission
+from storage._port import SaveApproval as SaveApproval
+from storage._port import SessionHistory as SessionHistory
+from storage._port import SessionsNeedingResume as SessionsNeedingResume
+from storage._port import SessionsWithPending as SessionsWithPending
+from storage._port import SetTitle as SetTitle
+from storage._port import Statistics as Statistics
+from storage._port import Store as Store
 from storage._store import DB_FILE as DB_FILE
 from storage._store import EventStore as EventStore
 from storage._store import Outcome as Outcome
@@ -17,17 +60,56 @@ from storage._store import StoreStatistics as StoreStatistics
 from storage._store import decode_stored as decode_stored
 
 __all__ = [
+    "AdmitAndOpen",
+    "AdmitContext",
     "AdmitPrompt",
+    "AllEvents",
+    "Append",
+    "AppendWithPending",
     "ApprovalRow",
+    "AskPermission",
+    "Backup",
+    "Children",
+    "Command",
+    "ContextView",
+    "CreateSession",
     "DB_FILE",
+    "DeleteSession",
+    "Epoch",
     "EpochConflictError",
     "EpochRow",
     "EventStore",
+    "Events",
+    "Footprint",
+    "EventsTail",
+    "GetSession",
+    "History",
+    "HistoryChanges",
+    "InitializeEpoch",
+    "IsApproved",
     "Journal",
     "JournalCorrupt",
     "JournalError",
     "JournalHeld",
+    "ListSessions",
+    "MessageEntry",
+    "Messages",
     "Outcome",
+    "PendingInputs",
+    "Permission",
+    "Permissions",
+    "PromoteInputs",
+    "PutEpoch",
+    "Query",
+    "ReplaceEpoch",
+    "ReplyPermission",
+    "SaveApproval",
+    "SessionHistory",
+    "SessionsNeedingResume",
+    "SessionsWithPending",
+    "SetTitle",
+    "Statistics",
+    "Store",
     "StoreStatistics",
     "StoredEvent",
     "WriteBatch",

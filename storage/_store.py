@@ -34,8 +34,11 @@ from storage._backup import (
     remove_staging,
     write_backup,
 )
-from storage._batch import AdmitPrompt, ApprovalRow, EpochRow, StoredEvent, WriteBatch
+from storage._batch import ApprovalRow, EpochRow, StoredEvent, WriteBatch
+from storage._commands import apply
 from storage._journal import DEFAULT_SEGMENT_MAX_BYTES, Journal
+from storage._port import AdmitAndOpen, AdmitPrompt, Command, Query
+from storage._queries import answer
 from storage._rows import RowSet
 from storage._syncer import Syncer
 from storage._tables import migrate
@@ -53,6 +56,15 @@ _DB_ASYNC_THREADS: Final = 0
 """DuckDB's asynchronous I/O pool. It serves only Parquet and CSV scans, which the store
 never runs, and defaults to four threads per CPU (up to 256), each started at connect."""
 
+_FOOTPRINT: Final = {
+    "events": ("event", "aggregate_id"),
+    "session": ("session", "id"),
+    "inputs": ("session_input", "session_id"),
+    "messages": ("session_message", "session_id"),
+    "permissions": ("permission_request", "session_id"),
+    "epoch": ("session_context_epoch", "session_id"),
+}
+"""The tables holding a session's records, by kind, and the column naming the session."""
 _encode = msgspec.json.Encoder().encode
 _decode_message = msgspec.json.Decoder(SessionMessage).decode
 _decode_info = msgspec.json.Decoder(ev.SessionInfo).decode
@@ -389,12 +401,13 @@ class EventStore:
 
     def write_batch(
         self,
-        operations: Sequence[Callable[[WriteBatch], Any]],
+        operations: Sequence[Command[Any] | Callable[[WriteBatch], Any]],
         *,
         on_durable: Callable[[list[Outcome], list[StoredEvent]], None] | None = None,
         on_written: Callable[[list[Outcome]], None] | None = None,
     ) -> tuple[list[Outcome], list[StoredEvent]]:
-        """Run *operations* as one group commit; answer each with its outcome.
+        """Run *operations* (commands of the port, or plans over the batch) as one group
+        commit; answer each with its outcome.
 
         Returns the outcomes, in order, and the events the batch committed. With
         *on_durable*, it is called exactly once, as soon as the batch is fdatasynced
@@ -417,9 +430,7 @@ class EventStore:
         """
         self._check_applier()
         batch = WriteBatch(self)
-        self._prefetch(
-            [op.message_id for op in operations if isinstance(op, AdmitPrompt) and not op.fresh]
-        )
+        self._prefetch([a.message_id for a in map(_admission, operations) if a and not a.fresh])
         outcomes = [self._plan(batch, op) for op in operations]
         self._absent.clear()
         if batch.events or batch.epochs or batch.approvals:
@@ -522,10 +533,10 @@ class EventStore:
             found.add(row[0])
         self._absent.update(set(wanted) - found)
 
-    def _plan(self, batch: WriteBatch, op: Callable[[WriteBatch], Any]) -> Outcome:
+    def _plan(self, batch: WriteBatch, op: Command[Any] | Callable[[WriteBatch], Any]) -> Outcome:
         mark = batch.mark()
         try:
-            return Outcome(value=op(batch))
+            return Outcome(value=apply(batch, op) if isinstance(op, Command) else op(batch))
         except Exception as exc:  # noqa: BLE001 - the error is the operation's answer
             batch.rollback(mark)
             return Outcome(error=exc)
@@ -810,6 +821,11 @@ class EventStore:
 
     # -- public reads -------------------------------------------------------------------
 
+    def answer(self, query: Query[T]) -> T:
+        """Answer a query of the port (``storage._port``). Raises what the read raises."""
+        result: T = answer(self, query)
+        return result
+
     def get_session(self, session_id: str) -> ev.SessionInfo | None:
         row = self.session_row(session_id)
         return row.info if row else None
@@ -966,6 +982,17 @@ class EventStore:
             self._commit(current)
             self._adopt(current, self._lsn)
 
+    def footprint(self, session_id: str) -> dict[str, int]:
+        """Rows per kind of record the session holds in DuckDB (all 0 once deleted)."""
+        db = self._db()
+        counts = {}
+        for kind, (table, column) in _FOOTPRINT.items():
+            row = db.execute(
+                f"select count(*) from {table} where {column} = ?", [session_id]
+            ).fetchone()
+            counts[kind] = int(row[0]) if row else 0
+        return counts
+
     def statistics(self) -> StoreStatistics:
         path = self.directory / DB_FILE
         return StoreStatistics(
@@ -980,6 +1007,12 @@ class EventStore:
             backups=self._backups,
             last_backup_seconds=self._last_backup_seconds,
         )
+
+
+def _admission(op: object) -> AdmitPrompt | None:
+    if isinstance(op, AdmitAndOpen):
+        return op.admit
+    return op if isinstance(op, AdmitPrompt) else None
 
 
 def _by_seq(entry: tuple[int, SessionMessage]) -> int:

@@ -22,12 +22,13 @@ from runtime import (
 )
 from runtime.inbox import MAX_PROMPT_BYTES
 from runtime.llm import ScriptedLLM
+from storage import AllEvents, ListSessions, PendingInputs
 
 MODES = pytest.mark.parametrize("mode", ["threaded", "inline"])
 
 
 def _all_events(rt: Any) -> Any:
-    return rt.storage.read(lambda s: list(s.all_events()))
+    return rt.storage.read(AllEvents())
 
 
 async def _events(rt: Any) -> int:
@@ -35,7 +36,7 @@ async def _events(rt: Any) -> int:
 
 
 async def _sessions(rt: Any) -> list[str]:
-    infos = await rt.storage.read(lambda s: s.list_sessions(limit=1000, before=None))
+    infos = await rt.storage.read(ListSessions(limit=1000))
     return [i.id for i in infos]
 
 
@@ -43,7 +44,7 @@ async def _admitted_rows(rt: Any, message_id: str) -> tuple[int, int]:
     """(inbox rows holding *message_id* across sessions, its prompt.admitted events)."""
     rows = 0
     for sid in await _sessions(rt):
-        pending = await rt.storage.read(lambda s, sid=sid: s.pending_inputs(sid))
+        pending = await rt.storage.read(PendingInputs(session_id=sid))
         rows += sum(1 for p in pending if p.id == message_id)
     events = sum(
         1
@@ -119,7 +120,7 @@ async def test_conflicting_reuse_of_a_message_id(tmp_path: Path, mode: str) -> N
                 )  # fmt: skip
         assert await _events(rt) == before
         assert await _admitted_rows(rt, "msg_x") == (1, 1)
-        assert await rt.storage.read(lambda s: s.pending_inputs(other)) == []
+        assert await rt.storage.read(PendingInputs(session_id=other)) == []
 
 
 @MODES
@@ -143,7 +144,7 @@ async def test_resume_false_admits_without_a_provider_request(tmp_path: Path) ->
         await trio.testing.wait_all_tasks_blocked()
         await rt.sessions.wait_idle(sid)
         assert llm.requests == []
-        pending = await rt.storage.read(lambda s: s.pending_inputs(sid))
+        pending = await rt.storage.read(PendingInputs(session_id=sid))
         assert [p.id for p in pending] == [rec.id]
         assert await rt.sessions.context(sid) == []
 
@@ -232,7 +233,7 @@ async def test_invalid_input_writes_nothing(tmp_path: Path, mode: str) -> None:
             await rt.sessions.prompt(sid, prompt=Prompt(text="hi"), delivery="later", resume=False)  # type: ignore[arg-type]
         assert await _events(rt) == before
         assert await _sessions(rt) == [sid]
-        assert await rt.storage.read(lambda s: s.pending_inputs(sid)) == []
+        assert await rt.storage.read(PendingInputs(session_id=sid)) == []
         exact = "y" * MAX_PROMPT_BYTES
         rec = await rt.sessions.prompt(sid, prompt=Prompt(text=exact), resume=False)
         assert rec.prompt.text == exact

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from runtime import InputAdmitted, Location, Prompt, open_runtime
-from storage import DB_FILE, EventStore, Journal
+from storage import DB_FILE, Backup, EventStore, Journal
 
 BLOCK = 256 * 1024  # DuckDB's storage block; the file starts with three 4 KiB headers
 HEADERS = 3 * 4096
@@ -43,7 +43,7 @@ async def _populate(data: Path, *, backup_midway: bool) -> tuple[dict[str, Input
         sids = [(await rt.sessions.create(location=loc)).id for _ in range(SESSIONS)]
         await _admit(rt, sids, 0, PER_SESSION // 2, acks)
         if backup_midway:
-            backup_lsn = await rt.storage.read(lambda s: s.checkpoint_and_backup())
+            backup_lsn = await rt.storage.read(Backup())
         await _admit(rt, sids, PER_SESSION // 2, PER_SESSION // 2, acks)
     assert len(acks) == SESSIONS * PER_SESSION
     return acks, backup_lsn

@@ -15,6 +15,7 @@ import sys
 import trio
 
 from runtime import Location, Prompt, llm, open_runtime
+from storage import DeleteSession
 from storage._applier import Applier
 
 # Keep every batch out of DuckDB until a reader needs it: the restart must then replay the
@@ -30,7 +31,7 @@ async def main(data_dir: str) -> None:
             await rt.sessions.create(id=sid, location=loc)
             await rt.sessions.prompt(sid, prompt=Prompt(text="hello"), resume=False)
         await rt.sessions.delete("ses_doomed")
-        await rt.storage.write(lambda b: b.delete_session("ses_journaled", 0))
+        await rt.storage.write(DeleteSession(session_id="ses_journaled", timestamp=0))
         print("DELETED", flush=True)
         await trio.sleep_forever()
 

@@ -16,6 +16,7 @@ from runtime.context import (
     Unavailable,
     date_source,
 )
+from storage import Events, PendingInputs
 from tests.execution.conftest import answer, prompt, running
 
 
@@ -119,7 +120,7 @@ async def test_two_sources_changing_at_one_boundary_give_one_message_kept_across
         sessions = await rt.sessions.list(limit=10)
         sid = sessions.data[-1].id
         await rt.sessions.resume(sid)
-        events = await rt.storage.read(lambda s: s.events(sid, after=-1, limit=1000))
+        events = await rt.storage.read(Events(session_id=sid, after=-1, limit=1000))
     assert _systems(retry.requests[0]) == updates
     assert retry.requests[0].system[-1] == baseline
     kinds = [e.type for e in events]
@@ -137,7 +138,7 @@ async def test_unavailable_initial_context_leaves_the_prompt_pending_until_resum
         await rt.sessions.prompt(sid, prompt=prompt("waiting"))
         await rt.sessions.wait_idle(sid)
         assert client.requests == []
-        pending = await rt.storage.read(lambda s: s.pending_inputs(sid))
+        pending = await rt.storage.read(PendingInputs(session_id=sid))
         assert [row.prompt.text for row in pending] == ["waiting"]
         knobs.available = True
         await rt.sessions.resume(sid)
@@ -180,6 +181,6 @@ async def test_source_changes_never_wake_an_idle_session(tmp_path: Path) -> None
         # started would be waited for
         await trio.testing.wait_all_tasks_blocked()
         await rt.sessions.wait_idle(sid)
-        events = await rt.storage.read(lambda s: s.events(sid, after=-1, limit=1000))
+        events = await rt.storage.read(Events(session_id=sid, after=-1, limit=1000))
     assert len(client.requests) == 1
     assert not any(e.type.startswith("session.next.context.updated") for e in events)

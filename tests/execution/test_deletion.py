@@ -19,34 +19,14 @@ import trio.testing
 from actors._events import DEFAULT_SUBSCRIBER_BUFFER
 from runtime import AssistantMessage, Location, ModelRef, SessionNotFoundError, llm
 from runtime import events as ev
-from storage import EventStore, StoredEvent
+from storage import Children, EventStore, Footprint, StoredEvent
 from tests.execution.conftest import answer, eventually, prompt, running
 
 _CHILD = Path(__file__).with_name("deletion_child.py")
-_SESSION_TABLES = {
-    "event": "aggregate_id",
-    "session": "id",
-    "session_input": "session_id",
-    "session_message": "session_id",
-    "permission_request": "session_id",
-    "session_context_epoch": "session_id",
-}
-
-
-def _row_counts(store: EventStore, session_id: str) -> dict[str, int]:
-    store.events(session_id, after=-1, limit=1)  # the read barrier: DuckDB holds every batch
-    counts = {}
-    for table, column in _SESSION_TABLES.items():
-        row = store.conn.execute(
-            f"select count(*) from {table} where {column} = ?", [session_id]
-        ).fetchone()
-        assert row is not None
-        counts[table] = int(row[0])
-    return counts
 
 
 async def _row_counts_of(rt: Any, session_id: str) -> dict[str, int]:
-    counts: dict[str, int] = await rt.storage.read(lambda s: _row_counts(s, session_id))
+    counts: dict[str, int] = await rt.storage.read(Footprint(session_id=session_id))
     return counts
 
 
@@ -70,8 +50,8 @@ async def test_deletion_removes_every_row_and_leaves_other_sessions(
             await rt.sessions.wait_idle(sid)
         await rt.sessions.prompt(doomed, prompt=prompt("later"), delivery="queue", resume=False)
         before = await _row_counts_of(rt, doomed)
-        assert before["event"] > 4 and before["session_message"] >= 2
-        assert before["session_input"] == 2 and before["session_context_epoch"] == 1
+        assert before["events"] > 4 and before["messages"] >= 2
+        assert before["inputs"] == 2 and before["epoch"] == 1
 
         deleted = await rt.sessions.delete(doomed)
 
@@ -91,7 +71,7 @@ async def test_deletion_removes_every_row_and_leaves_other_sessions(
         assert listed == [kept]
         kept_context = await rt.sessions.context(kept)
         assert [type(m).__name__ for m in kept_context].count("AssistantMessage") == 1
-        assert (await _row_counts_of(rt, kept))["session_message"] >= 2
+        assert (await _row_counts_of(rt, kept))["messages"] >= 2
 
     # Reopened: still gone, the other session intact.
     async with running(tmp_path, llm.ScriptedLLM([])) as rt:
@@ -218,10 +198,10 @@ async def test_a_deletion_survives_kill_9(tmp_path: Path) -> None:
         assert store.statistics().recovered_batches == 1
         for gone in ("ses_doomed", "ses_journaled"):
             assert store.get_session(gone) is None
-            assert set(_row_counts(store, gone).values()) == {0}
+            assert set(store.footprint(gone).values()) == {0}
         kept = store.get_session("ses_kept")
         assert kept is not None
-        assert _row_counts(store, "ses_kept")["session_input"] == 1
+        assert store.footprint("ses_kept")["inputs"] == 1
     finally:
         store.close()
 
@@ -360,7 +340,7 @@ async def test_deletion_racing_other_calls_leaves_no_failed_drain(
                     await trio.sleep(rng.choice([0, 0, 0.0003, 0.001]))
             with pytest.raises(SessionNotFoundError):
                 await rt.sessions.get(sid)
-            orphans = await rt.storage.read(lambda s, sid=sid: s.children(sid))
+            orphans = await rt.storage.read(Children(session_id=sid))
             assert orphans == [], round_
     assert unexpected == []
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

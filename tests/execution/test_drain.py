@@ -10,7 +10,7 @@ import trio.testing
 from actors._session import Wake
 from runtime import AssistantMessage, llm
 from runtime import messages as m
-from storage import StoredEvent
+from storage import PendingInputs, StoredEvent
 from tests.execution.conftest import (
     GatedLLM,
     answer,
@@ -160,7 +160,7 @@ async def test_interrupt_during_the_stream_keeps_inbox_rows_and_resume_continues
         await rt.sessions.prompt(sid, prompt=prompt("queued"), delivery="queue", resume=False)
         with trio.fail_after(5):
             await rt.sessions.interrupt(sid)
-        pending = await rt.storage.read(lambda s: s.pending_inputs(sid))
+        pending = await rt.storage.read(PendingInputs(session_id=sid))
         assert [row.prompt.text for row in pending] == ["queued"]
         context = await rt.sessions.context(sid)
         assistant = [x for x in context if isinstance(x, AssistantMessage)]
@@ -287,7 +287,7 @@ async def test_a_prompt_to_an_idle_ready_session_opens_its_activity_in_the_admit
         await rt.sessions.wait_idle(sid)
         assert rt.storage.batches - before == 2  # admission + opening, then the turn
         assert [user_texts(r) for r in client.requests] == [["warm"], ["warm", "a", "b"]]
-        assert await rt.storage.read(lambda s: s.pending_inputs(sid)) == []
+        assert await rt.storage.read(PendingInputs(session_id=sid)) == []
         kinds = [type(x).__name__ for x in await rt.sessions.context(sid)]
         assert kinds == ["UserMessage", "AssistantMessage", "UserMessage", "UserMessage",
                          "AssistantMessage"]  # fmt: skip

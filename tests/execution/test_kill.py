@@ -15,6 +15,7 @@ from msgspec import UNSET
 
 from runtime import AssistantMessage, Prompt, ResumeNotNeededError, llm
 from runtime import messages as m
+from storage import Events
 from tests.execution.conftest import (
     answer,
     cut_tool_and_step,
@@ -66,7 +67,7 @@ async def test_sigkill_mid_turn_then_restart_recovers_without_loss(tmp_path: Pat
 
 
 async def _replay(rt, sid):  # type: ignore[no-untyped-def]
-    stored = await rt.storage.read(lambda s: s.events(sid, after=0, limit=10_000))
+    stored = await rt.storage.read(Events(session_id=sid, after=0, limit=10_000))
     from actors._sessions import _decoded
 
     for item in stored:
@@ -101,7 +102,7 @@ async def test_a_crash_after_a_context_update_replays_the_same_message(tmp_path:
         sid = "ses_ctx"
         assert sid in await rt.sessions.needs_resume()
         await rt.sessions.resume(sid)
-        stored = await rt.storage.read(lambda s: s.events(sid, after=-1, limit=1000))
+        stored = await rt.storage.read(Events(session_id=sid, after=-1, limit=1000))
     updates = [e for e in stored if e.type == "session.next.context.updated"]
     assert len(updates) == 1
     systems = [m.text for m in client.requests[0].messages if isinstance(m, llm.SystemMessage)]

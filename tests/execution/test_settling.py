@@ -31,6 +31,7 @@ from runtime.tools import (
     shell_tool,
 )
 from runtime.tools.testing import testing_registry
+from storage import Append
 from tests.execution.conftest import (
     answer,
     eventually,
@@ -455,7 +456,7 @@ async def test_a_drain_refuses_to_send_a_tool_call_without_its_result(tmp_path: 
             ev.StepStarted(**ids, agent="build", model=model),
             ev.ToolCalled(**ids, call_id="c9", tool="echo", input={"text": "x"}),
         ]
-        await rt.storage.write(lambda b: b.append(sid, unanswered))
+        await rt.storage.write(Append(session_id=sid, events=unanswered))
         await rt.sessions.prompt(sid, prompt=prompt("two"))
         await rt.sessions.wait_idle(sid)
         assert len(client.requests) == 1  # nothing was sent
@@ -543,7 +544,7 @@ async def test_an_interrupt_during_the_final_write_of_a_turn_loses_nothing(
             if any(isinstance(e, ev.StepEnded) for e in events):
                 entered.set()
                 await release.wait()
-            await rt.storage.write(lambda b: b.append(sid, events))
+            await rt.storage.write(Append(session_id=sid, events=events))
             return []
 
         directory = str(tmp_path / "work")

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from runtime import Location, Prompt, StorageError, llm, open_runtime
-from storage import EventStore, JournalHeld
+from storage import EventStore, JournalHeld, PendingInputs
 
 
 async def test_a_failed_commit_restarts_the_storage_actor_and_loses_nothing_acknowledged(
@@ -32,7 +32,7 @@ async def test_a_failed_commit_restarts_the_storage_actor_and_loses_nothing_ackn
         with pytest.raises(StorageError):
             await rt.sessions.prompt(info.id, prompt=Prompt(text="fail me"), resume=False)
         after = await _admit_retrying(rt, info.id, "msg_after")
-        pending = await rt.storage.read(lambda s: s.pending_inputs(info.id))
+        pending = await rt.storage.read(PendingInputs(session_id=info.id))
         restarts = rt.storage.statistics().restarts
     assert failures == [1]
     assert restarts == 1

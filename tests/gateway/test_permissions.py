@@ -14,6 +14,7 @@ from trio_websocket import open_websocket_url
 from runtime.agents import BUILTIN_AGENTS, AgentInfo, PermissionRule
 from runtime.agents._agent import compose_rules
 from runtime.llm import LLMEvent, ScriptedLLM, StepFinish, StepStart, ToolCall, ToolMessage, Usage
+from storage import Permission
 
 from .conftest import answer, assert_valid, component, response_schema, served
 
@@ -209,7 +210,7 @@ async def test_deleting_a_session_with_a_pending_request(tmp_path):
         r = await client.get(f"{S}/{sid}/permission/{request['id']}")
         assert r.status_code == 404 and r.json()["_tag"] == "SessionNotFoundError"
         assert not (tmp_path / "work" / "proof.txt").exists()  # the call never ran
-        stored = await g.rt.storage.read(lambda s: s.permission(request["id"]))
+        stored = await g.rt.storage.read(Permission(request_id=request["id"]))
         assert stored is None
 
 

@@ -11,7 +11,7 @@ from runtime import Prompt
 from runtime import events as ev
 from runtime import messages as m
 from runtime.history import HistoryDelta, HistoryView, lower_history, visible_history
-from storage import AdmitPrompt, EventStore
+from storage import AdmitPrompt, CreateSession, EventStore, PromoteInputs
 
 MODELS = [ev.ModelRef(id="a", provider_id="p"), ev.ModelRef(id="b", provider_id="p")]
 TIME = m.MessageTime(created=1)
@@ -108,16 +108,14 @@ def test_the_store_hands_out_only_what_changed(tmp_path: Path) -> None:
             id="ses_h", project_id="p", location=ev.Location(directory="/a"), title="t",
             time=ev.SessionTime(created=1, updated=1),
         )  # fmt: skip
-        store.write_batch([lambda b: b.create_session(info)])
+        store.write_batch([CreateSession(info=info)])
         for n in range(3):
             admit = AdmitPrompt(
                 session_id="ses_h", message_id=f"msg_{n}", prompt=Prompt(text=f"p{n}"),
                 delivery="queue", timestamp=n, fresh=True,
             )  # fmt: skip
             store.write_batch([admit])
-            store.write_batch(
-                [lambda b, n=n: b.promote("ses_h", cutoff_seq=1 << 62, queued=True, timestamp=n)]
-            )
+            store.write_batch([PromoteInputs(session_id="ses_h", opening=True, timestamp=n)])
         first = store.history_delta("ses_h", -1, -1)
         assert first.full and [msg.id for _, msg in first.entries] == ["msg_0", "msg_1", "msg_2"]
         again = store.history_delta("ses_h", first.generation, first.version)
@@ -127,9 +125,7 @@ def test_the_store_hands_out_only_what_changed(tmp_path: Path) -> None:
             timestamp=9, fresh=True,
         )  # fmt: skip
         store.write_batch([admit])
-        store.write_batch(
-            [lambda b: b.promote("ses_h", cutoff_seq=1 << 62, queued=True, timestamp=9)]
-        )
+        store.write_batch([PromoteInputs(session_id="ses_h", opening=True, timestamp=9)])
         later = store.history_delta("ses_h", first.generation, first.version)
         assert not later.full and [msg.id for _, msg in later.entries] == ["msg_3"]
         stale = store.history_delta("ses_h", first.generation - 1, first.version)

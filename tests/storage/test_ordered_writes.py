@@ -14,7 +14,7 @@ import trio.testing
 import storage._journal as journal_module
 from runtime import events as ev
 from runtime import open_runtime
-from storage import Journal
+from storage import AdmitPrompt, CreateSession, EventStore, GetSession, Journal, PromoteInputs
 
 
 def _info(session_id: str) -> ev.SessionInfo:
@@ -56,24 +56,26 @@ async def test_a_non_durable_write_is_answered_while_its_fdatasync_runs(
     async with open_runtime(data_dir=tmp_path, llm=None) as rt:
         monkeypatch.setattr(journal_module.os, "fdatasync", held)
         with rt.hub.subscribe(None) as sub:
-            created = await rt.storage.write(
-                lambda b: b.create_session(_info("ses_a")), durable=False
-            )
+            created = await rt.storage.write(CreateSession(info=_info("ses_a")), durable=False)
             assert created[1] is True
             assert await trio.to_thread.run_sync(syncing.wait, 10)  # its fdatasync is held
             with pytest.raises(trio.WouldBlock):
                 sub.receive_nowait()  # nothing is published before it is durable
             durable_done = trio.Event()
             journaled = threading.Event()
+            answer = EventStore.answer
+            probe = GetSession(session_id="ses_a")
 
-            def seen(store: Any) -> None:  # runs once its batch is in the journal
-                journaled.set()
+            def answered(store: EventStore, query: Any) -> Any:
+                if query is probe:  # the later write's query: its batch is planned
+                    journaled.set()
+                return answer(store, query)
+
+            monkeypatch.setattr(EventStore, "answer", answered)
 
             async def durable() -> None:
                 # Planned after the first write (which it sees), answered after its own sync.
-                again, _ = await rt.storage.write(
-                    lambda b: b.create_session(_info("ses_a")), then=seen
-                )
+                again, _ = await rt.storage.write(CreateSession(info=_info("ses_a")), then=probe)
                 assert again[1] is False
                 durable_done.set()
 
@@ -93,7 +95,7 @@ def test_a_history_first_read_between_write_and_sync_sees_the_batch(tmp_path: Pa
     """Reading an uncached history while a batch is written but not yet applied neither
     waits for the applier (it cannot have the batch yet) nor misses the batch."""
     from runtime import Prompt
-    from storage import AdmitPrompt, EventStore
+    from storage import EventStore
 
     def admit(store: EventStore, n: int) -> None:
         op = AdmitPrompt(
@@ -102,11 +104,10 @@ def test_a_history_first_read_between_write_and_sync_sees_the_batch(tmp_path: Pa
         )  # fmt: skip
         store.write_batch([op])
 
-    def promote(b: Any) -> Any:
-        return b.promote("ses_a", cutoff_seq=1 << 62, queued=True, timestamp=5)
+    promote = PromoteInputs(session_id="ses_a", opening=True, timestamp=5)
 
     store = EventStore.open(tmp_path)
-    store.write_batch([lambda b: b.create_session(_info("ses_a"))])
+    store.write_batch([CreateSession(info=_info("ses_a"))])
     admit(store, 0)
     store.write_batch([promote])
     admit(store, 1)
