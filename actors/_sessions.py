@@ -31,7 +31,7 @@ from runtime import (
     llm,
 )
 from runtime import events as ev
-from runtime.agents import PermissionAction, evaluate, evaluate_resource
+from runtime.agents import PermissionAction, decide
 from runtime.history import to_llm_model, visible_history
 from runtime.inbox import check_id, check_prompt
 from runtime.titles import default_title
@@ -536,14 +536,10 @@ class Sessions:
         location = self._x.location_for(info.location.directory)
         name = agent if agent is not None else info.agent if isinstance(info.agent, str) else None
         resolved = location.agent(name)
-        rules = resolved.permission
-        project = location.registry.env.project_key
-        saved = {
-            (action, r) for r in resources
-            if evaluate_resource(rules, action, r) == "ask"
-            and await self._x.permissions.is_approved(project, action, r)
-        }  # fmt: skip
-        effect = evaluate(rules, saved, action, resources)
+        effect = await decide(
+            resolved.permission, action, resources, approvals=self._x.permissions,
+            project=location.registry.env.project_key,
+        )  # fmt: skip
         request_id = id or self._ids.new("per")
         if effect != "ask":
             return request_id, effect

@@ -21,6 +21,7 @@ from runtime.agents._permissions import PermissionReply as PermissionReply
 from runtime.agents._permissions import PermissionRequest as PermissionRequest
 from runtime.agents._permissions import PermissionRule as PermissionRule
 from runtime.agents._permissions import SavedApprovals as SavedApprovals
+from runtime.agents._permissions import decide as decide
 from runtime.agents._permissions import evaluate as evaluate
 from runtime.agents._permissions import evaluate_resource as evaluate_resource
 from runtime.agents._permissions import is_wholly_denied as is_wholly_denied
@@ -51,6 +52,7 @@ __all__ = [
     "SavedApprovals",
     "agent_from_config",
     "compose_rules",
+    "decide",
     "evaluate",
     "evaluate_resource",
     "is_wholly_denied",

@@ -21,6 +21,7 @@ __all__ = [
     "PermissionRequest",
     "PermissionRule",
     "SavedApprovals",
+    "decide",
     "evaluate",
     "evaluate_resource",
     "is_wholly_denied",
@@ -110,6 +111,32 @@ def evaluate(
     if all(v == "allow" for v in verdicts):
         return "allow"
     return "ask"
+
+
+def asking(rules: Sequence[PermissionRule], permission: str, resources: Iterable[str]) -> list[str]:
+    """The *resources* whose rules say ``ask``: the only ones a saved approval can allow."""
+    return [r for r in resources if evaluate_resource(rules, permission, r) == "ask"]
+
+
+async def decide(
+    rules: Sequence[PermissionRule],
+    permission: str,
+    resources: Sequence[str],
+    *,
+    approvals: SavedApprovals | None,
+    project: str,
+) -> PermissionAction:
+    """Decide one use of *permission* on *resources* (``evaluate``), consulting the
+    saved approvals of *project* only for the resources that would ask.
+
+    Cancellation and failures propagate from *approvals*; nothing is recorded.
+    """
+    saved: set[tuple[str, str]] = set()
+    if approvals is not None:
+        for resource in asking(rules, permission, resources):
+            if await approvals.is_approved(project, permission, resource):
+                saved.add((permission, resource))
+    return evaluate(rules, saved, permission, resources)
 
 
 def _with_saved(

@@ -10,8 +10,7 @@ from runtime.agents import (
     AgentInfo,
     PermissionGate,
     PermissionRequest,
-    evaluate,
-    evaluate_resource,
+    decide,
 )
 from runtime.tools._model import ToolContext, ToolFailure
 from runtime.tools._tool import Tool
@@ -62,8 +61,11 @@ async def _decide(
     agent: AgentInfo,
     gate: PermissionGate | None,
 ) -> ToolFailure | None:
-    saved = await _saved_pairs(registry, agent, permission, resources)
-    action = evaluate(agent.permission, saved, permission, resources)
+    await trio.lowlevel.checkpoint()
+    action = await decide(
+        agent.permission, permission, resources, approvals=registry.saved_approvals,
+        project=registry.env.project_key,
+    )  # fmt: skip
     if action == "allow":
         return None
     described = f"{permission} on {', '.join(resources)}"
@@ -81,18 +83,6 @@ async def _decide(
         resources=resources,
     )
     return await _ask(registry, gate, request)
-
-
-async def _saved_pairs(
-    registry: ToolRegistry, agent: AgentInfo, permission: str, resources: list[str]
-) -> set[tuple[str, str]]:
-    saved = registry.saved_approvals
-    pending = [r for r in resources if evaluate_resource(agent.permission, permission, r) == "ask"]
-    if saved is None or not pending:
-        await trio.lowlevel.checkpoint()
-        return set()
-    project = registry.env.project_key
-    return {(permission, r) for r in pending if await saved.is_approved(project, permission, r)}
 
 
 async def _ask(
