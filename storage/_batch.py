@@ -20,7 +20,7 @@ from runtime.inbox import ALL_ADMITTED, to_promote
 from storage._rows import RowSet
 
 if TYPE_CHECKING:
-    from storage._store import EventStore, _SessionRow
+    from storage._caches import StoreCaches, _SessionRow
 
 __all__ = [
     "ApprovalRow",
@@ -73,7 +73,7 @@ class EpochConflictError(Exception):
 class WriteBatch:
     """The overlay of one batch; see the module docstring."""
 
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: StoreCaches) -> None:
         self._store = store
         self.events: list[StoredEvent] = []
         self.sessions: dict[str, _SessionRow] = {}
@@ -142,7 +142,7 @@ class WriteBatch:
         parent = info.parent_id
         if isinstance(parent, str) and (parent == info.id or self._row(parent) is None):
             raise SessionNotFoundError(parent)
-        from storage._store import _SessionRow
+        from storage._caches import _SessionRow
 
         self._set(self.sessions, info.id, _SessionRow(info=info, last_seq=-1, pending=[]))
         self._add(self.new_sessions, info.id)
@@ -245,7 +245,7 @@ class WriteBatch:
         """Re-apply one stored event (journal catch-up, projection rebuild)."""
         event = ev.decode_event(stored.data)
         if isinstance(event, ev.SessionCreated) and self._row(stored.aggregate_id) is None:
-            from storage._store import _SessionRow
+            from storage._caches import _SessionRow
 
             row = _SessionRow(info=event.info, last_seq=-1, pending=[])
             self._set(self.sessions, stored.aggregate_id, row)

@@ -1,29 +1,226 @@
-"""How the DuckDB store answers each query of the port."""
+"""The DuckDB store's queries: the SQL reads, and how each query of the port is answered."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final, TypeVar
 
+import msgspec
+
+from runtime import SessionMessage
+from runtime import events as ev
+from runtime.history import cut_short
 from storage import _port as p
+from storage._batch import StoredEvent
+from storage._caches import StoreCaches, decode_info, decode_message, decode_permission
+from storage._state import DB_FILE
 
-if TYPE_CHECKING:
-    from storage._store import EventStore
+__all__ = ["StoreQueries", "StoreStatistics", "decode_stored"]
 
-__all__ = ["answer"]
-
-
-def answer(store: EventStore, query: p.Query[Any]) -> Any:
-    """Answer *query* from *store* (its caches first). Raises what the read raises,
-    TypeError for an unknown query."""
-    try:
-        handler = _HANDLERS[type(query)]
-    except KeyError:
-        raise TypeError(f"not a storage query: {query!r}") from None
-    return handler(store, query)
+T = TypeVar("T")
 
 
-_HANDLERS: Final[dict[type[Any], Callable[[EventStore, Any], Any]]] = {
+_FOOTPRINT: Final = {
+    "events": ("event", "aggregate_id"),
+    "session": ("session", "id"),
+    "inputs": ("session_input", "session_id"),
+    "messages": ("session_message", "session_id"),
+    "permissions": ("permission_request", "session_id"),
+    "epoch": ("session_context_epoch", "session_id"),
+}
+"""The tables holding a session's records, by kind, and the column naming the session."""
+
+
+class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    batches: int
+    operations: int
+    events: int
+    last_batch_size: int
+    last_commit_ms: float
+    file_bytes: int
+    journal_lsn: int
+    recovered_batches: int
+    rebuilt: bool
+    journal_batches: int
+    """Batches the journal holds: those since the last verified backup."""
+    journal_bytes: int
+    backups: int
+    """Verified backups this store took since it opened."""
+    last_backup_seconds: float
+
+
+class StoreQueries(StoreCaches):
+    """The reads of :class:`EventStore` that query DuckDB (after the read barrier)."""
+
+    def answer(self, query: p.Query[T]) -> T:
+        """Answer a query of the port (``storage._port``), from the caches first.
+
+        Raises what the read raises; TypeError for an unknown query.
+        """
+        try:
+            handler = _HANDLERS[type(query)]
+        except KeyError:
+            raise TypeError(f"not a storage query: {query!r}") from None
+        result: T = handler(self, query)
+        return result
+
+    def permissions(self, session_id: str) -> list[ev.PermissionInfo]:
+        """A session's permission requests, oldest first."""
+        rows = (
+            self._db()
+            .execute(
+                "select data from permission_request where session_id = ? order by time_created, id",
+                [session_id],
+            )
+            .fetchall()
+        )
+        return [decode_permission(r[0]) for r in rows]
+
+    def get_session(self, session_id: str) -> ev.SessionInfo | None:
+        row = self.session_row(session_id)
+        return row.info if row else None
+
+    def last_seq(self, session_id: str) -> int:
+        row = self.session_row(session_id)
+        return row.last_seq if row else -1
+
+    def list_sessions(self, *, limit: int, before: str | None) -> list[ev.SessionInfo]:
+        """Sessions newest first (ids ascend with time), *limit* at most, ids below *before*."""
+        rows = (
+            self._db()
+            .execute(
+                "select data from session where (? is null or id < ?) order by id desc limit ?",
+                [before, before, limit],
+            )
+            .fetchall()
+        )
+        return [decode_info(r[0]) for r in rows]
+
+    def children(self, session_id: str) -> list[ev.SessionInfo]:
+        """The sessions created with *session_id* as their parent, oldest first."""
+        rows = (
+            self._db()
+            .execute(
+                "select data from session where json_extract_string(data, '$.parentID') = ? "
+                "order by id",
+                [session_id],
+            )
+            .fetchall()
+        )
+        return [decode_info(r[0]) for r in rows]
+
+    def session_ids_with_pending(self) -> list[str]:
+        rows = (
+            self._db()
+            .execute(
+                "select distinct session_id from session_input where promoted_seq is null "
+                "order by session_id"
+            )
+            .fetchall()
+        )
+        return [str(r[0]) for r in rows]
+
+    def sessions_needing_resume(self) -> list[str]:
+        """Sessions marked as needing a resume (``needsResume``), and those whose latest
+        conversational message (user, assistant, synthetic) shows work cut short and not
+        yet recovered (``runtime._recovery.cut_short``); system and switch messages don't
+        count."""
+        db = self._db()
+        marked = db.execute(
+            "select id from session where json_extract_string(data, '$.needsResume') = 'true'"
+        ).fetchall()
+        rows = db.execute(
+            "select m.session_id, m.data from session_message m join "
+            "(select session_id, max(seq) as s from session_message "
+            "where type in ('user', 'assistant', 'synthetic') group by session_id) x "
+            "on m.session_id = x.session_id and m.seq = x.s"
+        ).fetchall()
+        out = {str(r[0]) for r in marked}
+        out.update(str(sid) for sid, data in rows if cut_short(decode_message(data)))
+        return sorted(out)
+
+    def messages(
+        self, session_id: str, *, limit: int, order: str, after_seq: int | None = None,
+        before_seq: int | None = None,
+    ) -> list[tuple[int, SessionMessage]]:  # fmt: skip
+        """A page of projected messages by creating-event seq."""
+        direction = "desc" if order == "desc" else "asc"
+        rows = (
+            self._db()
+            .execute(
+                "select seq, data from session_message where session_id = ? "
+                "and (? is null or seq > ?) and (? is null or seq < ?) "
+                f"order by seq {direction} limit ?",
+                [session_id, after_seq, after_seq, before_seq, before_seq, limit],
+            )
+            .fetchall()
+        )
+        return [(int(r[0]), decode_message(r[1])) for r in rows]
+
+    def events(self, session_id: str, *, after: int, limit: int) -> list[StoredEvent]:
+        """Durable events with seq > *after*, ascending, *limit* at most."""
+        rows = (
+            self._db()
+            .execute(
+                "select id, aggregate_id, seq, type, version, data from event "
+                "where aggregate_id = ? and seq > ? order by seq limit ?",
+                [session_id, after, limit],
+            )
+            .fetchall()
+        )
+        return [_stored_from_row(r) for r in rows]
+
+    def all_events(self) -> Iterator[StoredEvent]:
+        """Every durable event in (aggregate, seq) order; used to rebuild projections."""
+        cursor = self._db().execute(
+            "select id, aggregate_id, seq, type, version, data from event "
+            "order by aggregate_id, seq"
+        )
+        while rows := cursor.fetchmany(1000):
+            yield from (_stored_from_row(r) for r in rows)
+
+    def footprint(self, session_id: str) -> dict[str, int]:
+        """Rows per kind of record the session holds in DuckDB (all 0 once deleted)."""
+        db = self._db()
+        counts = {}
+        for kind, (table, column) in _FOOTPRINT.items():
+            row = db.execute(
+                f"select count(*) from {table} where {column} = ?", [session_id]
+            ).fetchone()
+            counts[kind] = int(row[0]) if row else 0
+        return counts
+
+    def statistics(self) -> StoreStatistics:
+        path = self.directory / DB_FILE
+        return StoreStatistics(
+            **self._stats,
+            last_commit_ms=self._last_commit_ms,
+            file_bytes=path.stat().st_size if path.exists() else 0,
+            journal_lsn=self._lsn,
+            recovered_batches=self._recovered,
+            rebuilt=self._rebuilt,
+            journal_batches=self._journal.held_records if self._journal else 0,
+            journal_bytes=self._journal.held_bytes if self._journal else 0,
+            backups=self._backups,
+            last_backup_seconds=self._last_backup_seconds,
+        )
+
+
+def _stored_from_row(row: Sequence[Any]) -> StoredEvent:
+    # The type column holds "<type>.<version>" (see WriteBatch.statements); StoredEvent.type
+    # is the bare type, so events read back replay (rebuild_from) into identical rows.
+    return StoredEvent(
+        id=row[0], aggregate_id=row[1], seq=int(row[2]),
+        type=row[3].removesuffix(f".{int(row[4])}"), version=int(row[4]), data=row[5].encode(),
+    )  # fmt: skip
+
+
+def decode_stored(stored: StoredEvent) -> ev.DurableEvent:
+    """Decode a stored event's data into its Struct."""
+    return ev.decode_event(stored.data)
+
+
+_HANDLERS: Final[dict[type[Any], Callable[[Any, Any], Any]]] = {
     p.GetSession: lambda s, q: s.get_session(q.session_id),
     p.ListSessions: lambda s, q: s.list_sessions(limit=q.limit, before=q.before),
     p.Children: lambda s, q: s.children(q.session_id),

@@ -31,7 +31,7 @@ import trio
 
 import storage._backup as backups
 import storage._journal as journal
-import storage._store as store
+import storage._pipeline as store
 from runtime import Location, Prompt, open_runtime
 
 POINT = sys.argv[2]

@@ -16,7 +16,7 @@ import trio
 
 from runtime import Location, Prompt, llm, open_runtime
 from storage import DeleteSession
-from storage._applier import Applier
+from storage._worker import Applier
 
 # Keep every batch out of DuckDB until a reader needs it: the restart must then replay the
 # whole journal, the deletion included.

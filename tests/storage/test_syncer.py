@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from storage._syncer import Syncer
+from storage._worker import Syncer
 
 
 def test_completions_run_in_order_and_share_syncs() -> None:

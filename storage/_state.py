@@ -1,0 +1,103 @@
+"""The DuckDB store's state: its settings, connection, journal, workers and caches."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import duckdb
+
+from runtime import IdGenerator, SessionMessage, StorageError
+from runtime import events as ev
+from storage._backup import DEFAULT_BACKUP_BATCHES, DEFAULT_BACKUP_JOURNAL_BYTES, BackupSchedule
+from storage._batch import EpochRow, WriteBatch
+from storage._journal import DEFAULT_SEGMENT_MAX_BYTES, Journal
+from storage._worker import Applier, Syncer
+
+if TYPE_CHECKING:
+    from storage._caches import _History, _SessionRow
+
+__all__ = ["DB_FILE", "StoreState"]
+
+DB_FILE: Final = "kittiwake.duckdb"
+
+
+class StoreState:
+    """What every part of :class:`storage.EventStore` shares (its arguments are the
+    store's): settings, the connection, the journal, the workers, the caches, and
+    the read barrier."""
+
+    def __init__(
+        self, directory: Path, *, fsync: bool = True,
+        backup_every: int = DEFAULT_BACKUP_BATCHES,
+        backup_journal_bytes: int = DEFAULT_BACKUP_JOURNAL_BYTES,
+        journal_segment_bytes: int = DEFAULT_SEGMENT_MAX_BYTES,
+        db_fsync: bool = False, db_memory_mb: int = 128, db_threads: int = 1,
+        sync_thread: bool = False,
+    ) -> None:  # fmt: skip
+        self.directory = directory
+        self._fsync = fsync
+        self._db_fsync = db_fsync
+        self._db_memory_mb = db_memory_mb
+        self._db_threads = db_threads
+        self._schedule = BackupSchedule(batches=backup_every, journal_bytes=backup_journal_bytes)
+        self._segment_bytes = journal_segment_bytes
+        self._backups = 0
+        self._last_backup_seconds = 0.0
+        self._conn: duckdb.DuckDBPyConnection | None = None
+        self._journal: Journal | None = None
+        self._sessions: dict[str, _SessionRow] = {}
+        self._inputs: OrderedDict[str, ev.InputAdmitted] = OrderedDict()
+        self._messages: OrderedDict[str, tuple[str, int, SessionMessage]] = OrderedDict()
+        self._epochs: dict[str, EpochRow | None] = {}
+        self._stats = dict(batches=0, operations=0, events=0, last_batch_size=0)
+        self._last_commit_ms = 0.0
+        self._recovered = 0
+        self._rebuilt = False
+        self._ids = IdGenerator()
+        self._absent: set[str] = set()
+        self._applier: Applier | None = None
+        self._pinned: dict[str, int] = {}
+        self._histories: OrderedDict[str, _History] = OrderedDict()
+        self._generations = 0
+        self._lsn = -1
+        self._unapplied: tuple[WriteBatch, int] | None = None
+        self._sync_thread = sync_thread
+        self._syncer: Syncer | None = None
+        self._permissions: OrderedDict[str, ev.PermissionInfo] = OrderedDict()
+        self._approvals: set[tuple[str, str, str]] | None = None
+        self._deleted: set[str] = set()
+        """Sessions deleted by this process: unread even while DuckDB still holds their rows."""
+        self.broken = False
+
+    @property
+    def conn(self) -> duckdb.DuckDBPyConnection:
+        if self._conn is None:
+            raise StorageError("store is closed")
+        return self._conn
+
+    def new_event_id(self) -> str:
+        return self._ids.new("evt")
+
+    def journal_lsn(self) -> int:
+        """The journal lsn the database holds (its ``meta`` row)."""
+        row = self.conn.execute("select value from meta where key = 'journal_lsn'").fetchone()
+        return int(row[0]) if row else -1
+
+    def _barrier(self) -> None:
+        """Wait until DuckDB holds every journaled batch (for reads that query it); while a
+        batch is written but not yet handed to the applier, every batch before it."""
+        if self._applier is not None:
+            try:
+                self._applier.wait_applied(
+                    self._lsn if self._unapplied is None else self._unapplied[1]
+                )
+            except RuntimeError as exc:
+                self.broken = True
+                raise StorageError(str(exc)) from exc
+
+    def _db(self) -> duckdb.DuckDBPyConnection:
+        """The connection, after the read barrier."""
+        self._barrier()
+        return self.conn
