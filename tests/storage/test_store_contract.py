@@ -1,0 +1,344 @@
+"""The storage port's contract: every command and query, against every implementation.
+
+``STORES`` names each implementation by a factory that opens a ``Store`` on a fresh
+directory; every test runs against each. A PostgreSQL implementation later is its
+module plus one entry here. Today: the DuckDB store behind the StorageActor, on its
+own thread and inline (the simulation mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from runtime import PromptConflictError, SessionNotFoundError, open_runtime
+from runtime import events as ev
+from runtime.titles import default_title
+from storage import (
+    AdmitAndOpen,
+    AdmitContext,
+    AdmitPrompt,
+    AllEvents,
+    Append,
+    AppendWithPending,
+    ApprovalRow,
+    AskPermission,
+    Backup,
+    Children,
+    Command,
+    ContextView,
+    CreateSession,
+    DeleteSession,
+    Epoch,
+    EpochConflictError,
+    EpochRow,
+    Events,
+    EventsTail,
+    Footprint,
+    GetSession,
+    History,
+    HistoryChanges,
+    InitializeEpoch,
+    IsApproved,
+    ListSessions,
+    MessageEntry,
+    Messages,
+    PendingInputs,
+    Permission,
+    Permissions,
+    PromoteInputs,
+    PutEpoch,
+    Query,
+    ReplaceEpoch,
+    ReplyPermission,
+    SaveApproval,
+    SessionHistory,
+    SessionsNeedingResume,
+    SessionsWithPending,
+    SetTitle,
+    Statistics,
+    Store,
+)
+
+
+@asynccontextmanager
+async def _duckdb(directory: Path, mode: Any) -> AsyncIterator[Store]:
+    async with open_runtime(data_dir=directory, llm=None, storage_mode=mode) as rt:
+        yield rt.storage
+
+
+STORES: dict[str, Callable[[Path], AbstractAsyncContextManager[Store]]] = {
+    "duckdb-threaded": lambda d: _duckdb(d, "threaded"),
+    "duckdb-inline": lambda d: _duckdb(d, "inline"),
+}
+
+
+@pytest.fixture(params=sorted(STORES))
+def open_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AbstractAsyncContextManager[Store]:
+    return STORES[request.param](tmp_path)
+
+
+def _info(sid: str, *, title: str | None = None, parent: str | None = None) -> ev.SessionInfo:
+    return ev.SessionInfo(
+        id=sid, project_id="prj", location=ev.Location(directory="/work"),
+        title=title or default_title(sid), time=ev.SessionTime(created=1, updated=1),
+        parent_id=parent if parent is not None else msgspec.UNSET,
+    )  # fmt: skip
+
+
+def _admit(sid: str, mid: str, delivery: ev.Delivery = "steer", text: str = "hi") -> AdmitPrompt:
+    return AdmitPrompt(
+        session_id=sid, message_id=mid, prompt=ev.Prompt(text=text), delivery=delivery,
+        timestamp=2,
+    )  # fmt: skip
+
+
+def _asked(sid: str, rid: str, resources: list[str]) -> ev.PermissionAsked:
+    return ev.PermissionAsked(
+        timestamp=3, session_id=sid, request_id=rid, agent="build", tool="", call_id="",
+        permission="edit", resources=resources,
+    )  # fmt: skip
+
+
+def _roundtrip(message: Command[Any] | Query[Any]) -> None:
+    """A message is plain tagged data: it encodes with its tag and decodes to itself."""
+    data = msgspec.json.encode(message)
+    assert msgspec.json.decode(data)["type"] == type(message).__struct_config__.tag
+    assert msgspec.json.decode(data, type=type(message)) == message
+
+
+async def _write(store: Store, command: Command[Any]) -> Any:
+    _roundtrip(command)
+    return await store.write(command)
+
+
+async def _read(store: Store, query: Query[Any]) -> Any:
+    _roundtrip(query)
+    return await store.read(query)
+
+
+async def test_sessions_are_created_listed_and_deleted(
+    open_store: AbstractAsyncContextManager[Store],
+) -> None:
+    async with open_store as store:
+        parent = _info("ses_a")
+        assert await _write(store, CreateSession(info=parent)) == (parent, True)
+        assert await _write(store, CreateSession(info=parent)) == (parent, False)
+        child = _info("ses_b", parent="ses_a")
+        await _write(store, CreateSession(info=child, fresh=True))
+        with pytest.raises(SessionNotFoundError):
+            await _write(store, CreateSession(info=_info("ses_c", parent="ses_none")))
+        assert await _read(store, GetSession(session_id="ses_a")) == parent
+        assert await _read(store, GetSession(session_id="ses_c")) is None
+        assert await _read(store, ListSessions(limit=10)) == [child, parent]
+        assert await _read(store, ListSessions(limit=1, before="ses_b")) == [parent]
+        assert await _read(store, Children(session_id="ses_a")) == [child]
+        assert (await _read(store, Footprint(session_id="ses_b")))["session"] == 1
+        assert await _write(store, DeleteSession(session_id="ses_b", timestamp=5)) == child
+        assert await _read(store, GetSession(session_id="ses_b")) is None
+        assert set((await _read(store, Footprint(session_id="ses_b"))).values()) == {0}
+        with pytest.raises(SessionNotFoundError):
+            await _write(store, DeleteSession(session_id="ses_b", timestamp=6))
+        page, gone = await _read(store, EventsTail(session_id="ses_b", after=-1, limit=10))
+        assert (page, gone) == ([], True)
+
+
+async def test_admission_promotion_and_history(
+    open_store: AbstractAsyncContextManager[Store],
+) -> None:
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        queued, created = await _write(store, _admit("ses_a", "msg_q", "queue", "later"))
+        assert created and queued.id == "msg_q" and queued.delivery == "queue"
+        assert await _write(store, _admit("ses_a", "msg_q", "queue", "later")) == (queued, False)
+        with pytest.raises(PromptConflictError):
+            await _write(store, _admit("ses_a", "msg_q", "queue", "other"))
+        with pytest.raises(SessionNotFoundError):
+            await _write(store, _admit("ses_none", "msg_x"))
+        steer, _ = await _write(store, _admit("ses_a", "msg_s", "steer", "now"))
+        assert [r.id for r in await _read(store, PendingInputs(session_id="ses_a"))] == [
+            "msg_q", "msg_s",
+        ]  # fmt: skip
+        assert await _read(store, SessionsWithPending()) == ["ses_a"]
+        # A steer is pending: opening promotes it, never the queued prompt beside it.
+        promoted, pending = await _write(
+            store, PromoteInputs(session_id="ses_a", opening=True, timestamp=3)
+        )
+        assert [r.id for r in promoted] == ["msg_s"] and [r.id for r in pending] == ["msg_q"]
+        assert promoted[0].promoted_seq > steer.admitted_seq
+        # Not opening: a queued prompt waits.
+        promoted, pending = await _write(
+            store, PromoteInputs(session_id="ses_a", opening=False, timestamp=4)
+        )
+        assert promoted == [] and [r.id for r in pending] == ["msg_q"]
+        view = await _read(store, HistoryChanges(session_id="ses_a", generation=-1, version=-1))
+        assert view.full and [m.id for _, m in view.entries] == ["msg_s"]
+        # Admit and open in one batch; the queued prompt opens its own activity.
+        receipt, promoted, pending = await _write(
+            store, AdmitAndOpen(admit=_admit("ses_a", "msg_q2", "queue", "after"))
+        )
+        assert receipt.id == "msg_q2"
+        assert [r.id for r in promoted] == ["msg_q"] and [r.id for r in pending] == ["msg_q2"]
+        delta = await _read(
+            store,
+            HistoryChanges(session_id="ses_a", generation=view.generation, version=view.version),
+        )
+        assert [m.id for _, m in delta.entries] == ["msg_q"]
+        history = await _read(store, History(session_id="ses_a"))
+        assert [m.id for _, m in history] == ["msg_s", "msg_q"]
+        seq = history[1][0]
+        assert [m.id for _, m in await _read(store, History(session_id="ses_a", from_seq=seq))] == [
+            "msg_q"
+        ]
+        page = await _read(store, Messages(session_id="ses_a", limit=1, order="asc"))
+        assert [m.id for _, m in page] == ["msg_s"]
+        page = await _read(store, Messages(session_id="ses_a", limit=5, before_seq=seq))
+        assert [m.id for _, m in page] == ["msg_s"]
+        entry = await _read(store, MessageEntry(message_id="msg_q"))
+        assert entry is not None and entry[:2] == ("ses_a", seq)
+        assert await _read(store, MessageEntry(message_id="msg_none")) is None
+        info, listed = await _read(store, SessionHistory(session_id="ses_a"))
+        assert info is not None and listed == history
+        listed, epoch = await _read(store, ContextView(session_id="ses_a"))
+        assert listed == history and epoch is None
+
+
+async def test_events_append_page_and_tail(open_store: AbstractAsyncContextManager[Store]) -> None:
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        interrupt = ev.InterruptRequested(timestamp=2, session_id="ses_a")
+        seqs = await _write(store, Append(session_id="ses_a", events=[interrupt, interrupt]))
+        assert seqs == [1, 2]
+        await _write(store, _admit("ses_a", "msg_1", "queue"))
+        pending = await _write(store, AppendWithPending(session_id="ses_a", events=[interrupt]))
+        assert [r.id for r in pending] == ["msg_1"]
+        events = await _read(store, Events(session_id="ses_a", after=0, limit=2))
+        assert [e.seq for e in events] == [1, 2]
+        assert events[0].type == "session.next.interrupt.requested"
+        tail, gone = await _read(store, EventsTail(session_id="ses_a", after=2, limit=10))
+        assert [e.seq for e in tail] == [3, 4] and gone is False
+        everything = await _read(store, AllEvents())
+        assert [(e.aggregate_id, e.seq) for e in everything] == [("ses_a", n) for n in range(5)]
+        with pytest.raises(SessionNotFoundError):
+            await _write(store, Append(session_id="ses_none", events=[interrupt]))
+
+
+async def test_permission_requests_replies_and_approvals(
+    open_store: AbstractAsyncContextManager[Store],
+) -> None:
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        await _write(store, CreateSession(info=_info("ses_b")))
+        asked = _asked("ses_a", "per_1", ["a.py"])
+        await _write(store, AskPermission(asked=asked))
+        await _write(store, AskPermission(asked=asked))  # an exact retry: the same request
+        with pytest.raises(PromptConflictError):
+            await _write(store, AskPermission(asked=_asked("ses_a", "per_1", ["b.py"])))
+        info = await _read(store, Permission(request_id="per_1"))
+        assert info is not None and info.status == "pending" and info.resources == ["a.py"]
+        assert [p.id for p in await _read(store, Permissions(session_id="ses_a"))] == ["per_1"]
+        assert await _read(store, Permission(request_id="per_none")) is None
+        with pytest.raises(SessionNotFoundError):  # another session's request
+            await _write(
+                store,
+                ReplyPermission(
+                    replied=ev.PermissionReplied(
+                        timestamp=4, session_id="ses_b", request_id="per_1", reply="once"
+                    )
+                ),
+            )
+        replied = ev.PermissionReplied(
+            timestamp=4, session_id="ses_a", request_id="per_1", reply="always"
+        )
+        await _write(store, ReplyPermission(replied=replied))
+        with pytest.raises(PromptConflictError):
+            await _write(store, ReplyPermission(replied=replied))
+        answered = await _read(store, Permission(request_id="per_1"))
+        assert answered is not None and answered.status == "always"
+        approved = IsApproved(project="prj", permission="edit", resource="a.py")
+        assert await _read(store, approved) is False
+        await _write(store, SaveApproval(row=ApprovalRow("prj", "edit", "a.py", 5)))
+        await _write(store, SaveApproval(row=ApprovalRow("prj", "edit", "a.py", 6)))
+        assert await _read(store, approved) is True
+        assert (
+            await _read(store, IsApproved(project="other", permission="edit", resource="a.py"))
+            is False
+        )
+
+
+async def test_context_epochs(open_store: AbstractAsyncContextManager[Store]) -> None:
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        assert await _read(store, Epoch(session_id="ses_a")) is None
+        init = InitializeEpoch(session_id="ses_a", baseline="base", snapshot="{}", agent="build")
+        first = await _write(store, init)
+        assert first == EpochRow("ses_a", "base", "{}", "build", 1, None, 0)
+        assert await _write(store, init) == first  # one exists: it stands
+        row = msgspec.structs.replace(first, snapshot='{"k":1}', revision=1)
+        update = ev.ContextUpdated(timestamp=3, session_id="ses_a", message_id="msg_c", text="t")
+        assert await _write(store, AdmitContext(row=row, expected_revision=0, update=update)) == row
+        with pytest.raises(EpochConflictError):
+            await _write(store, AdmitContext(row=row, expected_revision=0, update=update))
+        history = await _read(store, History(session_id="ses_a"))
+        assert [m.id for _, m in history] == ["msg_c"]
+        replaced = await _write(
+            store,
+            ReplaceEpoch(
+                session_id="ses_a", baseline="new", snapshot="{}", agent="build",
+                expected_revision=1,
+            ),
+        )  # fmt: skip
+        assert (replaced.baseline, replaced.revision) == ("new", 2)
+        assert replaced.baseline_seq > history[0][0]
+        with pytest.raises(EpochConflictError):
+            await _write(store, PutEpoch(row=first, expected_revision=0))
+        await _write(store, PutEpoch(row=first))
+        assert await _read(store, Epoch(session_id="ses_a")) == first
+        listed, epoch = await _read(store, ContextView(session_id="ses_a"))
+        assert epoch == first and [m.id for _, m in listed] == ["msg_c"]
+
+
+async def test_titles_are_set_once(open_store: AbstractAsyncContextManager[Store]) -> None:
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        updated = await _write(store, SetTitle(session_id="ses_a", title="Fix it", timestamp=7))
+        assert updated is not None and updated.title == "Fix it" and updated.time.updated == 7
+        assert await _read(store, GetSession(session_id="ses_a")) == updated
+        assert await _write(store, SetTitle(session_id="ses_a", title="Again", timestamp=8)) is None
+        assert await _write(store, SetTitle(session_id="ses_none", title="x", timestamp=8)) is None
+
+
+async def test_store_maintenance_and_resume_listing(
+    open_store: AbstractAsyncContextManager[Store],
+) -> None:
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        assert await _read(store, SessionsNeedingResume()) == []
+        needed = ev.ResumeNeeded(timestamp=2, session_id="ses_a")
+        await _write(store, Append(session_id="ses_a", events=[needed]))
+        assert await _read(store, SessionsNeedingResume()) == ["ses_a"]
+        assert await _read(store, Backup()) >= 0
+        statistics = await _read(store, Statistics())
+        assert msgspec.to_builtins(statistics)["operations"] >= 2
+
+
+async def test_a_failed_command_writes_nothing_and_unknown_messages_are_refused(
+    open_store: AbstractAsyncContextManager[Store],
+) -> None:
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        with pytest.raises(PromptConflictError):
+            await _write(store, AskPermission(asked=_asked("ses_a", "per_1", ["a"])))
+            await _write(store, AskPermission(asked=_asked("ses_a", "per_1", ["b"])))
+        assert [p.resources for p in await _read(store, Permissions(session_id="ses_a"))] == [["a"]]
+        with pytest.raises(TypeError):
+            await store.write(Command())
+        with pytest.raises(TypeError):
+            await store.read(Query())
