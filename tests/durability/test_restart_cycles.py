@@ -156,19 +156,24 @@ def test_200_short_clean_processes_back_up_at_the_default_thresholds(
     most_records = most_bytes = 0
     backups = set()
     try:
-        for _ in range(CYCLES // CYCLES_PER_PROCESS):
+        # Two sessions admit at once, so on a loaded machine group commit merges some of
+        # their prompts and 200 cycles may write fewer than 2,000 batches: cycles go on
+        # (up to half as many again) until the first threshold's worth was written.
+        ran = 0
+        while ran < CYCLES or (_backup_stamp(data) is None and ran < CYCLES * 3 // 2):
             for records, size in cycles.clean(prompts=12, cycles=CYCLES_PER_PROCESS):
                 most_records, most_bytes = max(most_records, records), max(most_bytes, size)
+            ran += CYCLES_PER_PROCESS
             backups.add(_backup_stamp(data))
             assert not (data / STAGING_FILE).exists()
     finally:
         cycles.close()
     elapsed = time.monotonic() - started
     last_lsn = _check_everything_kept(data, cycles.acknowledged, contiguous)
-    # 200 processes wrote more than 2,000 batches, none of them more than a few dozen;
+    # The cycles wrote more than 2,000 batches, none of them more than a few dozen;
     # the journal held at most one threshold's worth, and the last backup covers all
     # but less than that.
-    assert len(cycles.acknowledged) == CYCLES * 12
+    assert len(cycles.acknowledged) == ran * 12
     assert last_lsn >= DEFAULT_BACKUP_BATCHES
     assert len(backups - {None}) == last_lsn // DEFAULT_BACKUP_BATCHES
     assert most_records <= DEFAULT_BACKUP_BATCHES
