@@ -133,11 +133,12 @@ class LocationSettings:
 
 def location_watch(
     directory: str, configuration: Configuration | None,
-    overrides: Mapping[str, AgentInfo] | None = None,
+    overrides: Mapping[str, AgentInfo] | None = None, *, threaded: bool = True,
 ) -> ConfigWatch[LocationSettings]:  # fmt: skip
     """A watch whose value is the Location's settings, read again when one of its
-    configuration files, its agent folder or an agent file changes."""
-    return ConfigWatch(lambda: _read(directory, configuration, overrides or {}))
+    configuration files, its agent folder or an agent file changes (in a worker thread
+    when *threaded*, else on the trio thread)."""
+    return ConfigWatch(lambda: _read(directory, configuration, overrides or {}), threaded=threaded)
 
 
 def _read(

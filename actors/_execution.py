@@ -8,10 +8,10 @@ directory, holding the Location's tool registry).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final, Literal, NoReturn
 
 import trio
 
@@ -36,13 +36,22 @@ from runtime.titles import TitleLimits
 from runtime.tools import ToolEnvironment, ToolRegistry
 from storage import GetSession
 
-__all__ = ["LocationActor", "SessionExecution", "ToolsFactory"]
+__all__ = ["LocationActor", "LocationLoads", "SessionExecution", "ToolsFactory"]
 
 ToolsFactory = Callable[[ToolEnvironment], ToolRegistry]
 DEFAULT_IDLE_TIMEOUT: Final = 300.0
 DEFAULT_MAX_ACTIVE: Final = 256
 _PASSIVATION_RETRIES: Final = 3
 _SWEEP_EVERY: Final = 30.0
+
+LocationLoads = Literal["threaded", "inline"]
+BlockingRunner = Callable[[Callable[[], Any]], Awaitable[Any]]
+
+
+async def _run_inline(fn: Callable[[], Any]) -> Any:
+    """Run blocking *fn* on the trio thread (``location_loads="inline"``)."""
+    await trio.lowlevel.checkpoint()
+    return fn()
 
 
 class LocationActor(Actor[Any]):
@@ -149,6 +158,9 @@ class SessionExecution:
         title_model: which model writes a new session's title, given the model of its
             first turn; ``None`` writes no titles.
         title_limits: bounds of each title request.
+        location_loads: where a Location's blocking reads run (its files, its custom
+            tools' imports): ``"threaded"`` in a worker thread, ``"inline"`` on the trio
+            thread (simulations under an autojump clock, which must not see threads).
     """
 
     def __init__(
@@ -159,7 +171,7 @@ class SessionExecution:
         now_ms: Callable[[], int], ids: IdGenerator, directory: ActorDirectory,
         policy: SupervisorPolicy,
         title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
-        configuration: Configuration | None = None,
+        configuration: Configuration | None = None, location_loads: LocationLoads = "threaded",
     ) -> None:  # fmt: skip
         self.supervisor = _ExecutionSupervisor(self, policy=policy, directory=directory)
         self.title_model = title_model
@@ -180,6 +192,12 @@ class SessionExecution:
         self._max_active = max_active
         self._sessions: dict[str, SessionActor] = {}
         self._locations: dict[str, LocationActor] = {}
+        self._opening: dict[str, trio.Event] = {}
+        """Locations being opened, set when their opening ended (opened or not)."""
+        self._loads = location_loads
+        self._run_blocking: BlockingRunner = (
+            trio.to_thread.run_sync if location_loads == "threaded" else _run_inline
+        )
         self._infos: dict[str, SessionInfo] = {}
         self._retiring: dict[str, trio.Lock] = {}
         """Sessions held inactive for their deletion; one deletion of a session at a time."""
@@ -317,35 +335,84 @@ class SessionExecution:
         return self._infos[session_id]
 
     def location_for(self, directory: str) -> LocationActor:
+        """The open Location of *directory*. One not opened yet (by :meth:`location`) is
+        opened here, reading its files on the trio thread: every drain and entry point
+        opens its Location with :meth:`location` first, so this is a fallback only."""
         location = self._locations.get(directory)
         if location is None:
-            watch = location_watch(directory, self.configuration, self.agents)
-            settings = watch.load_now()
-            env = ToolEnvironment(
-                directory=directory, data_dir=str(self._data_dir), ids=self.ids,
-                limits=settings.tool_output_limits(),
+            location = self._adopt(directory, *self._read_location(directory))
+        return location
+
+    async def location(self, directory: str) -> LocationActor:
+        """The Location of *directory*, opened at first use: its configuration and agent
+        files are read and its custom tools imported by the ``location_loads`` runner (a
+        worker thread unless the runtime runs them inline); concurrent callers share one
+        opening.
+
+        On cancellation the read is not abandoned (an import cannot be undone halfway):
+        the caller waits for it to end, the Location opens, and ``Cancelled`` is raised
+        at the caller's next checkpoint. A read that fails raises its error here and
+        opens nothing; the next caller tries again.
+        """
+        while True:
+            location = self._locations.get(directory)
+            if location is not None:
+                return location
+            opening = self._opening.get(directory)
+            if opening is not None:
+                await opening.wait()
+                continue
+            opening = self._opening[directory] = trio.Event()
+            try:
+                parts = await self._run_blocking(lambda: self._read_location(directory))
+                location = self._locations.get(directory)  # opened meanwhile by location_for
+                return location or self._adopt(directory, *parts)
+            finally:
+                del self._opening[directory]
+                opening.set()
+
+    def _read_location(
+        self, directory: str
+    ) -> tuple[
+        ConfigWatch[LocationSettings], LocationSettings, ToolRegistry, SystemContextRegistry
+    ]:
+        """The blocking part of opening a Location: read its configuration and agent
+        files, build its tool registry (importing ``.kittiwake/tool/*.py``) and its System
+        Context Registry. Touches no trio state, so it may run in a worker thread."""
+        watch = location_watch(
+            directory, self.configuration, self.agents, threaded=self._loads == "threaded"
+        )
+        settings = watch.load_now()
+        env = ToolEnvironment(
+            directory=directory, data_dir=str(self._data_dir), ids=self.ids,
+            limits=settings.tool_output_limits(),
+        )  # fmt: skip
+        return watch, settings, self._tools(env), self._context(directory)
+
+    def _adopt(
+        self, directory: str, watch: ConfigWatch[LocationSettings], settings: LocationSettings,
+        registry: ToolRegistry, context: SystemContextRegistry,
+    ) -> LocationActor:  # fmt: skip
+        if registry.saved_approvals is None:
+            registry.saved_approvals = self.permissions
+        location = LocationActor(directory, registry, context, watch, settings)
+        if self.configuration is not None:
+            context.contribute(
+                CONFIG_INSTRUCTIONS_KEY,
+                instructions_producer(
+                    lambda: location.settings, directory=directory,
+                    root=worktree_root(os.path.realpath(directory)), home=self.configuration.env.get("HOME", ""),
+                ),
             )  # fmt: skip
-            registry = self._tools(env)
-            if registry.saved_approvals is None:
-                registry.saved_approvals = self.permissions
-            context = self._context(directory)
-            location = LocationActor(directory, registry, context, watch, settings)
-            if self.configuration is not None:
-                context.contribute(
-                    CONFIG_INSTRUCTIONS_KEY,
-                    instructions_producer(
-                        lambda: location.settings, directory=directory,
-                        root=worktree_root(os.path.realpath(directory)), home=self.configuration.env.get("HOME", ""),
-                    ),
-                )  # fmt: skip
-            self._locations[directory] = location
-            self.supervisor.start_child(location)
+        self._locations[directory] = location
+        self.supervisor.start_child(location)
         return location
 
     async def current_location(self, directory: str) -> LocationActor:
-        """The Location of *directory* with its configuration and agent files read again
-        if they changed (use it where a client names an agent or a model)."""
-        location = self.location_for(directory)
+        """The Location of *directory* (see :meth:`location`) with its configuration and
+        agent files read again if they changed (use it where a client names an agent or a
+        model, and at each provider turn)."""
+        location = await self.location(directory)
         await location.refresh()
         return location
 

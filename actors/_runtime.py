@@ -17,7 +17,7 @@ from actors._config import Configuration
 from actors._context import ContextFactory, default_context
 from actors._directory import ActorDirectory
 from actors._events import EventHub
-from actors._execution import SessionExecution, ToolsFactory
+from actors._execution import LocationLoads, SessionExecution, ToolsFactory
 from actors._session import DEFAULT_MAX_TURNS, recover_session
 from actors._sessions import Sessions
 from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode
@@ -95,7 +95,7 @@ async def open_runtime(
     tool_output_cleanup_every: float | None = DEFAULT_CLEANUP_EVERY,
     storage_max_batch: int = DEFAULT_MAX_BATCH,
     title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
-    configuration: Configuration | None = None,
+    configuration: Configuration | None = None, location_loads: LocationLoads = "threaded",
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -124,6 +124,10 @@ async def open_runtime(
         configuration: how each Location reads its ``kittiwake.json`` files (agents,
             permission rules, default model, providers, instructions), re-read at each
             provider turn after a change; ``None`` reads no configuration.
+        location_loads: where a Location's blocking reads run (configuration and agent
+            files, custom tool imports): ``"threaded"`` in a worker thread, ``"inline"``
+            on the trio thread, for simulations under trio's autojump clock (which runs
+            ahead while a worker thread works).
     """
     data, project = _prepare(Path(data_dir))
     clock = now_ms or (lambda: time.time_ns() // 1_000_000)
@@ -141,6 +145,7 @@ async def open_runtime(
         ids=id_gen,
         directory=directory, policy=RESTART_POLICY,
         title_model=title_model, title_limits=title_limits, configuration=configuration,
+        location_loads=location_loads,
     )  # fmt: skip
     sessions = Sessions(
         storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock, project_id=project

@@ -309,7 +309,8 @@ class SessionActor(Actor[Message]):
     async def _promote_step(self, *, opening: bool) -> Promoted | Blocked:
         """At a safe boundary: apply configuration edits, make sure the Context Epoch
         exists, then promote (see :meth:`_promote`); report what the planner needs."""
-        await self._location().refresh()  # configuration edits apply from this turn on
+        directory = self._x.session_info(self.session_id).location.directory
+        await self._x.current_location(directory)  # edits apply from this turn on
         if not await self._ensure_epoch():
             return Blocked()
         promoted, _ = await self._promote(opening=opening)

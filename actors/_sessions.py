@@ -533,7 +533,7 @@ class Sessions:
         if id is not None:
             check_id("per", id)
         info = await self.get(session_id)
-        location = self._x.location_for(info.location.directory)
+        location = await self._x.location(info.location.directory)
         name = agent if agent is not None else info.agent if isinstance(info.agent, str) else None
         resolved = location.agent(name)
         effect = await decide(
@@ -556,7 +556,7 @@ class Sessions:
 
     async def _project_key(self, session_id: str) -> str:
         info = await self.get(session_id)
-        return self._x.location_for(info.location.directory).registry.env.project_key
+        return (await self._x.location(info.location.directory)).registry.env.project_key
 
     async def needs_resume(self) -> builtins.list[str]:
         """Sessions a crash cut short, continued only by an explicit ``resume``: those

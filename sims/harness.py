@@ -70,6 +70,7 @@ async def _scenario(seed: int, data_dir: Path, count: int) -> list[tuple[str, in
     client = llm.ScriptedLLM(script, latency=0.2)
     options: dict[str, Any] = dict(
         storage_mode="inline",
+        location_loads="inline",
         now_ms=now_ms,
         ids=ids,
         tools=tools,

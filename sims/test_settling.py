@@ -129,7 +129,8 @@ async def _scenario(
 
     provider = RandomProvider(random.Random(seed + 1))
     options: dict[str, Any] = dict(
-        storage_mode="inline", now_ms=now_ms, ids=IdGenerator(clock_ms=now_ms, rng=rng),
+        storage_mode="inline", location_loads="inline", now_ms=now_ms,
+        ids=IdGenerator(clock_ms=now_ms, rng=rng),
         tools=_tools, context=_context, tool_output_cleanup_every=None,
         agents={"build": msgspec.structs.replace(BUILD, steps=4)},
     )  # fmt: skip

@@ -260,12 +260,15 @@ class ConfigWatch(Generic[T]):
 
     *loader* returns ``(value, paths looked at)``. A loader that raises is run again at
     the next :meth:`load`. Cancellation waits for a running loader to end, then raises.
+    With ``threaded=False`` the loader runs on the calling thread instead (for programs
+    under an autojump clock, which must not see worker threads).
     """
 
-    __slots__ = ("_loader", "_stamps", "_value", "loads")
+    __slots__ = ("_loader", "_stamps", "_threaded", "_value", "loads")
 
-    def __init__(self, loader: Callable[[], tuple[T, list[str]]]) -> None:
+    def __init__(self, loader: Callable[[], tuple[T, list[str]]], *, threaded: bool = True) -> None:
         self._loader = loader
+        self._threaded = threaded
         self._value: T | None = None
         self._stamps: list[tuple[str, Any]] | None = None
         self.loads = 0
@@ -280,7 +283,11 @@ class ConfigWatch(Generic[T]):
             if all(path_stamp(path) == stamp for path, stamp in self._stamps):
                 await trio.lowlevel.checkpoint_if_cancelled()
                 return self._value
-        value, stamps = await trio.to_thread.run_sync(self._run)
+        if self._threaded:
+            value, stamps = await trio.to_thread.run_sync(self._run)
+        else:
+            await trio.lowlevel.checkpoint()
+            value, stamps = self._run()
         self._value, self._stamps = value, stamps
         self.loads += 1
         return value

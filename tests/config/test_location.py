@@ -86,7 +86,7 @@ async def test_configured_instructions_and_model_reach_the_request(tmp_path):
         write_config(work, {"model": "scripted/m2"})  # instructions removed, model changed
         await rt.sessions.prompt(info.id, prompt=prompt("two"))
         await rt.sessions.wait_idle(info.id)
-        assert rt.execution.location_for(str(work)).registry.env.limits == ToolOutputLimits()
+        assert (await rt.execution.location(str(work))).registry.env.limits == ToolOutputLimits()
     first, second = llm.requests
     assert first.model.model_id == "m1" and second.model.model_id == "m2"
     assert "Always write TESTS first." in "\n".join(first.system)
