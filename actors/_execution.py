@@ -1,7 +1,7 @@
 """SessionExecution: the process-global router from session id to SessionActor.
 
 It supervises SessionActors (activated lazily on first use, passivated after
-``idle_timeout`` seconds without a drain) and LocationActors (one per working
+``idle_timeout`` seconds without a drain) and LocationStates (one per working
 directory, holding the Location's tool registry).
 """
 
@@ -15,13 +15,13 @@ from typing import Any, Final, Literal, NoReturn
 
 import trio
 
-from actors._actor import Actor, call, held
+from actors._actor import call, held
 from actors._config import Configuration, LocationSettings, instructions_producer, location_watch
 from actors._context import ContextFactory
 from actors._directory import ActorDirectory
 from actors._errors import ActorNotFound, ActorStopped
 from actors._events import EventHub
-from actors._mailbox import Reply, open_mailbox
+from actors._mailbox import Reply
 from actors._permissions import DurablePermissions
 from actors._session import Interrupt, Run, SessionActor, WaitIdle, Wake
 from actors._storage import StorageActor
@@ -36,7 +36,7 @@ from runtime.titles import TitleLimits
 from runtime.tools import ToolEnvironment, ToolRegistry
 from storage import GetSession
 
-__all__ = ["LocationActor", "LocationLoads", "SessionExecution", "ToolsFactory"]
+__all__ = ["LocationState", "LocationLoads", "SessionExecution", "ToolsFactory"]
 
 ToolsFactory = Callable[[ToolEnvironment], ToolRegistry]
 DEFAULT_IDLE_TIMEOUT: Final = 300.0
@@ -54,19 +54,20 @@ async def _run_inline(fn: Callable[[], Any]) -> Any:
     return fn()
 
 
-class LocationActor(Actor[Any]):
-    """One Location (working directory): its tool registry, its System Context Registry,
-    and what its configuration decides (agents, default model, provider client), read
-    again by :meth:`refresh` at each provider turn when a file changed."""
+class LocationState:
+    """One open Location (working directory): its tool registry, its System Context
+    Registry, and what its configuration decides (agents, default model, provider
+    client), read again by :meth:`refresh` at each provider turn when a file changed.
 
-    kind = "location"
+    A plain object, not an actor: nothing is sent to it. Its callers are the tasks of
+    one trio run; :meth:`observe_context` shares one observation between concurrent
+    callers and :meth:`refresh` reads in a worker thread only after a change.
+    """
 
     def __init__(
         self, directory: str, registry: ToolRegistry, context: SystemContextRegistry,
         watch: ConfigWatch[LocationSettings], settings: LocationSettings,
     ) -> None:  # fmt: skip
-        mailbox = open_mailbox(0)
-        super().__init__(f"location:{directory}", mailbox=mailbox, label=directory)
         self.directory = directory
         self.registry = registry
         self.context = context
@@ -92,10 +93,6 @@ class LocationActor(Actor[Any]):
         calls when none did). Cancellation waits for a running read to end."""
         self.settings = await self._watch.load()
         return self.settings
-
-    async def run(self) -> None:
-        self.mark_running()
-        await trio.sleep_forever()
 
     async def observe_context(self) -> SystemContext:
         """Observe the Location's System Context; concurrent callers share one observation.
@@ -191,7 +188,7 @@ class SessionExecution:
         self._idle_timeout = idle_timeout
         self._max_active = max_active
         self._sessions: dict[str, SessionActor] = {}
-        self._locations: dict[str, LocationActor] = {}
+        self._locations: dict[str, LocationState] = {}
         self._opening: dict[str, trio.Event] = {}
         """Locations being opened, set when their opening ended (opened or not)."""
         self._loads = location_loads
@@ -334,7 +331,7 @@ class SessionExecution:
     def session_info(self, session_id: str) -> SessionInfo:
         return self._infos[session_id]
 
-    def location_for(self, directory: str) -> LocationActor:
+    def location_for(self, directory: str) -> LocationState:
         """The open Location of *directory*. One not opened yet (by :meth:`location`) is
         opened here, reading its files on the trio thread: every drain and entry point
         opens its Location with :meth:`location` first, so this is a fallback only."""
@@ -343,7 +340,7 @@ class SessionExecution:
             location = self._adopt(directory, *self._read_location(directory))
         return location
 
-    async def location(self, directory: str) -> LocationActor:
+    async def location(self, directory: str) -> LocationState:
         """The Location of *directory*, opened at first use: its configuration and agent
         files are read and its custom tools imported by the ``location_loads`` runner (a
         worker thread unless the runtime runs them inline); concurrent callers share one
@@ -392,10 +389,10 @@ class SessionExecution:
     def _adopt(
         self, directory: str, watch: ConfigWatch[LocationSettings], settings: LocationSettings,
         registry: ToolRegistry, context: SystemContextRegistry,
-    ) -> LocationActor:  # fmt: skip
+    ) -> LocationState:  # fmt: skip
         if registry.saved_approvals is None:
             registry.saved_approvals = self.permissions
-        location = LocationActor(directory, registry, context, watch, settings)
+        location = LocationState(directory, registry, context, watch, settings)
         if self.configuration is not None:
             context.contribute(
                 CONFIG_INSTRUCTIONS_KEY,
@@ -405,10 +402,9 @@ class SessionExecution:
                 ),
             )  # fmt: skip
         self._locations[directory] = location
-        self.supervisor.start_child(location)
         return location
 
-    async def current_location(self, directory: str) -> LocationActor:
+    async def current_location(self, directory: str) -> LocationState:
         """The Location of *directory* (see :meth:`location`) with its configuration and
         agent files read again if they changed (use it where a client names an agent or a
         model, and at each provider turn)."""
@@ -416,7 +412,7 @@ class SessionExecution:
         await location.refresh()
         return location
 
-    def client_for(self, location: LocationActor) -> llm.LLMClient:
+    def client_for(self, location: LocationState) -> llm.LLMClient:
         """The provider client turns in *location* stream from: the one its configuration
         builds (its providers), else the runtime's."""
         return location.settings.llm or self.llm

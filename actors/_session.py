@@ -45,7 +45,7 @@ from storage import Append, AppendWithPending, HistoryChanges, PromoteInputs, Se
 
 if TYPE_CHECKING:
     from actors._config import LocationSettings
-    from actors._execution import LocationActor, SessionExecution
+    from actors._execution import LocationState, SessionExecution
     from actors._storage import StorageActor
 
 __all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError", "recover_session"]
@@ -332,7 +332,7 @@ class SessionActor(Actor[Message]):
         self._has_epoch = True
         return True
 
-    def _location(self) -> LocationActor:
+    def _location(self) -> LocationState:
         info = self._x.session_info(self.session_id)
         return self._x.location_for(info.location.directory)
 

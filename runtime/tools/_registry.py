@@ -92,7 +92,7 @@ class ToolContribution:
 
 @final
 class ToolRegistry:
-    """Tools of one Location (no global state; the LocationActor owns one).
+    """Tools of one Location (no global state; each open Location's state owns one).
 
     Args:
         env: the Location's directory, data dir, output limits, clock and ids.
