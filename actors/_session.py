@@ -388,8 +388,8 @@ class SessionActor(Actor[Message]):
     async def _provider_turn(self, step: int, max_turns: int) -> Any:
         sid = self.session_id
         info = self._x.session_info(sid)
+        location = await self._x.location(info.location.directory)  # open before _agent()
         agent = self._agent()
-        location = self._x.location_for(info.location.directory)
         model = self._model(info, agent, location.settings)
         self.set_activity("reconciling context")
         known = self._epochs.row
