@@ -23,6 +23,7 @@ from actors._errors import ActorNotFound, ActorStopped
 from actors._events import EventHub
 from actors._mailbox import Reply
 from actors._permissions import DurablePermissions
+from actors._ports import SessionLocation, SessionPorts
 from actors._session import Interrupt, Run, SessionActor, WaitIdle, Wake
 from actors._storage import StorageActor
 from actors._supervisor import Supervisor, SupervisorPolicy
@@ -204,6 +205,15 @@ class SessionExecution:
         self._shedding = False
         self.ready = trio.Event()
         self.permissions = DurablePermissions(storage, now_ms)
+        self.ports = SessionPorts(
+            storage=storage, hub=hub, permissions=self.permissions, session_info=self.session_info,
+            location_for=self.location_for, location=self.location,
+            current_location=self.current_location,
+            client_for=self.client_for, now_ms=now_ms, ids=ids,
+            default_model=default_model, max_turns=max_turns, title_model=title_model,
+            title_limits=self.title_limits,
+        )  # fmt: skip
+        """What each SessionActor is given (it does not see this router)."""
 
     def _reset(self) -> None:
         self._sessions.clear()
@@ -412,13 +422,10 @@ class SessionExecution:
         await location.refresh()
         return location
 
-    def client_for(self, location: LocationState) -> llm.LLMClient:
+    def client_for(self, location: SessionLocation) -> llm.LLMClient:
         """The provider client turns in *location* stream from: the one its configuration
         builds (its providers), else the runtime's."""
         return location.settings.llm or self.llm
-
-    def note_idle(self, actor: SessionActor) -> None:
-        actor.last_active = trio.current_time()
 
     def active_sessions(self) -> list[SessionActor]:
         return list(self._sessions.values())
@@ -436,7 +443,7 @@ class SessionExecution:
         actor = self._sessions.get(session_id)
         if actor is None:
             self._infos[session_id] = info
-            actor = SessionActor(session_id, self)
+            actor = SessionActor(session_id, self.ports)
             self._sessions[session_id] = actor
             self.supervisor.start_child(actor)
             if len(self._sessions) > self._max_active and self._nursery_ready():

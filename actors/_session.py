@@ -18,6 +18,7 @@ from msgspec.structs import replace
 from actors._actor import Actor, ActorStatistics
 from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
+from actors._ports import SessionLocation, SessionPorts
 from actors._titles import write_title
 from actors._turn import INTERRUPTED_TOOL, Turn, run_turn
 from runtime import SessionInfo, llm
@@ -45,7 +46,6 @@ from storage import Append, AppendWithPending, HistoryChanges, PromoteInputs, Se
 
 if TYPE_CHECKING:
     from actors._config import LocationSettings
-    from actors._execution import LocationState, SessionExecution
     from actors._storage import StorageActor
 
 __all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError", "recover_session"]
@@ -98,10 +98,10 @@ class SessionActor(Actor[Message]):
 
     kind = "session"
 
-    def __init__(self, session_id: str, execution: SessionExecution) -> None:
+    def __init__(self, session_id: str, ports: SessionPorts) -> None:
         super().__init__(session_id, mailbox=open_mailbox(MAILBOX_BOUND), label=session_id)
         self.session_id = session_id
-        self._x = execution
+        self._p = ports
         self.lane = Lane()
         self._scope: trio.CancelScope | None = None
         self._drain_done = trio.Event()
@@ -115,7 +115,7 @@ class SessionActor(Actor[Message]):
         self._recovered = False
         self._has_epoch = False
         self._history = HistoryView()
-        self._epochs = EpochKeeper(session_id, execution.storage, execution.ids, execution.now_ms)
+        self._epochs = EpochKeeper(session_id, ports.storage, ports.ids, ports.now_ms)
         self._openings = 0
         self._opened: Opened | None = None
         self._nursery: trio.Nursery | None = None
@@ -270,7 +270,7 @@ class SessionActor(Actor[Message]):
         for reply in self._idle_waiters:
             reply.send(None)
         self._idle_waiters.clear()
-        self._x.note_idle(self)
+        self.last_active = trio.current_time()
 
     # -- the drain ----------------------------------------------------------------------
 
@@ -280,7 +280,7 @@ class SessionActor(Actor[Message]):
         self._turn, self._turn_open = None, False
         if not self._recovered:
             self.set_activity("recovering")
-            await recover_session(self._x.storage, self.session_id, self._x.now_ms())
+            await recover_session(self._p.storage, self.session_id, self._p.now_ms())
             self._recovered = True
         state, effect = begin_drain(force=force)
         while True:
@@ -309,15 +309,15 @@ class SessionActor(Actor[Message]):
     async def _promote_step(self, *, opening: bool) -> Promoted | Blocked:
         """At a safe boundary: apply configuration edits, make sure the Context Epoch
         exists, then promote (see :meth:`_promote`); report what the planner needs."""
-        directory = self._x.session_info(self.session_id).location.directory
-        await self._x.current_location(directory)  # edits apply from this turn on
+        directory = self._p.session_info(self.session_id).location.directory
+        await self._p.current_location(directory)  # edits apply from this turn on
         if not await self._ensure_epoch():
             return Blocked()
         promoted, _ = await self._promote(opening=opening)
         if promoted and not self._title_checked:
             self._title_checked = True
             self._title_prompt = self._first_prompt(promoted)
-        return Promoted(count=len(promoted), max_turns=self._agent().steps or self._x.max_turns)
+        return Promoted(count=len(promoted), max_turns=self._agent().steps or self._p.max_turns)
 
     async def _ensure_epoch(self) -> bool:
         """Initialize the Context Epoch before any promotion; False when blocked."""
@@ -332,16 +332,16 @@ class SessionActor(Actor[Message]):
         self._has_epoch = True
         return True
 
-    def _location(self) -> LocationState:
-        info = self._x.session_info(self.session_id)
-        return self._x.location_for(info.location.directory)
+    def _location(self) -> SessionLocation:
+        info = self._p.session_info(self.session_id)
+        return self._p.location_for(info.location.directory)
 
     async def _promote(
         self, *, opening: bool
     ) -> tuple[list[ev.InputAdmitted], list[ev.InputAdmitted]]:
         """Promote pending steers; when *opening* an activity with no steer pending, the
         oldest queued prompt instead. Returns (promoted rows, rows still pending)."""
-        sid, now = self.session_id, self._x.now_ms()
+        sid, now = self.session_id, self._p.now_ms()
         self.set_activity("promoting")
         opened, self._opened = self._opened, None
         if opened is not None:
@@ -352,7 +352,7 @@ class SessionActor(Actor[Message]):
         # turn's own durable write comes after it. Lost only to a power cut before that,
         # a promotion leaves its prompt pending, to be promoted again at restart. The
         # history changes come with the answer instead of a read queued behind the sync.
-        rows, delta = await self._x.storage.write(
+        rows, delta = await self._p.storage.write(
             PromoteInputs(session_id=sid, opening=opening, timestamp=now),
             durable=False,
             then=HistoryChanges(session_id=sid, generation=view.generation, version=view.version),
@@ -375,20 +375,20 @@ class SessionActor(Actor[Message]):
         """Fold in what changed in the stored history since the view last looked."""
         view, sid = self._history, self.session_id
         view.apply(
-            await self._x.storage.read(
+            await self._p.storage.read(
                 HistoryChanges(session_id=sid, generation=view.generation, version=view.version)
             )
         )
 
     def _agent(self) -> AgentInfo:
-        info = self._x.session_info(self.session_id)
+        info = self._p.session_info(self.session_id)
         name = info.agent if isinstance(info.agent, str) else None
         return self._location().agent(name)
 
     async def _provider_turn(self, step: int, max_turns: int) -> Any:
         sid = self.session_id
-        info = self._x.session_info(sid)
-        location = await self._x.location(info.location.directory)  # open before _agent()
+        info = self._p.session_info(sid)
+        location = await self._p.location(info.location.directory)  # open before _agent()
         agent = self._agent()
         model = self._model(info, agent, location.settings)
         self.set_activity("reconciling context")
@@ -407,15 +407,15 @@ class SessionActor(Actor[Message]):
         self.set_activity(f"provider turn {step}/{max_turns}")
         self.provider_turns += 1
         turn = Turn(
-            session_id=sid, assistant_id=self._x.ids.new("msg"), agent=agent, model=model,
-            append=self._append, hub=self._x.hub, now=self._x.now_ms, registry=location.registry,
-            directory=info.location.directory, permissions=self._x.permissions,
+            session_id=sid, assistant_id=self._p.ids.new("msg"), agent=agent, model=model,
+            append=self._append, hub=self._p.hub, now=self._p.now_ms, registry=location.registry,
+            directory=info.location.directory, permissions=self._p.permissions,
         )  # fmt: skip
         if self._title_prompt is not None:
             self._start_title(self._title_prompt, model)
             self._title_prompt = None
         self._turn, self._turn_open = turn, True
-        outcome = await run_turn(client=self._x.client_for(location), request=request, turn=turn)
+        outcome = await run_turn(client=self._p.client_for(location), request=request, turn=turn)
         self._turn_open = False
         return outcome
 
@@ -429,12 +429,12 @@ class SessionActor(Actor[Message]):
         provider, _, model_id = (agent.model or "").partition("/")
         if provider and model_id:
             return ev.ModelRef(id=model_id, provider_id=provider)
-        return settings.model or self._x.default_model
+        return settings.model or self._p.default_model
 
     def _first_prompt(self, promoted: list[ev.InputAdmitted]) -> str | None:
         """The text of the session's first prompt if *promoted* holds it and a title is to
         be written for the session; else None."""
-        if self._x.title_model is None or not needs_title(self._x.session_info(self.session_id)):
+        if self._p.title_model is None or not needs_title(self._p.session_info(self.session_id)):
             return None
         ids = {row.id for row in promoted}
         for _, message in self._history.rows:
@@ -445,16 +445,16 @@ class SessionActor(Actor[Message]):
     def _start_title(self, prompt: str, model: ev.ModelRef) -> None:
         """Write the session's title beside its first turn, never delaying it (the task
         runs in the actor's nursery; stopping the actor cancels it)."""
-        assert self._x.title_model is not None
+        assert self._p.title_model is not None
         location = self._location()
-        small = location.settings.small_model or self._x.title_model(model)
+        small = location.settings.small_model or self._p.title_model(model)
         if small is None or self._nursery is None:
             return
         self._nursery.start_soon(
             partial(
                 write_title, session_id=self.session_id, prompt=prompt, model=small,
-                client=self._x.client_for(location), storage=self._x.storage, now_ms=self._x.now_ms,
-                limits=self._x.title_limits,
+                client=self._p.client_for(location), storage=self._p.storage, now_ms=self._p.now_ms,
+                limits=self._p.title_limits,
             )
         )  # fmt: skip
 
@@ -473,7 +473,7 @@ class SessionActor(Actor[Message]):
                     ev.RunFailed(timestamp=event.timestamp, session_id=sid, error=error),
                 ]
                 break
-        return await self._x.storage.write(AppendWithPending(session_id=sid, events=events))
+        return await self._p.storage.write(AppendWithPending(session_id=sid, events=events))
 
     def _failure_tag(self) -> str:
         """The ``_tag`` of the current turn's failed step: the provider's error by its kind,
@@ -492,7 +492,7 @@ class SessionActor(Actor[Message]):
         Bounded and shielded (``_FAILURE_GRACE``); a write that fails is logged, and the
         next drain's recovery closes what stayed open.
         """
-        sid, now = self.session_id, self._x.now_ms()
+        sid, now = self.session_id, self._p.now_ms()
         if isinstance(exc, StepLimitExceededError):
             error = ev.RunError(tag="StepLimitExceededError", message=str(exc))
         else:
@@ -506,7 +506,7 @@ class SessionActor(Actor[Message]):
         if turn is not None and isinstance(exc, StepLimitExceededError):
             message_id = turn.assistant_id
         else:
-            message_id = self._x.ids.new("msg")
+            message_id = self._p.ids.new("msg")
             events.append(self._failed_step_start(message_id, now))
         failed = ev.SessionError(message=error.message)
         events.append(
@@ -518,7 +518,7 @@ class SessionActor(Actor[Message]):
         self._turn, self._turn_open, self._recovered = None, False, False
         with trio.move_on_after(_FAILURE_GRACE, shield=True):
             try:
-                await self._x.storage.write(Append(session_id=sid, events=events))
+                await self._p.storage.write(Append(session_id=sid, events=events))
             except Exception as write_error:  # noqa: BLE001 - logged; recovery closes the rest
                 _log.error(
                     "could not record the failed drain",
@@ -529,12 +529,12 @@ class SessionActor(Actor[Message]):
     def _failed_step_start(self, message_id: str, now: int) -> ev.StepStarted:
         """The start of an empty step that carries a failure outside any provider turn."""
         try:
-            info = self._x.session_info(self.session_id)
+            info = self._p.session_info(self.session_id)
             agent = self._agent()
-            settings = self._x.location_for(info.location.directory).settings
+            settings = self._p.location_for(info.location.directory).settings
             name, model = agent.name, self._model(info, agent, settings)
         except Exception:  # noqa: BLE001 - the failure may be this very lookup
-            name, model = "build", self._x.default_model
+            name, model = "build", self._p.default_model
         return ev.StepStarted(
             timestamp=now, session_id=self.session_id, assistant_message_id=message_id,
             agent=name, model=model,

@@ -1,0 +1,76 @@
+"""SessionPorts: what a SessionActor uses of the runtime around it, and nothing more.
+
+``SessionExecution`` builds one and hands it to every SessionActor it starts; the actor
+does not see the router (its sessions, activation, passivation, deletion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from actors._titles import TitleModel
+from runtime import IdGenerator, SessionInfo, llm
+from runtime import events as ev
+from runtime.agents import AgentInfo
+from runtime.context import SystemContext
+from runtime.titles import TitleLimits
+from runtime.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from actors._config import LocationSettings
+    from actors._events import EventHub
+    from actors._permissions import DurablePermissions
+    from actors._storage import StorageActor
+
+__all__ = ["SessionLocation", "SessionPorts"]
+
+
+class SessionLocation(Protocol):
+    """What a session's drain uses of its Location (working directory)."""
+
+    @property
+    def settings(self) -> LocationSettings: ...
+    @property
+    def registry(self) -> ToolRegistry: ...
+    def agent(self, name: str | None) -> AgentInfo: ...
+    async def observe_context(self) -> SystemContext: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPorts:
+    """A SessionActor's collaborators and limits.
+
+    Attributes:
+        storage: the storage port every durable read and write goes through.
+        hub: where turn events are published.
+        permissions: durable permission approvals for tool calls.
+        session_info: the session's info, remembered when its actor was activated.
+        location_for: the open Location of a working directory.
+        location: the Location of a working directory, opened off the trio thread at
+            first use.
+        current_location: the Location of a working directory, opened off the trio
+            thread at first use and with its configuration read again if it changed.
+        client_for: the provider client turns in a Location stream from.
+        now_ms / ids: the clock and the id generator.
+        default_model: the model when neither the session nor its Location names one.
+        max_turns: the provider-turn allowance of one drain.
+        title_model / title_limits: the title request's model (``None``: no titles)
+            and its bounds.
+    """
+
+    storage: StorageActor
+    hub: EventHub
+    permissions: DurablePermissions
+    session_info: Callable[[str], SessionInfo]
+    location_for: Callable[[str], SessionLocation]
+    location: Callable[[str], Awaitable[SessionLocation]]
+    current_location: Callable[[str], Awaitable[SessionLocation]]
+    client_for: Callable[[SessionLocation], llm.LLMClient]
+    now_ms: Callable[[], int]
+    ids: IdGenerator
+    default_model: ev.ModelRef
+    max_turns: int
+    title_model: TitleModel | None
+    title_limits: TitleLimits
