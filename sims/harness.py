@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime
 import random
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 import trio.testing
@@ -27,18 +28,29 @@ from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools.testing import TestingGates, testing_registry
 from storage import Events
 
-__all__ = ["simulate"]
+__all__ = ["run_seeded", "simulate"]
+
+T = TypeVar("T")
 
 
-def simulate(seed: int, data_dir: Path, *, sessions: int = 12) -> list[tuple[str, int, str]]:
-    """Run one seeded scenario; return every durable event as (session, seq, data)."""
+def run_seeded(seed: int, main: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Run *main* under a MockClock with trio's scheduler seeded by *seed*.
+
+    Trio has no public way to seed its scheduler; its own determinism test uses these two
+    private names, and this is the one place the project touches them.
+    """
     _run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[attr-defined]
     _run._r.seed(seed)
     clock = trio.testing.MockClock(autojump_threshold=0)
     try:
-        return trio.run(_scenario, seed, data_dir, sessions, clock=clock)
+        return trio.run(main, *args, clock=clock)
     finally:
         _run._ALLOW_DETERMINISTIC_SCHEDULING = False  # type: ignore[attr-defined]
+
+
+def simulate(seed: int, data_dir: Path, *, sessions: int = 12) -> list[tuple[str, int, str]]:
+    """Run one seeded scenario; return every durable event as (session, seq, data)."""
+    return run_seeded(seed, _scenario, seed, data_dir, sessions)
 
 
 async def _scenario(seed: int, data_dir: Path, count: int) -> list[tuple[str, int, str]]:

@@ -17,14 +17,13 @@ import pytest
 import trio
 import trio.testing
 from msgspec import UNSET
-from trio._core import _run
 
 from runtime import AssistantMessage, IdGenerator, Location, Prompt, llm, open_runtime
 from runtime import messages as m
 from runtime.agents import BUILD
 from runtime.tools import Tool, ToolContext, ToolEnvironment, ToolOutput, ToolRegistry
 from runtime.tools.testing import testing_registry
-from sims.harness import _context
+from sims.harness import _context, run_seeded
 from tests.execution.conftest import request_problems
 
 SESSIONS = 5
@@ -110,13 +109,7 @@ class RandomProvider:
 
 
 def _simulate(seed: int, data_dir: Path) -> tuple[list[llm.LLMRequest], list[AssistantMessage]]:
-    _run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[attr-defined]
-    _run._r.seed(seed)
-    clock = trio.testing.MockClock(autojump_threshold=0)
-    try:
-        return trio.run(_scenario, seed, data_dir, clock=clock)
-    finally:
-        _run._ALLOW_DETERMINISTIC_SCHEDULING = False  # type: ignore[attr-defined]
+    return run_seeded(seed, _scenario, seed, data_dir)
 
 
 async def _scenario(
