@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 import runtime
-from runtime import drain, events, history, inbox, messages, titles
+from runtime import drain, events, history, inbox, messages, telemetry, titles
 
-PUBLIC_MODULES = (drain, events, history, inbox, messages, titles)
+PUBLIC_MODULES = (drain, events, history, inbox, messages, telemetry, titles)
 
 
 @pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)

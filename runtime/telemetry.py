@@ -1,0 +1,21 @@
+"""Telemetry: the project's OpenTelemetry tracer and where its spans are recorded.
+
+Instrument through the OpenTelemetry API::
+
+    from runtime.telemetry import tracer
+
+    with tracer.start_as_current_span("compaction", attributes={"session.id": sid}):
+        ...
+
+Spans are recorded only inside ``recording(processor)`` (a runtime opened with telemetry
+on); elsewhere they are dropped by the sampler. See ``docs/telemetry.md``.
+"""
+
+from __future__ import annotations
+
+from runtime._telemetry import TRACER_NAME as TRACER_NAME
+from runtime._telemetry import active_processor as active_processor
+from runtime._telemetry import recording as recording
+from runtime._telemetry import tracer as tracer
+
+__all__ = ["TRACER_NAME", "active_processor", "recording", "tracer"]

@@ -1,0 +1,50 @@
+"""The project's tracer records spans only inside ``recording``, into that context's processor."""
+
+from __future__ import annotations
+
+import trio
+import trio.lowlevel
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from runtime.telemetry import active_processor, recording, tracer
+
+
+def test_spans_outside_recording_are_dropped() -> None:
+    with tracer.start_as_current_span("nothing") as span:
+        assert not span.is_recording()
+    assert active_processor() is None
+
+
+def test_spans_inside_recording_reach_its_processor_with_parent_links() -> None:
+    exporter = InMemorySpanExporter()
+    with recording(SimpleSpanProcessor(exporter)):
+        with tracer.start_as_current_span("outer", attributes={"k": 1}):
+            with tracer.start_as_current_span("inner"):
+                pass
+    with tracer.start_as_current_span("after"):
+        pass
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"outer", "inner"}
+    assert spans["inner"].parent is not None
+    assert spans["inner"].parent.span_id == spans["outer"].context.span_id
+    assert spans["outer"].attributes == {"k": 1}
+
+
+async def test_two_recordings_in_one_process_keep_their_spans_apart() -> None:
+    first, second = InMemorySpanExporter(), InMemorySpanExporter()
+
+    async def work(name: str) -> None:
+        with tracer.start_as_current_span(name):
+            await trio.lowlevel.checkpoint()
+
+    async def run(exporter: InMemorySpanExporter, name: str) -> None:
+        with recording(SimpleSpanProcessor(exporter)):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(work, name)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, first, "a")
+        nursery.start_soon(run, second, "b")
+    assert [s.name for s in first.get_finished_spans()] == ["a"]
+    assert [s.name for s in second.get_finished_spans()] == ["b"]
