@@ -84,6 +84,8 @@ def parser() -> argparse.ArgumentParser:
         "--hostname", help="address (default: the configuration's server.hostname, else 127.0.0.1)"
     )
     serve.add_argument("--data-dir", help=data_dir_help)
+    serve.add_argument("--certfile", help="PEM certificate (chain): serve HTTPS (needs --keyfile)")
+    serve.add_argument("--keyfile", help="PEM private key of --certfile")
     serve.add_argument(
         "--directory", help="the project directory: where sessions without one work and the "
         "file routes are confined (default: the current directory)",

@@ -1,26 +1,48 @@
-"""Serve the gateway with Hypercorn's protocols (``gateway._tcp``) inside the caller's nursery."""
+"""Serve the gateway with Hypercorn's public trio API inside the caller's nursery.
+
+``hypercorn.trio.serve`` runs the connections, keep-alive, lifespan, TLS and graceful
+shutdown; this module builds its ``Config`` and wraps the app in one ASGI layer
+(``ReraiseCancellation``) for the one thing Hypercorn's request task does differently
+from what the gateway needs.
+"""
 
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any, Final
 
 import trio
 from hypercorn.config import Config
-from hypercorn.utils import wrap_app
+from hypercorn.trio import serve as hypercorn_serve
+from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
 
 from actors import Runtime
 from gateway._app import DEFAULT_MAX_BODY, create_app, gateway_of
 from gateway._fast import FastPath
-from gateway._tcp import bind, serve_app
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Server", "serve", "server_config"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "ReraiseCancellation",
+    "Server",
+    "bind",
+    "serve",
+    "server_config",
+]
 
 _log = logging.getLogger("kittiwake.gateway")
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 4096
+KEEP_ALIVE_TIMEOUT: Final = 5.0
+"""Seconds an idle keep-alive connection stays open."""
+TLS_HANDSHAKE_TIMEOUT: Final = 10.0
+"""Seconds a client has to finish the TLS handshake."""
+MAX_REQUEST_HEAD: Final = 16 * 1024
+"""Bytes of a request line and headers h11 buffers before answering 431/400."""
 
 
 class Server:
@@ -33,7 +55,7 @@ class Server:
 
     @property
     def url(self) -> str:
-        """The first bound URL, e.g. ``http://127.0.0.1:4096``."""
+        """The first bound URL, e.g. ``http://127.0.0.1:4096`` (``https://`` with TLS)."""
         return self.binds[0]
 
     def stop(self) -> None:
@@ -46,31 +68,39 @@ async def serve(
     rt: Runtime, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
     password: str | None = None, cors_origins: Sequence[str] | None = None,
     max_body: int = DEFAULT_MAX_BODY, graceful_timeout: float = 2.0,
+    certfile: str | Path | None = None, keyfile: str | Path | None = None,
     task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED, **app_options: Any,
 ) -> None:  # fmt: skip
     """Serve *rt* over HTTP until cancelled or ``Server.stop()``; use with ``nursery.start``.
 
-    ``gateway._tcp`` runs Hypercorn's protocols on each connection and calls ``FastPath``
+    ``hypercorn.trio.serve`` runs the server; the app is ``FastPath``
     (``gateway/_fast.py``), which answers the per-prompt routes itself and passes everything
-    else to the Quart app.
+    else to the Quart app. With *certfile* and *keyfile* (PEM) it serves HTTPS and ``wss``.
 
     ``task_status`` receives the ``Server`` once the socket is bound and the app started
     (port 0 picks a free port; ``server.url`` tells which). ``Server.stop()`` closes the
     open streams, closes idle connections and gives busy ones ``graceful_timeout`` seconds.
     Cancellation closes the open streams and stops serving at once. Failure to bind raises
-    ``OSError`` before anything starts.
+    ``OSError`` before anything starts; an unreadable certificate or key raises
+    ``OSError`` or ``ssl.SSLError`` as it is loaded, before anything is bound.
     """
     app = create_app(
         rt, password=password, cors_origins=cors_origins, max_body=max_body, **app_options
     )
-    config = server_config(graceful_timeout=graceful_timeout, max_body=max_body)
-    sock = bind(host, port, backlog=config.backlog)
+    config = server_config(
+        host, port, graceful_timeout=graceful_timeout, max_body=max_body,
+        certfile=certfile, keyfile=keyfile,
+    )  # fmt: skip
+    config.create_ssl_context()  # a bad certificate fails here, before the lifespan starts
+    # Bound here so that a port in use raises OSError before anything starts; Hypercorn
+    # takes the socket over by its descriptor (its documented ``fd://`` bind).
+    config.bind = [f"fd://{bind(host, port).detach()}"]
     stop = trio.Event()
-    fast = wrap_app(FastPath(app, gateway_of(app)), config.wsgi_max_body_size, "asgi")
+    asgi = ReraiseCancellation(FastPath(app, gateway_of(app)))
     try:
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(
-                partial(serve_app, fast, config, [sock], shutdown_trigger=stop)
+                partial(hypercorn_serve, asgi, config, shutdown_trigger=stop.wait, mode="asgi")
             )
             server = Server(binds, stop, app)
             _log.info("serving", extra={"binds": binds})
@@ -79,11 +109,74 @@ async def serve(
         gateway_of(app).close_streams()
 
 
-def server_config(*, graceful_timeout: float, max_body: int) -> Config:
-    """Hypercorn's ``Config`` for serving the gateway (the address is ``bind``'s)."""
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to *host*:*port* (port 0 picks a free one), as Hypercorn binds:
+    ``TCP_NODELAY`` and ``SO_REUSEADDR`` set, non-blocking; not yet listening.
+
+    Raises:
+      OSError: the address cannot be bound, e.g. the port is in use; nothing is left open.
+    """
+    host = host.strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def server_config(
+    host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, graceful_timeout: float,
+    max_body: int, certfile: str | Path | None = None, keyfile: str | Path | None = None,
+) -> Config:  # fmt: skip
+    """Hypercorn's ``Config`` for serving the gateway on *host*:*port*.
+
+    TLS is on when both *certfile* and *keyfile* are given; one without the other raises
+    ``ValueError``.
+    """
+    if (certfile is None) != (keyfile is None):
+        raise ValueError("TLS needs both a certificate file and a key file")
     config = Config()
+    config.bind = [f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"]
+    if certfile is not None and keyfile is not None:
+        config.certfile = str(certfile)
+        config.keyfile = str(keyfile)
     config.graceful_timeout = graceful_timeout
+    config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
+    config.ssl_handshake_timeout = TLS_HANDSHAKE_TIMEOUT
+    config.h11_max_incomplete_size = MAX_REQUEST_HEAD
     config.websocket_max_message_size = max_body
     config.accesslog = None
     config.errorlog = logging.getLogger("kittiwake.gateway.hypercorn")
     return config
+
+
+class ReraiseCancellation:
+    """ASGI middleware: an app error that arrives in one exception group with a
+    cancellation is logged here and the cancellation alone propagates.
+
+    Hypercorn's request task logs a group holding any error and returns, so the
+    cancellation that came with it (the server shutting down, a client gone) would end
+    there; trio needs it to reach the scope that cancelled. A group of cancellations only,
+    or of errors only, passes through untouched (Hypercorn logs errors itself).
+    """
+
+    def __init__(self, app: ASGIFramework) -> None:
+        self.app = app
+
+    async def __call__(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        """Run the app on one connection scope; see the class doc for failures."""
+        try:
+            await self.app(scope, receive, send)
+        except BaseExceptionGroup as group:
+            cancelled, failed = group.split(trio.Cancelled)
+            if cancelled is None or failed is None:
+                raise
+            _log.error("Error in ASGI Framework", exc_info=failed)
+            raise cancelled from None

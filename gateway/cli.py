@@ -247,6 +247,23 @@ def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None
     return None
 
 
+def _check_tls(certfile: str | None, keyfile: str | None) -> None:
+    """Raise ``CliError`` unless both or neither are given and the pair loads as TLS
+    certificate and key."""
+    if certfile is None and keyfile is None:
+        return
+    if certfile is None or keyfile is None:
+        raise CliError("--certfile and --keyfile go together")
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise CliError(
+            f"cannot load the TLS certificate {certfile} with key {keyfile}: {exc}"
+        ) from None
+
+
 async def _serve(args: argparse.Namespace) -> int:
     data_dir = _data_dir(args)
     directory: Path = args.directory
@@ -254,6 +271,7 @@ async def _serve(args: argparse.Namespace) -> int:
     cors = [o for o in os.environ.get("KITTIWAKE_CORS_ORIGINS", "").split(",") if o]
     provider: _Provider | None = None
     loaded = trio.Event()
+    _check_tls(args.certfile, args.keyfile)
 
     async def load_gateway() -> None:
         # The web framework's import is about a third of start-up; a worker thread runs
@@ -292,6 +310,7 @@ async def _serve(args: argparse.Namespace) -> int:
                             lambda task_status: serve(
                                 rt, args.hostname, args.port, password=password,
                                 cors_origins=cors, directory=directory, task_status=task_status,
+                                certfile=args.certfile, keyfile=args.keyfile,
                             )
                         )  # fmt: skip
                     except BaseException as exc:

@@ -1,7 +1,7 @@
 """The connection layer under the gateway: keep-alive, ordering, slow readers, shutdown.
 
-Everything runs a real server on 127.0.0.1 (``gateway._tcp.serve_app`` with the gateway's
-own app, or ``serve`` itself) and talks to it over sockets with h11 as the client.
+Everything runs a real server on 127.0.0.1 (Hypercorn's ``serve`` with the gateway's
+own app, or the gateway's ``serve`` itself) and talks to it over sockets with h11 as the client.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ import httpx
 import pytest
 import trio
 import trio.testing
-from hypercorn.utils import wrap_app
+from hypercorn.trio import serve as hypercorn_serve
 
 from gateway import Server, create_app, serve
 from gateway._app import DEFAULT_MAX_BODY, gateway_of
 from gateway._fast import FastPath
 from gateway._serve import server_config
-from gateway._tcp import bind, serve_app
 from runtime import open_runtime
 from runtime.llm import ScriptedLLM
 
@@ -36,15 +35,15 @@ HEALTH = {"healthy": True}
 
 @asynccontextmanager
 async def serving(app: Any, **config: float) -> AsyncIterator[tuple[str, int]]:
-    """Serve the ASGI *app* with ``serve_app``; *config* overrides Hypercorn settings."""
-    cfg = server_config(graceful_timeout=2.0, max_body=DEFAULT_MAX_BODY)
+    """Serve the ASGI *app* with Hypercorn's ``serve`` and the gateway's ``server_config``;
+    *config* overrides Hypercorn settings."""
+    cfg = server_config("127.0.0.1", 0, graceful_timeout=2.0, max_body=DEFAULT_MAX_BODY)
     for name, value in config.items():
         setattr(cfg, name, value)
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        asgi = wrap_app(app, cfg.wsgi_max_body_size, "asgi")
         binds = await nursery.start(
-            partial(serve_app, asgi, cfg, [bind("127.0.0.1", 0, backlog=16)], shutdown_trigger=stop)
+            partial(hypercorn_serve, app, cfg, shutdown_trigger=stop.wait, mode="asgi")
         )
         host, port = binds[0].removeprefix("http://").split(":")
         try:
