@@ -1,15 +1,17 @@
 """Serve the gateway with Hypercorn's public trio API inside the caller's nursery.
 
 ``hypercorn.trio.serve`` runs the connections, keep-alive, lifespan, TLS and graceful
-shutdown; this module builds its ``Config`` and wraps the app in one ASGI layer
-(``ReraiseCancellation``) for the one thing Hypercorn's request task does differently
-from what the gateway needs.
+shutdown; this module builds its ``Config`` and wraps the app in two ASGI layers:
+``WebsocketMessageLimit`` enforces the websocket message limit (Hypercorn's own one is set
+out of reach, see the class doc) and ``ReraiseCancellation`` does the one thing Hypercorn's
+request task does differently from what the gateway needs.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -18,7 +20,15 @@ from typing import Any, Final
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
-from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
+from hypercorn.typing import (
+    ASGIFramework,
+    ASGIReceiveCallable,
+    ASGIReceiveEvent,
+    ASGISendCallable,
+    ASGISendEvent,
+    Scope,
+    WebsocketReceiveEvent,
+)
 
 from actors import Runtime
 from gateway._app import DEFAULT_MAX_BODY, create_app, gateway_of
@@ -27,8 +37,10 @@ from gateway._fast import FastPath
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "LINGER",
     "ReraiseCancellation",
     "Server",
+    "WebsocketMessageLimit",
     "bind",
     "serve",
     "server_config",
@@ -43,6 +55,10 @@ TLS_HANDSHAKE_TIMEOUT: Final = 10.0
 """Seconds a client has to finish the TLS handshake."""
 MAX_REQUEST_HEAD: Final = 16 * 1024
 """Bytes of a request line and headers h11 buffers before answering 431/400."""
+LINGER: Final = 2.0
+"""Seconds a websocket closed for an oversized message waits for the client's answering
+close frame before the app is told it is gone (and Hypercorn closes TCP)."""
+MESSAGE_TOO_BIG: Final = 1009
 
 
 class Server:
@@ -96,7 +112,7 @@ async def serve(
     # takes the socket over by its descriptor (its documented ``fd://`` bind).
     config.bind = [f"fd://{bind(host, port).detach()}"]
     stop = trio.Event()
-    asgi = ReraiseCancellation(FastPath(app, gateway_of(app)))
+    asgi = ReraiseCancellation(WebsocketMessageLimit(FastPath(app, gateway_of(app)), max_body))
     try:
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(
@@ -149,7 +165,10 @@ def server_config(
     config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
     config.ssl_handshake_timeout = TLS_HANDSHAKE_TIMEOUT
     config.h11_max_incomplete_size = MAX_REQUEST_HEAD
-    config.websocket_max_message_size = max_body
+    # Never reached: past its limit Hypercorn 0.18 answers 1009 but then handles one frame
+    # per read and keeps buffering, so a close frame arriving with the message's tail stays
+    # unread and TCP open (docs/websocket.md). ``WebsocketMessageLimit`` applies *max_body*.
+    config.websocket_max_message_size = sys.maxsize
     config.accesslog = None
     config.errorlog = logging.getLogger("kittiwake.gateway.hypercorn")
     return config
@@ -180,3 +199,72 @@ class ReraiseCancellation:
                 raise
             _log.error("Error in ASGI Framework", exc_info=failed)
             raise cancelled from None
+
+
+class WebsocketMessageLimit:
+    """ASGI middleware: a websocket message over *max_message* bytes (UTF-8 for text) is
+    answered with close code 1009, and the app sees the client leave.
+
+    Hypercorn hands over whole messages only, so the check runs on each one received. On
+    an oversized one the layer sends ``websocket.close`` (1009), then waits up to *linger*
+    seconds for the client's answering close frame (Hypercorn reads it, tells the layer
+    the client disconnected and closes TCP after it), discarding any message still
+    arriving, and returns ``websocket.disconnect`` (code 1009) to the app. What the app
+    sends from then on is dropped; when the app returns Hypercorn closes TCP, if the client
+    had not answered. HTTP and lifespan scopes pass through untouched.
+
+    Cancellation while lingering propagates (the app's receive was cancelled).
+    """
+
+    def __init__(self, app: ASGIFramework, max_message: int, *, linger: float = LINGER) -> None:
+        self.app = app
+        self.max_message = max_message
+        self.linger = linger
+
+    async def __call__(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        """Run the app on one connection scope; see the class doc."""
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+        limited = _LimitedWebsocket(receive, send, self.max_message, self.linger)
+        await self.app(scope, limited.receive, limited.send)
+
+
+class _LimitedWebsocket:
+    def __init__(
+        self, receive: ASGIReceiveCallable, send: ASGISendCallable, limit: int, linger: float
+    ) -> None:
+        self._receive = receive
+        self._send = send
+        self._limit = limit
+        self._linger = linger
+        self._closed = False
+
+    async def receive(self) -> ASGIReceiveEvent:
+        event = await self._receive()
+        if event["type"] != "websocket.receive" or self._closed or self._fits(event):
+            return event
+        self._closed = True
+        await self._send({"type": "websocket.close", "code": MESSAGE_TOO_BIG, "reason": None})
+        with trio.move_on_after(self._linger):
+            while (await self._receive())["type"] != "websocket.disconnect":
+                pass  # a message the client sent before it saw the close frame
+        return {"type": "websocket.disconnect", "code": MESSAGE_TOO_BIG}
+
+    def _fits(self, event: WebsocketReceiveEvent) -> bool:
+        data = event.get("bytes")
+        if data is not None:
+            return len(data) <= self._limit
+        text = event.get("text") or ""
+        # A character is 1 to 4 bytes of UTF-8: encode only when the count cannot decide.
+        if len(text) > self._limit:
+            return False
+        return len(text) * 4 <= self._limit or len(text.encode()) <= self._limit
+
+    async def send(self, message: ASGISendEvent) -> None:
+        if self._closed:  # the websocket is closed: what the app still sends goes nowhere
+            await trio.lowlevel.checkpoint()
+            return
+        await self._send(message)

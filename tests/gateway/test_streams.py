@@ -349,9 +349,20 @@ async def test_deleting_a_session_ends_its_streams_and_tells_everyone(tmp_path):
         assert (await client.get(f"{S}/{kept}")).status_code == 200
 
 
-async def test_oversized_websocket_message_closes_1009_and_the_tcp_connection(tmp_path):
-    limit = 64 * 1024
-    async with served(tmp_path, max_body=limit) as g:
+LIMIT = 64 * 1024
+
+
+@pytest.mark.parametrize(
+    "oversized",
+    [
+        "x" * (16 * LIMIT),  # its tail and the client's answering close arrive together
+        b"\0" * (LIMIT + 1),
+        "\u00e9" * (LIMIT // 2 + 1),  # fewer characters than the limit, more UTF-8 bytes
+    ],
+    ids=["text-16x", "bytes-just-over", "utf8-over"],
+)
+async def test_oversized_websocket_message_closes_1009_and_the_tcp_connection(tmp_path, oversized):
+    async with served(tmp_path, max_body=LIMIT) as g:
         host, port = g.url.removeprefix("http://").split(":")
         stream = await trio.open_tcp_stream(host, int(port))
         started = trio.current_time()
@@ -362,14 +373,18 @@ async def test_oversized_websocket_message_closes_1009_and_the_tcp_connection(tm
                 ws = await wrap_client_stream(
                     nursery, stream, host, "/api/ws", max_message_size=2**24
                 )
+                at_limit = '"' + "x" * (LIMIT - 2) + '"'  # a JSON string, not a frame
+                await ws.send_message(at_limit)
+                assert (await recv(ws))["error"]["_tag"] == "InvalidRequestError"
                 with pytest.raises(ConnectionClosed) as closed:
-                    await ws.send_message("x" * (16 * limit))  # its tail follows the close
+                    await ws.send_message(oversized)
+                    await ws.send_message("{}")  # sent before the close frame is seen
                     await ws.get_message()
                 assert closed.value.reason.code == 1009
         assert trio.current_time() - started < 3
         await stream.aclose()
         # the server's websocket task ended and the server still serves websockets
-        assert not gateway_of(g.server.app).streams
+        await eventually(lambda: not gateway_of(g.server.app).streams)
         async with open_websocket_url(ws_url(g.url)) as ws:
             await ws.send_message(json.dumps({"type": "unsubscribe", "ref": 1, "sessionID": "s"}))
             assert (await recv(ws)) == {"type": "reply", "ref": 1, "data": None}
