@@ -225,6 +225,7 @@ class SessionExecution:
         """Report durable inbox work at *seq*; coalesces, never waits for the drain."""
         actor = await self._activate(session_id)
         if actor is not None:
+            actor.note_admission()
             await actor.mailbox.send(Wake(seq))
 
     def reserve_opening(self, session_id: str) -> tuple[SessionActor, tuple[int, int]] | None:

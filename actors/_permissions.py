@@ -17,6 +17,7 @@ from actors._storage import StorageActor
 from runtime import InvalidInputError, PromptConflictError, SessionNotFoundError
 from runtime import events as ev
 from runtime.agents import PermissionReply, PermissionRequest
+from runtime.telemetry import span
 from storage import Append, ApprovalRow, IsApproved, ReplyPermission, SaveApproval
 
 __all__ = ["DurablePermissions"]
@@ -47,8 +48,13 @@ class DurablePermissions:
         )  # fmt: skip
         done = self._waiting.setdefault(request.id, trio.Event())
         await self._storage.write(Append(session_id=request.session_id, events=[asked]))
+        attributes = {
+            "session.id": request.session_id, "kittiwake.permission": request.permission,
+            "gen_ai.tool.name": request.tool,
+        }  # fmt: skip
         try:
-            await done.wait()
+            with span("permission.wait", attributes):
+                await done.wait()
         except BaseException:
             # However the wait ends without a reply, the call does not run. A reply that
             # raced the cancellation stands: the cancellation still propagates.

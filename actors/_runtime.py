@@ -22,10 +22,12 @@ from actors._session import DEFAULT_MAX_TURNS, recover_session
 from actors._sessions import Sessions
 from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode
 from actors._supervisor import Supervisor, SupervisorPolicy, run_root
+from actors._telemetry import open_telemetry
 from actors._titles import TitleModel
 from runtime import IdGenerator, ModelRef
 from runtime import llm as llm_package
 from runtime.agents import AgentInfo
+from runtime.telemetry import recording
 from runtime.titles import TitleLimits
 from runtime.tools import (
     DEFAULT_CLEANUP_EVERY,
@@ -35,7 +37,7 @@ from runtime.tools import (
     location_registry,
     run_tool_output_cleanup,
 )
-from storage import SessionsWithPending
+from storage import SessionsWithPending, TelemetryOptions, TelemetryStore
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -73,6 +75,8 @@ class Runtime:
         self.hub = hub
         self.directory = directory
         self.data_dir = data_dir
+        self.telemetry: TelemetryStore | None = None
+        """The span tables, when the runtime records telemetry."""
 
 
 def default_tools(env: ToolEnvironment) -> ToolRegistry:
@@ -96,6 +100,7 @@ async def open_runtime(
     storage_max_batch: int = DEFAULT_MAX_BATCH,
     title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
     configuration: Configuration | None = None, location_loads: LocationLoads = "threaded",
+    telemetry: TelemetryOptions | None = None,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -128,7 +133,39 @@ async def open_runtime(
             files, custom tool imports): ``"threaded"`` in a worker thread, ``"inline"``
             on the trio thread, for simulations under trio's autojump clock (which runs
             ahead while a worker thread works).
+        telemetry: record spans of admissions, drains, provider turns, tools, storage
+            batches and requests into ``telemetry.duckdb`` beside the store (and to an
+            OTLP endpoint if it names one); ``None`` (the default) records none.
+            ``rt.telemetry`` then answers span and summary queries.
     """
+    options = dict(locals())
+    if telemetry is None:
+        async with _open_runtime(**options) as rt:
+            yield rt
+        return
+    store, processor = await open_telemetry(Path(data_dir), telemetry)
+    try:
+        with recording(processor, record_text=telemetry.record_text):
+            async with _open_runtime(**options) as rt:
+                rt.telemetry = store
+                yield rt
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(processor.shutdown)
+
+
+@asynccontextmanager
+async def _open_runtime(
+    *, data_dir: Path | str, llm: llm_package.LLMClient | None, tools: ToolsFactory | None,
+    context: ContextFactory | None, agents: Mapping[str, AgentInfo] | None,
+    default_model: ModelRef, storage_mode: StorageMode, max_turns: int, idle_timeout: float,
+    max_active: int, now_ms: Callable[[], int] | None, ids: IdGenerator | None,
+    store_options: dict[str, Any] | None, recover: bool,
+    tool_output_cleanup_every: float | None, storage_max_batch: int,
+    title_model: TitleModel | None, title_limits: TitleLimits | None,
+    configuration: Configuration | None, location_loads: LocationLoads, **_: Any,
+) -> AsyncIterator[Runtime]:  # fmt: skip
+    """``open_runtime`` without telemetry's set-up (see there)."""
     data, project = _prepare(Path(data_dir))
     clock = now_ms or (lambda: time.time_ns() // 1_000_000)
     id_gen = ids or IdGenerator()

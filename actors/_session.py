@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import trio
 from msgspec.structs import replace
+from opentelemetry.trace import SpanContext
 
 from actors._actor import Actor, ActorStatistics
 from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
 from actors._ports import SessionLocation, SessionPorts
 from actors._titles import write_title
-from actors._turn import INTERRUPTED_TOOL, Turn, run_turn
+from actors._turn import INTERRUPTED_TOOL, Turn, run_turn, turn_attributes
 from runtime import SessionInfo, llm
 from runtime import events as ev
 from runtime import messages as m
@@ -41,6 +42,7 @@ from runtime.drain import (
     plan,
 )
 from runtime.history import HistoryDelta, HistoryView, recovery_events, to_llm_model
+from runtime.telemetry import current_span_context, span
 from runtime.titles import needs_title
 from storage import Append, AppendWithPending, HistoryChanges, PromoteInputs, SessionHistory
 
@@ -54,6 +56,7 @@ _log = logging.getLogger("kittiwake.session")
 DEFAULT_MAX_TURNS: Final = 25
 MAILBOX_BOUND: Final = 64
 _FAILURE_GRACE: Final = 10.0
+_MAX_LINKS: Final = 16
 _PROVIDER_TAGS: Final = {"context_overflow": "ContextOverflowError", "auth": "ProviderAuthError"}
 
 
@@ -127,6 +130,8 @@ class SessionActor(Actor[Message]):
         """The drain's latest provider turn (``None`` before its first)."""
         self._turn_open = False
         """Whether that turn's step is still open (it raised before ending it)."""
+        self._admissions: list[SpanContext] = []
+        """Admissions (their spans) the next drain's trace links to."""
 
     def statistics(self) -> ActorStatistics:
         """The actor's snapshot, with ``last_error``: the last failed drain's reason."""
@@ -148,6 +153,12 @@ class SessionActor(Actor[Message]):
         self._openings += 1
         return self._history.generation, self._history.version
 
+    def note_admission(self) -> None:
+        """Link the next drain's trace to the current span (an admission), if recorded."""
+        context = current_span_context()
+        if context is not None and len(self._admissions) < _MAX_LINKS:
+            self._admissions.append(context)
+
     def release_opening(self) -> None:
         """The reserved opening will not come (its admission failed or was cancelled)."""
         self._openings -= 1
@@ -162,6 +173,7 @@ class SessionActor(Actor[Message]):
         admission is durable all the same. Call it shielded once the admitting batch
         may commit, so that the actor always hears of its promotion.
         """
+        self.note_admission()
         nursery = self._direct()
         if nursery is not None:
             self._take(opened, nursery)
@@ -252,8 +264,10 @@ class SessionActor(Actor[Message]):
             self._scope = scope = trio.CancelScope()
             self._drain_done = done = trio.Event()
             waiters, self._run_waiters = (self._run_waiters, []) if mode == "run" else ([], [])
+            links, self._admissions = self._admissions, []
+            attributes = {"session.id": self.session_id, "kittiwake.drain.mode": mode}
             try:
-                with scope:
+                with scope, span("drain", attributes, root=True, links=links):
                     await self._drain(force=mode == "run")
             except Exception as exc:  # noqa: BLE001 - a failed drain is reported, actor lives
                 self.last_error = f"{type(exc).__name__}: {exc}"
@@ -393,7 +407,8 @@ class SessionActor(Actor[Message]):
         model = self._model(info, agent, location.settings)
         self.set_activity("reconciling context")
         known = self._epochs.row
-        epoch = await self._epochs.reconcile(await location.observe_context())
+        with span("context.reconcile", {"session.id": sid}):
+            epoch = await self._epochs.reconcile(await location.observe_context())
         if epoch is not known:  # context was admitted (or re-read): history may have moved
             await self._refresh_history()
         final = step >= max_turns
@@ -415,7 +430,10 @@ class SessionActor(Actor[Message]):
             self._start_title(self._title_prompt, model)
             self._title_prompt = None
         self._turn, self._turn_open = turn, True
-        outcome = await run_turn(client=self._p.client_for(location), request=request, turn=turn)
+        with span("provider.turn", turn_attributes(sid, model, step)) as current:
+            client = self._p.client_for(location)
+            outcome = await run_turn(client=client, request=request, turn=turn)
+            turn.describe(current)
         self._turn_open = False
         return outcome
 

@@ -34,6 +34,7 @@ from runtime import events as ev
 from runtime.agents import PermissionAction, decide
 from runtime.history import to_llm_model, visible_history
 from runtime.inbox import check_id, check_prompt
+from runtime.telemetry import records_text, span
 from runtime.titles import default_title
 from storage import (
     AdmitAndOpen,
@@ -160,13 +161,17 @@ class Sessions:
             session_id=session_id, message_id=id or self._ids.new("msg"), prompt=prompt,
             delivery=delivery, timestamp=self._now(), fresh=id is None,
         )  # fmt: skip
-        reserved = self._x.reserve_opening(session_id) if resume and id is None else None
-        if reserved is not None:
-            return await self._admit_and_open(op, *reserved)
-        receipt, _ = await self._storage.write(op)
-        if resume:
-            await self._x.wake(session_id, receipt.admitted_seq)
-        return receipt
+        attributes = {"session.id": session_id, "kittiwake.delivery": delivery}
+        with span("admission", attributes) as current:
+            if records_text():
+                current.set_attribute("kittiwake.prompt", prompt.text)
+            reserved = self._x.reserve_opening(session_id) if resume and id is None else None
+            if reserved is not None:
+                return await self._admit_and_open(op, *reserved)
+            receipt, _ = await self._storage.write(op)
+            if resume:
+                await self._x.wake(session_id, receipt.admitted_seq)
+            return receipt
 
     async def _admit_and_open(
         self, op: AdmitPrompt, actor: SessionActor, base: tuple[int, int]

@@ -24,19 +24,24 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, overload
 
 import msgspec
 import pykka
 import trio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from actors._actor import Actor, ActorState, ActorStatistics, held
 from actors._errors import ActorCrashed, ActorStopped
 from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
 from runtime import StorageError
+from runtime.telemetry import active_processor, recording
 from storage import Command, EventStore, Outcome, Query, StoredEvent
 
 __all__ = ["StorageActor", "StorageMode"]
@@ -53,6 +58,8 @@ class _Write(msgspec.Struct, frozen=True):
     reply: Reply[Any]
     durable: bool = True
     then: Query[Any] | None = None
+    trace: SpanContext | None = None
+    """The caller's span, when spans are recorded: the parent of its batch's span."""
 
 
 class _Read(msgspec.Struct, frozen=True):
@@ -137,6 +144,8 @@ class StorageActor(Actor[Any]):
         self.peak_depth = 0
         self.requests = 0
         self.ready = trio.Event()
+        self._processor: SpanProcessor | None = None
+        """Where this runtime's spans go (taken at start), or None when none are recorded."""
 
     # -- client side ------------------------------------------------------------------
 
@@ -169,7 +178,10 @@ class StorageActor(Actor[Any]):
         write was not acknowledged; an exact retry is safe). Cancellation abandons the
         wait; the write may still commit.
         """
-        return await self._submit(_Write(command, Reply(), durable, then))
+        caller = None
+        if self._processor is not None:
+            caller = trace.get_current_span().get_span_context()
+        return await self._submit(_Write(command, Reply(), durable, then, caller))
 
     async def read(self, query: Query[T]) -> T:
         """Answer *query* after the writes queued before it; return the answer once
@@ -341,10 +353,11 @@ class StorageActor(Actor[Any]):
             if failed is not None:
                 self._report_failure(str(failed))
 
-        store.write_batch(
-            [w.command for w in writes], on_durable=on_durable,
-            on_written=on_written if early or any(thens) else None,
-        )  # fmt: skip
+        with _traced(self._processor, writes):
+            store.write_batch(
+                [w.command for w in writes], on_durable=on_durable,
+                on_written=on_written if early or any(thens) else None,
+            )  # fmt: skip
         self.batches += 1
         self.last_batch = len(writes)
 
@@ -369,6 +382,7 @@ class StorageActor(Actor[Any]):
     # -- backend lifecycle --------------------------------------------------------------
 
     async def _start_backend(self) -> None:
+        self._processor = active_processor()
         if self._mode == "inline":
             self._inline = EventStore.open(self._directory, **self._options)
             return
@@ -398,6 +412,17 @@ class StorageActor(Actor[Any]):
         if self._thread is not None:
             thread, self._thread = self._thread, None
             await trio.to_thread.run_sync(lambda: thread.stop(timeout=30))
+
+
+@contextmanager
+def _traced(processor: SpanProcessor | None, writes: list[_Write]) -> Iterator[None]:
+    """Record the batch's span (in the store's thread) under its first traced writer's."""
+    parent = next((w.trace for w in writes if w.trace is not None and w.trace.is_valid), None)
+    if processor is None or parent is None:
+        yield
+        return
+    with recording(processor), trace.use_span(NonRecordingSpan(parent)):
+        yield
 
 
 def _then(store: EventStore, outcome: Outcome, then: Query[Any] | None) -> Outcome:

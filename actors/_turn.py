@@ -13,19 +13,23 @@ open text and reasoning with what was streamed before its step ends.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any, Final, Literal
 
 import msgspec
 import trio
+from opentelemetry.trace import Status, StatusCode
 
 from actors._events import EventHub
 from runtime import events as ev
 from runtime import llm
 from runtime.agents import AgentInfo, PermissionGate
+from runtime.telemetry import records_text, span
 from runtime.tools import ToolContext, ToolFailure, ToolRegistry, ToolSettlement
+from runtime.tools import ToolSuccess as Succeeded
 
-__all__ = ["INTERRUPTED_TOOL", "NO_TOOLS", "Turn", "TurnOutcome", "run_turn"]
+__all__ = ["INTERRUPTED_TOOL", "NO_TOOLS", "Turn", "TurnOutcome", "run_turn", "turn_attributes"]
 
 _log = logging.getLogger("kittiwake.turn")
 INTERRUPTED_TOOL: Final = "Tool execution interrupted"
@@ -79,6 +83,10 @@ class Turn:
         """Provider-executed calls recorded without their result yet."""
         self.outcome = TurnOutcome(assistant_message_id=assistant_id)
         self.usage = ev.TokenUsage()
+        self.cost = 0.0
+        self._started = time.perf_counter()
+        self._first: float | None = None
+        """When the stream's first event came (``perf_counter``), for time to first token."""
 
     def _base(self) -> dict[str, Any]:
         return {"timestamp": self._now(), "session_id": self.session_id}
@@ -118,6 +126,8 @@ class Turn:
     async def handle(self, event: llm.LLMEvent, nursery: trio.Nursery | None) -> None:
         """Fold one stream event into the turn; a local tool call starts in *nursery*
         (which must be given for one)."""
+        if self._first is None:
+            self._first = time.perf_counter()
         ids = self._ids()
         match event:
             case llm.TextStart(id=part):
@@ -156,9 +166,10 @@ class Turn:
                 self.buffer.append(
                     ev.ToolSuccess(**ids, call_id=call, result=result, provider=provider)
                 )
-            case llm.StepFinish(finish_reason=finish, usage=usage):
+            case llm.StepFinish(finish_reason=finish, usage=usage, cost=cost):
                 self.outcome.finish = finish
                 self.usage = _tokens(usage)
+                self.cost = cost or 0.0
             case llm.ProviderError(message=message, kind=kind):
                 self.outcome.error, self.outcome.error_kind = message, kind
 
@@ -206,10 +217,16 @@ class Turn:
             session_id=self.session_id, agent=self.agent.name, assistant_message_id=self.assistant_id,
             tool_call_id=call.call_id, directory=self._directory,
         )  # fmt: skip
+        attributes = {
+            "session.id": self.session_id, "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.call_id,
+        }  # fmt: skip
         try:
-            settlement = await self._registry.settle(
-                call.name, call.input, ctx, agent=self.agent, permissions=self._permissions
-            )
+            with span("tool", attributes) as current:
+                settlement = await self._registry.settle(
+                    call.name, call.input, ctx, agent=self.agent, permissions=self._permissions
+                )
+                _describe_tool(current, settlement)
         except BaseException as exc:
             error = (
                 INTERRUPTED_TOOL if _cancelled(exc) else f"Tool execution failed: {_describe(exc)}"
@@ -259,7 +276,54 @@ class Turn:
             self.buffer.append(ev.StepFailed(**self._ids(), error=error))
             return
         finish = self.outcome.finish or ("tool-calls" if self.outcome.local_tools else "stop")
-        self.buffer.append(ev.StepEnded(**self._ids(), finish=finish, tokens=self.usage))
+        ended = ev.StepEnded(**self._ids(), finish=finish, cost=self.cost, tokens=self.usage)
+        self.buffer.append(ended)
+
+    def describe(self, current: Any) -> None:
+        """Set the turn's figures on its span *current*: tokens, cost, finish reason, time
+        to first token, tools, error (and the answer's text when text is recorded)."""
+        if not current.is_recording():
+            return
+        usage, outcome = self.usage, self.outcome
+        current.set_attributes({
+            "gen_ai.usage.input_tokens": usage.input, "gen_ai.usage.output_tokens": usage.output,
+            "kittiwake.tokens.cached": usage.cache.read, "kittiwake.tokens.reasoning": usage.reasoning,
+            "kittiwake.cost": self.cost, "gen_ai.response.finish_reasons": [outcome.finish or ""],
+            "kittiwake.tools": outcome.local_tools,
+        })  # fmt: skip
+        if self._first is not None:
+            current.set_attribute("kittiwake.ttft_ms", (self._first - self._started) * 1000)
+        if outcome.error is not None:
+            current.set_status(Status(StatusCode.ERROR, outcome.error))
+        if records_text():
+            answer = "".join(
+                getattr(e, "text", "") for e in self.buffer if isinstance(e, ev.TextEnded)
+            )
+            current.set_attribute("kittiwake.answer", answer)
+
+
+def turn_attributes(session_id: str, model: ev.ModelRef, step: int) -> dict[str, Any]:
+    """The attributes a provider turn's span starts with."""
+    return {
+        "session.id": session_id, "gen_ai.provider.name": model.provider_id,
+        "gen_ai.request.model": model.id, "kittiwake.step": step,
+    }  # fmt: skip
+
+
+def _describe_tool(current: Any, settlement: ToolSettlement) -> None:
+    """Set a tool call's outcome, output bytes and whether it was bounded on its span."""
+    if not current.is_recording():
+        return
+    size = sum(len(getattr(part, "text", "")) for part in settlement.content)
+    bounded = isinstance(settlement, Succeeded) and bool(
+        settlement.output_paths or settlement.lossy
+    )
+    current.set_attributes({
+        "kittiwake.tool.outcome": "failed" if isinstance(settlement, ToolFailure) else "success",
+        "kittiwake.tool.bytes": size, "kittiwake.tool.bounded": bounded,
+    })  # fmt: skip
+    if isinstance(settlement, ToolFailure):
+        current.set_status(Status(StatusCode.ERROR, settlement.error[:500]))
 
 
 def _offered(request: llm.LLMRequest) -> frozenset[str]:

@@ -15,7 +15,18 @@ from __future__ import annotations
 
 from runtime._telemetry import TRACER_NAME as TRACER_NAME
 from runtime._telemetry import active_processor as active_processor
+from runtime._telemetry import current_span_context as current_span_context
 from runtime._telemetry import recording as recording
+from runtime._telemetry import records_text as records_text
+from runtime._telemetry import span as span
 from runtime._telemetry import tracer as tracer
 
-__all__ = ["TRACER_NAME", "active_processor", "recording", "tracer"]
+__all__ = [
+    "TRACER_NAME",
+    "active_processor",
+    "current_span_context",
+    "recording",
+    "records_text",
+    "span",
+    "tracer",
+]

@@ -58,6 +58,11 @@ from storage._store import EventStore as EventStore
 from storage._store import Outcome as Outcome
 from storage._store import StoreStatistics as StoreStatistics
 from storage._store import decode_stored as decode_stored
+from storage._telemetry import TELEMETRY_FILE as TELEMETRY_FILE
+from storage._telemetry import TEXT_ATTRIBUTES as TEXT_ATTRIBUTES
+from storage._telemetry import SummaryKey as SummaryKey
+from storage._telemetry import TelemetryOptions as TelemetryOptions
+from storage._telemetry import TelemetryStore as TelemetryStore
 
 __all__ = [
     "AdmitAndOpen",
@@ -113,5 +118,10 @@ __all__ = [
     "StoreStatistics",
     "StoredEvent",
     "WriteBatch",
+    "SummaryKey",
+    "TELEMETRY_FILE",
+    "TEXT_ATTRIBUTES",
+    "TelemetryOptions",
+    "TelemetryStore",
     "decode_stored",
 ]

@@ -27,6 +27,7 @@ from storage._commands import apply
 from storage._port import AdmitAndOpen, AdmitPrompt, Command
 from storage._rows import RowSet
 from storage._state import DB_FILE
+from storage._telemetry import batch_span, end_batch_span
 
 __all__ = ["JournalRecord", "Outcome", "WritePipeline", "decode_record", "encode_record"]
 
@@ -95,10 +96,13 @@ class WritePipeline(StoreCaches):
         self._absent.clear()
         if batch.events or batch.epochs or batch.approvals:
             started = time.perf_counter()
+            span = batch_span(len(operations), len(batch.events))
             try:
                 lsn = self._append_journal(batch, sync=False)
             except Exception as exc:
+                end_batch_span(span, started, error=exc)
                 return self._journal_failed(exc, len(operations), on_durable)
+            journaled = time.perf_counter()
             applied_through, self._lsn = self._lsn, lsn
             self._adopt(batch, lsn)
             if on_written is not None:
@@ -112,12 +116,14 @@ class WritePipeline(StoreCaches):
 
             def complete(error: BaseException | None) -> None:
                 if error is not None:
+                    end_batch_span(span, started, journaled, error=error)
                     self._journal_failed(error, len(operations), on_durable)
                     return
                 if on_durable is not None:
                     on_durable(outcomes, batch.events)
                 self._apply_later(batch, lsn)
                 self._last_commit_ms = (time.perf_counter() - started) * 1000
+                end_batch_span(span, started, journaled, fsync_ms=self._last_sync_ms())
 
             if self._syncer is not None:
                 self._syncer.submit(complete)
@@ -231,7 +237,15 @@ class WritePipeline(StoreCaches):
 
     def _sync_journal(self) -> None:
         assert self._journal is not None
+        started = time.perf_counter()
         self._journal.sync()
+        self._inline_sync_seconds = time.perf_counter() - started
+
+    def _last_sync_ms(self) -> float:
+        """How long the latest fdatasync of the journal took, in milliseconds."""
+        if self._syncer is not None:
+            return self._syncer.last_sync_seconds * 1000
+        return self._inline_sync_seconds * 1000
 
     def _write(self, rows: RowSet, lsn: int) -> None:
         conn = self.conn

@@ -65,6 +65,7 @@ class StoreState:
         self._unapplied: tuple[WriteBatch, int] | None = None
         self._sync_thread = sync_thread
         self._syncer: Syncer | None = None
+        self._inline_sync_seconds = 0.0
         self._permissions: OrderedDict[str, ev.PermissionInfo] = OrderedDict()
         self._approvals: set[tuple[str, str, str]] | None = None
         self._deleted: set[str] = set()

@@ -132,6 +132,8 @@ class Syncer:
         self._sync = sync
         self._error: BaseException | None = None
         self.syncs = 0
+        self.last_sync_seconds = 0.0
+        """How long the latest sync took."""
         self._worker: Worker[Completion] = Worker(self._complete, name="kittiwake-sync")
 
     def submit(self, completion: Completion) -> None:
@@ -145,7 +147,9 @@ class Syncer:
     def _complete(self, work: list[Completion]) -> None:
         if self._error is None:
             try:
+                started = time.perf_counter()
                 self._sync()
+                self.last_sync_seconds = time.perf_counter() - started
                 self.syncs += 1
             except BaseException as exc:  # noqa: BLE001 - every completion is told
                 self._error = exc

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 import trio
+from opentelemetry import trace
 
 from ._events import LLMEvent, ProviderError, StepStart
 
@@ -88,5 +89,12 @@ async def stream_with_retry(
             return
         if on_retry is not None:
             on_retry(attempt, delay, failure)
+        current = trace.get_current_span()
+        if current.is_recording():  # the provider turn's span, when spans are recorded
+            current.set_attribute("kittiwake.retries", attempt)
+            current.add_event(
+                "provider.retry",
+                {"attempt": attempt, "delay_s": delay, "error": failure.message[:500]},
+            )
         await sleep(delay)
         attempt += 1

@@ -1,0 +1,426 @@
+"""Telemetry tables: finished spans written in batches to ``telemetry.duckdb``, off the hot path.
+
+:class:`TelemetryStore` is an OpenTelemetry SDK ``SpanProcessor``. ``on_end`` only queues the
+finished span (dropping it, counted, when ``buffer_max`` spans already wait); a worker thread
+converts what gathered over ``flush_interval`` and inserts it in one DuckDB transaction on
+the telemetry file's own connection. The file is separate from the event store's database
+and the journal: telemetry is never journaled, a killed process loses at most the spans not
+yet flushed, and nothing here can hold up or damage an event write.
+
+Retention runs on the same thread at open and every ``retention_every`` seconds: spans older
+than ``retention_days`` go, then the oldest ones until the data fits ``max_bytes``.
+Queries (:meth:`TelemetryStore.spans`, :meth:`TelemetryStore.summary`) are DuckDB SQL on a
+cursor of their own; call them from a worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import duckdb
+import msgspec
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import Span as ApiSpan
+from opentelemetry.trace import Status, StatusCode
+
+from runtime.telemetry import active_processor, tracer
+from storage._worker import Worker
+
+__all__ = [
+    "TELEMETRY_FILE",
+    "TEXT_ATTRIBUTES",
+    "SummaryKey",
+    "TelemetryOptions",
+    "TelemetryStore",
+]
+
+_log = logging.getLogger("kittiwake.telemetry")
+TELEMETRY_FILE: Final = "telemetry.duckdb"
+TEXT_ATTRIBUTES: Final = frozenset({"kittiwake.prompt", "kittiwake.answer"})
+"""Attributes holding prompt or answer text: kept only with ``record_text``."""
+SummaryKey = Literal["model", "session", "day"]
+_NS_PER_DAY: Final = 86_400 * 10**9
+
+_SCHEMA: Final = """
+create table if not exists spans (
+    trace_id varchar not null,
+    span_id varchar not null,
+    parent_id varchar,
+    name varchar not null,
+    kind varchar not null,
+    start_ns bigint not null,
+    end_ns bigint not null,
+    duration_ms double not null,
+    status varchar not null,
+    status_message varchar,
+    session_id varchar,
+    provider varchar,
+    model varchar,
+    tokens_in bigint,
+    tokens_out bigint,
+    tokens_cached bigint,
+    cost double,
+    ttft_ms double,
+    attributes varchar,
+    events varchar,
+    links varchar
+)
+"""
+_COLUMNS: Final = (
+    ("trace_id", "varchar"), ("span_id", "varchar"), ("parent_id", "varchar"),
+    ("name", "varchar"), ("kind", "varchar"), ("start_ns", "bigint"), ("end_ns", "bigint"),
+    ("duration_ms", "double"), ("status", "varchar"), ("status_message", "varchar"),
+    ("session_id", "varchar"), ("provider", "varchar"), ("model", "varchar"),
+    ("tokens_in", "bigint"), ("tokens_out", "bigint"), ("tokens_cached", "bigint"),
+    ("cost", "double"), ("ttft_ms", "double"), ("attributes", "varchar"),
+    ("events", "varchar"), ("links", "varchar"),
+)  # fmt: skip
+_INSERT: Final = "insert into spans select " + ", ".join(
+    f"unnest(${i + 1}::{kind}[])" for i, (_, kind) in enumerate(_COLUMNS)
+)
+# Span attributes copied to columns of their own (what the summaries group and sum).
+_COLUMN_ATTRIBUTES: Final = (
+    ("session_id", "session.id"), ("provider", "gen_ai.provider.name"),
+    ("model", "gen_ai.request.model"), ("tokens_in", "gen_ai.usage.input_tokens"),
+    ("tokens_out", "gen_ai.usage.output_tokens"), ("tokens_cached", "kittiwake.tokens.cached"),
+    ("cost", "kittiwake.cost"), ("ttft_ms", "kittiwake.ttft_ms"),
+)  # fmt: skip
+
+
+class TelemetryOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """Where and how long spans are kept (``telemetry`` in ``kittiwake.json``)."""
+
+    retention_days: float = 7.0
+    """Spans that ended longer ago than this are deleted."""
+    max_bytes: int = 256 * 1024 * 1024
+    """The oldest spans are deleted while the tables take more than this."""
+    record_text: bool = False
+    """Whether prompt and answer text attributes are kept (``TEXT_ATTRIBUTES``)."""
+    flush_interval: float = 1.0
+    """Seconds spans gather before a write (fewer, larger transactions)."""
+    batch_max: int = 4096
+    """Queued spans that start a write at once, gathering or not."""
+    buffer_max: int = 65_536
+    """Spans held unwritten before new ones are dropped (and counted in ``dropped``)."""
+    retention_every: float = 300.0
+    """Seconds between retention sweeps."""
+    otlp_endpoint: str | None = None
+    """An OTLP/HTTP traces endpoint (``http://host:4318/v1/traces``) that also gets the spans."""
+    otlp_headers: dict[str, str] = {}
+    """Headers sent with each OTLP export (e.g. an authorization token)."""
+
+
+class TelemetryStore(SpanProcessor):
+    """The telemetry tables of one data directory; see the module docstring."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, options: TelemetryOptions) -> None:
+        self._conn = conn
+        self.options = options
+        self.written = 0
+        self.dropped = 0
+        self.flushes = 0
+        self.last_flush_ms = 0.0
+        self._last_retention = time.monotonic()
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._worker: Worker[ReadableSpan | threading.Event] = Worker(
+            self._flush, name="kittiwake-telemetry", linger=options.flush_interval,
+            max_backlog=options.batch_max,
+        )  # fmt: skip
+
+    @classmethod
+    def open(cls, directory: Path | str, options: TelemetryOptions | None = None) -> TelemetryStore:
+        """Open (creating if needed) ``telemetry.duckdb`` in *directory* and sweep retention.
+
+        Raises duckdb.Error when the file cannot be opened (held by another process, or
+        not a DuckDB file).
+        """
+        options = options or TelemetryOptions()
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        conn = duckdb.connect(str(Path(directory) / TELEMETRY_FILE))
+        try:
+            conn.execute(_SCHEMA)
+            conn.execute("create index if not exists spans_trace on spans (trace_id)")
+            store = cls(conn, options)
+            store.retain()
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    # -- the SpanProcessor side (any thread) ---------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Queue *span* for the next write; drop it (counted) when the buffer is full."""
+        if self._closed or self._worker.backlog >= self.options.buffer_max:
+            self.dropped += 1
+            return
+        self._worker.submit(span)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Write every span that ended before this call; False when that did not finish
+        within the timeout (or the writer stopped)."""
+        if self._closed:
+            return True
+        written = threading.Event()
+        worker = self._worker
+        worker.submit(written)
+        with worker.cond:
+            worker.hurry()
+        return written.wait(timeout_millis / 1000) and worker.error is None
+
+    def shutdown(self) -> None:
+        """Write what is queued, stop the thread and close the file (waits for the write)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._worker.stop()
+        self._conn.close()
+
+    close = shutdown
+
+    # -- the writer thread ----------------------------------------------------------------
+
+    def _flush(self, work: list[ReadableSpan | threading.Event]) -> None:
+        spans = [s for s in work if not isinstance(s, threading.Event)]
+        if spans:
+            self._write(spans)
+        for item in work:
+            if isinstance(item, threading.Event):
+                item.set()
+
+    def _write(self, spans: list[ReadableSpan]) -> None:
+        started = time.perf_counter()
+        try:
+            columns = _columns(spans, record_text=self.options.record_text)
+            self._conn.execute("begin")
+            try:
+                self._conn.execute(_INSERT, columns)
+                self._conn.execute("commit")
+            except BaseException:
+                self._conn.execute("rollback")
+                raise
+            self.written += len(spans)
+        except Exception:  # noqa: BLE001 - telemetry never stops the runtime; logged
+            _log.exception("could not write %d spans", len(spans))
+            self.dropped += len(spans)
+        self.flushes += 1
+        self.last_flush_ms = (time.perf_counter() - started) * 1000
+        if time.monotonic() - self._last_retention >= self.options.retention_every:
+            try:
+                self.retain()
+            except Exception:  # noqa: BLE001 - retried at the next sweep
+                _log.exception("telemetry retention failed")
+
+    def retain(self, now_ns: int | None = None) -> int:
+        """Delete spans past ``retention_days``, then the oldest while the tables are over
+        ``max_bytes``; return how many went. Runs on the writer thread (or before it
+        starts); the deletion is one transaction."""
+        self._last_retention = time.monotonic()
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        cutoff = now_ns - int(self.options.retention_days * _NS_PER_DAY)
+        conn = self._conn
+        before = _count(conn)
+        conn.execute("delete from spans where end_ns < ?", [cutoff])
+        used = self.used_bytes()
+        if used > self.options.max_bytes:
+            remaining = _count(conn)
+            keep = int(remaining * self.options.max_bytes / used * 0.8)
+            conn.execute(
+                "delete from spans where span_id in (select span_id from spans"
+                " order by start_ns desc offset ?)",
+                [keep],
+            )
+            conn.execute("checkpoint")
+        return before - _count(conn)
+
+    def used_bytes(self) -> int:
+        """Bytes of the blocks the telemetry file uses (what ``max_bytes`` bounds)."""
+        row = self._conn.execute("select block_size, used_blocks from pragma_database_size()")
+        block_size, used_blocks = row.fetchone() or (0, 0)
+        return int(block_size) * int(used_blocks)
+
+    # -- queries (call from a worker thread) ---------------------------------------------
+
+    def spans(
+        self, *, session_id: str | None = None, trace_id: str | None = None,
+        since_ns: int | None = None, limit: int = 5000,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """Stored spans, oldest first: those of the traces that touch *session_id* (every
+        span of such a trace, storage batches included), of *trace_id*, started at or
+        after *since_ns*; at most *limit*."""
+        where, params = ["start_ns >= ?"], list[Any]([since_ns or 0])
+        if session_id is not None:
+            where.append("trace_id in (select distinct trace_id from spans where session_id = ?)")
+            params.append(session_id)
+        if trace_id is not None:
+            where.append("trace_id = ?")
+            params.append(trace_id)
+        sql = f"select * from spans where {' and '.join(where)} order by start_ns, span_id limit ?"
+        cursor = self._conn.cursor()
+        try:
+            result = cursor.execute(sql, [*params, limit])
+            names = [d[0] for d in result.description]
+            rows = result.fetchall()
+        finally:
+            cursor.close()
+        return [_span_json(dict(zip(names, row, strict=True))) for row in rows]
+
+    def summary(self, by: SummaryKey, *, since_ns: int | None = None) -> list[dict[str, Any]]:
+        """Per model, session or day (UTC): provider turns, tokens, cost, errors, and the
+        p50/p95/p99 of time to first token and of turn, tool and commit durations (ms).
+
+        A tool or storage span counts under the model of the turn it ran in (its parent)
+        and under the session of its trace.
+        """
+        key = {
+            "model": "coalesce(s.model, p.model)",
+            "session": "max(s.session_id) over (partition by s.trace_id)",
+            "day": "strftime(make_timestamp(s.start_ns // 1000), '%Y-%m-%d')",
+        }[by]
+        sql = f"""
+        with keyed as (
+            select {key} as key, s.name, s.status, s.tokens_in, s.tokens_out,
+                   s.tokens_cached, s.cost, s.ttft_ms, s.duration_ms
+            from spans s left join spans p on p.span_id = s.parent_id and p.trace_id = s.trace_id
+            where s.start_ns >= ?
+        )
+        select key,
+            count(*) filter (where name = 'provider.turn') as turns,
+            coalesce(sum(tokens_in), 0) as tokens_in,
+            coalesce(sum(tokens_out), 0) as tokens_out,
+            coalesce(sum(tokens_cached), 0) as tokens_cached,
+            coalesce(sum(cost), 0) as cost,
+            count(*) filter (where status = 'error') as errors,
+            quantile_cont(ttft_ms, [0.5, 0.95, 0.99]) filter (where name = 'provider.turn') as ttft_ms,
+            quantile_cont(duration_ms, [0.5, 0.95, 0.99]) filter (where name = 'provider.turn') as turn_ms,
+            quantile_cont(duration_ms, [0.5, 0.95, 0.99]) filter (where name = 'tool') as tool_ms,
+            quantile_cont(duration_ms, [0.5, 0.95, 0.99]) filter (where name = 'storage.batch') as commit_ms
+        from keyed group by key order by key nulls last
+        """
+        cursor = self._conn.cursor()
+        try:
+            result = cursor.execute(sql, [since_ns or 0])
+            names = [d[0] for d in result.description]
+            rows = result.fetchall()
+        finally:
+            cursor.close()
+        return [_summary_json(dict(zip(names, row, strict=True))) for row in rows]
+
+    def statistics(self) -> dict[str, Any]:
+        """What was written and dropped, the queue and the last write's time."""
+        return {
+            "written": self.written, "dropped": self.dropped, "queued": self._worker.backlog,
+            "flushes": self.flushes, "last_flush_ms": round(self.last_flush_ms, 2),
+        }  # fmt: skip
+
+
+def batch_span(operations: int, events: int) -> ApiSpan | None:
+    """A ``storage.batch`` span started now, or None when nothing records spans here."""
+    if active_processor() is None:
+        return None
+    return tracer.start_span(
+        "storage.batch",
+        attributes={"kittiwake.storage.operations": operations, "kittiwake.storage.events": events},
+    )
+
+
+def end_batch_span(
+    span: ApiSpan | None, started: float, journaled: float | None = None, *,
+    fsync_ms: float | None = None, error: BaseException | None = None,
+) -> None:  # fmt: skip
+    """End *span* (from ``batch_span``) with its journal write, fdatasync and commit times
+    (``started`` and ``journaled`` are ``perf_counter`` readings); any thread may call it."""
+    if span is None:
+        return
+    if journaled is not None:
+        span.set_attribute("kittiwake.storage.journal_ms", round((journaled - started) * 1e3, 3))
+    if fsync_ms is not None:
+        span.set_attribute("kittiwake.storage.fsync_ms", round(fsync_ms, 3))
+    span.set_attribute(
+        "kittiwake.storage.commit_ms", round((time.perf_counter() - started) * 1e3, 3)
+    )
+    if error is not None:
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+    span.end()
+
+
+def _count(conn: duckdb.DuckDBPyConnection) -> int:
+    row = conn.execute("select count(*) from spans").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _columns(spans: Iterable[ReadableSpan], *, record_text: bool) -> list[list[Any]]:
+    """The insert's column lists for *spans* (one list per column of ``_COLUMNS``)."""
+    out: list[list[Any]] = [[] for _ in _COLUMNS]
+    for span in spans:
+        context, parent = span.context, span.parent
+        attributes = dict(span.attributes or {})
+        if not record_text:
+            for key in TEXT_ATTRIBUTES & attributes.keys():
+                del attributes[key]
+        start = span.start_time or 0
+        end = span.end_time or start
+        status = span.status
+        code = status.status_code
+        row = [
+            f"{context.trace_id:032x}" if context else "", f"{context.span_id:016x}" if context else "",
+            f"{parent.span_id:016x}" if parent else None, span.name, span.kind.name.lower(),
+            start, end, (end - start) / 1e6,
+            "error" if code is StatusCode.ERROR else ("ok" if code is StatusCode.OK else "unset"),
+            status.description,
+            *(attributes.get(name) for _, name in _COLUMN_ATTRIBUTES),
+            json.dumps(attributes, default=str) if attributes else None,
+            _events_json(span), _links_json(span),
+        ]  # fmt: skip
+        for column, value in zip(out, row, strict=True):
+            column.append(value)
+    return out
+
+
+def _events_json(span: ReadableSpan) -> str | None:
+    if not span.events:
+        return None
+    return json.dumps(
+        [{"name": e.name, "time_ns": e.timestamp, **dict(e.attributes or {})} for e in span.events],
+        default=str,
+    )
+
+
+def _links_json(span: ReadableSpan) -> str | None:
+    if not span.links:
+        return None
+    return json.dumps(
+        [
+            {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
+            for link in span.links
+        ]
+    )
+
+
+def _span_json(row: dict[str, Any]) -> dict[str, Any]:
+    for key in ("attributes", "events", "links"):
+        row[key] = json.loads(row[key]) if row[key] else ({} if key == "attributes" else [])
+    row["duration_ms"] = round(row["duration_ms"], 3)
+    return row
+
+
+def _summary_json(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in row.items() if not k.endswith("_ms")}
+    out["cost"] = round(float(out["cost"]), 6)
+    for name in ("ttft_ms", "turn_ms", "tool_ms", "commit_ms"):
+        values = row[name]
+        quantiles = values if values else [None, None, None]
+        for q, value in zip(("p50", "p95", "p99"), quantiles, strict=True):
+            out[f"{name[:-3]}_{q}_ms"] = None if value is None else round(float(value), 2)
+    return out
