@@ -24,7 +24,7 @@ from actors._events import EventHub
 from actors._mailbox import Reply
 from actors._permissions import DurablePermissions
 from actors._ports import SessionLocation, SessionPorts
-from actors._session import Interrupt, Run, SessionActor, WaitIdle, Wake
+from actors._session import Interrupt, Run, SessionActor, Wake
 from actors._storage import StorageActor
 from actors._supervisor import Supervisor, SupervisorPolicy
 from actors._titles import TitleModel
@@ -258,23 +258,40 @@ class SessionExecution:
         await self._ask_active(session_id, lambda reply: Interrupt(barrier, reply))
 
     async def wait_idle(self, session_id: str) -> None:
-        """Wait until the session has no active or pending drain.
+        """Wait until the session's actor has handled every message sent to it before
+        this call and has no drain running or pending, so a prompt admitted before the
+        wait is waited for; an inactive session is idle at once.
 
-        While a drain chain runs and nothing is queued for the actor, the wait is
-        registered with it directly (``SessionActor.idle_waiter``) instead of by message.
-        Cancellation abandons the wait. Raises SessionNotFoundError if the session is
-        deleted meanwhile.
+        One path: the wait registers with the actor directly against its mailbox's
+        sequence numbers (``SessionActor.idle_waiter``), waking none of its tasks. An
+        actor passivated meanwhile was idle, unless work reached it as it stopped: then
+        it is started again and the wait goes on with it. Cancellation abandons the
+        wait.
+
+        Raises:
+            SessionNotFoundError: the session is being deleted.
+            ActorCrashed: its actor crashed meanwhile.
+            ActorStopped: its actor stopped for another reason (the runtime is closing).
         """
         actor = self._sessions.get(session_id)
-        reply = actor.idle_waiter() if actor is not None else None
-        if actor is None or reply is None:
-            return await self._ask_active(session_id, lambda reply: WaitIdle(reply))
-        try:
-            with held(actor, reply):
-                await reply.wait()
-        except ActorStopped as stopped:
-            if stopped.state != "passivated":  # passivated only once idle
-                self._raise_stopped(actor, stopped)
+        if actor is None:
+            return
+        after = actor.mailbox.sent
+        while True:
+            if actor.state in ("stopped", "dead"):
+                self._raise_stopped(actor, ActorStopped(actor.id, actor.state))
+            reply = actor.idle_waiter(after)
+            if reply is None:
+                return
+            try:
+                with held(actor, reply):
+                    await reply.wait()
+                return
+            except ActorStopped as stopped:
+                if stopped.state != "passivated":
+                    self._raise_stopped(actor, stopped)
+            if self._sessions.get(session_id) is not actor:
+                return  # passivated for good: it was idle, nothing queued
 
     async def _ask_active(self, session_id: str, make: Callable[[Reply[None]], Any]) -> None:
         """Call the session's actor if it is active; a passivated one was idle, but one
@@ -481,7 +498,7 @@ class SessionExecution:
         if self._sessions.get(actor.id) is not actor or not self._passivable(actor):
             return
         await self.supervisor.passivate_child(actor.id)
-        if not actor.lane.idle:  # took a wake just as it stopped: its drain never ran
+        if not actor.idle:  # took a wake or an opening just as it stopped: no drain ran
             actor.mailbox.send_nowait(Wake(1 << 61))
         if actor.mailbox.statistics().depth:
             self.supervisor.start_child(actor)

@@ -138,6 +138,18 @@ class Mailbox(Generic[T]):
         """Messages queued and not yet received."""
         return self._in - self._out
 
+    @property
+    def sent(self) -> int:
+        """Messages accepted since the mailbox was opened: the sequence number of the
+        latest one (the first is 1). A message counts once its ``send`` returned."""
+        return self._in
+
+    @property
+    def received(self) -> int:
+        """Messages received since the mailbox was opened: every message up to this
+        sequence number was taken (mailboxes are FIFO)."""
+        return self._out
+
     def statistics(self) -> MailboxStatistics:
         """Return a snapshot of depth, bound, peak, waiters and counters."""
         raw = self._send.statistics()

@@ -1,8 +1,12 @@
 """The SessionActor: one active session's drain loop, driven by its Lane.
 
-Its mailbox carries wakes, runs, interrupts and idle waits. Drains run as a
-child task with their own cancel scope so interrupts are served while a drain
-is in flight. The actor holds nothing durable: a restart rebuilds from storage.
+Its mailbox carries wakes, runs and interrupts. Two operations reach it by a plain
+call on the trio thread instead, each by that one path: an admission hands it the
+activity it opened (:meth:`SessionActor.hand_opened`), and an idle wait registers
+with it against its mailbox's sequence numbers (:meth:`SessionActor.idle_waiter`).
+Drains run as a child task with their own cancel scope so interrupts are served
+while a drain is in flight. The actor holds nothing durable: a restart rebuilds
+from storage.
 """
 
 from __future__ import annotations
@@ -77,13 +81,10 @@ class Interrupt(msgspec.Struct, frozen=True):
     reply: Reply[None]
 
 
-class WaitIdle(msgspec.Struct, frozen=True):
-    reply: Reply[None]
-
-
 class Opened(msgspec.Struct, frozen=True):
     """An activity opened in the admitting batch (see :meth:`SessionActor.reserve_opening`):
-    the rows its promotion promoted, those left pending, and the history delta after it."""
+    the rows its promotion promoted, those left pending, and the history delta after it.
+    Handed over by :meth:`SessionActor.hand_opened`, not mailed."""
 
     seq: int
     promoted: list[ev.InputAdmitted]
@@ -93,7 +94,7 @@ class Opened(msgspec.Struct, frozen=True):
     """The history (generation, version) the delta was read against."""
 
 
-Message = Wake | Run | Interrupt | WaitIdle | Opened
+Message = Wake | Run | Interrupt
 
 
 class SessionActor(Actor[Message]):
@@ -108,7 +109,8 @@ class SessionActor(Actor[Message]):
         self.lane = Lane()
         self._scope: trio.CancelScope | None = None
         self._drain_done = trio.Event()
-        self._idle_waiters: list[Reply[None]] = []
+        self._idle_waiters: list[tuple[int, Reply[None]]] = []
+        """Idle waits, each with the mailbox sequence number it waits to see handled."""
         self._run_waiters: list[Reply[None]] = []
         self.last_active = trio.current_time()
         self.last_error: str | None = None
@@ -144,8 +146,8 @@ class SessionActor(Actor[Message]):
     def reserve_opening(self) -> tuple[int, int] | None:
         """Let an admission open the next activity in its own batch, if the actor is idle
         and ready (recovered, epoch initialized); return the history version to read
-        from, or None. Until :meth:`release_opening` (or the ``Opened`` message) the
-        actor does not count as idle, so it is not passivated meanwhile."""
+        from, or None. Until :meth:`release_opening` or :meth:`hand_opened` the actor
+        does not count as idle, so it is not passivated meanwhile."""
         if not (self.lane.idle and self._recovered and self._has_epoch) or self._openings:
             return None
         if self._opened is not None or self.state != "running":
@@ -163,46 +165,55 @@ class SessionActor(Actor[Message]):
         """The reserved opening will not come (its admission failed or was cancelled)."""
         self._openings -= 1
 
-    async def hand_opened(self, opened: Opened) -> None:
-        """Hand the actor the activity an admission opened under :meth:`reserve_opening`.
+    def hand_opened(self, opened: Opened) -> None:
+        """Hand the actor the activity an admission opened under :meth:`reserve_opening`;
+        the one way it arrives (no message, no checkpoint).
 
-        Taken at once on the caller's task when the actor runs and no message is queued
-        before it (what handling the ``Opened`` message would do, without the actor's
-        task waking for it); else mailed, behind what is queued. An actor that stopped
-        meanwhile (its session deleted, the runtime closing) is not handed it: the
-        admission is durable all the same. Call it shielded once the admitting batch
-        may commit, so that the actor always hears of its promotion.
+        The actor keeps it for its drain's opening step and wakes its lane at the
+        admission's seq: a drain starts in the actor's nursery, or, if one is running
+        (a wake or run reached the actor since the reservation), the follow-up drain
+        takes it. Taking it ahead of messages still queued changes no outcome: a queued
+        wake or run only adds a follow-up, and a queued interrupt whose barrier covers
+        the admission cancels the drain this starts (as it would any drain). If the
+        actor is restarting, its next run's recovery wake starts the drain that takes
+        it. An actor that stopped meanwhile (its session deleted, the runtime closing)
+        ignores it: the admission is durable all the same. Call it once the admitting
+        batch committed; it cannot fail.
         """
-        self.note_admission()
-        nursery = self._direct()
-        if nursery is not None:
-            self._take(opened, nursery)
+        self._openings -= 1
+        if self.state in ("stopped", "dead"):
             return
-        try:
-            self.mailbox.send_nowait(opened)  # the admitting write was the checkpoint
-        except trio.WouldBlock:
-            await self.mailbox.send(opened)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        self.note_admission()
+        self._opened = opened
+        if self.lane.wake(opened.seq) == "start" and self._nursery is not None:
+            self._start(self._nursery, "wake")
 
-    def idle_waiter(self) -> Reply[None] | None:
-        """A reply answered when the running drain chain ends, registered without a
-        message (the answer a ``WaitIdle`` message would get); None when the actor must
-        be asked through its mailbox: it is idle, not running, or messages are queued
-        that could extend the chain. Wait on it ``with held(actor, reply)``, so that it is
-        failed if the actor crashes or stops."""
-        if self._direct() is None or self.lane.idle:
+    def idle_waiter(self, after: int) -> Reply[None] | None:
+        """Register an idle wait: a reply answered once the actor has handled the
+        messages of its mailbox up to sequence number *after* (``mailbox.sent`` read
+        when the wait began: everything sent before it, so a prompt's wake queued
+        before the wait is waited for) and its lane is idle (no drain running or
+        pending). None when that holds already.
+
+        The one way to wait for idleness; it wakes no task of the actor. Wait on the
+        reply ``with held(actor, reply)``, so that it is failed if the actor crashes or
+        stops; a wait the caller abandons is dropped when the actor next answers.
+        """
+        if self.lane.idle and self.mailbox.received >= after:
             return None
         reply: Reply[None] = Reply()
-        self._idle_waiters.append(reply)
+        self._idle_waiters.append((after, reply))
         return reply
 
-    def _direct(self) -> trio.Nursery | None:
-        """The actor's nursery when a caller may act for a message now (running,
-        nothing queued ahead); else None."""
-        if self.state != "running" or self.mailbox.depth:
-            return None
-        return self._nursery
+    def _answer_idle_waiters(self) -> None:
+        """Answer the idle waits the actor now satisfies (see :meth:`idle_waiter`)."""
+        if not self.lane.idle:
+            return
+        handled, waiting = self.mailbox.received, self._idle_waiters
+        self._idle_waiters = [(after, reply) for after, reply in waiting if after > handled]
+        for after, reply in waiting:
+            if after <= handled:
+                reply.send(None)
 
     async def run(self) -> None:
         self.lane = Lane()
@@ -213,16 +224,20 @@ class SessionActor(Actor[Message]):
             self.mark_running()
             if self.statistics().restarts:
                 # A restart lost the lane and any wake it held; the inbox is the record.
-                await self._handle(Wake(1 << 61), nursery)
+                self._handle(Wake(1 << 61), nursery)
             self._nursery = nursery
             try:
                 while True:
                     message = await self.mailbox.receive()
-                    await self._handle(message, nursery)
+                    # No checkpoint from here to the next receive: to any other task,
+                    # every message received has been handled.
+                    self._handle(message, nursery)
+                    if self._idle_waiters:
+                        self._answer_idle_waiters()
             finally:
                 self._nursery = None
 
-    async def _handle(self, message: Message, nursery: trio.Nursery) -> None:
+    def _handle(self, message: Message, nursery: trio.Nursery) -> None:
         match message:
             case Wake(seq=seq):
                 if self.lane.wake(seq) == "start":
@@ -237,19 +252,6 @@ class SessionActor(Actor[Message]):
                     nursery.start_soon(self._answer_when_done, reply, self._drain_done)
                 else:
                     reply.send(None)
-            case Opened():
-                self._take(message, nursery)
-            case WaitIdle(reply=reply):
-                if self.lane.idle:
-                    reply.send(None)
-                else:
-                    self._idle_waiters.append(reply)
-
-    def _take(self, opened: Opened, nursery: trio.Nursery) -> None:
-        self._openings -= 1
-        self._opened = opened
-        if self.lane.wake(opened.seq) == "start":
-            self._start(nursery, "wake")
 
     async def _answer_when_done(self, reply: Reply[None], done: trio.Event) -> None:
         await done.wait()
@@ -281,9 +283,7 @@ class SessionActor(Actor[Message]):
                 for reply in waiters:
                     reply.send(None)
             mode = self.lane.finished()
-        for reply in self._idle_waiters:
-            reply.send(None)
-        self._idle_waiters.clear()
+        self._answer_idle_waiters()
         self.last_active = trio.current_time()
 
     # -- the drain ----------------------------------------------------------------------

@@ -187,7 +187,6 @@ class Sessions:
         sid = op.session_id
         generation, version = base
 
-        sent = False
         try:
             # Shielded: once the batch may commit, the actor must hear of its promotion.
             with trio.CancelScope(shield=True):
@@ -195,13 +194,10 @@ class Sessions:
                     AdmitAndOpen(admit=op),
                     then=HistoryChanges(session_id=sid, generation=generation, version=version),
                 )
-                await actor.hand_opened(
-                    Opened(receipt.admitted_seq, promoted, pending, delta, base)
-                )
-                sent = True
-        finally:
-            if not sent:
-                actor.release_opening()
+        except BaseException:
+            actor.release_opening()
+            raise
+        actor.hand_opened(Opened(receipt.admitted_seq, promoted, pending, delta, base))
         await trio.lowlevel.checkpoint_if_cancelled()
         return receipt
 

@@ -74,6 +74,15 @@ class TestBounded:
             mailbox.send_nowait(i)
         assert [mailbox.receive_nowait() for _ in range(3)] == [0, 1, 2]
 
+    async def test_sequence_numbers_count_sent_and_received_messages(self) -> None:
+        mailbox: Mailbox[int] = open_mailbox(3)
+        assert (mailbox.sent, mailbox.received) == (0, 0)
+        mailbox.send_nowait(1)
+        await mailbox.send(2)
+        assert (mailbox.sent, mailbox.received) == (2, 0)
+        assert mailbox.receive_nowait() == 1
+        assert (mailbox.sent, mailbox.received, mailbox.depth) == (2, 1, 1)
+
 
 class TestStatistics:
     async def test_counts_and_peak(self) -> None:

@@ -296,9 +296,9 @@ async def test_a_prompt_to_an_idle_ready_session_opens_its_activity_in_the_admit
 async def test_an_opening_and_an_idle_wait_reach_a_ready_actor_without_messages(
     tmp_path: Path,
 ) -> None:
-    """With nothing queued for the actor, the admission hands it the opened activity and
-    ``wait_idle`` registers with the running drain directly; the outcome is the one the
-    messages would give, and a wait registered before a queued message still goes by mail."""
+    """The admission hands the actor the opened activity and ``wait_idle`` registers with
+    it directly: neither sends a message, and the outcome is the one a wake would give.
+    A wake queued for the actor ahead of the wait is waited for."""
     client = llm.ScriptedLLM([answer("first"), answer("second"), answer("third")], latency=0.05)
     async with running(tmp_path, client) as rt:
         sid = rt.test_session
@@ -311,9 +311,9 @@ async def test_an_opening_and_an_idle_wait_reach_a_ready_actor_without_messages(
         await rt.sessions.wait_idle(sid)
         assert actor.idle and actor.mailbox.statistics().messages_in == mailed
         assert user_texts(client.requests[1]) == ["warm", "direct"]
-        # A wake queued ahead of the wait: the wait goes by mail and sees the drain it starts.
+        # A wake queued ahead of the wait: the wait sees the drain it starts.
         await rt.sessions.prompt(sid, prompt=prompt("queued"), resume=False)
         actor.mailbox.send_nowait(Wake(1 << 61))
         await rt.sessions.wait_idle(sid)
-        assert actor.mailbox.statistics().messages_in == mailed + 2
+        assert actor.mailbox.statistics().messages_in == mailed + 1
         assert len(client.requests) == 3 and actor.idle

@@ -18,11 +18,11 @@ async def test_a_crashed_session_actor_restarts_and_drains_its_inbox(
     original = SessionActor._handle
     crashes: list[str] = []
 
-    async def crash_once(self: SessionActor, message: Any, nursery: Any) -> None:
+    def crash_once(self: SessionActor, message: Any, nursery: Any) -> None:
         if isinstance(message, Wake) and not crashes:
             crashes.append(self.session_id)
             raise RuntimeError("injected crash while handling a wake")
-        await original(self, message, nursery)
+        original(self, message, nursery)
 
     monkeypatch.setattr(SessionActor, "_handle", crash_once)
     client = llm.ScriptedLLM([answer("after the restart")])
