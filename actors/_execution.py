@@ -360,12 +360,15 @@ class SessionExecution:
         return self._infos[session_id]
 
     def location_for(self, directory: str) -> LocationState:
-        """The open Location of *directory*. One not opened yet (by :meth:`location`) is
-        opened here, reading its files on the trio thread: every drain and entry point
-        opens its Location with :meth:`location` first, so this is a fallback only."""
+        """The Location of *directory*, opened already: every drain and entry point opens
+        its Location with :meth:`location` first, so nothing is read here.
+
+        Raises:
+            LookupError: *directory* was not opened by :meth:`location`.
+        """
         location = self._locations.get(directory)
         if location is None:
-            location = self._adopt(directory, *self._read_location(directory))
+            raise LookupError(f"the Location {directory!r} is not open; open it with location()")
         return location
 
     async def location(self, directory: str) -> LocationState:
@@ -390,8 +393,7 @@ class SessionExecution:
             opening = self._opening[directory] = trio.Event()
             try:
                 parts = await self._run_blocking(lambda: self._read_location(directory))
-                location = self._locations.get(directory)  # opened meanwhile by location_for
-                return location or self._adopt(directory, *parts)
+                return self._adopt(directory, *parts)
             finally:
                 del self._opening[directory]
                 opening.set()

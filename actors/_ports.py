@@ -47,7 +47,8 @@ class SessionPorts:
         hub: where turn events are published.
         permissions: durable permission approvals for tool calls.
         session_info: the session's info, remembered when its actor was activated.
-        location_for: the open Location of a working directory.
+        location_for: the Location of a working directory, opened already by
+            *location* (``LookupError`` otherwise; it reads nothing).
         location: the Location of a working directory, opened off the trio thread at
             first use.
         current_location: the Location of a working directory, opened off the trio

@@ -551,7 +551,7 @@ async def test_an_interrupt_during_the_final_write_of_a_turn_loses_nothing(
         turn = Turn(
             session_id=sid, assistant_id="msg_turn", agent=BUILD, model=execution.default_model,
             append=append, hub=execution.hub, now=lambda: 1,
-            registry=execution.location_for(directory).registry, directory=directory,
+            registry=(await execution.location(directory)).registry, directory=directory,
         )  # fmt: skip
         request = llm.LLMRequest(
             model=llm.ModelRef(provider_id="p", model_id="m"), system=[], messages=[]
