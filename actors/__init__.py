@@ -28,6 +28,7 @@ from actors._mailbox import open_mailbox as open_mailbox
 from actors._runtime import Runtime as Runtime
 from actors._runtime import open_runtime as open_runtime
 from actors._session import SessionActor as SessionActor
+from actors._session_tools import SessionTools as SessionTools
 from actors._sessions import Page as Page
 from actors._sessions import SessionEvent as SessionEvent
 from actors._sessions import Sessions as Sessions
@@ -62,6 +63,7 @@ __all__ = [
     "SessionActor",
     "SessionEvent",
     "SessionExecution",
+    "SessionTools",
     "Sessions",
     "StorageActor",
     "Supervisor",

@@ -34,12 +34,20 @@ from runtime.agents import AgentInfo
 from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
 from runtime.context import SystemContext, SystemContextRegistry
 from runtime.titles import TitleLimits
-from runtime.tools import ToolEnvironment, ToolRegistry
+from runtime.tools import Tool, ToolEnvironment, ToolRegistry, task_description
 from storage import GetSession
 
-__all__ = ["LocationState", "LocationLoads", "SessionExecution", "ToolsFactory"]
+__all__ = [
+    "LocationLoads",
+    "LocationState",
+    "LocationTools",
+    "SessionExecution",
+    "ToolsFactory",
+]
 
 ToolsFactory = Callable[[ToolEnvironment], ToolRegistry]
+LocationTools = Callable[[], list[Tool[Any]]]
+"""Builds the tools every Location's registry gets besides its own (the session tools)."""
 DEFAULT_IDLE_TIMEOUT: Final = 300.0
 DEFAULT_MAX_ACTIVE: Final = 256
 _PASSIVATION_RETRIES: Final = 3
@@ -79,6 +87,18 @@ class LocationState:
         self._result: SystemContext | None = None
         self._loading = False
         self.observations = 0
+        self.task_tool: Tool[Any] | None = None
+        """The ``task`` tool of this Location, whose description lists its subagents."""
+
+    def describe_subagents(self) -> None:
+        """List the Location's subagents in its ``task`` tool's description."""
+        if self.task_tool is not None:
+            subagents = [
+                (a.name, a.description or "")
+                for a in self.settings.agents.values()
+                if a.mode in ("subagent", "all")
+            ]
+            self.task_tool.description = task_description(subagents)
 
     @property
     def agents(self) -> Mapping[str, AgentInfo]:
@@ -92,7 +112,10 @@ class LocationState:
     async def refresh(self) -> LocationSettings:
         """Read the configuration and agent files again if one changed (a few ``lstat``
         calls when none did). Cancellation waits for a running read to end."""
-        self.settings = await self._watch.load()
+        settings = await self._watch.load()
+        if settings is not self.settings:
+            self.settings = settings
+            self.describe_subagents()
         return self.settings
 
     async def observe_context(self) -> SystemContext:
@@ -205,6 +228,10 @@ class SessionExecution:
         self._shedding = False
         self.ready = trio.Event()
         self.permissions = DurablePermissions(storage, now_ms)
+        self.closing = False
+        """The runtime is closing: drains are being stopped for it, not interrupted."""
+        self.location_tools: LocationTools | None = None
+        """Tools every Location gets as a contribution of their own when it opens."""
         self.ports = SessionPorts(
             storage=storage, hub=hub, permissions=self.permissions, session_info=self.session_info,
             location_for=self.location_for, location=self.location,
@@ -423,6 +450,11 @@ class SessionExecution:
         if registry.saved_approvals is None:
             registry.saved_approvals = self.permissions
         location = LocationState(directory, registry, context, watch, settings)
+        if self.location_tools is not None:
+            tools = self.location_tools()
+            registry.contribute(tools)
+            location.task_tool = next((t for t in tools if t.name == "task"), None)
+            location.describe_subagents()
         if self.configuration is not None:
             context.contribute(
                 CONFIG_INSTRUCTIONS_KEY,
@@ -511,7 +543,8 @@ class SessionExecution:
 
     async def shutdown(self) -> None:
         """Stop every SessionActor (active drains are interrupted and settle) while storage
-        still runs; used when the runtime closes."""
+        still runs; used when the runtime closes (``closing`` is set from then on)."""
+        self.closing = True
         for actor in list(self._sessions.values()):
             self._sessions.pop(actor.id, None)
             await self.supervisor.stop_child(actor.id)

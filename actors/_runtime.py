@@ -19,6 +19,7 @@ from actors._directory import ActorDirectory
 from actors._events import EventHub
 from actors._execution import LocationLoads, SessionExecution, ToolsFactory
 from actors._session import DEFAULT_MAX_TURNS, recover_session
+from actors._session_tools import DEFAULT_MAX_TASKS, SessionTools
 from actors._sessions import Sessions
 from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode
 from actors._supervisor import Supervisor, SupervisorPolicy, run_root
@@ -36,6 +37,7 @@ from runtime.tools import (
     load_custom_tools,
     location_registry,
     run_tool_output_cleanup,
+    session_tools,
 )
 from storage import SessionsWithPending, TelemetryOptions, TelemetryStore
 
@@ -67,9 +69,11 @@ class Runtime:
 
     def __init__(
         self, *, sessions: Sessions, storage: StorageActor, execution: SessionExecution,
-        hub: EventHub, directory: ActorDirectory, data_dir: Path,
+        hub: EventHub, directory: ActorDirectory, data_dir: Path, tools: SessionTools,
     ) -> None:  # fmt: skip
         self.sessions = sessions
+        self.tools = tools
+        """Todos, questions and subagent tasks of every session."""
         self.storage = storage
         self.execution = execution
         self.hub = hub
@@ -101,6 +105,7 @@ async def open_runtime(
     title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
     configuration: Configuration | None = None, location_loads: LocationLoads = "threaded",
     telemetry: TelemetryOptions | None = None,
+    max_tasks: int = DEFAULT_MAX_TASKS,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -137,6 +142,8 @@ async def open_runtime(
             batches and requests into ``telemetry.duckdb`` beside the store (and to an
             OTLP endpoint if it names one); ``None`` (the default) records none.
             ``rt.telemetry`` then answers span and summary queries.
+        max_tasks: subagent tasks (``task`` tool calls) one session runs at once; further
+            calls wait for a slot.
     """
     options = dict(locals())
     if telemetry is None:
@@ -163,7 +170,8 @@ async def _open_runtime(
     store_options: dict[str, Any] | None, recover: bool,
     tool_output_cleanup_every: float | None, storage_max_batch: int,
     title_model: TitleModel | None, title_limits: TitleLimits | None,
-    configuration: Configuration | None, location_loads: LocationLoads, **_: Any,
+    configuration: Configuration | None, location_loads: LocationLoads, max_tasks: int,
+    **_: Any,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """``open_runtime`` without telemetry's set-up (see there)."""
     data, project = _prepare(Path(data_dir))
@@ -187,6 +195,11 @@ async def _open_runtime(
     sessions = Sessions(
         storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock, project_id=project
     )
+    tools_api = SessionTools(
+        storage=storage, execution=execution, now_ms=clock, max_tasks=max_tasks
+    )
+    tools_api.bind(sessions)
+    execution.location_tools = partial(session_tools, tools_api)
     root = _Root(storage, execution, directory)
     async with trio.open_nursery() as nursery:
         await nursery.start(run_root, root)
@@ -198,7 +211,7 @@ async def _open_runtime(
         await _wait_running(storage, execution)
         rt = Runtime(
             sessions=sessions, storage=storage, execution=execution, hub=hub,
-            directory=directory, data_dir=data,
+            directory=directory, data_dir=data, tools=tools_api,
         )  # fmt: skip
         if recover:
             await _recover_and_wake(rt, clock)

@@ -63,6 +63,14 @@ _log = logging.getLogger("kittiwake.sessions")
 _PAGE: Final = 500
 _HISTORY_LIMIT: Final = 1000
 _DELETED: Final = ev.SessionDeleted.__struct_config__.tag
+_STREAMED: Final = frozenset(
+    {"todo.updated", "question.v2.asked", "question.v2.replied", "question.v2.rejected"}
+)
+"""Event types a session's stream carries besides ``session.next.*``."""
+
+
+def _streamed(kind: str) -> bool:
+    return kind.startswith("session.next.") or kind in _STREAMED
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
@@ -252,7 +260,8 @@ class Sessions:
     async def events(
         self, session_id: str, *, after: int | None = None
     ) -> AsyncGenerator[SessionEvent, None]:
-        """Replay durable ``session.next.*`` events with seq > *after*, then tail live commits.
+        """Replay durable ``session.next.*``, ``todo.updated`` and ``question.v2.*`` events
+        with seq > *after*, then tail live commits.
 
         No gap and no duplicate: the subscription is registered before the replay,
         and the store is re-read whenever a notification does not follow the cursor
@@ -271,7 +280,7 @@ class Sessions:
                     return  # deleted while this subscriber was behind (its event was dropped)
                 for stored in page:
                     cursor = stored.seq
-                    if stored.type.startswith("session.next."):
+                    if _streamed(stored.type):
                         yield _decoded(stored)
                 if len(page) == _PAGE:
                     continue
@@ -289,7 +298,7 @@ class Sessions:
                     if item.seq != cursor + 1:
                         break
                     cursor = item.seq
-                    if item.type.startswith("session.next."):
+                    if _streamed(item.type):
                         yield _decoded(item)
 
     def active(self) -> builtins.list[str]:

@@ -29,6 +29,7 @@ from gateway._routes import (
     RouteTable,
     register,
 )
+from gateway._session_tools import session_tool_routes
 from gateway._streams import after_arg, stream_routes
 from gateway._wire import (
     AgentBody,
@@ -182,6 +183,7 @@ def create_app(
     stream_routes(table, app, gw)
     _operator_routes(table, gw)
     project_routes(table, gw, file_limits or FileLimits())
+    session_tool_routes(table, gw)
     gw.routes = tuple(table.routes)
     register(app, table.routes)
     return app

@@ -25,6 +25,13 @@ __all__ = ["RunFailed", "RunOptions", "Runner", "check", "read_prompt"]
 
 _NEXT: Final = "session.next."
 _ASKED: Final = "permission.v2.asked"
+_QUESTION: Final = "question.v2.asked"
+_TODO_MARKS: Final = {
+    "pending": "[ ]",
+    "in_progress": "[>]",
+    "completed": "[x]",
+    "cancelled": "[-]",
+}
 _REPLIES: Final = {"o": "once", "once": "once", "a": "always", "always": "always"}
 _SUMMARY_CHARS: Final = 120
 _INTERRUPT_GRACE: Final = 10.0
@@ -132,6 +139,11 @@ class _Printer:
             self._note(f"✗ {self._tools.get(data['callID'], 'tool')}: {message}")
         elif kind == _NEXT + "step.failed":
             self._note(f"kittiwake: step failed: {self.failure}")
+        elif kind == "todo.updated":
+            self._note("todos:")
+            for todo in data.get("todos", []):
+                mark = _TODO_MARKS.get(todo.get("status", ""), "[?]")
+                self._note(f"  {mark} {todo.get('content', '')}")
 
     def asked(self, event: dict[str, Any]) -> None:
         if self.as_json:
@@ -202,6 +214,8 @@ class Runner:
         self._terminal = terminal
         self.session_id: str | None = None
         self.interrupted = False
+        self._family: set[str] = set()
+        """The run's session and its descendants (subagent tasks), whose requests it answers."""
 
     async def run(self) -> int:
         """Prompt the session and follow it until idle; returns the exit status.
@@ -213,6 +227,7 @@ class Runner:
             RunFailed: the session could not be found, created or prompted.
         """
         sid = self.session_id = await self._session()
+        self._family.add(sid)
         with trio.open_signal_receiver(signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._on_signals, signals, nursery.cancel_scope)
@@ -221,6 +236,8 @@ class Runner:
                 await connected.wait()
                 for pending in check(await self.api.get(f"/api/session/{sid}/permission"))["data"]:
                     nursery.start_soon(self._answer, sid, pending)
+                for asked in check(await self.api.get(f"/api/session/{sid}/question"))["data"]:
+                    nursery.start_soon(self._question, asked)
                 receipt = check(
                     await self.api.post(
                         f"/api/session/{sid}/prompt", json={"prompt": {"text": self.options.text}}
@@ -291,14 +308,23 @@ class Runner:
                     continue
                 body = msgspec.json.decode(line[6:])
                 kind, props = body.get("type", ""), body.get("properties") or {}
+                owner = props.get("sessionID")
                 if kind == "server.connected":
                     connected.set()
-                elif props.get("sessionID") != sid:
+                elif (
+                    kind == "session.created"
+                    and props.get("info", {}).get("parentID") in self._family
+                ):
+                    self._family.add(str(owner))  # a subagent's child session
+                elif owner not in self._family:
                     continue
-                elif kind.endswith(".delta") and kind.startswith(_NEXT):
+                elif kind.endswith(".delta") and kind.startswith(_NEXT) and owner == sid:
                     self.printer.delta({"type": kind, "data": props})
                 elif kind == _ASKED:
-                    nursery.start_soon(self._answer, sid, {"id": props.get("requestID"), **props})
+                    request = {"id": props.get("requestID"), **props}
+                    nursery.start_soon(self._answer, str(owner), request)
+                elif kind == _QUESTION:
+                    nursery.start_soon(self._question, props)
 
     async def _durable(self, sid: str, after: int) -> None:
         path = f"/api/session/{sid}/event"
@@ -339,6 +365,28 @@ class Runner:
             )
         )
 
+    async def _question(self, asked: dict[str, Any]) -> None:
+        """Ask the terminal each question of *asked* and send the answers, or reject the
+        questions when there is no terminal."""
+        self.printer.asked({"type": _QUESTION, "data": asked})
+        sid, request_id = asked.get("sessionID"), asked.get("id")
+        terminal = self._terminal()
+        base = f"/api/session/{sid}/question/{request_id}"
+        if terminal is None:
+            self.printer.note("kittiwake: the model asks a question; no terminal, rejected")
+            check(await self.api.post(f"{base}/reject"))
+            return
+        answers = []
+        for info in asked.get("questions", []):
+            answer = await trio.to_thread.run_sync(
+                _ask_question, terminal, info, abandon_on_cancel=True
+            )
+            if answer is None:
+                check(await self.api.post(f"{base}/reject"))
+                return
+            answers.append(answer)
+        check(await self.api.post(f"{base}/reply", json={"answers": answers}))
+
     async def _on_signals(self, signals: Any, scope: trio.CancelScope) -> None:
         """First SIGINT: interrupt the session and let the run wind down (bounded by
         ``_INTERRUPT_GRACE``); a second one stops waiting at once."""
@@ -364,3 +412,24 @@ def _ask(terminal: tuple[TextIO, TextIO], question: str) -> str:
     writer.flush()
     answer = reader.readline().strip().lower()
     return _REPLIES.get(answer, "reject")
+
+
+def _ask_question(terminal: tuple[TextIO, TextIO], info: dict[str, Any]) -> list[str] | None:
+    """One question on the terminal: numbered options, several separated by commas when
+    ``multiple``, or typed text unless ``custom`` is false; an empty line rejects (None)."""
+    reader, writer = terminal
+    options = [o.get("label", "") for o in info.get("options", [])]
+    writer.write(f"kittiwake: [{info.get('header', '')}] {info.get('question', '')}\n")
+    for number, option in enumerate(info.get("options", []), 1):
+        writer.write(f"  {number}. {option.get('label', '')}: {option.get('description', '')}\n")
+    many = " (several: 1,3)" if info.get("multiple") else ""
+    typed = "" if info.get("custom") is False else " or type an answer"
+    writer.write(f"choose a number{many}{typed}; empty line to dismiss: ")
+    writer.flush()
+    line = reader.readline().strip()
+    if not line:
+        return None
+    picked = [p.strip() for p in line.split(",")] if info.get("multiple") else [line]
+    if all(p.isdigit() and 1 <= int(p) <= len(options) for p in picked):
+        return [options[int(p) - 1] for p in picked]
+    return [line]

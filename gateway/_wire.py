@@ -52,6 +52,7 @@ STATUS_BY_TAG: Final[dict[str, int]] = {
     "SessionNotFoundError": 404,
     "MessageNotFoundError": 404,
     "PermissionNotFoundError": 404,
+    "QuestionNotFoundError": 404,
     "NotFoundError": 404,
     "ConflictError": 409,
     "ResumeNotNeededError": 409,

@@ -15,6 +15,7 @@ import msgspec
 import trio
 from quart import Websocket
 
+from gateway._session_tools import QuestionReplyBody
 from gateway._wire import (
     GatewayError,
     PermissionReplyBody,
@@ -44,6 +45,8 @@ _FRAME_TYPES: Final = (
     "interrupt",
     "resume",
     "permission.reply",
+    "question.reply",
+    "question.reject",
 )
 
 
@@ -189,6 +192,8 @@ class _Connection:
                 raise GatewayError("InvalidRequestError", f"Invalid reply: {exc}") from None
             await reply_permission(rt, session_id, request_id, answer)
             return None
+        if kind in ("question.reply", "question.reject"):
+            return await self._question(kind, session_id, frame)
         await self._gw.check_session(session_id)
         if kind == "interrupt":
             await rt.sessions.interrupt(session_id)
@@ -204,6 +209,20 @@ class _Connection:
         return await rt.sessions.prompt(
             session_id, prompt=body.prompt, id=body.id, delivery=body.delivery, resume=body.resume
         )
+
+    async def _question(self, kind: str, session_id: str, frame: dict[str, Any]) -> None:
+        request_id = frame.get("requestID")
+        if not isinstance(request_id, str):
+            raise GatewayError("InvalidRequestError", "requestID is required")
+        tools = self._gw.rt.tools
+        if kind == "question.reject":
+            await tools.reject_question(session_id, request_id)
+            return
+        try:
+            body = msgspec.convert({"answers": frame.get("answers")}, QuestionReplyBody)
+        except msgspec.ValidationError as exc:
+            raise GatewayError("InvalidRequestError", f"Invalid answers: {exc}") from None
+        await tools.reply_question(session_id, request_id, body.answers)
 
     # -- subscriptions -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from runtime._errors import InvalidSessionInputError as InvalidSessionInputError
 from runtime._errors import KittiwakeError as KittiwakeError
 from runtime._errors import OperationUnavailableError as OperationUnavailableError
 from runtime._errors import PromptConflictError as PromptConflictError
+from runtime._errors import QuestionNotFoundError as QuestionNotFoundError
 from runtime._errors import ResumeNotNeededError as ResumeNotNeededError
 from runtime._errors import SessionNotFoundError as SessionNotFoundError
 from runtime._errors import StorageError as StorageError
@@ -52,6 +53,7 @@ __all__ = [
     "OperationUnavailableError",
     "Prompt",
     "PromptConflictError",
+    "QuestionNotFoundError",
     "ResumeNotNeededError",
     "SessionInfo",
     "SessionMessage",

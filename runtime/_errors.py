@@ -20,6 +20,7 @@ __all__ = [
     "KittiwakeError",
     "OperationUnavailableError",
     "PromptConflictError",
+    "QuestionNotFoundError",
     "ResumeNotNeededError",
     "SessionNotFoundError",
     "StorageError",
@@ -75,6 +76,16 @@ class ResumeNotNeededError(KittiwakeError):
 
 class OperationUnavailableError(KittiwakeError):
     tag = "OperationUnavailableError"
+
+
+class QuestionNotFoundError(KittiwakeError, LookupError):
+    """No pending question with this id (in this session)."""
+
+    tag = "QuestionNotFoundError"
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"No pending question {request_id}")
+        self.request_id = request_id
 
 
 class StorageError(KittiwakeError):

@@ -14,7 +14,7 @@ from typing import Final, Literal
 
 __all__ = ["ID_PATTERNS", "IdGenerator", "IdPrefix", "is_valid_id"]
 
-IdPrefix = Literal["ses", "msg", "evt", "prt", "tool", "per", "call"]
+IdPrefix = Literal["ses", "msg", "evt", "prt", "tool", "per", "call", "que"]
 
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _RANDOM_CHARS: Final = 12
@@ -25,7 +25,7 @@ _PAIRS: Final = tuple(_BASE62[(k >> 6) % 62] + _BASE62[(k & 63) % 62] for k in r
 
 ID_PATTERNS: Final[dict[str, re.Pattern[str]]] = {
     prefix: re.compile(rf"^{prefix}_[0-9a-f]{{14}}[0-9A-Za-z]{{12}}$")
-    for prefix in ("ses", "msg", "evt", "prt", "tool", "per", "call")
+    for prefix in ("ses", "msg", "evt", "prt", "tool", "per", "call", "que")
 }
 _ANY_ID: Final = re.compile(r"^[a-z]{3,4}_[0-9A-Za-z_\-]{1,96}$")
 

@@ -27,12 +27,18 @@ __all__ = [
     "ModelRef",
     "ModelSwitched",
     "Moved",
-    "Prompt",
     "PermissionAsked",
     "PermissionInfo",
     "PermissionReplied",
+    "Prompt",
     "PromptAdmitted",
     "PromptPromoted",
+    "QuestionAsked",
+    "QuestionInfo",
+    "QuestionOption",
+    "QuestionRejected",
+    "QuestionReplied",
+    "QuestionTool",
     "ReasoningDelta",
     "ReasoningEnded",
     "ReasoningStarted",
@@ -52,6 +58,8 @@ __all__ = [
     "TextDelta",
     "TextEnded",
     "TextStarted",
+    "Todo",
+    "TodoUpdated",
     "TokenCache",
     "TokenUsage",
     "ToolCalled",
@@ -401,6 +409,60 @@ class PermissionInfo(Record, frozen=True):
     metadata: dict[str, Any] | UnsetType = UNSET
 
 
+class Todo(Record, frozen=True):
+    """One item of a session's todo list (OpenCode's ``Todo``)."""
+
+    content: str
+    status: Literal["pending", "in_progress", "completed", "cancelled"]
+    priority: Literal["high", "medium", "low"]
+
+
+class TodoUpdated(Event, frozen=True, tag="todo.updated"):
+    """The session's whole todo list after a ``todowrite`` call."""
+
+    todos: list[Todo]
+
+
+class QuestionOption(Record, frozen=True):
+    label: str
+    description: str
+
+
+class QuestionInfo(Record, frozen=True):
+    """One structured question: choices, whether several may be picked (``multiple``),
+    and whether a typed answer is accepted too (``custom``, on unless false)."""
+
+    question: str
+    header: str
+    options: list[QuestionOption]
+    multiple: bool | UnsetType = UNSET
+    custom: bool | UnsetType = UNSET
+
+
+class QuestionTool(Record, frozen=True):
+    message_id: str
+    call_id: str
+
+
+class QuestionAsked(Event, frozen=True, tag="question.v2.asked"):
+    """A pending question to the user (durable until replied or rejected)."""
+
+    id: str
+    questions: list[QuestionInfo]
+    tool: QuestionTool | UnsetType = UNSET
+
+
+class QuestionReplied(Event, frozen=True, tag="question.v2.replied"):
+    """The user's answers, one list of chosen labels (or typed text) per question."""
+
+    request_id: str
+    answers: list[list[str]]
+
+
+class QuestionRejected(Event, frozen=True, tag="question.v2.rejected"):
+    request_id: str
+
+
 DurableEvent = (
     SessionCreated
     | SessionDeleted
@@ -429,6 +491,10 @@ DurableEvent = (
     | ToolFailed
     | PermissionAsked
     | PermissionReplied
+    | TodoUpdated
+    | QuestionAsked
+    | QuestionReplied
+    | QuestionRejected
 )
 
 

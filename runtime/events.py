@@ -23,6 +23,12 @@ from runtime._schema import PermissionReplied as PermissionReplied
 from runtime._schema import Prompt as Prompt
 from runtime._schema import PromptAdmitted as PromptAdmitted
 from runtime._schema import PromptPromoted as PromptPromoted
+from runtime._schema import QuestionAsked as QuestionAsked
+from runtime._schema import QuestionInfo as QuestionInfo
+from runtime._schema import QuestionOption as QuestionOption
+from runtime._schema import QuestionRejected as QuestionRejected
+from runtime._schema import QuestionReplied as QuestionReplied
+from runtime._schema import QuestionTool as QuestionTool
 from runtime._schema import ReasoningDelta as ReasoningDelta
 from runtime._schema import ReasoningEnded as ReasoningEnded
 from runtime._schema import ReasoningStarted as ReasoningStarted
@@ -42,6 +48,8 @@ from runtime._schema import Synthetic as Synthetic
 from runtime._schema import TextDelta as TextDelta
 from runtime._schema import TextEnded as TextEnded
 from runtime._schema import TextStarted as TextStarted
+from runtime._schema import Todo as Todo
+from runtime._schema import TodoUpdated as TodoUpdated
 from runtime._schema import TokenCache as TokenCache
 from runtime._schema import TokenUsage as TokenUsage
 from runtime._schema import ToolCalled as ToolCalled
@@ -77,6 +85,12 @@ __all__ = [
     "Prompt",
     "PromptAdmitted",
     "PromptPromoted",
+    "QuestionAsked",
+    "QuestionInfo",
+    "QuestionOption",
+    "QuestionRejected",
+    "QuestionReplied",
+    "QuestionTool",
     "ReasoningDelta",
     "ReasoningEnded",
     "ReasoningStarted",
@@ -96,6 +110,8 @@ __all__ = [
     "TextDelta",
     "TextEnded",
     "TextStarted",
+    "Todo",
+    "TodoUpdated",
     "TokenCache",
     "TokenUsage",
     "ToolCalled",

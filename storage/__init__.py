@@ -28,6 +28,7 @@ from storage._port import CreateSession as CreateSession
 from storage._port import DeleteSession as DeleteSession
 from storage._port import Epoch as Epoch
 from storage._port import Events as Events
+from storage._port import EventsOfType as EventsOfType
 from storage._port import EventsTail as EventsTail
 from storage._port import Footprint as Footprint
 from storage._port import GetSession as GetSession
@@ -86,6 +87,7 @@ __all__ = [
     "EventStore",
     "Events",
     "Footprint",
+    "EventsOfType",
     "EventsTail",
     "GetSession",
     "History",

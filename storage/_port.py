@@ -39,6 +39,7 @@ __all__ = [
     "Epoch",
     "Events",
     "Footprint",
+    "EventsOfType",
     "EventsTail",
     "GetSession",
     "History",
@@ -300,6 +301,15 @@ class EventsTail(Query[tuple[list[StoredEvent], bool]], frozen=True, tag="events
     session_id: str
     after: int
     limit: int
+
+
+class EventsOfType(Query[list[StoredEvent]], frozen=True, tag="events.of_type"):
+    """Durable events whose type is one of *types*, of one session (every session when
+    *session_id* is None), in (session, seq) order, the last *limit* of them."""
+
+    types: list[str]
+    limit: int
+    session_id: str | None = None
 
 
 class AllEvents(Query[list[StoredEvent]], frozen=True, tag="events.all"):

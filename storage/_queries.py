@@ -170,6 +170,24 @@ class StoreQueries(StoreCaches):
         )
         return [_stored_from_row(r) for r in rows]
 
+    def events_of_type(
+        self, types: list[str], *, session_id: str | None, limit: int
+    ) -> list[StoredEvent]:
+        """The last *limit* durable events whose bare type is in *types* (one session's,
+        or every session's), in (session, seq) order."""
+        rows = (
+            self._db()
+            .execute(
+                "select * from (select id, aggregate_id, seq, type, version, data from event "
+                "where list_contains(?, left(type, length(type) - length(cast(version as "
+                "varchar)) - 1)) and (? is null or aggregate_id = ?) "
+                "order by aggregate_id desc, seq desc limit ?) order by aggregate_id, seq",
+                [types, session_id, session_id, limit],
+            )
+            .fetchall()
+        )
+        return [_stored_from_row(r) for r in rows]
+
     def all_events(self) -> Iterator[StoredEvent]:
         """Every durable event in (aggregate, seq) order; used to rebuild projections."""
         cursor = self._db().execute(
@@ -238,6 +256,7 @@ _HANDLERS: Final[dict[type[Any], Callable[[Any, Any], Any]]] = {
         s.events(q.session_id, after=q.after, limit=q.limit),
         s.get_session(q.session_id) is None,
     ),
+    p.EventsOfType: lambda s, q: s.events_of_type(q.types, session_id=q.session_id, limit=q.limit),
     p.AllEvents: lambda s, q: list(s.all_events()),
     p.Permission: lambda s, q: s.permission(q.request_id),
     p.Permissions: lambda s, q: s.permissions(q.session_id),

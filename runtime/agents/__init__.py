@@ -4,6 +4,8 @@ from runtime.agents._agent import BASE_RULES as BASE_RULES
 from runtime.agents._agent import BUILD as BUILD
 from runtime.agents._agent import BUILTIN_AGENTS as BUILTIN_AGENTS
 from runtime.agents._agent import DEFAULT_AGENT as DEFAULT_AGENT
+from runtime.agents._agent import EXPLORE as EXPLORE
+from runtime.agents._agent import GENERAL as GENERAL
 from runtime.agents._agent import PLAN as PLAN
 from runtime.agents._agent import PLAN_RULES as PLAN_RULES
 from runtime.agents._agent import AgentInfo as AgentInfo
@@ -40,6 +42,8 @@ __all__ = [
     "BUILTIN_AGENTS",
     "CODING_PROMPT",
     "DEFAULT_AGENT",
+    "EXPLORE",
+    "GENERAL",
     "INIT_PROMPT",
     "ModelFamily",
     "PLAN",

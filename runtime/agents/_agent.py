@@ -19,6 +19,8 @@ __all__ = [
     "BUILD",
     "BUILTIN_AGENTS",
     "DEFAULT_AGENT",
+    "EXPLORE",
+    "GENERAL",
     "PLAN",
     "resolve_agent",
 ]
@@ -71,6 +73,7 @@ def compose_rules(
 BUILD: Final = AgentInfo(
     name="build",
     description="Default agent with full access to the Location's tools.",
+    tools={"plan_exit": False},
     permission=compose_rules((), ()),
     builtin=True,
 )
@@ -78,11 +81,44 @@ BUILD: Final = AgentInfo(
 PLAN: Final = AgentInfo(
     name="plan",
     description="Read-only agent for analysis and planning; edits and shell commands are denied.",
+    tools={"plan_enter": False},
     permission=compose_rules((), PLAN_RULES),
     builtin=True,
 )
 
-BUILTIN_AGENTS: Final[Mapping[str, AgentInfo]] = {"build": BUILD, "plan": PLAN}
+_CHILD_TOOLS: Final = {
+    "task": False, "todowrite": False, "todoread": False, "question": False,
+    "plan_enter": False, "plan_exit": False,
+}  # fmt: skip
+"""What a subagent leaves off: it neither delegates, plans with the user, nor asks."""
+
+GENERAL: Final = AgentInfo(
+    name="general",
+    mode="subagent",
+    description=(
+        "General-purpose agent for researching complex questions and executing multi-step "
+        "tasks; can run several units of work in parallel."
+    ),
+    tools=dict(_CHILD_TOOLS),
+    permission=compose_rules((), ()),
+    builtin=True,
+)
+
+EXPLORE: Final = AgentInfo(
+    name="explore",
+    mode="subagent",
+    description=(
+        "Fast read-only agent for exploring codebases: finds files by pattern, searches "
+        "code for keywords, and answers questions about how the code works."
+    ),
+    tools={**_CHILD_TOOLS, "write": False, "edit": False, "apply_patch": False},
+    permission=compose_rules((), ()),
+    builtin=True,
+)
+
+BUILTIN_AGENTS: Final[Mapping[str, AgentInfo]] = {
+    "build": BUILD, "plan": PLAN, "general": GENERAL, "explore": EXPLORE,
+}  # fmt: skip
 
 _DENY_ALL: Final = AgentInfo(
     name="none", permission=[PermissionRule(permission="*", action="deny")]

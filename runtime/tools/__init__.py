@@ -42,6 +42,15 @@ from runtime.tools._search import SearchLimits as SearchLimits
 from runtime.tools._search import glob_regex as glob_regex
 from runtime.tools._search import glob_tool as glob_tool
 from runtime.tools._search import grep_tool as grep_tool
+from runtime.tools._session_tools import PLAN_EXIT_QUESTION as PLAN_EXIT_QUESTION
+from runtime.tools._session_tools import AgentToolHost as AgentToolHost
+from runtime.tools._session_tools import QuestionDismissed as QuestionDismissed
+from runtime.tools._session_tools import QuestionInput as QuestionInput
+from runtime.tools._session_tools import TaskInput as TaskInput
+from runtime.tools._session_tools import TaskResult as TaskResult
+from runtime.tools._session_tools import TodoWriteInput as TodoWriteInput
+from runtime.tools._session_tools import session_tools as session_tools
+from runtime.tools._session_tools import task_description as task_description
 from runtime.tools._shell import ShellInput as ShellInput
 from runtime.tools._shell import ShellLimits as ShellLimits
 from runtime.tools._shell import shell_tool as shell_tool
@@ -54,6 +63,7 @@ from runtime.tools._write import edit_tool as edit_tool
 from runtime.tools._write import write_tool as write_tool
 
 __all__ = [
+    "AgentToolHost",
     "ApplyPatchInput",
     "ContentPart",
     "CustomTools",
@@ -61,7 +71,10 @@ __all__ = [
     "EditInput",
     "GlobInput",
     "GrepInput",
+    "PLAN_EXIT_QUESTION",
     "PatchOp",
+    "QuestionDismissed",
+    "QuestionInput",
     "ReadInput",
     "ReadLimits",
     "ResolvedPath",
@@ -69,6 +82,9 @@ __all__ = [
     "ShellInput",
     "ShellLimits",
     "TOOL_NAME_PATTERN",
+    "TaskInput",
+    "TaskResult",
+    "TodoWriteInput",
     "Tool",
     "ToolContext",
     "ToolContribution",
@@ -102,7 +118,9 @@ __all__ = [
     "read_tool",
     "resolve_path",
     "run_tool_output_cleanup",
+    "session_tools",
     "shell_tool",
+    "task_description",
     "truncation_marker",
     "write_managed_output",
     "write_tool",

@@ -38,7 +38,7 @@ def _write_agent(tmp_path, name, text):
 
 
 def test_builtin_agents():
-    assert set(BUILTIN_AGENTS) == {"build", "plan"}
+    assert set(BUILTIN_AGENTS) == {"build", "plan", "general", "explore"}
     assert evaluate(BUILD.permission, set(), "edit", ["a.py"]) == "allow"
     assert evaluate(PLAN.permission, set(), "edit", ["a.py"]) == "deny"
     assert evaluate(PLAN.permission, set(), "bash", ["ls"]) == "deny"
@@ -78,7 +78,7 @@ def test_config_layers_and_broken_files(tmp_path):
         config_permission={"edit": "allow", "bash": "ask"},
         config_agents={"build": {"model": "openai/gpt-5", "tools": {"shell": False}}},
     )
-    assert sorted(load.agents) == ["build", "plan"]
+    assert sorted(load.agents) == ["build", "explore", "general", "plan"]
     assert len(load.diagnostics) == 2
     assert any("not closed" in d for d in load.diagnostics)
     build, plan = load.agents["build"], load.agents["plan"]

@@ -1,0 +1,172 @@
+"""Durable questions to the user, behind the ``question`` and plan tools.
+
+``ask`` records ``question.v2.asked`` durably, then waits for the user's answers
+(``reply``, recorded as ``question.v2.replied``) or a rejection (``reject``,
+``question.v2.rejected``). A question whose call is cancelled while waiting is recorded as
+rejected. A question left pending by a crash stays pending (listed, answerable): its tool
+call was closed as interrupted, so ``reply`` then tells the caller nobody waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import trio
+
+from actors._storage import StorageActor
+from runtime import (
+    IdGenerator,
+    InvalidInputError,
+    PromptConflictError,
+    QuestionNotFoundError,
+    SessionNotFoundError,
+)
+from runtime import events as ev
+from runtime.tools import QuestionDismissed
+from storage import Append, EventsOfType, StoredEvent
+
+__all__ = ["DurableQuestions", "pending_questions"]
+
+_CANCEL_GRACE: Final = 5.0
+_TYPES: Final = ["question.v2.asked", "question.v2.replied", "question.v2.rejected"]
+
+
+def pending_questions(events: Sequence[ev.DurableEvent]) -> list[ev.QuestionAsked]:
+    """The questions among *events* (chronological) neither replied nor rejected."""
+    asked: dict[str, ev.QuestionAsked] = {}
+    for event in events:
+        if isinstance(event, ev.QuestionAsked):
+            asked[event.id] = event
+        elif isinstance(event, ev.QuestionReplied | ev.QuestionRejected):
+            asked.pop(event.request_id, None)
+    return list(asked.values())
+
+
+def _check_answers(asked: ev.QuestionAsked, answers: list[list[str]]) -> None:
+    if len(answers) != len(asked.questions):
+        raise InvalidInputError(
+            f"Expected {len(asked.questions)} answer(s), one per question; got {len(answers)}"
+        )
+    for info, answer in zip(asked.questions, answers, strict=True):
+        if info.multiple is not True and len(answer) > 1:
+            raise InvalidInputError(f"Question {info.header!r} takes one answer")
+        labels = {o.label for o in info.options}
+        if info.custom is False and any(a not in labels for a in answer):
+            raise InvalidInputError(
+                f"Question {info.header!r} takes one of: {', '.join(sorted(labels))}"
+            )
+
+
+class DurableQuestions:
+    """Pending questions recorded in the event store, answered by clients.
+
+    Args:
+        limit: most question events read back per listing (asked, replied, rejected).
+        closing: tells whether the runtime is closing (a cancelled question stays pending).
+    """
+
+    def __init__(
+        self, storage: StorageActor, now_ms: Callable[[], int], ids: IdGenerator,
+        *, limit: int, closing: Callable[[], bool] = lambda: False,
+    ) -> None:  # fmt: skip
+        self._storage = storage
+        self._now = now_ms
+        self._ids = ids
+        self._limit = limit
+        self._closing = closing
+        self._waiting: dict[str, trio.Event] = {}
+        self._answers: dict[str, list[list[str]] | None] = {}
+        self._lock = trio.Lock()
+
+    async def ask(
+        self, session_id: str, questions: list[ev.QuestionInfo], tool: ev.QuestionTool
+    ) -> list[list[str]]:
+        """Record the questions and wait for the answers.
+
+        Raises QuestionDismissed when the user rejects them. Cancellation records them
+        as rejected (shielded, bounded; unless answered first, or the runtime is closing:
+        then they stay pending) and re-raises.
+        """
+        request_id = self._ids.new("que")
+        asked = ev.QuestionAsked(
+            timestamp=self._now(), session_id=session_id, id=request_id, questions=questions,
+            tool=tool,
+        )  # fmt: skip
+        done = self._waiting[request_id] = trio.Event()
+        try:
+            await self._storage.write(Append(session_id=session_id, events=[asked]))
+            await done.wait()
+        except BaseException:
+            if request_id not in self._answers and not self._closing():
+                with trio.move_on_after(_CANCEL_GRACE, shield=True):
+                    with contextlib.suppress(
+                        PromptConflictError, SessionNotFoundError, QuestionNotFoundError
+                    ):
+                        await self.reject(session_id, request_id)
+            raise
+        finally:
+            self._waiting.pop(request_id, None)
+            answers = self._answers.pop(request_id, None)
+        if answers is None:
+            raise QuestionDismissed(request_id)
+        return answers
+
+    async def pending(self, session_id: str | None) -> list[ev.QuestionAsked]:
+        """The pending questions of one session (every session's with None), oldest first."""
+        stored = await self._storage.read(
+            EventsOfType(types=_TYPES, session_id=session_id, limit=self._limit)
+        )
+        return pending_questions([_decode(s) for s in stored])
+
+    async def find(self, request_id: str, session_id: str | None = None) -> ev.QuestionAsked:
+        """The pending question *request_id*. Raises QuestionNotFoundError when there is
+        none (in *session_id*, when given)."""
+        for asked in await self.pending(session_id):
+            if asked.id == request_id:
+                return asked
+        raise QuestionNotFoundError(request_id)
+
+    async def reply(self, session_id: str, request_id: str, answers: list[list[str]]) -> bool:
+        """Answer a pending question; True when a tool call of this process was waiting
+        for it (False: a crash closed its call; the answer is recorded all the same).
+
+        Raises:
+            QuestionNotFoundError: no such pending question in the session.
+            InvalidInputError: answers that do not fit the questions.
+        """
+        async with self._lock:
+            asked = await self.find(request_id, session_id)
+            _check_answers(asked, answers)
+            replied = ev.QuestionReplied(
+                timestamp=self._now(), session_id=session_id, request_id=request_id,
+                answers=answers,
+            )  # fmt: skip
+            await self._storage.write(Append(session_id=session_id, events=[replied]))
+        return self._wake(request_id, answers)
+
+    async def reject(self, session_id: str, request_id: str) -> bool:
+        """Reject a pending question; True when a tool call was waiting for it.
+
+        Raises QuestionNotFoundError: no such pending question in the session.
+        """
+        async with self._lock:
+            await self.find(request_id, session_id)
+            rejected = ev.QuestionRejected(
+                timestamp=self._now(), session_id=session_id, request_id=request_id
+            )
+            await self._storage.write(Append(session_id=session_id, events=[rejected]))
+        return self._wake(request_id, None)
+
+    def _wake(self, request_id: str, answers: list[list[str]] | None) -> bool:
+        waiting = self._waiting.get(request_id)
+        if waiting is None:
+            return False
+        self._answers[request_id] = answers
+        waiting.set()
+        return True
+
+
+def _decode(stored: StoredEvent) -> ev.DurableEvent:
+    return ev.decode_event(stored.data)

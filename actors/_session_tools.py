@@ -1,0 +1,218 @@
+"""``rt.tools``: the runtime side of the session tools (todos, questions, plan switches,
+subagent tasks), and the API clients use to read todos and answer questions.
+
+It implements ``runtime.tools.AgentToolHost``; every Location's registry gets the tools of
+``runtime.tools.session_tools`` over it as one contribution.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from actors._execution import SessionExecution
+from actors._questions import DurableQuestions
+from actors._storage import StorageActor
+from runtime import AssistantMessage, Location, Prompt, SessionNotFoundError
+from runtime import events as ev
+from runtime import messages as m
+from runtime.tools import TaskInput, TaskResult, ToolContext, ToolError
+from storage import Append, EventsOfType
+
+if TYPE_CHECKING:
+    from actors._sessions import Sessions
+
+__all__ = ["DEFAULT_MAX_TASKS", "DEFAULT_QUESTION_EVENTS", "SessionTools"]
+
+DEFAULT_MAX_TASKS: Final = 4
+DEFAULT_QUESTION_EVENTS: Final = 10_000
+_INTERRUPT_GRACE: Final = 10.0
+_TODO: Final = "todo.updated"
+_LAST_MESSAGES: Final = 20
+
+
+class SessionTools:
+    """Todos, questions, plan switches and subagent tasks of every session.
+
+    Args:
+        max_tasks: subagent tasks one session runs at once; further ``task`` calls wait
+            for a slot.
+        question_events: most question events read back to list pending questions.
+    """
+
+    def __init__(
+        self, *, storage: StorageActor, execution: SessionExecution, now_ms: Callable[[], int],
+        max_tasks: int = DEFAULT_MAX_TASKS, question_events: int = DEFAULT_QUESTION_EVENTS,
+    ) -> None:  # fmt: skip
+        if max_tasks < 1:
+            raise ValueError("max_tasks must be at least 1")
+        self._storage = storage
+        self._x = execution
+        self._now = now_ms
+        self._sessions: Sessions | None = None
+        self.max_tasks = max_tasks
+        self.questions = DurableQuestions(
+            storage, now_ms, execution.ids, limit=question_events,
+            closing=lambda: execution.closing,
+        )  # fmt: skip
+        self._slots: dict[str, tuple[trio.Semaphore, int]] = {}
+        self.tasks_running = 0
+
+    def bind(self, sessions: Sessions) -> None:
+        """Give the tools the session API (built after the execution they serve)."""
+        self._sessions = sessions
+
+    @property
+    def sessions(self) -> Sessions:
+        assert self._sessions is not None, "SessionTools.bind was not called"
+        return self._sessions
+
+    # -- todos --------------------------------------------------------------------------
+
+    async def write_todos(self, session_id: str, todos: list[ev.Todo]) -> None:
+        event = ev.TodoUpdated(timestamp=self._now(), session_id=session_id, todos=todos)
+        await self._storage.write(Append(session_id=session_id, events=[event]))
+
+    async def read_todos(self, session_id: str) -> list[ev.Todo]:
+        stored = await self._storage.read(
+            EventsOfType(types=[_TODO], session_id=session_id, limit=1)
+        )
+        if not stored:
+            return []
+        event = ev.decode_event(stored[-1].data)
+        assert isinstance(event, ev.TodoUpdated)
+        return event.todos
+
+    async def todos(self, session_id: str) -> builtins.list[ev.Todo]:
+        """The session's todo list. Raises SessionNotFoundError."""
+        await self.sessions.get(session_id)
+        return await self.read_todos(session_id)
+
+    # -- questions ----------------------------------------------------------------------
+
+    async def ask(
+        self, session_id: str, questions: list[ev.QuestionInfo], tool: ev.QuestionTool
+    ) -> list[list[str]]:
+        return await self.questions.ask(session_id, questions, tool)
+
+    async def pending_questions(self, session_id: str | None = None) -> list[ev.QuestionAsked]:
+        """Pending questions of one session (every session's with None), oldest first.
+        Raises SessionNotFoundError for an unknown session."""
+        if session_id is not None:
+            await self.sessions.get(session_id)
+        return await self.questions.pending(session_id)
+
+    async def reply_question(
+        self, session_id: str | None, request_id: str, answers: list[list[str]]
+    ) -> None:
+        """Answer a pending question: the waiting tool call returns the answers. A question
+        whose call a crash closed reaches the model as a prompt with the answers.
+
+        Raises:
+            QuestionNotFoundError: no such pending question (in the session, if given).
+            InvalidInputError: answers that do not fit the questions.
+        """
+        asked = await self.questions.find(request_id, session_id)
+        delivered = await self.questions.reply(asked.session_id, request_id, answers)
+        if not delivered:
+            pairs = ", ".join(
+                f'"{q.question}"="{", ".join(a) or "Unanswered"}"'
+                for q, a in zip(asked.questions, answers, strict=True)
+            )
+            text = f"Answers to the questions asked before the interruption: {pairs}."
+            await self.sessions.prompt(asked.session_id, prompt=Prompt(text=text))
+
+    async def reject_question(self, session_id: str | None, request_id: str) -> None:
+        """Reject a pending question: the waiting tool call fails as dismissed.
+        Raises QuestionNotFoundError."""
+        asked = await self.questions.find(request_id, session_id)
+        await self.questions.reject(asked.session_id, request_id)
+
+    # -- agents -------------------------------------------------------------------------
+
+    async def switch_agent(self, session_id: str, agent: str) -> None:
+        await self.sessions.switch_agent(session_id, agent)
+
+    def subagents(self, directory: str) -> list[tuple[str, str]]:
+        location = self._x.location_for(directory)
+        return [
+            (a.name, a.description or "")
+            for a in location.agents.values()
+            if a.mode in ("subagent", "all")
+        ]
+
+    async def run_task(self, ctx: ToolContext, task: TaskInput) -> TaskResult:
+        """Run *task* in a child session of the caller's and wait until it is idle.
+
+        A new child runs the chosen subagent; ``task_id`` continues an earlier child of
+        the same session. At most ``max_tasks`` children of one session run at once.
+        Cancellation (the parent interrupted) interrupts the child, bounded and shielded,
+        and propagates. Raises ToolError for an unknown subagent or a foreign task id.
+        """
+        child = await self._child(ctx, task)
+        semaphore = self._slot(ctx.session_id)
+        try:
+            async with semaphore:
+                self.tasks_running += 1
+                try:
+                    await self.sessions.prompt(child, prompt=Prompt(text=task.prompt))
+                    await self.sessions.wait_idle(child)
+                except BaseException:
+                    with trio.move_on_after(_INTERRUPT_GRACE, shield=True):
+                        await self.sessions.interrupt(child)
+                    raise
+                finally:
+                    self.tasks_running -= 1
+        finally:
+            self._release(ctx.session_id)
+        return TaskResult(session_id=child, text=await self._answer(child))
+
+    async def _child(self, ctx: ToolContext, task: TaskInput) -> str:
+        location = await self._x.current_location(ctx.directory)
+        agent = location.agents.get(task.subagent_type)
+        if agent is None or agent.mode == "primary":
+            known = ", ".join(name for name, _ in self.subagents(ctx.directory))
+            raise ToolError(f"Unknown subagent {task.subagent_type!r}; available: {known}")
+        if task.task_id is not None:
+            try:
+                info = await self.sessions.get(task.task_id)
+            except SessionNotFoundError:
+                raise ToolError(f"No task {task.task_id} to resume") from None
+            if info.parent_id != ctx.session_id:
+                raise ToolError(f"Task {task.task_id} is not a task of this session")
+            return info.id
+        info = await self.sessions.create(
+            location=Location(directory=ctx.directory), agent=agent.name,
+            parent_id=ctx.session_id, title=f"{task.description} (@{agent.name} subagent)",
+        )  # fmt: skip
+        return info.id
+
+    def _slot(self, session_id: str) -> trio.Semaphore:
+        semaphore, users = self._slots.get(session_id) or (trio.Semaphore(self.max_tasks), 0)
+        self._slots[session_id] = (semaphore, users + 1)
+        return semaphore
+
+    def _release(self, session_id: str) -> None:
+        semaphore, users = self._slots[session_id]
+        if users <= 1:
+            del self._slots[session_id]
+        else:
+            self._slots[session_id] = (semaphore, users - 1)
+
+    async def _answer(self, child: str) -> str:
+        """The child's final answer: the text of its latest assistant message. Raises
+        ToolError when that message failed."""
+        page = await self.sessions.messages(child, limit=_LAST_MESSAGES, order="desc")
+        for message in page.data:
+            if not isinstance(message, AssistantMessage):
+                continue
+            text = "".join(p.text for p in message.content if isinstance(p, m.AssistantText))
+            if not text and not isinstance(message.error, ev.SessionError):
+                continue
+            if isinstance(message.error, ev.SessionError):
+                raise ToolError(f"The subagent failed: {message.error.message}")
+            return text
+        return ""

@@ -1,0 +1,75 @@
+"""``kittiwake run`` with the session tools: a question answered on the terminal, todos shown."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import trio
+
+from tests.llm.conftest import LocalServer, Reply
+from tests.llm.streams import sse
+
+from .test_cli_run import Cli, chunk, said
+from .test_cli_run import provider as provider  # the fixture
+
+COLOR = {
+    "question": "Which color?",
+    "header": "Color",
+    "options": [
+        {"label": "Red", "description": "warm"},
+        {"label": "Blue", "description": "cool"},
+    ],
+}
+
+
+def calls(call_id: str, name: str, arguments: dict) -> Reply:
+    call = {
+        "index": 0, "id": call_id, "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }  # fmt: skip
+    return Reply(chunks=[sse(chunk({"tool_calls": [call]}), chunk({}, finish="tool_calls"))])
+
+
+async def test_run_answers_a_question_on_the_terminal_and_shows_todos(
+    tmp_path, provider: LocalServer
+) -> None:
+    cli = Cli(tmp_path, provider)
+    todos = [{"content": "pick a color", "status": "in_progress", "priority": "high"}]
+    provider.queue(
+        calls("call_1", "todowrite", {"todos": todos}),
+        calls("call_2", "question", {"questions": [COLOR]}),
+        said("blue then"),
+    )
+    master, slave = os.openpty()
+    try:
+        proc = await trio.lowlevel.open_process(
+            cli.argv("run", "choose", "a", "color"), stdin=slave, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=cli.project, env=cli.env, start_new_session=True,
+        )  # fmt: skip
+        os.close(slave)
+        assert proc.stderr is not None and proc.stdout is not None
+        err = b""
+        with trio.fail_after(30):
+            while b"empty line to dismiss" not in err:
+                data = await proc.stderr.receive_some(4096)
+                assert data, err.decode()
+                err += data
+        assert "[Color] Which color?" in err.decode() and "2. Blue: cool" in err.decode()
+        assert len(provider.requests) == 2  # the question waits for the answer
+        os.write(master, b"2\n")
+        out = b""
+        with trio.fail_after(30):
+            while data := await proc.stdout.receive_some(4096):
+                out += data
+            while data := await proc.stderr.receive_some(4096):
+                err += data
+            await proc.wait()
+    finally:
+        os.close(master)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode() == "blue then\n"
+    assert "[>] pick a color" in err.decode()
+    tool_result = [m for m in provider.requests[2].json()["messages"] if m["role"] == "tool"]
+    assert json.loads(tool_result[-1]["content"])["structured"] == {"answers": [["Blue"]]}

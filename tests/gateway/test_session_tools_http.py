@@ -1,0 +1,154 @@
+"""Todos and questions over HTTP and the websocket, in OpenCode's shapes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import trio
+from trio_websocket import open_websocket_url
+
+from runtime.llm import LLMEvent, ScriptedLLM, StepFinish, StepStart, ToolCall, ToolMessage, Usage
+
+from .conftest import answer, assert_valid, component, response_schema, served
+
+S = "/api/session"
+COLOR = {
+    "question": "Which color?",
+    "header": "Color",
+    "options": [
+        {"label": "Red", "description": "warm"},
+        {"label": "Blue", "description": "cool"},
+    ],
+}
+
+
+def call(call_id: str, name: str, data: dict[str, Any]) -> list[LLMEvent]:
+    return [
+        StepStart(),
+        ToolCall(call_id=call_id, name=name, input=data),
+        StepFinish(finish_reason="tool-calls", usage=Usage()),
+    ]
+
+
+async def _session(client: httpx.AsyncClient, tmp_path: Any) -> str:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    r = await client.post(S, json={"location": {"directory": str(work)}})
+    assert r.status_code == 200, r.text
+    return str(r.json()["data"]["id"])
+
+
+async def _prompt_until(g: Any, client: httpx.AsyncClient, sid: str, event: str) -> None:
+    with g.rt.hub.subscribe(sid) as sub:
+        r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "go"}})
+        assert r.status_code == 200, r.text
+        with trio.fail_after(10):
+            while getattr(await sub.receive(), "type", None) != event:
+                pass
+
+
+def _last_result(g: Any) -> tuple[str, bool]:
+    results = [m for m in g.llm.requests[-1].messages if isinstance(m, ToolMessage)]
+    part = results[-1].content[-1]
+    return "".join(p.text for p in part.content), part.is_error
+
+
+async def test_todo_routes_list_the_durable_list(tmp_path: Any) -> None:
+    todos = [{"content": "write tests", "status": "pending", "priority": "high"}]
+    llm = ScriptedLLM([call("c1", "todowrite", {"todos": todos}), answer("done")])
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _session(client, tmp_path)
+        assert (await client.get(f"/session/{sid}/todo")).json() == []
+        await _prompt_until(g, client, sid, "todo.updated")
+        assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
+        r = await client.get(f"/session/{sid}/todo")
+        assert r.status_code == 200 and r.json() == todos
+        assert_valid(r.json(), response_schema("/session/{sessionID}/todo", "get", 200))
+        r = await client.get(f"{S}/{sid}/todo")
+        assert r.json() == {"data": todos}
+        r = await client.get(f"/session/ses_{'0' * 26}/todo")
+        assert r.status_code == 404 and r.json()["_tag"] == "SessionNotFoundError"
+        doc = (await client.get("/doc")).json()
+        assert "/session/{sessionID}/todo" in doc["paths"] and "/question" in doc["paths"]
+
+
+async def test_question_answered_over_http_opencode_and_v2_routes(tmp_path: Any) -> None:
+    llm = ScriptedLLM(
+        [
+            call("c1", "question", {"questions": [COLOR]}),
+            call("c2", "question", {"questions": [COLOR]}),
+            answer("done"),
+        ]
+    )
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _session(client, tmp_path)
+        await _prompt_until(g, client, sid, "question.v2.asked")
+        r = await client.get("/question")
+        [asked] = r.json()
+        assert_valid(r.json(), response_schema("/question", "get", 200))
+        assert asked["sessionID"] == sid and asked["tool"]["callID"] == "c1"
+        assert_valid(asked, component("QuestionRequest"))
+        r = await client.get(f"{S}/{sid}/question")
+        assert r.json() == {"data": [asked]}
+        assert_valid(r.json(), response_schema(f"{S}/{{sessionID}}/question", "get", 200))
+        r = await client.post(
+            f"/question/{asked['id']}/reply", json={"answers": [["Red"], ["Blue"]]}
+        )
+        assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
+        r = await client.post("/question/que_nothere/reply", json={"answers": [["Red"]]})
+        assert r.status_code == 404 and r.json()["_tag"] == "QuestionNotFoundError"
+        r = await client.post(f"/question/{asked['id']}/reply", json={"answer": "Red"})
+        assert r.status_code == 400
+        assert len(g.llm.requests) == 1  # still waiting
+
+        with g.rt.hub.subscribe(sid) as sub:
+            r = await client.post(f"/question/{asked['id']}/reply", json={"answers": [["Red"]]})
+            assert r.status_code == 200 and r.json() is True
+            with trio.fail_after(10):
+                while getattr(await sub.receive(), "type", None) != "question.v2.asked":
+                    pass
+        [second] = (await client.get(f"{S}/{sid}/question")).json()["data"]
+        assert '"Which color?"="Red"' in _last_result(g)[0]
+        r = await client.post(f"{S}/{sid}/question/{second['id']}/reject")
+        assert r.status_code == 204, r.text
+        assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
+        text, error = _last_result(g)
+        assert error and "dismissed" in text
+        assert (await client.get("/question")).json() == []
+
+
+async def test_question_answered_over_the_websocket(tmp_path: Any) -> None:
+    llm = ScriptedLLM([call("c1", "question", {"questions": [COLOR]}), answer("ok")])
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _session(client, tmp_path)
+        url = g.url.replace("http://", "ws://") + "/api/ws"
+        async with open_websocket_url(url) as ws:
+            await ws.send_message(json.dumps({"type": "subscribe", "ref": 1, "sessionID": sid}))
+            await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "go"}})
+            with trio.fail_after(10):
+                while True:
+                    frame = json.loads(await ws.get_message())
+                    if (
+                        frame.get("type") == "event"
+                        and frame["event"]["type"] == "question.v2.asked"
+                    ):
+                        break
+            request_id = frame["event"]["data"]["id"]
+            bad = {"type": "question.reply", "ref": 2, "sessionID": sid, "requestID": request_id,
+                   "answers": "Blue"}  # fmt: skip
+            await ws.send_message(json.dumps(bad))
+            with trio.fail_after(10):
+                while (reply := json.loads(await ws.get_message())).get("ref") != 2:
+                    pass
+            assert reply["error"]["_tag"] == "InvalidRequestError"
+            good = {**bad, "ref": 3, "answers": [["Blue"]]}
+            await ws.send_message(json.dumps(good))
+            with trio.fail_after(10):
+                while (reply := json.loads(await ws.get_message())).get("ref") != 3:
+                    pass
+            assert "error" not in reply
+        assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
+        text, error = _last_result(g)
+        assert not error and '"Which color?"="Blue"' in text
