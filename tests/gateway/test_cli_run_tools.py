@@ -73,3 +73,56 @@ async def test_run_answers_a_question_on_the_terminal_and_shows_todos(
     assert "[>] pick a color" in err.decode()
     tool_result = [m for m in provider.requests[2].json()["messages"] if m["role"] == "tool"]
     assert json.loads(tool_result[-1]["content"])["structured"] == {"answers": [["Blue"]]}
+
+
+SUBAGENT = (
+    "---\ndescription: reads carefully\nmode: subagent\npermission:\n  read: ask\n---\n"
+    "Be careful.\n"
+)
+
+
+async def test_run_answers_the_permission_request_of_a_subagent_child(
+    tmp_path, provider: LocalServer
+) -> None:
+    cli = Cli(tmp_path, provider)
+    (cli.project / ".kittiwake" / "agent").mkdir(parents=True)
+    (cli.project / ".kittiwake" / "agent" / "reader.md").write_text(SUBAGENT)
+    (cli.project / "notes.txt").write_text("kittiwake notes\n")
+    task = {"description": "read notes", "prompt": "read notes.txt", "subagent_type": "reader"}
+    provider.queue(
+        calls("call_1", "task", task),
+        calls("call_2", "read", {"path": "notes.txt"}),
+        said("the notes say kittiwake"),
+        said("done"),
+    )
+    master, slave = os.openpty()
+    try:
+        proc = await trio.lowlevel.open_process(
+            cli.argv("run", "delegate"), stdin=slave, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=cli.project, env=cli.env, start_new_session=True,
+        )  # fmt: skip
+        os.close(slave)
+        assert proc.stderr is not None and proc.stdout is not None
+        err = b""
+        with trio.fail_after(30):
+            while b"[o]nce, [a]lways, [r]eject" not in err:
+                data = await proc.stderr.receive_some(4096)
+                assert data, err.decode()
+                err += data
+        assert len(provider.requests) == 2  # the child's read waits for the answer
+        os.write(master, b"o\n")
+        out = b""
+        with trio.fail_after(30):
+            while data := await proc.stdout.receive_some(4096):
+                out += data
+            while data := await proc.stderr.receive_some(4096):
+                err += data
+            await proc.wait()
+    finally:
+        os.close(master)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode() == "done\n"
+    child_result = [m for m in provider.requests[2].json()["messages"] if m["role"] == "tool"]
+    assert "kittiwake notes" in str(child_result)
+    parent_result = [m for m in provider.requests[3].json()["messages"] if m["role"] == "tool"]
+    assert "the notes say kittiwake" in str(parent_result)

@@ -152,3 +152,58 @@ async def test_question_answered_over_the_websocket(tmp_path: Any) -> None:
         assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
         text, error = _last_result(g)
         assert not error and '"Which color?"="Blue"' in text
+
+
+def _by_prompt(parent: list[list[LLMEvent]], child: dict[str, list[LLMEvent]]) -> ScriptedLLM:
+    turns = iter(parent)
+
+    def script(request: Any) -> list[LLMEvent]:
+        users = [
+            p.text
+            for m in request.messages
+            if type(m).__name__ == "UserMessage"
+            for p in m.content
+            if hasattr(p, "text")
+        ]
+        if users[-1] in child and not isinstance(request.messages[-1], ToolMessage):
+            return child[users[-1]]
+        return next(turns)
+
+    return ScriptedLLM(script)
+
+
+async def test_task_over_http_answers_the_parent_and_an_interrupt_stops_the_child(
+    tmp_path: Any,
+) -> None:
+    task = {"description": "look", "prompt": "look around", "subagent_type": "general"}
+    slow = {"description": "wait", "prompt": "sleep", "subagent_type": "general"}
+    llm = _by_prompt(
+        [call("c1", "task", task), answer("thanks"), call("c2", "task", slow)],
+        {"look around": answer("all fine"), "sleep": call("s1", "shell", {"command": "sleep 30"})},
+    )
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _session(client, tmp_path)
+        r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "delegate"}})
+        assert r.status_code == 200
+        assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
+        text, error = _last_result(g)
+        assert not error and "<task_result>\nall fine\n</task_result>" in text
+        child = text.split()[1]
+        info = (await client.get(f"{S}/{child}")).json()["data"]
+        assert info["parentID"] == sid and info["agent"] == "general"
+
+        with g.rt.hub.subscribe(None) as sub:
+            await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "again"}})
+            with trio.fail_after(10):
+                while True:
+                    item = await sub.receive()
+                    if getattr(item, "type", None) == "session.next.tool.called" and (
+                        item.aggregate_id != sid
+                    ):
+                        break
+        sleeper = item.aggregate_id
+        assert (await client.post(f"{S}/{sid}/interrupt")).status_code in (200, 204)
+        with trio.fail_after(10):
+            assert (await client.post(f"{S}/{sleeper}/wait")).status_code == 204
+        assert g.rt.tools.tasks_running == 0
+        assert sleeper not in g.rt.sessions.active()
