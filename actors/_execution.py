@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, Literal, NoReturn
 
@@ -34,7 +35,15 @@ from runtime.agents import AgentInfo
 from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
 from runtime.context import SystemContext, SystemContextRegistry
 from runtime.titles import TitleLimits
-from runtime.tools import Tool, ToolEnvironment, ToolRegistry, task_description
+from runtime.tools import (
+    Skill,
+    Tool,
+    ToolEnvironment,
+    ToolRegistry,
+    load_skills,
+    skill_tool,
+    task_description,
+)
 from storage import GetSession
 
 __all__ = [
@@ -87,6 +96,8 @@ class LocationState:
         self._result: SystemContext | None = None
         self._loading = False
         self.observations = 0
+        self.skills: dict[str, Skill] = {}
+        """The Location's skills as last read (see :meth:`SessionExecution.rescan_skills`)."""
         self.task_tool: Tool[Any] | None = None
         """The ``task`` tool of this Location, whose description lists its subagents."""
 
@@ -428,8 +439,9 @@ class SessionExecution:
     def _read_location(
         self, directory: str
     ) -> tuple[
-        ConfigWatch[LocationSettings], LocationSettings, ToolRegistry, SystemContextRegistry
-    ]:
+        ConfigWatch[LocationSettings], LocationSettings, ToolRegistry, SystemContextRegistry,
+        dict[str, Skill],
+    ]:  # fmt: skip
         """The blocking part of opening a Location: read its configuration and agent
         files, build its tool registry (importing ``.kittiwake/tool/*.py``) and its System
         Context Registry. Touches no trio state, so it may run in a worker thread."""
@@ -441,17 +453,34 @@ class SessionExecution:
             directory=directory, data_dir=str(self._data_dir), ids=self.ids,
             limits=settings.tool_output_limits(),
         )  # fmt: skip
-        return watch, settings, self._tools(env), self._context(directory)
+        skills = self._read_skills(directory)
+        return watch, settings, self._tools(env), self._context(directory), skills
+
+    def _read_skills(self, directory: str) -> dict[str, Skill]:
+        """The Location's skills (blocking: the ``location_loads`` runner runs it). Without
+        configuration only its own folders are read, not the user's."""
+        env = self.configuration.env if self.configuration is not None else None
+        return load_skills(directory, env).skills
+
+    async def rescan_skills(self, location: LocationState) -> dict[str, Skill]:
+        """Read *location*'s skill folders again, off the trio thread; its skill catalog
+        (and the ``skill`` tool's description) follows. Cancellation waits for the read."""
+        location.skills = await self._run_blocking(lambda: self._read_skills(location.directory))
+        location.registry.forget_definitions()
+        return location.skills
 
     def _adopt(
         self, directory: str, watch: ConfigWatch[LocationSettings], settings: LocationSettings,
-        registry: ToolRegistry, context: SystemContextRegistry,
+        registry: ToolRegistry, context: SystemContextRegistry, skills: dict[str, Skill],
     ) -> LocationState:  # fmt: skip
         if registry.saved_approvals is None:
             registry.saved_approvals = self.permissions
         location = LocationState(directory, registry, context, watch, settings)
+        location.skills = skills
         if self.location_tools is not None:
             tools = self.location_tools()
+            rescan = partial(self.rescan_skills, location)
+            tools.append(skill_tool(lambda: location.skills, rescan=rescan))
             registry.contribute(tools)
             location.task_tool = next((t for t in tools if t.name == "task"), None)
             location.describe_subagents()

@@ -1,8 +1,11 @@
-"""The todo and question routes, V2 (``/api/...``) and OpenCode's, in OpenCode's shapes.
+"""The todo, question and skill routes, V2 (``/api/...``) and OpenCode's, in OpenCode's
+shapes.
 
 Todos: ``GET /session/{id}/todo`` (an array of ``Todo``) and ``GET /api/session/{id}/todo``
 (``{"data": [...]}``). Questions: ``GET /question``, ``POST /question/{id}/reply|reject``
 (OpenCode's, answering ``true``) and ``/api/session/{id}/question[/{id}/reply|reject]``.
+Skills: ``GET /skill`` and ``GET /api/skill`` (``{location, data}``), read afresh off the
+trio thread for the Location named by ``location[directory]`` / ``directory``.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 from quart import Response, request
 
+from gateway._files import inside
 from gateway._routes import JSON, NO_CONTENT, Answer, Named, RouteTable
-from gateway._wire import decode_body, encode
+from gateway._wire import GatewayError, decode_body, encode
 from runtime import events as ev
 
 if TYPE_CHECKING:
@@ -65,6 +69,39 @@ _QUESTION_SCHEMA: Final = {
 }
 QUESTIONS: Final = Named("QuestionRequest", _QUESTION_SCHEMA, array=True)
 _ERRORS: Final = ("QuestionNotFoundError", "InvalidRequestError")
+_SKILL: Final = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "location": {"type": "string"},
+        "content": {"type": "string"},
+    },
+    "required": ["name", "location", "content"],
+}
+SKILLS: Final = Named("SkillInfo", _SKILL, array=True)
+SKILL_PAGE: Final = Named(
+    "SkillV2List",
+    {
+        "type": "object",
+        "properties": {
+            "location": {
+                "type": "object",
+                "properties": {
+                    "directory": {"type": "string"},
+                    "project": {
+                        "type": "object",
+                        "properties": {"id": {"type": "string"}, "directory": {"type": "string"}},
+                        "required": ["id", "directory"],
+                    },
+                },
+                "required": ["directory", "project"],
+            },
+            "data": {"type": "array", "items": _SKILL},
+        },
+        "required": ["location", "data"],
+    },
+)
 
 
 class QuestionReplyBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -89,8 +126,40 @@ async def _body() -> bytes:
 
 
 def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
-    """Declare the todo and question routes."""
+    """Declare the todo, question and skill routes."""
     tools = gw.rt.tools
+
+    def directory_arg() -> str:
+        root = gw.directory.resolve()
+        raw = request.args.get("location[directory]") or request.args.get("directory")
+        if raw is None:
+            return str(root)
+        directory = inside(root, raw)
+        if not directory.is_dir():
+            raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
+        return str(directory)
+
+    async def skills(directory: str) -> list[dict[str, Any]]:
+        execution = gw.rt.execution
+        found = await execution.rescan_skills(await execution.location(directory))
+        return [msgspec.to_builtins(found[name]) for name in sorted(found)]
+
+    @table.get(
+        "/skill", "app.skills", "The Location's skills", answer=Answer(type=SKILLS),
+        query=("directory",), errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def skill_list() -> Response:
+        return _json(await skills(directory_arg()))
+
+    @table.get(
+        "/api/skill", "v2.skill.list", "The Location's skills", answer=Answer(type=SKILL_PAGE),
+        query=("location[directory]",), errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def skill_list_v2() -> Response:
+        directory = directory_arg()
+        project = {"id": str(gw.rt.sessions.project_id), "directory": str(gw.directory.resolve())}
+        location = {"directory": directory, "project": project}
+        return _json({"location": location, "data": await skills(directory)})
 
     @table.get(
         "/session/{sessionID}/todo", "session.todo", "The session's todo list",

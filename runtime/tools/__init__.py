@@ -54,6 +54,14 @@ from runtime.tools._session_tools import task_description as task_description
 from runtime.tools._shell import ShellInput as ShellInput
 from runtime.tools._shell import ShellLimits as ShellLimits
 from runtime.tools._shell import shell_tool as shell_tool
+from runtime.tools._skill import Skill as Skill
+from runtime.tools._skill import SkillInput as SkillInput
+from runtime.tools._skill import SkillLimits as SkillLimits
+from runtime.tools._skill import SkillLoad as SkillLoad
+from runtime.tools._skill import load_skills as load_skills
+from runtime.tools._skill import read_skill as read_skill
+from runtime.tools._skill import skill_folders as skill_folders
+from runtime.tools._skill import skill_tool as skill_tool
 from runtime.tools._tool import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
 from runtime.tools._tool import Tool as Tool
 from runtime.tools._tool import input_schema as input_schema
@@ -81,6 +89,10 @@ __all__ = [
     "SearchLimits",
     "ShellInput",
     "ShellLimits",
+    "Skill",
+    "SkillInput",
+    "SkillLimits",
+    "SkillLoad",
     "TOOL_NAME_PATTERN",
     "TaskInput",
     "TaskResult",
@@ -112,14 +124,18 @@ __all__ = [
     "grep_tool",
     "input_schema",
     "load_custom_tools",
+    "load_skills",
     "location_registry",
     "parse_patch",
     "preview",
+    "read_skill",
     "read_tool",
     "resolve_path",
     "run_tool_output_cleanup",
     "session_tools",
     "shell_tool",
+    "skill_folders",
+    "skill_tool",
     "task_description",
     "truncation_marker",
     "write_managed_output",

@@ -151,7 +151,7 @@ class ToolRegistry:
         if cached is not None and cached[0] is agent:
             return list(cached[1])
         definitions = [
-            tool.definition()
+            tool.definition(agent)
             for tool in (self.lookup(n) for n in self.names())
             if tool is not None and _visible(tool, agent)
         ]
@@ -159,6 +159,11 @@ class ToolRegistry:
             self._advertised.clear()
         self._advertised[id(agent)] = (agent, definitions)
         return list(definitions)
+
+    def forget_definitions(self) -> None:
+        """Drop the kept catalogs, so the next ``definitions`` describes the tools afresh
+        (a tool whose description changed, such as the skill catalog)."""
+        self._advertised.clear()
 
     def statistics(self) -> ToolRegistryStatistics:
         """Counters for the inspector."""

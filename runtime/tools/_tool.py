@@ -8,6 +8,7 @@ from typing import Any, Final, Generic, TypeAlias, TypeVar, final
 
 import msgspec
 
+from runtime.agents import AgentInfo
 from runtime.llm import ToolDefinition
 from runtime.tools._model import ToolContext, ToolEnvironment, ToolOutput
 
@@ -36,12 +37,15 @@ class Tool(Generic[InputT]):
         resources: the resources of a call (canonical paths, a command, ...);
             defaults to ``["*"]``. May raise ``ToolError`` to refuse the call.
         output_type: if given, ``ToolOutput.structured`` is validated against it.
+        describe: if given, the description advertised to an agent (``definition(agent)``),
+            e.g. a catalog filtered by the agent's permission rules.
 
     Raises:
         ValueError: the name is invalid.
     """
 
     __slots__ = (
+        "describe",
         "description",
         "handler",
         "input_type",
@@ -62,6 +66,7 @@ class Tool(Generic[InputT]):
         permission: str | None = None,
         resources: ResourceExtractor[InputT] | None = None,
         output_type: Any = None,
+        describe: Callable[[AgentInfo], str] | None = None,
     ) -> None:
         if not TOOL_NAME_PATTERN.match(name):
             raise ValueError(f"Invalid tool name: {name!r}")
@@ -72,13 +77,15 @@ class Tool(Generic[InputT]):
         self.permission = permission
         self.resources = resources
         self.output_type = output_type
+        self.describe = describe
         self.schema = input_schema(input_type)
 
-    def definition(self) -> ToolDefinition:
-        """The model-visible definition."""
-        return ToolDefinition(
-            name=self.name, description=self.description, input_schema=self.schema
-        )
+    def definition(self, agent: AgentInfo | None = None) -> ToolDefinition:
+        """The model-visible definition (as advertised to *agent*, when given)."""
+        description = self.description
+        if agent is not None and self.describe is not None:
+            description = self.describe(agent)
+        return ToolDefinition(name=self.name, description=description, input_schema=self.schema)
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r})"

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 
 from runtime import Location, Prompt, QuestionNotFoundError, llm, open_runtime
 from runtime import messages as m
+from runtime.agents import BUILD, BUILTIN_AGENTS, PermissionRule, compose_rules
 from runtime.tools import PLAN_EXIT_QUESTION
 from storage import Events
 from tests.execution.conftest import answer, published, tool_calls
@@ -168,3 +170,49 @@ async def test_plan_exit_declined_keeps_the_plan_agent(tmp_path: Path) -> None:
         assert (await rt.sessions.get(sid)).agent == "plan"
         text, error = tool_result(client.requests[1])
         assert error and "declined" in text
+
+
+def _skills(work: Path) -> None:
+    for folder, name, description in (
+        (".kittiwake/skill", "testing", "How to write tests here"),
+        (".claude/skills", "secret", "Not for this agent"),
+    ):
+        path = work / folder / name
+        path.mkdir(parents=True)
+        text = f"---\nname: {name}\ndescription: {description}\n---\nUse pytest for {name}.\n"
+        (path / "SKILL.md").write_text(text)
+    broken = work / ".opencode" / "skill" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "SKILL.md").write_text("---\nname: broken\n---\nno description\n")
+
+
+async def test_skill_is_listed_loaded_and_denied_by_a_rule(tmp_path: Path) -> None:
+    rules = compose_rules((), [PermissionRule(permission="skill", pattern="secret", action="deny")])
+    agents = {**BUILTIN_AGENTS, "build": msgspec.structs.replace(BUILD, permission=rules)}
+    client = llm.ScriptedLLM(
+        [
+            tool_calls(("c1", "skill", {"name": "testing"})),
+            tool_calls(("c2", "skill", {"name": "secret"})),
+            tool_calls(("c3", "skill", {"name": "later"})),
+            answer(),
+        ]
+    )
+    work = tmp_path / "work"
+    _skills(work)
+    async with open_runtime(data_dir=tmp_path / "data", llm=client, agents=agents) as rt:
+        sid = await session(rt, tmp_path)
+        await rt.sessions.prompt(sid, prompt=Prompt(text="use skills"))
+        await rt.sessions.wait_idle(sid)
+        [skill] = [t for t in client.requests[0].tools if t.name == "skill"]
+        assert "<name>testing</name>" in skill.description
+        assert "How to write tests here" in skill.description
+        assert "secret" not in skill.description and "broken" not in skill.description
+        text, error = tool_result(client.requests[1])
+        assert not error and text.startswith('<skill_content name="testing">')
+        assert (
+            "Use pytest for testing." in text and f"file://{work}/.kittiwake/skill/testing" in text
+        )
+        text, error = tool_result(client.requests[2])
+        assert error and "Permission denied" in text and "skill on secret" in text
+        text, error = tool_result(client.requests[3])
+        assert error and "Unknown skill 'later'" in text

@@ -207,3 +207,26 @@ async def test_task_over_http_answers_the_parent_and_an_interrupt_stops_the_chil
             assert (await client.post(f"{S}/{sleeper}/wait")).status_code == 204
         assert g.rt.tools.tasks_running == 0
         assert sleeper not in g.rt.sessions.active()
+
+
+async def test_skills_are_listed_and_a_new_one_is_found(tmp_path: Any) -> None:
+    def plant(folder: str, name: str) -> None:
+        path = tmp_path / folder / name
+        path.mkdir(parents=True)
+        (path / "SKILL.md").write_text(f"---\ndescription: about {name}\n---\nbody of {name}\n")
+
+    plant(".kittiwake/skill", "alpha")
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        r = await client.get("/api/skill")
+        assert r.status_code == 200, r.text
+        assert_valid(r.json(), response_schema("/api/skill", "get", 200))
+        assert r.json()["location"]["directory"] == str(tmp_path.resolve())
+        [alpha] = r.json()["data"]
+        assert alpha["name"] == "alpha" and alpha["description"] == "about alpha"
+        assert alpha["content"] == "body of alpha"
+        plant(".opencode/skills", "beta")
+        r = await client.get("/skill")
+        assert_valid(r.json(), response_schema("/skill", "get", 200))
+        assert [s["name"] for s in r.json()] == ["alpha", "beta"]
+        r = await client.get("/api/skill", params={"location[directory]": "/etc"})
+        assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
