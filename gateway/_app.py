@@ -31,6 +31,7 @@ from gateway._routes import (
 )
 from gateway._session_tools import session_tool_routes
 from gateway._streams import after_arg, stream_routes
+from gateway._telemetry import Samples, telemetry_routes
 from gateway._wire import (
     AgentBody,
     CreateBody,
@@ -113,6 +114,8 @@ class Gateway:
         self.streams: set[trio.CancelScope] = set()
         self.routes: tuple[Route, ...] = ()
         self.closing = False
+        self.samples = Samples()
+        """The inspector's recent series (taken while served)."""
         self._known: OrderedDict[str, None] = OrderedDict()
         self._known_limit = known_sessions
 
@@ -182,6 +185,7 @@ def create_app(
     _session_routes(table, gw)
     stream_routes(table, app, gw)
     _operator_routes(table, gw)
+    telemetry_routes(table, rt, gw.samples)
     project_routes(table, gw, file_limits or FileLimits())
     session_tool_routes(table, gw)
     gw.routes = tuple(table.routes)
@@ -486,7 +490,10 @@ async def actors_snapshot(rt: Runtime) -> dict[str, Any]:
     return {
         "tree": msgspec.to_builtins(rt.directory.tree()),
         "actors": msgspec.to_builtins(rt.directory.statistics()),
-        "storage": msgspec.to_builtins(storage),
+        "storage": {
+            k: round(v, 2) if isinstance(v, float) else v
+            for k, v in msgspec.to_builtins(storage).items()
+        },
         "subscribers": rt.hub.subscriber_count(),
         "pid": os.getpid(),
     }

@@ -123,6 +123,14 @@ def parser() -> argparse.ArgumentParser:
     sessions.add_argument("id", nargs="?", help="the session of show, resume and delete")
     sessions.add_argument("--limit", type=int, default=50, help="most sessions listed (50)")
     inspect = command("inspect", "print the actor tree")
+    stats = command(
+        "stats", "print turns, tokens, cost, errors and latency percentiles from telemetry"
+    )
+    stats.add_argument("--since", default="7d", help="period: 7d, 12h, 30m (default 7d)")
+    stats.add_argument("--by", choices=["model", "session", "day"], default="model")
+    trace = command("trace", "print the span tree of a session's last drains with durations")
+    trace.add_argument("session", help="the session id")
+    trace.add_argument("--drains", type=int, default=3, help="how many drains (default 3)")
     models = command(
         "models", "list the catalog's models; ✓ marks those whose provider has credentials"
     )
@@ -150,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
     config.add_argument("--directory", help="the directory (default: the current one)")
     for cmd in (models, auth):
         cmd.add_argument("--data-dir", help=data_dir_help)
-    for cmd in (run, sessions, inspect):
+    for cmd in (run, sessions, inspect, stats, trace):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)
         cmd.add_argument("--data-dir", help=data_dir_help)
     return parser

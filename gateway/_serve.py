@@ -33,6 +33,8 @@ from hypercorn.typing import (
 from actors import Runtime
 from gateway._app import DEFAULT_MAX_BODY, create_app, gateway_of
 from gateway._fast import FastPath
+from gateway._telemetry import Traced, sample_forever
+from runtime.telemetry import active_processor
 
 __all__ = [
     "DEFAULT_HOST",
@@ -112,9 +114,14 @@ async def serve(
     # takes the socket over by its descriptor (its documented ``fd://`` bind).
     config.bind = [f"fd://{bind(host, port).detach()}"]
     stop = trio.Event()
-    asgi = ReraiseCancellation(WebsocketMessageLimit(FastPath(app, gateway_of(app)), max_body))
+    gw = gateway_of(app)
+    inner: ASGIFramework = FastPath(app, gw)
+    if active_processor() is not None:  # each request a span (never built otherwise)
+        inner = Traced(inner, gw.routes)
+    asgi = ReraiseCancellation(WebsocketMessageLimit(inner, max_body))
     try:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(sample_forever, rt, gw.samples, stop)
             binds: list[str] = await nursery.start(
                 partial(hypercorn_serve, asgi, config, shutdown_trigger=stop.wait, mode="asgi")
             )

@@ -33,6 +33,7 @@ from gateway._setup import (
     list_models,
     show_config,
 )
+from gateway._stats import render_summary, render_trace, telemetry_options
 from gateway._terminal import RunFailed, Runner, RunOptions, check, read_prompt
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
@@ -47,6 +48,8 @@ __all__ = ["default_data_dir", "main"]
 _log = logging.getLogger("kittiwake.cli")
 _DEFAULT_PORT: Final = 4096
 _DEFAULT_HOST: Final = "127.0.0.1"
+_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace")
+"""Commands that open the data dir in-process unless ``--attach`` names a server."""
 _FEATURED: Final = ("anthropic", "openai", "google", "openrouter", "github-copilot")
 _SERVING_FILE: Final = "serving.json"
 
@@ -298,6 +301,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 print(f"kittiwake: {exc}", file=sys.stderr)
                 return 2
             options: dict[str, Any] = provider.options() if provider is not None else {}
+            options["telemetry"] = telemetry_options(config.config.telemetry)
             async with open_runtime(
                 data_dir=data_dir, llm=provider.client if provider else None, **options
             ) as rt:
@@ -360,10 +364,11 @@ async def _api(
 
     data_dir = _data_dir(args)
     provider = None
+    config = _load_config(os.getcwd())
     if args.command == "run" or getattr(args, "action", None) == "resume":
-        config = _load_config(os.getcwd())
         provider = await _configured_provider(data_dir, sys.stderr, config, wanted)
     options: dict[str, Any] = provider.options() if provider else {}
+    options["telemetry"] = telemetry_options(config.config.telemetry)
     try:
         async with open_runtime(
             data_dir=data_dir, llm=provider.client if provider else None, **options
@@ -486,6 +491,22 @@ async def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _stats(args: argparse.Namespace) -> int:
+    async with _api(args) as api:
+        params = {"by": args.by, "since": args.since}
+        rows = check(await api.get("/api/telemetry/summary", params=params))["data"]
+    print(render_summary(rows, args.by))
+    return 0
+
+
+async def _trace(args: argparse.Namespace) -> int:
+    async with _api(args) as api:
+        params = {"sessionID": args.session}
+        spans = check(await api.get("/api/telemetry/spans", params=params))["data"]
+    print(render_trace(spans, drains=args.drains))
+    return 0
+
+
 def _end_startup(args: argparse.Namespace) -> None:
     """Freeze what start-up built and resume the collector, if the launcher paused it.
 
@@ -527,16 +548,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         args.directory = Path(args.directory or os.getcwd()).resolve()
         if not args.directory.is_dir():
             raise CliError(f"--directory {args.directory}: not a directory", 2)
-    if args.command == "serve" or (
-        args.command in ("run", "sessions", "inspect") and not args.attach
-    ):
+    if args.command == "serve" or (args.command in _IN_PROCESS and not args.attach):
         _check_free(_data_dir(args), args.command)
     _configure_logging(args)
     if args.command == "auth" and args.action != "list" and not args.provider:
         raise CliError(f"auth {args.action} needs a provider id (kittiwake models lists them)", 2)
     command = {
         "serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect,
-        "models": _models, "auth": _auth, "config": _config,
+        "models": _models, "auth": _auth, "config": _config, "stats": _stats, "trace": _trace,
     }  # fmt: skip
     return trio.run(command[args.command], args)
 
@@ -547,7 +566,7 @@ def _configure_logging(args: argparse.Namespace) -> None:
     without ``--attach``) writes the runtime's warnings to ``<data dir>/log/kittiwake.log``
     unless ``KITTIWAKE_LOG`` is set: what failed is told in one line, not a traceback."""
     level = os.environ.get("KITTIWAKE_LOG", "").upper()
-    in_process = args.command in ("run", "sessions", "inspect") and not args.attach
+    in_process = args.command in _IN_PROCESS and not args.attach
     if level or not in_process:
         logging.basicConfig(level=level or "WARNING")
         return

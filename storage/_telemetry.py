@@ -232,6 +232,7 @@ class TelemetryStore(SpanProcessor):
         conn = self._conn
         before = _count(conn)
         conn.execute("delete from spans where end_ns < ?", [cutoff])
+        conn.execute("checkpoint")  # the blocks in use, not what the write-ahead log holds
         used = self.used_bytes()
         if used > self.options.max_bytes:
             remaining = _count(conn)
@@ -316,6 +317,21 @@ class TelemetryStore(SpanProcessor):
         finally:
             cursor.close()
         return [_summary_json(dict(zip(names, row, strict=True))) for row in rows]
+
+    def errors(self, *, limit: int = 20) -> list[dict[str, Any]]:
+        """The latest spans that ended in error, newest first: name, session, message, when."""
+        cursor = self._conn.cursor()
+        try:
+            rows = cursor.execute(
+                "select s.name, coalesce(s.session_id, (select max(t.session_id) from spans t"
+                " where t.trace_id = s.trace_id)), s.status_message, s.end_ns, s.trace_id"
+                " from spans s where s.status = 'error' order by s.end_ns desc limit ?",
+                [limit],
+            ).fetchall()
+        finally:
+            cursor.close()
+        names = ("name", "session_id", "message", "end_ns", "trace_id")
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
     def statistics(self) -> dict[str, Any]:
         """What was written and dropped, the queue and the last write's time."""

@@ -40,6 +40,8 @@ from runtime.config._schema import PermissionConfig as PermissionConfig
 from runtime.config._schema import ProviderConfig as ProviderConfig
 from runtime.config._schema import ProviderOptions as ProviderOptions
 from runtime.config._schema import ServerConfig as ServerConfig
+from runtime.config._schema import TelemetryConfig as TelemetryConfig
+from runtime.config._schema import TelemetryOtlpConfig as TelemetryOtlpConfig
 
 __all__ = [
     "AgentConfig",
@@ -59,6 +61,8 @@ __all__ = [
     "ProviderConfig",
     "ProviderOptions",
     "ServerConfig",
+    "TelemetryConfig",
+    "TelemetryOtlpConfig",
     "config_candidates",
     "config_instructions_source",
     "find_instruction_files",

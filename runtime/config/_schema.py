@@ -25,6 +25,8 @@ __all__ = [
     "ProviderConfig",
     "ProviderOptions",
     "ServerConfig",
+    "TelemetryConfig",
+    "TelemetryOtlpConfig",
     "ToolOutputConfig",
 ]
 
@@ -176,6 +178,23 @@ class ToolOutputConfig(_Section, frozen=True):
     max_bytes: _Positive | None = None
 
 
+class TelemetryOtlpConfig(_Section, frozen=True):
+    """``telemetry.otlp``: an OTLP/HTTP collector that also gets every span."""
+
+    endpoint: str | None = None
+    headers: dict[str, str] | None = None
+
+
+class TelemetryConfig(_Section, frozen=True):
+    """``telemetry``: spans in ``telemetry.duckdb`` (Kittiwake's own key)."""
+
+    enabled: bool | None = None
+    retention_days: Annotated[float, Meta(gt=0)] | None = None
+    max_mb: _Positive | None = None
+    record_text: bool | None = None
+    otlp: TelemetryOtlpConfig | None = None
+
+
 class McpServerConfig(_Section, frozen=True):
     """``mcp.<name>``: a local (``command``) or remote (``url``) server; validated and kept."""
 
@@ -208,6 +227,7 @@ class Config(_Section, frozen=True, rename={"schema": "$schema"}):
     compaction: CompactionConfig | None = None
     tool_output: ToolOutputConfig | None = None
     mcp: dict[str, McpServerConfig] | None = None
+    telemetry: TelemetryConfig | None = None
 
 
 OPEN_SECTIONS: dict[type[_Section], bool] = {ProviderOptions: False, AgentConfig: True}

@@ -82,7 +82,7 @@ async def test_actors_inspector_and_cors(tmp_path):
         assert snapshot["storage"]["batches"] >= 0 and "file_bytes" in snapshot["storage"]
         assert "storage [storage] running" in render_tree(snapshot)
         page = await client.get("/inspector")
-        assert page.status_code == 200 and "api/actors" in page.text
+        assert page.status_code == 200 and "api/inspector/state" in page.text
         allowed = await client.get("/api/health", headers={"Origin": "http://ok.example"})
         assert allowed.headers["access-control-allow-origin"] == "http://ok.example"
         other = await client.get("/api/health", headers={"Origin": "http://evil.example"})
