@@ -309,8 +309,19 @@ class WritePipeline(StoreCaches):
         try:
             self.checkpoint_and_backup()
         except Exception as exc:  # noqa: BLE001 - logged; the journal still holds everything
-            _log.error("backup failed; the journal keeps growing until one succeeds", exc_info=exc)
-            self._schedule.failed(self._journal)
+            journal = self._journal
+            self._schedule.failed(journal)
+            _log.error(
+                "backup failed; the journal keeps growing until one succeeds",
+                exc_info=exc,
+                extra={
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "journal_records": journal.held_records,
+                    "journal_bytes": journal.held_bytes,
+                    "retry_at_records": journal.held_records + self._schedule.batches,
+                    "retry_at_bytes": journal.held_bytes + self._schedule.journal_bytes,
+                },
+            )
 
     def checkpoint_and_backup(self) -> int:
         """Checkpoint, copy the file, verify the copy, then release covered journal segments.

@@ -117,6 +117,9 @@ def test_a_failed_backup_is_logged_and_retried_after_another_threshold(
         assert [r.message for r in caplog.records].count(
             "backup failed; the journal keeps growing until one succeeds"
         ) == 1
+        [failed] = caplog.records
+        assert failed.error.startswith(("IsADirectoryError", "PermissionError", "OSError"))
+        assert (failed.journal_records, failed.retry_at_records) == (10, 20)
         assert store.statistics().journal_batches == 10  # nothing released
         assert _backup_lsn(tmp_path) == 9  # the previous backup stays
         _work(store, 9)
