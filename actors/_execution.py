@@ -230,6 +230,8 @@ class SessionExecution:
         self._run_blocking: BlockingRunner = (
             trio.to_thread.run_sync if location_loads == "threaded" else _run_inline
         )
+        self.run_blocking = self._run_blocking
+        """Runs a blocking read as a Location's files are read (a worker thread, or inline)."""
         self._infos: dict[str, SessionInfo] = {}
         self._retiring: dict[str, trio.Lock] = {}
         """Sessions held inactive for their deletion; one deletion of a session at a time."""

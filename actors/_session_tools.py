@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from actors._commands import Commands
 from actors._execution import SessionExecution
 from actors._questions import DurableQuestions
 from actors._storage import StorageActor
@@ -58,6 +59,12 @@ class SessionTools:
             storage, now_ms, execution.ids, limit=question_events,
             closing=lambda: execution.closing,
         )  # fmt: skip
+        config = execution.configuration
+        self.commands = Commands(
+            sessions=lambda: self.sessions, env=config.env if config is not None else None,
+            run_blocking=execution.run_blocking,
+        )  # fmt: skip
+        """The commands of each Location, and running one in a session."""
         self._slots: dict[str, tuple[trio.Semaphore, int]] = {}
         self.tasks_running = 0
 

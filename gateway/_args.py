@@ -103,6 +103,11 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     run.add_argument("--model", metavar="PROVIDER/MODEL", help="the model for this prompt on")
     run.add_argument("--agent", help="the agent for this prompt on (e.g. build, plan)")
+    run.add_argument(
+        "--command", dest="run_command", metavar="NAME",
+        help="run this command (.kittiwake/command/NAME.md, or init); the prompt words are "
+        "its arguments",
+    )  # fmt: skip
     which = run.add_mutually_exclusive_group()
     which.add_argument("--session", metavar="ID", help="prompt this session instead of a new one")
     which.add_argument(

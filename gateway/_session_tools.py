@@ -5,7 +5,9 @@ Todos: ``GET /session/{id}/todo`` (an array of ``Todo``) and ``GET /api/session/
 (``{"data": [...]}``). Questions: ``GET /question``, ``POST /question/{id}/reply|reject``
 (OpenCode's, answering ``true``) and ``/api/session/{id}/question[/{id}/reply|reject]``.
 Skills: ``GET /skill`` and ``GET /api/skill`` (``{location, data}``), read afresh off the
-trio thread for the Location named by ``location[directory]`` / ``directory``.
+trio thread for the Location named by ``location[directory]`` / ``directory``. Commands:
+``GET /command``, ``GET /api/command``, ``POST /session/{id}/command`` (OpenCode's: waits for
+the answer) and ``POST /api/session/{id}/command`` (answers the admission receipt at once).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import msgspec
 from quart import Response, request
 
 from gateway._files import inside
+from gateway._opencode import message_projections
 from gateway._routes import JSON, NO_CONTENT, Answer, Named, RouteTable
 from gateway._wire import GatewayError, decode_body, encode
+from runtime import InputAdmitted, ModelRef, SessionMessage
 from runtime import events as ev
+from runtime.agents import CommandInfo, command_hints
 
 if TYPE_CHECKING:
     from gateway._app import Gateway
@@ -104,6 +109,101 @@ SKILL_PAGE: Final = Named(
 )
 
 
+_COMMAND: Final = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "agent": {"type": "string"},
+        "model": {"type": "string"},
+        "source": {"type": "string", "enum": ["command", "mcp", "skill"]},
+        "template": {"type": "string"},
+        "subtask": {"type": "boolean"},
+        "hints": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["name", "template", "hints"],
+}
+COMMANDS: Final = Named("Command", _COMMAND, array=True)
+_COMMAND_V2: Final = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "template": {"type": "string"},
+        "description": {"type": "string"},
+        "agent": {"type": "string"},
+        "model": {
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "providerID": {"type": "string"}},
+            "required": ["id", "providerID"],
+        },
+    },
+    "required": ["name", "template"],
+}
+COMMAND_PAGE: Final = Named(
+    "CommandV2List",
+    {
+        "type": "object",
+        "properties": {
+            "location": {"type": "object"},
+            "data": {"type": "array", "items": _COMMAND_V2},
+        },
+        "required": ["location", "data"],
+    },
+)
+_PAGE_LIMIT: Final = 200
+
+
+class CommandBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """OpenCode's ``session.command`` body (``model`` is ``provider/model``)."""
+
+    command: str
+    arguments: str = ""
+    messageID: str | None = None  # noqa: N815 - OpenCode's field name
+    agent: str | None = None
+    model: str | None = None
+    variant: str | None = None
+    parts: list[dict[str, Any]] | None = None
+
+
+class CommandV2Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    command: str
+    arguments: str = ""
+    id: str | None = None
+    agent: str | None = None
+    model: ModelRef | None = None
+
+
+def command_json(command: CommandInfo) -> dict[str, Any]:
+    """OpenCode's ``Command``."""
+    body: dict[str, Any] = {"name": command.name, "source": "command",
+                            "template": command.template, "hints": command_hints(command.template)}  # fmt: skip
+    for key in ("description", "agent", "model"):
+        if getattr(command, key) is not None:
+            body[key] = getattr(command, key)
+    return body
+
+
+def command_v2_json(command: CommandInfo) -> dict[str, Any]:
+    """OpenCode's ``CommandV2Info`` (``model`` as a ``ModelRef``)."""
+    body: dict[str, Any] = {"name": command.name, "template": command.template}
+    for key in ("description", "agent"):
+        if getattr(command, key) is not None:
+            body[key] = getattr(command, key)
+    provider, _, model_id = (command.model or "").partition("/")
+    if provider and model_id:
+        body["model"] = {"id": model_id, "providerID": provider}
+    return body
+
+
+def _model_ref(text: str | None) -> ModelRef | None:
+    if text is None:
+        return None
+    provider, _, model_id = text.partition("/")
+    if not provider or not model_id:
+        raise GatewayError("InvalidRequestError", "model must be provider/model")
+    return ModelRef(id=model_id, provider_id=provider)
+
+
 class QuestionReplyBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The user's answers in order of the questions, each a list of chosen labels."""
 
@@ -144,6 +244,69 @@ def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
         found = await execution.rescan_skills(await execution.location(directory))
         return [msgspec.to_builtins(found[name]) for name in sorted(found)]
 
+    def location_json(directory: str) -> dict[str, Any]:
+        project = {"id": str(gw.rt.sessions.project_id), "directory": str(gw.directory.resolve())}
+        return {"directory": directory, "project": project}
+
+    @table.get(
+        "/command", "command.list", "The Location's commands", answer=Answer(type=COMMANDS),
+        query=("directory",), errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def command_list() -> Response:
+        found = await tools.commands.list(directory_arg())
+        return _json([command_json(c) for c in found])
+
+    @table.get(
+        "/api/command", "v2.command.list", "The Location's commands",
+        answer=Answer(type=COMMAND_PAGE), query=("location[directory]",),
+        errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def command_list_v2() -> Response:
+        directory = directory_arg()
+        found = await tools.commands.list(directory)
+        return _json({"location": location_json(directory),
+                      "data": [command_v2_json(c) for c in found]})  # fmt: skip
+
+    @table.post(
+        "/api/session/{sessionID}/command", "v2.session.command",
+        "Run a command: its expanded template is admitted as the session's prompt",
+        body=CommandV2Body, answer=Answer(type=InputAdmitted, envelope="data"),
+        errors=("SessionNotFoundError", "InvalidRequestError", "ConflictError"),
+    )  # fmt: skip
+    async def run_command_v2(session_id: str) -> Response:
+        body = decode_body(await _body(), CommandV2Body)
+        receipt = await tools.commands.run(
+            session_id, body.command, body.arguments, message_id=body.id, agent=body.agent,
+            model=body.model,
+        )  # fmt: skip
+        return _json({"data": receipt})
+
+    @table.post(
+        "/session/{sessionID}/command", "session.command",
+        "Run a command and wait for the answer", body=CommandBody,
+        answer=Answer(type=dict[str, Any]),
+        errors=("SessionNotFoundError", "InvalidRequestError", "ServiceUnavailableError"),
+    )  # fmt: skip
+    async def run_command(session_id: str) -> Response:
+        body = decode_body(await _body(), CommandBody)
+        receipt = await tools.commands.run(
+            session_id, body.command, body.arguments, message_id=body.messageID,
+            agent=body.agent, model=_model_ref(body.model),
+        )  # fmt: skip
+        await gw.rt.sessions.wait_idle(session_id)
+        info = await gw.rt.sessions.get(session_id)
+        messages = await _all_messages(gw, session_id)
+        items = message_projections(messages, info, gw.rt.execution.default_model)
+        replies = [
+            i for i in items
+            if i["info"]["role"] == "assistant" and i["info"]["parentID"] == receipt.id
+        ]  # fmt: skip
+        if not replies:
+            raise GatewayError(
+                "ServiceUnavailableError", "The session settled without an answer to the command"
+            )
+        return _json(replies[-1])
+
     @table.get(
         "/skill", "app.skills", "The Location's skills", answer=Answer(type=SKILLS),
         query=("directory",), errors=("InvalidRequestError",),
@@ -157,9 +320,7 @@ def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
     )  # fmt: skip
     async def skill_list_v2() -> Response:
         directory = directory_arg()
-        project = {"id": str(gw.rt.sessions.project_id), "directory": str(gw.directory.resolve())}
-        location = {"directory": directory, "project": project}
-        return _json({"location": location, "data": await skills(directory)})
+        return _json({"location": location_json(directory), "data": await skills(directory)})
 
     @table.get(
         "/session/{sessionID}/todo", "session.todo", "The session's todo list",
@@ -221,3 +382,16 @@ def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
     async def session_reject(session_id: str, request_id: str) -> Response:
         await tools.reject_question(session_id, request_id)
         return Response(b"", status=204)
+
+
+async def _all_messages(gw: Gateway, session_id: str) -> list[SessionMessage]:
+    messages: list[SessionMessage] = []
+    cursor: str | None = None
+    while True:
+        page = await gw.rt.sessions.messages(
+            session_id, limit=_PAGE_LIMIT, order="asc", cursor=cursor
+        )
+        messages += page.data  # type: ignore[arg-type]
+        if page.next is None:
+            return messages
+        cursor = page.next

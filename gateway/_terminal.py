@@ -53,6 +53,8 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     continue_latest: bool = False
     model: str | None = None
     agent: str | None = None
+    command: str | None = None
+    """A command to run, ``text`` being its arguments, instead of a prompt."""
 
 
 def read_prompt(words: list[str], stdin: TextIO) -> str:
@@ -238,11 +240,7 @@ class Runner:
                     nursery.start_soon(self._answer, sid, pending)
                 for asked in check(await self.api.get(f"/api/session/{sid}/question"))["data"]:
                     nursery.start_soon(self._question, asked)
-                receipt = check(
-                    await self.api.post(
-                        f"/api/session/{sid}/prompt", json={"prompt": {"text": self.options.text}}
-                    )
-                )
+                receipt = check(await self._admit(sid))
                 after = receipt["data"]["admittedSeq"]
                 self.printer.last_seq = max(self.printer.last_seq, after)
                 nursery.start_soon(self._durable, sid, after)
@@ -250,6 +248,14 @@ class Runner:
                 await self._catch_up(sid)
                 nursery.cancel_scope.cancel()
         return self._finish(sid)
+
+    async def _admit(self, sid: str) -> httpx.Response:
+        """Admit the run's prompt, or run its command with the text as arguments."""
+        if self.options.command is not None:
+            body = {"command": self.options.command, "arguments": self.options.text}
+            return await self.api.post(f"/api/session/{sid}/command", json=body)
+        prompt = {"prompt": {"text": self.options.text}}
+        return await self.api.post(f"/api/session/{sid}/prompt", json=prompt)
 
     def _finish(self, sid: str) -> int:
         if self.interrupted:

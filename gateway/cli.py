@@ -392,6 +392,7 @@ async def _run(args: argparse.Namespace) -> int:
     options = RunOptions(
         text=args.text, directory=os.getcwd(), format=args.format, session=args.session,
         continue_latest=args.continue_latest, model=args.model, agent=args.agent,
+        command=args.run_command,
     )  # fmt: skip
     async with _api(args, wanted=args.model) as api:
         return await Runner(api, options).run()
@@ -542,7 +543,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         # Refused before anything is created or opened.
         args.text = read_prompt(args.prompt, sys.stdin)
-        if not args.text:
+        if not args.text and not args.run_command:
             raise CliError("run needs a prompt: as arguments, or piped on standard input", 2)
     if args.command == "serve":
         args.directory = Path(args.directory or os.getcwd()).resolve()

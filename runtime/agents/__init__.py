@@ -12,7 +12,17 @@ from runtime.agents._agent import AgentInfo as AgentInfo
 from runtime.agents._agent import AgentMode as AgentMode
 from runtime.agents._agent import compose_rules as compose_rules
 from runtime.agents._agent import resolve_agent as resolve_agent
+from runtime.agents._commands import INIT as INIT
 from runtime.agents._commands import INIT_PROMPT as INIT_PROMPT
+from runtime.agents._commands import CommandInfo as CommandInfo
+from runtime.agents._commands import CommandLoad as CommandLoad
+from runtime.agents._commands import command_folders as command_folders
+from runtime.agents._commands import command_hints as command_hints
+from runtime.agents._commands import expand_arguments as expand_arguments
+from runtime.agents._commands import file_mentions as file_mentions
+from runtime.agents._commands import load_commands as load_commands
+from runtime.agents._commands import replace_shell as replace_shell
+from runtime.agents._commands import shell_spans as shell_spans
 from runtime.agents._frontmatter import parse_front_matter as parse_front_matter
 from runtime.agents._loader import AgentLoad as AgentLoad
 from runtime.agents._loader import agent_from_config as agent_from_config
@@ -41,9 +51,12 @@ __all__ = [
     "BUILD",
     "BUILTIN_AGENTS",
     "CODING_PROMPT",
+    "CommandInfo",
+    "CommandLoad",
     "DEFAULT_AGENT",
     "EXPLORE",
     "GENERAL",
+    "INIT",
     "INIT_PROMPT",
     "ModelFamily",
     "PLAN",
@@ -55,15 +68,22 @@ __all__ = [
     "PermissionRule",
     "SavedApprovals",
     "agent_from_config",
+    "command_folders",
+    "command_hints",
     "compose_rules",
     "decide",
     "evaluate",
     "evaluate_resource",
+    "expand_arguments",
+    "file_mentions",
     "is_wholly_denied",
     "load_agents",
+    "load_commands",
     "model_family",
     "parse_front_matter",
+    "replace_shell",
     "resolve_agent",
     "rules_from_config",
+    "shell_spans",
     "system_prompt",
 ]

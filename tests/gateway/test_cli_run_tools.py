@@ -126,3 +126,21 @@ async def test_run_answers_the_permission_request_of_a_subagent_child(
     assert "kittiwake notes" in str(child_result)
     parent_result = [m for m in provider.requests[3].json()["messages"] if m["role"] == "tool"]
     assert "the notes say kittiwake" in str(parent_result)
+
+
+async def test_run_command_expands_arguments_and_files(tmp_path, provider: LocalServer) -> None:
+    cli = Cli(tmp_path, provider)
+    (cli.project / ".kittiwake" / "command").mkdir(parents=True)
+    (cli.project / ".kittiwake" / "command" / "sum.md").write_text(
+        "---\ndescription: Summarize\n---\nSummarize $ARGUMENTS from @notes.txt\n"
+    )
+    (cli.project / "notes.txt").write_text("kittiwake notes\n")
+    provider.queue(said("summarized"))
+    done = await cli("run", "--command", "sum", "the", "notes")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode() == "summarized\n"
+    [user] = [m for m in provider.requests[0].json()["messages"] if m["role"] == "user"]
+    text = str(user["content"])
+    assert "Summarize the notes from @notes.txt" in text and "kittiwake notes" in text
+    done = await cli("run", "--command", "nothing")
+    assert done.returncode != 0 and "Unknown command 'nothing'" in done.stderr.decode()

@@ -230,3 +230,45 @@ async def test_skills_are_listed_and_a_new_one_is_found(tmp_path: Any) -> None:
         assert [s["name"] for s in r.json()] == ["alpha", "beta"]
         r = await client.get("/api/skill", params={"location[directory]": "/etc"})
         assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
+
+
+async def test_commands_are_listed_and_run_over_both_routes(tmp_path: Any) -> None:
+    folder = tmp_path / ".kittiwake" / "command"
+    folder.mkdir(parents=True)
+    (folder / "explain.md").write_text(
+        "---\ndescription: Explain a file\nmodel: p1/m1\n---\nExplain $ARGUMENTS using @notes.txt\n"
+    )
+    (tmp_path / "notes.txt").write_text("the notes\n")
+    llm = ScriptedLLM([answer("explained"), answer("again")])
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        r = await client.get("/command")
+        assert_valid(r.json(), response_schema("/command", "get", 200))
+        listed = {c["name"]: c for c in r.json()}
+        assert listed["explain"]["hints"] == ["$ARGUMENTS"] and "init" in listed
+        assert listed["explain"]["model"] == "p1/m1"
+        r = await client.get("/api/command")
+        assert_valid(r.json(), response_schema("/api/command", "get", 200))
+        [explain] = [c for c in r.json()["data"] if c["name"] == "explain"]
+        assert explain["model"] == {"id": "m1", "providerID": "p1"}
+
+        r = await client.post(S, json={"location": {"directory": str(tmp_path)}})
+        sid = r.json()["data"]["id"]
+        body = {"command": "explain", "arguments": "the tests", "model": "p1/m1"}
+        r = await client.post(f"/session/{sid}/command", json=body)
+        assert r.status_code == 200, r.text
+        assert r.json()["info"]["role"] == "assistant"
+        assert r.json()["parts"][-1]["text"] == "explained"
+        sent = g.llm.requests[0]
+        text = sent.messages[-1].content[0].text
+        assert text.startswith("Explain the tests using @notes.txt")
+        assert '<file path="notes.txt">\nthe notes\n' in text
+        assert sent.model.model_id == "m1"
+
+        r = await client.post(f"{S}/{sid}/command", json={"command": "init"})
+        assert r.status_code == 200, r.text
+        assert r.json()["data"]["prompt"]["text"].startswith("Look through this project")
+        assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
+        r = await client.post(f"{S}/{sid}/command", json={"command": "nope"})
+        assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
+        r = await client.post(f"/session/{sid}/command", json={"arguments": "x"})
+        assert r.status_code == 400
