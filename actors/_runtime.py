@@ -152,7 +152,7 @@ async def open_runtime(
         return
     store, processor = await open_telemetry(Path(data_dir), telemetry)
     try:
-        with recording(processor, record_text=telemetry.record_text):
+        with recording(processor, record_text=telemetry.record_text, sample=telemetry.sample):
             async with _open_runtime(**options) as rt:
                 rt.telemetry = store
                 yield rt

@@ -1,7 +1,7 @@
 """Gateway latency and throughput over real HTTP, cold start, idle memory.
 
 Run: .venv/bin/python bench/gateway.py [--sequential 50] [--concurrent 20] [--rounds 5]
-                                       [--runs 3] [--cold 5]
+                                       [--runs 3] [--cold 5] [--telemetry]
 
 Every server is a child process (this file with ``--serve``): a runtime on a temporary
 DuckDB store served by Hypercorn's trio worker. Two providers are measured:
@@ -128,6 +128,11 @@ async def _serve(port: int, data_dir: str, provider: str) -> None:
     from runtime import llm as llm_package
 
     options: dict[str, Any] = {}
+    if os.environ.get("KITTIWAKE_BENCH_TELEMETRY"):
+        from storage import TelemetryOptions
+
+        sample = float(os.environ.get("KITTIWAKE_BENCH_SAMPLE", "1"))
+        options["telemetry"] = TelemetryOptions(sample=sample)
     http: httpx.AsyncClient | None = None
     if provider == "scripted":
         script: list[llm_package.LLMEvent] = [
@@ -539,7 +544,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cold", type=int, default=5)
     parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument(
+        "--telemetry", action="store_true", help="served runtimes record spans (telemetry on)"
+    )
     args = parser.parse_args()
+    if args.telemetry:  # the served children read it
+        os.environ["KITTIWAKE_BENCH_TELEMETRY"] = "1"
     try:
         if args.mock_openai:
             trio.run(_mock_openai, args.mock_openai)

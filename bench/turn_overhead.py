@@ -1,7 +1,7 @@
 """Runtime overhead of provider turns and tool round trips, with a zero-latency ScriptedLLM.
 
 Usage: .venv/bin/python bench/turn_overhead.py [--dir DIR] [--turns N] [--idle N]
-                                              [--event-checkpoints]
+                                              [--event-checkpoints] [--telemetry]
 
 The ScriptedLLM delivers each answer whole, as one read of a zero-latency provider's SSE
 body does; ``--event-checkpoints`` makes it yield to the scheduler after every event
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -51,6 +52,7 @@ from runtime.llm import (
 )
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools.testing import testing_registry
+from storage import TelemetryOptions
 
 Script = Callable[[LLMRequest], Sequence[LLMEvent]]
 
@@ -70,6 +72,12 @@ def answer(request: LLMRequest) -> Sequence[LLMEvent]:
 
 
 EVENT_CHECKPOINTS = "--event-checkpoints" in sys.argv
+# ``--telemetry``: the runtimes record spans into telemetry.duckdb (default options; the
+# share of traces recorded from $KITTIWAKE_BENCH_SAMPLE, 1 by default).
+_SAMPLE = float(os.environ.get("KITTIWAKE_BENCH_SAMPLE", "1"))
+OPTIONS: dict[str, Any] = (
+    {"telemetry": TelemetryOptions(sample=_SAMPLE)} if "--telemetry" in sys.argv else {}
+)
 
 
 def scripted(script: Script) -> ScriptedLLM:
@@ -98,7 +106,7 @@ def _percentile(values: list[float], fraction: float) -> float:
 async def sequential(directory: Path, script: Script, turns: int) -> list[list[float]]:
     """Per prompt, the perf_counter offsets (from the prompt call) of each durable step.ended."""
     results: list[list[float]] = []
-    async with open_runtime(data_dir=directory, llm=scripted(script), tools=tools) as rt:
+    async with open_runtime(data_dir=directory, llm=scripted(script), tools=tools, **OPTIONS) as rt:
         sid = (await rt.sessions.create(location=Location(directory=str(directory)))).id
         ended: list[float] = []
         step = trio.Condition()
@@ -129,7 +137,7 @@ async def sequential(directory: Path, script: Script, turns: int) -> list[list[f
 
 async def concurrent(directory: Path, sessions: int, seconds: float) -> float:
     """Prompts per second with *sessions* sessions each prompted again as soon as idle."""
-    async with open_runtime(data_dir=directory, llm=scripted(answer), tools=tools) as rt:
+    async with open_runtime(data_dir=directory, llm=scripted(answer), tools=tools, **OPTIONS) as rt:
         loc = Location(directory=str(directory))
         sids = [(await rt.sessions.create(location=loc)).id for _ in range(sessions)]
         for sid in sids:  # warm every session once
@@ -217,6 +225,7 @@ def main() -> None:
     parser.add_argument(
         "--event-checkpoints", action="store_true", help="yield after every scripted event"
     )
+    parser.add_argument("--telemetry", action="store_true", help="record spans (telemetry on)")
     args = parser.parse_args()
     if args.idle_child is not None:
         print(json.dumps(trio.run(idle_sessions, args.idle_child, args.idle)))

@@ -29,6 +29,7 @@ def telemetry_options(config: TelemetryConfig | None) -> TelemetryOptions | None
         retention_days=config.retention_days or defaults.retention_days,
         max_bytes=config.max_mb * _MB if config.max_mb else defaults.max_bytes,
         record_text=bool(config.record_text),
+        sample=config.sample if config.sample is not None else defaults.sample,
         otlp_endpoint=otlp.endpoint if otlp is not None else None,
         otlp_headers=(otlp.headers or {}) if otlp is not None else {},
     )

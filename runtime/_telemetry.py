@@ -11,29 +11,46 @@ non-recording span object and no processor call.
 from __future__ import annotations
 
 import contextvars
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Final
 
 import trio
 from opentelemetry import trace
-from opentelemetry.context import Context
+from opentelemetry.context import Context, attach, detach
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, Tracer, TraceState
 from opentelemetry.util.types import Attributes
 
-TRACER_NAME = "kittiwake"
+TRACER_NAME: Final = "kittiwake"
+_ROOT: Final = Context()
+"""The empty context: a span started in it begins a new trace."""
 
-_current: contextvars.ContextVar[SpanProcessor | None] = contextvars.ContextVar(
-    "kittiwake_span_processor", default=None
+
+class _Recording:
+    """Where this context's spans go: the processor, text or not, and the sampled share."""
+
+    __slots__ = ("processor", "record_text", "bound")
+
+    def __init__(self, processor: SpanProcessor, record_text: bool, sample: float) -> None:
+        self.processor = processor
+        self.record_text = record_text
+        self.bound = int(sample * (1 << 64))
+        """A new trace is recorded when the low 64 bits of its id are below this."""
+
+
+_current: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar(
+    "kittiwake_recording", default=None
 )
-_text: contextvars.ContextVar[bool] = contextvars.ContextVar("kittiwake_record_text", default=False)
+_DROP: Final = SamplingResult(Decision.DROP)
 
 
 class _WhereRecording(Sampler):
-    """Record a span iff a processor is active in the starting task's context."""
+    """Record a span iff a processor is active in the starting task's context, and its
+    trace is sampled: a child follows its parent, a new trace is kept for the configured
+    share of trace ids (``recording(sample=...)``)."""
 
     def should_sample(
         self,
@@ -45,8 +62,16 @@ class _WhereRecording(Sampler):
         links: Sequence[Link] | None = None,
         trace_state: TraceState | None = None,
     ) -> SamplingResult:
-        if _current.get() is None:
-            return SamplingResult(Decision.DROP)
+        where = _current.get()
+        if where is None:
+            return _DROP
+        parent = trace.get_current_span(parent_context).get_span_context()
+        if parent.is_valid:
+            sampled = parent.trace_flags.sampled
+        else:
+            sampled = (trace_id & 0xFFFFFFFFFFFFFFFF) < where.bound
+        if not sampled:
+            return _DROP
         return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
 
     def get_description(self) -> str:
@@ -54,32 +79,31 @@ class _WhereRecording(Sampler):
 
 
 class _Routing(SpanProcessor):
-    """Hand each recorded span to the processor that was active when it started."""
+    """Hand each recorded span to the processor that was active when it started.
+
+    The table is a plain dict: its single-key operations are atomic under the GIL, and a
+    span ends once, so no lock is needed on the hot path.
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._owner: dict[int, SpanProcessor] = {}
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        processor = _current.get()
-        if processor is None:  # pragma: no cover - the sampler drops these
+        where = _current.get()
+        if where is None:  # pragma: no cover - the sampler drops these
             return
-        with self._lock:
-            self._owner[span.context.span_id] = processor
-        processor.on_start(span, parent_context=parent_context)
+        self._owner[span.context.span_id] = where.processor
 
     def on_end(self, span: ReadableSpan) -> None:
         context = span.context
         if context is None:  # pragma: no cover - an SDK span always has one
             return
-        with self._lock:
-            processor = self._owner.pop(context.span_id, None)
+        processor = self._owner.pop(context.span_id, None)
         if processor is not None:
             processor.on_end(span)
 
     def shutdown(self) -> None:
-        with self._lock:
-            self._owner.clear()
+        self._owner.clear()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
@@ -94,25 +118,31 @@ tracer: Tracer = _provider.get_tracer(TRACER_NAME)
 
 
 @contextmanager
-def recording(processor: SpanProcessor, *, record_text: bool = False) -> Iterator[None]:
+def recording(
+    processor: SpanProcessor, *, record_text: bool = False, sample: float = 1.0
+) -> Iterator[None]:
     """Record the spans started in this context (and tasks spawned from it) into *processor*.
 
     The processor's ``on_end`` is called on the thread that ends the span and must not
-    block (queue the span, write it elsewhere). Leaving the block stops recording new spans;
-    spans already started still reach *processor* when they end. Nothing is flushed here.
-    *record_text* lets instrumentation add prompt and answer text (``records_text``).
+    block (queue the span, write it elsewhere); its ``on_start`` is not called. Leaving the
+    block stops recording new spans; spans already started still reach *processor* when they
+    end. Nothing is flushed here. *record_text* lets instrumentation add prompt and answer
+    text (``records_text``). *sample* is the share of new traces recorded (1.0: all); a
+    span in a trace that is not recorded costs a non-recording span and no processor call.
     """
-    token, text = _current.set(processor), _text.set(record_text)
+    if not 0.0 <= sample <= 1.0:
+        raise ValueError(f"sample must be between 0 and 1, got {sample}")
+    token = _current.set(_Recording(processor, record_text, sample))
     try:
         yield
     finally:
-        _text.reset(text)
         _current.reset(token)
 
 
 def records_text() -> bool:
     """Whether spans started here may carry prompt and answer text."""
-    return _current.get() is not None and _text.get()
+    where = _current.get()
+    return where is not None and where.record_text
 
 
 @contextmanager
@@ -131,19 +161,22 @@ def span(
     if _current.get() is None:
         yield trace.INVALID_SPAN
         return
-    with tracer.start_as_current_span(
-        name, context=Context() if root else None, attributes=attributes,
-        links=[Link(c) for c in links if c.is_valid], record_exception=False,
-        set_status_on_exception=False,
-    ) as current:  # fmt: skip
-        try:
-            yield current
-        except BaseException as exc:
-            if _cancelled(exc):
-                current.set_attribute("kittiwake.outcome", "interrupted")
-            else:
-                current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-            raise
+    current = tracer.start_span(
+        name, context=_ROOT if root else None, attributes=attributes,
+        links=[Link(c) for c in links if c.is_valid] if links else None,
+    )  # fmt: skip
+    token = attach(trace.set_span_in_context(current))
+    try:
+        yield current
+    except BaseException as exc:
+        if _cancelled(exc):
+            current.set_attribute("kittiwake.outcome", "interrupted")
+        else:
+            current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        detach(token)
+        current.end()
 
 
 def current_span_context() -> SpanContext | None:
@@ -162,4 +195,5 @@ def _cancelled(exc: BaseException) -> bool:
 
 def active_processor() -> SpanProcessor | None:
     """The processor spans started here would reach, or None when nothing is recorded."""
-    return _current.get()
+    where = _current.get()
+    return None if where is None else where.processor

@@ -81,8 +81,13 @@ _COLUMNS: Final = (
     ("cost", "double"), ("ttft_ms", "double"), ("attributes", "varchar"),
     ("events", "varchar"), ("links", "varchar"),
 )  # fmt: skip
-_INSERT: Final = "insert into spans select " + ", ".join(
-    f"unnest(${i + 1}::{kind}[])" for i, (_, kind) in enumerate(_COLUMNS)
+_BATCH_FILE: Final = "telemetry.batch.json"
+"""The batch being written, as a JSON array DuckDB's reader parses (rewritten each time)."""
+_READ_TYPES: Final = {"attributes": "json", "events": "json", "links": "json"}
+_INSERT: Final = (
+    "insert into spans by name select * from read_json(?, format = 'array', columns = {"
+    + ", ".join(f"'{name}': '{_READ_TYPES.get(name, kind)}'" for name, kind in _COLUMNS)
+    + "})"
 )
 # Span attributes copied to columns of their own (what the summaries group and sum).
 _COLUMN_ATTRIBUTES: Final = (
@@ -110,6 +115,9 @@ class TelemetryOptions(msgspec.Struct, frozen=True, kw_only=True):
     """Spans held unwritten before new ones are dropped (and counted in ``dropped``)."""
     retention_every: float = 300.0
     """Seconds between retention sweeps."""
+    sample: float = 1.0
+    """The share of traces recorded (a drain's, a request's): 1.0 records all, and only
+    then do the summaries count every turn."""
     otlp_endpoint: str | None = None
     """An OTLP/HTTP traces endpoint (``http://host:4318/v1/traces``) that also gets the spans."""
     otlp_headers: dict[str, str] = {}
@@ -119,8 +127,11 @@ class TelemetryOptions(msgspec.Struct, frozen=True, kw_only=True):
 class TelemetryStore(SpanProcessor):
     """The telemetry tables of one data directory; see the module docstring."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection, options: TelemetryOptions) -> None:
+    def __init__(
+        self, conn: duckdb.DuckDBPyConnection, options: TelemetryOptions, directory: Path
+    ) -> None:
         self._conn = conn
+        self._batch = directory / _BATCH_FILE
         self.options = options
         self.written = 0
         self.dropped = 0
@@ -142,12 +153,13 @@ class TelemetryStore(SpanProcessor):
         not a DuckDB file).
         """
         options = options or TelemetryOptions()
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        conn = duckdb.connect(str(Path(directory) / TELEMETRY_FILE))
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        conn = duckdb.connect(str(directory / TELEMETRY_FILE), config={"threads": 1})
         try:
             conn.execute(_SCHEMA)
             conn.execute("create index if not exists spans_trace on spans (trace_id)")
-            store = cls(conn, options)
+            store = cls(conn, options, directory)
             store.retain()
         except BaseException:
             conn.close()
@@ -202,10 +214,10 @@ class TelemetryStore(SpanProcessor):
     def _write(self, spans: list[ReadableSpan]) -> None:
         started = time.perf_counter()
         try:
-            columns = _columns(spans, record_text=self.options.record_text)
+            self._batch.write_bytes(_batch_json(spans, record_text=self.options.record_text))
             self._conn.execute("begin")
             try:
-                self._conn.execute(_INSERT, columns)
+                self._conn.execute(_INSERT, [str(self._batch)])
                 self._conn.execute("commit")
             except BaseException:
                 self._conn.execute("rollback")
@@ -376,52 +388,54 @@ def _count(conn: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
-def _columns(spans: Iterable[ReadableSpan], *, record_text: bool) -> list[list[Any]]:
-    """The insert's column lists for *spans* (one list per column of ``_COLUMNS``)."""
-    out: list[list[Any]] = [[] for _ in _COLUMNS]
+_encode = msgspec.json.Encoder().encode
+
+
+def _batch_json(spans: Iterable[ReadableSpan], *, record_text: bool) -> bytes:
+    """*spans* as one JSON array of row objects (the columns of ``_COLUMNS``)."""
+    rows = []
     for span in spans:
-        context, parent = span.context, span.parent
-        attributes = dict(span.attributes or {})
-        if not record_text:
+        context, parent, status = span.context, span.parent, span.status
+        attributes = dict(span.attributes) if span.attributes else {}
+        if not record_text and not TEXT_ATTRIBUTES.isdisjoint(attributes):
             for key in TEXT_ATTRIBUTES & attributes.keys():
                 del attributes[key]
         start = span.start_time or 0
         end = span.end_time or start
-        status = span.status
         code = status.status_code
-        row = [
-            f"{context.trace_id:032x}" if context else "", f"{context.span_id:016x}" if context else "",
-            f"{parent.span_id:016x}" if parent else None, span.name, span.kind.name.lower(),
-            start, end, (end - start) / 1e6,
-            "error" if code is StatusCode.ERROR else ("ok" if code is StatusCode.OK else "unset"),
-            status.description,
-            *(attributes.get(name) for _, name in _COLUMN_ATTRIBUTES),
-            json.dumps(attributes, default=str) if attributes else None,
-            _events_json(span), _links_json(span),
-        ]  # fmt: skip
-        for column, value in zip(out, row, strict=True):
-            column.append(value)
-    return out
+        row: dict[str, Any] = {
+            "trace_id": f"{context.trace_id:032x}" if context else "",
+            "span_id": f"{context.span_id:016x}" if context else "",
+            "parent_id": f"{parent.span_id:016x}" if parent else None, "name": span.name,
+            "kind": span.kind.name.lower(), "start_ns": start, "end_ns": end,
+            "duration_ms": (end - start) / 1e6,
+            "status": "error" if code is StatusCode.ERROR else ("ok" if code is StatusCode.OK else "unset"),
+            "status_message": status.description, "attributes": attributes or None,
+            "events": _events(span), "links": _links(span),
+        }  # fmt: skip
+        for column, name in _COLUMN_ATTRIBUTES:
+            value = attributes.get(name)
+            if value is not None:
+                row[column] = value
+        rows.append(row)
+    return _encode(rows)
 
 
-def _events_json(span: ReadableSpan) -> str | None:
+def _events(span: ReadableSpan) -> list[dict[str, Any]] | None:
     if not span.events:
         return None
-    return json.dumps(
-        [{"name": e.name, "time_ns": e.timestamp, **dict(e.attributes or {})} for e in span.events],
-        default=str,
-    )
+    return [
+        {"name": e.name, "time_ns": e.timestamp, **dict(e.attributes or {})} for e in span.events
+    ]
 
 
-def _links_json(span: ReadableSpan) -> str | None:
+def _links(span: ReadableSpan) -> list[dict[str, str]] | None:
     if not span.links:
         return None
-    return json.dumps(
-        [
-            {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
-            for link in span.links
-        ]
-    )
+    return [
+        {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
+        for link in span.links
+    ]
 
 
 def _span_json(row: dict[str, Any]) -> dict[str, Any]:

@@ -192,6 +192,7 @@ class TelemetryConfig(_Section, frozen=True):
     retention_days: Annotated[float, Meta(gt=0)] | None = None
     max_mb: _Positive | None = None
     record_text: bool | None = None
+    sample: Annotated[float, Meta(ge=0, le=1)] | None = None
     otlp: TelemetryOtlpConfig | None = None
 
 

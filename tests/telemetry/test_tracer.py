@@ -48,3 +48,19 @@ async def test_two_recordings_in_one_process_keep_their_spans_apart() -> None:
         nursery.start_soon(run, second, "b")
     assert [s.name for s in first.get_finished_spans()] == ["a"]
     assert [s.name for s in second.get_finished_spans()] == ["b"]
+
+
+def test_sampling_keeps_a_share_of_traces_and_children_follow_their_root() -> None:
+    exporter = InMemorySpanExporter()
+    with recording(SimpleSpanProcessor(exporter), sample=0.25):
+        for _ in range(400):
+            with tracer.start_as_current_span("root"):
+                with tracer.start_as_current_span("child"):
+                    pass
+    roots = [s for s in exporter.get_finished_spans() if s.name == "root"]
+    children = [s for s in exporter.get_finished_spans() if s.name == "child"]
+    assert 50 < len(roots) < 150  # a quarter of 400, give or take chance
+    assert {c.parent.span_id for c in children if c.parent} == {r.context.span_id for r in roots}
+    with recording(SimpleSpanProcessor(exporter), sample=0.0):
+        with tracer.start_as_current_span("never") as never:
+            assert not never.is_recording()
