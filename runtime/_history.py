@@ -1,6 +1,8 @@
 """Which projected messages the model sees: the Session History of the current epoch.
 
-``visible_history`` filters a full listing. ``HistoryView`` is the same rule kept
+The latest compaction checkpoint, if any, comes first and replaces every message up to
+its boundary; Mid-Conversation System Messages admitted before the epoch's baseline
+are left out. ``visible_history`` filters a full listing. ``HistoryView`` is the same rule kept
 incrementally by a SessionActor between provider turns: the store hands it only
 the messages changed since its last read (a :class:`HistoryDelta`), and it lowers
 only from the first changed position onward, so a turn's cost does not grow with
@@ -14,23 +16,46 @@ from collections.abc import Iterable
 import msgspec
 
 from runtime import llm
-from runtime._lowering import lower_message
-from runtime._messages import SessionMessage, SystemMessage
+from runtime._lowering import lower_checkpoint, lower_message
+from runtime._messages import CompactionMessage, SessionMessage, SystemMessage
 from runtime._schema import ModelRef
 
-__all__ = ["HistoryDelta", "HistoryView", "visible_history"]
+__all__ = ["HistoryDelta", "HistoryView", "latest_checkpoint", "visible_history"]
 
 
 def visible_history(
     rows: Iterable[tuple[int, SessionMessage]], baseline_seq: int | None
 ) -> list[tuple[int, SessionMessage]]:
-    """Drop Mid-Conversation System Messages admitted before the epoch's baseline.
+    """The model-visible part of a chronological listing: the latest compaction
+    checkpoint first, then the messages after its boundary; Mid-Conversation System
+    Messages admitted before the epoch's baseline are dropped.
 
-    Earlier System messages stay durable audit history; once a new Context Epoch
-    starts, its baseline already carries what they said.
+    Everything left out stays durable history; once a new Context Epoch starts, its
+    baseline already carries what earlier System messages said.
     """
+    listed = list(rows)
     cutoff = -1 if baseline_seq is None else baseline_seq
-    return [(seq, message) for seq, message in rows if not _hidden(seq, message, cutoff)]
+    checkpoint = latest_checkpoint(listed)
+    boundary = -1 if checkpoint is None else checkpoint[1].metadata.boundary_seq
+    visible: list[tuple[int, SessionMessage]] = [
+        (seq, message)
+        for seq, message in listed
+        if seq > boundary
+        and not isinstance(message, CompactionMessage)
+        and not _hidden(seq, message, cutoff)
+    ]
+    return visible if checkpoint is None else [checkpoint, *visible]
+
+
+def latest_checkpoint(
+    rows: Iterable[tuple[int, SessionMessage]],
+) -> tuple[int, CompactionMessage] | None:
+    """The newest compaction checkpoint of a chronological listing, with its seq."""
+    found: tuple[int, CompactionMessage] | None = None
+    for seq, message in rows:
+        if isinstance(message, CompactionMessage) and (found is None or seq > found[0]):
+            found = (seq, message)
+    return found
 
 
 def _hidden(seq: int, message: SessionMessage, cutoff: int) -> bool:
@@ -62,7 +87,9 @@ class HistoryView:
 
     __slots__ = (
         "_baseline",
+        "_checkpoint",
         "_dirty",
+        "_head",
         "_flat",
         "_index",
         "_model",
@@ -82,6 +109,13 @@ class HistoryView:
         self._dirty = 0
         self._model: ModelRef | None = None
         self._baseline: int | None = None
+        self._checkpoint: tuple[int, CompactionMessage] | None = None
+        self._head: list[llm.Message] = []
+
+    @property
+    def checkpoint(self) -> tuple[int, CompactionMessage] | None:
+        """The latest compaction checkpoint and its seq (None before any)."""
+        return self._checkpoint
 
     @property
     def rows(self) -> list[tuple[int, SessionMessage]]:
@@ -92,9 +126,15 @@ class HistoryView:
         """Fold *delta* in; a full delta replaces everything."""
         if delta.full:
             self._rows, self._index, self._dirty = [], {}, 0
+            self._checkpoint, self._head = None, []
         rows, index = self._rows, self._index
         ordered = True
         for seq, message in delta.entries:
+            if isinstance(message, CompactionMessage) and (
+                self._checkpoint is None or seq > self._checkpoint[0]
+            ):
+                self._checkpoint, self._dirty = (seq, message), 0
+                self._head = lower_checkpoint(message)
             position = index.get(message.id)
             if position is None:
                 position = index[message.id] = len(rows)
@@ -119,13 +159,16 @@ class HistoryView:
             del self._flat[self._offsets[start] :]
             del self._offsets[start:]
         cutoff = -1 if baseline_seq is None else baseline_seq
+        boundary = -1 if self._checkpoint is None else self._checkpoint[1].metadata.boundary_seq
         flat, offsets = self._flat, self._offsets
         for seq, message in self._rows[start:]:
             offsets.append(len(flat))
+            if seq <= boundary or isinstance(message, CompactionMessage):
+                continue
             if not _hidden(seq, message, cutoff):
                 flat.extend(lower_message(message, model))
         self._dirty = len(self._rows)
-        return list(flat)
+        return [*self._head, *flat]
 
 
 def _seq(row: tuple[int, SessionMessage]) -> int:

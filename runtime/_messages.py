@@ -8,6 +8,7 @@ from msgspec import UNSET, UnsetType
 
 from runtime._schema import (
     AgentAttachment,
+    CompactionReason,
     FileAttachment,
     ModelRef,
     Record,
@@ -23,6 +24,8 @@ __all__ = [
     "AssistantReasoning",
     "AssistantText",
     "AssistantTool",
+    "CompactionMessage",
+    "CompactionMetadata",
     "MessageTime",
     "ModelSwitchedMessage",
     "SessionMessage",
@@ -63,6 +66,23 @@ class SystemMessage(_Message, frozen=True, tag="system"):
     """A Mid-Conversation System Message: the exact text shown to the model."""
 
     text: str
+
+
+class CompactionMetadata(Record, frozen=True):
+    """Kittiwake's own facts about a checkpoint: the seq of the newest message it replaces."""
+
+    boundary_seq: int
+
+
+class CompactionMessage(_Message, frozen=True, tag="compaction"):
+    """The hidden checkpoint a completed compaction projects: a structured rolling summary
+    and the serialized recent context. The model-visible history starts with it; every
+    message up to ``metadata.boundary_seq`` stays durable but leaves that history."""
+
+    reason: CompactionReason
+    summary: str
+    recent: str
+    metadata: CompactionMetadata
 
 
 class AgentSwitchedMessage(_Message, frozen=True, tag="agent-switched"):
@@ -122,6 +142,8 @@ class ToolTime(Record, frozen=True):
     created: int
     ran: int | UnsetType = UNSET
     completed: int | UnsetType = UNSET
+    pruned: int | UnsetType = UNSET
+    """When ``compaction.prune`` took the result out of the model-visible history."""
 
 
 class AssistantTool(Record, frozen=True, tag_field="type", tag="tool"):
@@ -147,6 +169,7 @@ class AssistantMessage(_Message, frozen=True, tag="assistant"):
 
 SessionMessage = (
     UserMessage
+    | CompactionMessage
     | SyntheticMessage
     | SystemMessage
     | AgentSwitchedMessage

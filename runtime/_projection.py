@@ -21,6 +21,8 @@ from runtime._messages import (
     AssistantReasoning,
     AssistantText,
     AssistantTool,
+    CompactionMessage,
+    CompactionMetadata,
     MessageTime,
     ModelSwitchedMessage,
     SessionMessage,
@@ -133,6 +135,28 @@ def _synthetic(e: Any, seq: int, state: ProjectionState) -> None:
         id=e.message_id, time=MessageTime(created=e.timestamp), session_id=e.session_id, text=e.text
     )
     state.put_message(e.session_id, seq, msg)
+
+
+def _compaction_ended(e: Any, seq: int, state: ProjectionState) -> None:
+    msg = CompactionMessage(
+        id=e.message_id, time=MessageTime(created=e.timestamp), reason=e.reason,
+        summary=e.text, recent=e.recent, metadata=CompactionMetadata(boundary_seq=e.boundary_seq),
+    )  # fmt: skip
+    state.put_message(e.session_id, seq, msg)
+
+
+def _results_pruned(e: Any, seq: int, state: ProjectionState) -> None:
+    for message_id, call_id in e.calls:
+        message = state.message(e.session_id, message_id)
+        index = _find(message, call_id) if isinstance(message, AssistantMessage) else None
+        if message is None or index is None:
+            continue  # the call is gone: nothing left to prune
+        assert isinstance(message, AssistantMessage)
+        tool = message.content[index]
+        if isinstance(tool, AssistantTool):
+            content = list(message.content)
+            content[index] = replace(tool, time=replace(tool.time, pruned=e.timestamp))
+            state.put_message(e.session_id, -1, replace(message, content=content))
 
 
 def _step_started(e: Any, seq: int, state: ProjectionState) -> None:
@@ -346,4 +370,6 @@ _HANDLERS: dict[type, Callable[[Any, int, ProjectionState], None]] = {
     ev.ToolFailed: _tool_failed,
     ev.PermissionAsked: _permission_asked,
     ev.PermissionReplied: _permission_replied,
+    ev.CompactionEnded: _compaction_ended,
+    ev.ToolResultsPruned: _results_pruned,
 }

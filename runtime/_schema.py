@@ -16,6 +16,10 @@ from msgspec import UNSET, UnsetType
 __all__ = [
     "AgentAttachment",
     "AgentSwitched",
+    "CompactionDelta",
+    "CompactionEnded",
+    "CompactionReason",
+    "CompactionStarted",
     "ContextUpdated",
     "Delivery",
     "DurableEvent",
@@ -72,11 +76,13 @@ __all__ = [
     "ToolProvider",
     "ToolSuccess",
     "ToolTextContent",
+    "ToolResultsPruned",
     "decode_event",
     "wire_name",
 ]
 
 Delivery = Literal["steer", "queue"]
+CompactionReason = Literal["auto", "manual"]
 
 
 def wire_name(name: str) -> str:
@@ -210,9 +216,14 @@ class ToolProvider(Record, frozen=True):
 
 
 class Event(Record, frozen=True, tag_field="type"):
-    """Base of durable session events; ``version`` is stored beside the type."""
+    """Base of durable session events; ``version`` is stored beside the type.
+
+    ``LOCAL_FIELDS`` names fields that are Kittiwake's own: stored with the event but,
+    on the wire, carried in the envelope's ``metadata`` rather than in OpenCode's ``data``.
+    """
 
     VERSION: ClassVar[int] = 1
+    LOCAL_FIELDS: ClassVar[tuple[str, ...]] = ()
     timestamp: int
     session_id: str
 
@@ -371,6 +382,37 @@ class ToolFailed(Event, frozen=True, tag="session.next.tool.failed"):
     provider: ToolProvider = ToolProvider()
 
 
+class CompactionStarted(Event, frozen=True, tag="session.next.compaction.started"):
+    """A compaction attempt began (``message_id`` names the checkpoint it would write).
+    Alone it changes nothing: only its ``compaction.ended`` moves the history boundary."""
+
+    message_id: str
+    reason: CompactionReason
+
+
+class CompactionEnded(Event, frozen=True, tag="session.next.compaction.ended"):
+    """A compaction completed: the checkpoint's structured summary (``text``) and the
+    serialized recent context (``recent``) replace every message up to ``boundary_seq``
+    in the model-visible history. Projects the hidden compaction message."""
+
+    VERSION: ClassVar[int] = 2
+    LOCAL_FIELDS: ClassVar[tuple[str, ...]] = ("boundary_seq",)
+    message_id: str
+    reason: CompactionReason
+    text: str
+    recent: str
+    boundary_seq: int = -1
+    """The seq of the newest message the checkpoint replaces (Kittiwake's own)."""
+
+
+class ToolResultsPruned(Event, frozen=True, tag="session.tool.results.pruned"):
+    """Old local tool results left the model-visible history (``compaction.prune``):
+    each ``(assistant message id, call id)`` now lowers as a short placeholder. The
+    stored results stay in ``messages``; provider-executed results are never pruned."""
+
+    calls: list[tuple[str, str]]
+
+
 class PermissionAsked(Event, frozen=True, tag="permission.v2.asked"):
     """A local tool call waits for a client to allow it (durable pending request), or a
     client asked for approval itself (``tool`` is then empty)."""
@@ -495,6 +537,9 @@ DurableEvent = (
     | QuestionAsked
     | QuestionReplied
     | QuestionRejected
+    | CompactionStarted
+    | CompactionEnded
+    | ToolResultsPruned
 )
 
 
@@ -519,7 +564,14 @@ class ToolInputDelta(Event, frozen=True, tag="session.next.tool.input.delta"):
     delta: str
 
 
-LiveDelta = TextDelta | ReasoningDelta | ToolInputDelta
+class CompactionDelta(Event, frozen=True, tag="session.next.compaction.delta"):
+    """Progress of a compaction's summary (live only: ``compaction.ended`` holds it all)."""
+
+    message_id: str
+    text: str
+
+
+LiveDelta = TextDelta | ReasoningDelta | ToolInputDelta | CompactionDelta
 
 
 @cache

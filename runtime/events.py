@@ -6,6 +6,10 @@ Every event is a frozen msgspec Struct tagged by its OpenCode wire ``type``;
 
 from runtime._schema import AgentAttachment as AgentAttachment
 from runtime._schema import AgentSwitched as AgentSwitched
+from runtime._schema import CompactionDelta as CompactionDelta
+from runtime._schema import CompactionEnded as CompactionEnded
+from runtime._schema import CompactionReason as CompactionReason
+from runtime._schema import CompactionStarted as CompactionStarted
 from runtime._schema import ContextUpdated as ContextUpdated
 from runtime._schema import Delivery as Delivery
 from runtime._schema import DurableEvent as DurableEvent
@@ -60,6 +64,7 @@ from runtime._schema import ToolInputDelta as ToolInputDelta
 from runtime._schema import ToolInputEnded as ToolInputEnded
 from runtime._schema import ToolInputStarted as ToolInputStarted
 from runtime._schema import ToolProvider as ToolProvider
+from runtime._schema import ToolResultsPruned as ToolResultsPruned
 from runtime._schema import ToolSuccess as ToolSuccess
 from runtime._schema import ToolTextContent as ToolTextContent
 from runtime._schema import decode_event as decode_event
@@ -68,6 +73,10 @@ from runtime._schema import wire_name as wire_name
 __all__ = [
     "AgentAttachment",
     "AgentSwitched",
+    "CompactionDelta",
+    "CompactionEnded",
+    "CompactionReason",
+    "CompactionStarted",
     "ContextUpdated",
     "Delivery",
     "DurableEvent",
@@ -122,6 +131,7 @@ __all__ = [
     "ToolInputEnded",
     "ToolInputStarted",
     "ToolProvider",
+    "ToolResultsPruned",
     "ToolSuccess",
     "ToolTextContent",
     "decode_event",

@@ -4,8 +4,11 @@ writes for a turn a crash cut short."""
 
 from runtime._history import HistoryDelta as HistoryDelta
 from runtime._history import HistoryView as HistoryView
+from runtime._history import latest_checkpoint as latest_checkpoint
 from runtime._history import visible_history as visible_history
+from runtime._lowering import PRUNED_RESULT as PRUNED_RESULT
 from runtime._lowering import UnansweredToolCallError as UnansweredToolCallError
+from runtime._lowering import checkpoint_text as checkpoint_text
 from runtime._lowering import lower_history as lower_history
 from runtime._lowering import lower_message as lower_message
 from runtime._lowering import to_llm_model as to_llm_model
@@ -18,10 +21,13 @@ from runtime._recovery import recovery_events as recovery_events
 __all__ = [
     "HistoryDelta",
     "HistoryView",
+    "PRUNED_RESULT",
     "ProjectionError",
     "ProjectionState",
     "UnansweredToolCallError",
+    "checkpoint_text",
     "cut_short",
+    "latest_checkpoint",
     "lower_history",
     "lower_message",
     "project",

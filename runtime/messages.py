@@ -6,6 +6,8 @@ from runtime._messages import AssistantMessage as AssistantMessage
 from runtime._messages import AssistantReasoning as AssistantReasoning
 from runtime._messages import AssistantText as AssistantText
 from runtime._messages import AssistantTool as AssistantTool
+from runtime._messages import CompactionMessage as CompactionMessage
+from runtime._messages import CompactionMetadata as CompactionMetadata
 from runtime._messages import MessageTime as MessageTime
 from runtime._messages import ModelSwitchedMessage as ModelSwitchedMessage
 from runtime._messages import SessionMessage as SessionMessage
@@ -26,6 +28,8 @@ __all__ = [
     "AssistantReasoning",
     "AssistantText",
     "AssistantTool",
+    "CompactionMessage",
+    "CompactionMetadata",
     "MessageTime",
     "ModelSwitchedMessage",
     "SessionMessage",
