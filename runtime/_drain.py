@@ -10,9 +10,19 @@ activity that needs a turn past the allowance fails the drain durably
 ends with a queued prompt pending, that prompt opens the next activity, its own;
 otherwise the drain ends (:class:`Idle`).
 
+Compaction is planned here too. A turn the shell found over the request budget
+(:class:`OverBudget`, reported instead of running it) is preceded by an automatic
+:class:`Compact`, then requested again, once: a turn that already compacted is never
+over budget again. A turn the provider rejected as context overflow before any output
+(``TurnEnded.overflow``) compacts once and is rebuilt with its one remaining attempt;
+a second overflow, or a compaction that did not complete, ends the activity like any
+failed turn. A manual compaction runs at the next safe boundary (``Promoted.compact``),
+before that turn, or first thing in a drain begun with ``compact``.
+
 The planner holds no I/O: :func:`begin_drain` gives the first effect, and
 :func:`plan` folds what performing an effect reported (:class:`Promoted`,
-:class:`Blocked`, :class:`TurnEnded`) into the next state and effect. The shell
+:class:`Blocked`, :class:`TurnEnded`, :class:`OverBudget`, :class:`Compacted`) into
+the next state and effect. The shell
 (the SessionActor) performs the effects and reports back; which rows a promotion
 takes is the inbox's rule, applied in the promoting write.
 """
@@ -25,12 +35,15 @@ import msgspec
 
 __all__ = [
     "Blocked",
+    "Compact",
+    "Compacted",
     "DrainEffect",
     "DrainInput",
     "DrainPlan",
     "Fail",
     "Idle",
     "Open",
+    "OverBudget",
     "Promote",
     "Promoted",
     "RequestTurn",
@@ -40,7 +53,7 @@ __all__ = [
     "plan",
 ]
 
-Awaiting = Literal["promotion", "turn", "done"]
+Awaiting = Literal["promotion", "turn", "compaction", "done"]
 
 
 class DrainPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,6 +70,12 @@ class DrainPlan(msgspec.Struct, frozen=True, kw_only=True):
     step: int = 0
     activities: int = 1
     awaiting: Awaiting = "promotion"
+    turn: RequestTurn | None = None
+    """While a compaction runs: the turn to request once it is done (None: open)."""
+    overflow: bool = False
+    """While a compaction runs: it follows a context overflow of ``turn``."""
+    queued_pending: bool = False
+    """While an overflow's compaction runs: whether queued prompts were pending."""
 
 
 # -- effects -----------------------------------------------------------------------------
@@ -74,14 +93,30 @@ class Promote(msgspec.Struct, frozen=True, tag_field="type", tag="promote"):
 
 class RequestTurn(msgspec.Struct, frozen=True, tag_field="type", tag="request_turn"):
     """Run provider turn *step* of *max_turns* in the activity; the last one offers no
-    tools. Answer with :class:`TurnEnded`."""
+    tools. Answer with :class:`TurnEnded`, or, when the request is over budget and
+    *compacted* is False, with :class:`OverBudget` instead of running it.
+
+    *compacted*: this logical turn already compacted (its estimate is not checked
+    again, and a context overflow is final)."""
 
     step: int
     max_turns: int
+    compacted: bool = False
 
     @property
     def final(self) -> bool:
         return self.step >= self.max_turns
+
+
+CompactionReason = Literal["auto", "manual"]
+
+
+class Compact(msgspec.Struct, frozen=True, tag_field="type", tag="compact"):
+    """Compact the session's history into a checkpoint now (*overflow*: after the
+    provider rejected the turn as too long). Answer with :class:`Compacted`."""
+
+    reason: CompactionReason
+    overflow: bool = False
 
 
 class StepLimitExceeded(msgspec.Struct, frozen=True, tag_field="type", tag="step_limit"):
@@ -104,17 +139,19 @@ class Idle(msgspec.Struct, frozen=True, tag_field="type", tag="idle"):
     """The drain is done: nothing it may take is left."""
 
 
-DrainEffect = Open | Promote | RequestTurn | Fail | Idle
+DrainEffect = Open | Promote | RequestTurn | Compact | Fail | Idle
 
 # -- reports -----------------------------------------------------------------------------
 
 
 class Promoted(msgspec.Struct, frozen=True, tag_field="type", tag="promoted"):
     """An :class:`Open` or :class:`Promote` promoted *count* rows; *max_turns* is the
-    provider-turn allowance as configured now (the agent's ``steps``, else the runtime's)."""
+    provider-turn allowance as configured now (the agent's ``steps``, else the runtime's);
+    *compact*: a manual compaction was asked for and waits for this boundary."""
 
     count: int
     max_turns: int
+    compact: bool = False
 
 
 class Blocked(msgspec.Struct, frozen=True, tag_field="type", tag="blocked"):
@@ -129,9 +166,23 @@ class TurnEnded(msgspec.Struct, frozen=True, tag_field="type", tag="turn_ended")
     local_tools: int = 0
     steers_pending: bool = False
     queued_pending: bool = False
+    overflow: bool = False
+    """The provider rejected the request as context overflow before any output."""
 
 
-DrainInput = Promoted | Blocked | TurnEnded
+class OverBudget(msgspec.Struct, frozen=True, tag_field="type", tag="over_budget"):
+    """The turn was not run: its estimated request is over the model's budget and older
+    complete turns can be compacted."""
+
+
+class Compacted(msgspec.Struct, frozen=True, tag_field="type", tag="compacted"):
+    """A :class:`Compact` ended: whether a checkpoint was *completed* (False: it failed,
+    or there was nothing to compact)."""
+
+    completed: bool
+
+
+DrainInput = Promoted | Blocked | TurnEnded | OverBudget | Compacted
 
 _IDLE = Idle()
 _OPEN = Open()
@@ -139,10 +190,14 @@ _PROMOTE = Promote()
 _BEGIN = {False: DrainPlan(), True: DrainPlan(force=True)}
 
 
-def begin_drain(*, force: bool) -> tuple[DrainPlan, DrainEffect]:
+def begin_drain(*, force: bool, compact: bool = False) -> tuple[DrainPlan, DrainEffect]:
     """A new drain: its state and first effect, opening its first activity. With
     *force* (an explicit resume) the first activity runs a provider turn even if its
-    opening promotes nothing."""
+    opening promotes nothing. With *compact* (a manual compaction was asked for) it
+    compacts first, then opens."""
+    if compact:
+        state = msgspec.structs.replace(_BEGIN[force], awaiting="compaction")
+        return state, Compact(reason="manual")
     return _BEGIN[force], _OPEN
 
 
@@ -154,12 +209,27 @@ def plan(state: DrainPlan, report: DrainInput) -> tuple[DrainPlan, DrainEffect]:
             turn's end was reported for a promotion, or the reverse).
     """
     awaiting = state.awaiting
+    if isinstance(report, Compacted):
+        return _after_compaction(state, report)
+    if isinstance(report, OverBudget):
+        if awaiting != "turn" or state.turn is None or state.turn.compacted:
+            raise ValueError(f"an over-budget turn reported while awaiting {awaiting}")
+        again = msgspec.structs.replace(state.turn, compacted=True)
+        return _compacting(state, again), Compact(reason="auto")
     if isinstance(report, TurnEnded):
         if awaiting != "turn":
             raise ValueError(f"a turn's end reported while awaiting {awaiting}")
+        turn = state.turn
+        if report.overflow and turn is not None and not turn.compacted:
+            again = msgspec.structs.replace(turn, compacted=True)
+            compacting = _compacting(state, again)
+            compacting = msgspec.structs.replace(
+                compacting, overflow=True, queued_pending=report.queued_pending
+            )
+            return compacting, Compact(reason="auto", overflow=True)
         if report.failed or not (report.local_tools or report.steers_pending):
             return _end_activity(state, queued_pending=report.queued_pending)
-        return msgspec.structs.replace(state, awaiting="promotion"), _PROMOTE
+        return msgspec.structs.replace(state, awaiting="promotion", turn=None), _PROMOTE
     if awaiting != "promotion":
         raise ValueError(f"a promotion's result reported while awaiting {awaiting}")
     if isinstance(report, Blocked):
@@ -173,7 +243,30 @@ def plan(state: DrainPlan, report: DrainInput) -> tuple[DrainPlan, DrainEffect]:
         failed = StepLimitExceeded(max_turns=report.max_turns)
         return msgspec.structs.replace(state, step=step, awaiting="done"), Fail(reason=failed)
     turn = RequestTurn(step=step, max_turns=report.max_turns)
-    return DrainPlan(step=step, activities=state.activities, awaiting="turn"), turn
+    running = DrainPlan(step=step, activities=state.activities, awaiting="turn", turn=turn)
+    if report.compact:
+        return _compacting(running, turn), Compact(reason="manual")
+    return running, turn
+
+
+def _compacting(state: DrainPlan, turn: RequestTurn) -> DrainPlan:
+    return msgspec.structs.replace(state, awaiting="compaction", turn=turn, overflow=False)
+
+
+def _after_compaction(state: DrainPlan, report: Compacted) -> tuple[DrainPlan, DrainEffect]:
+    """A compaction ended: request the turn it came before (rebuilt from the checkpoint),
+    or open the drain's first activity; after an overflow whose compaction did not
+    complete, the turn's failure stands and the activity ends."""
+    if state.awaiting != "compaction":
+        raise ValueError(f"a compaction's end reported while awaiting {state.awaiting}")
+    turn = state.turn
+    if turn is None:
+        return msgspec.structs.replace(state, awaiting="promotion"), _OPEN
+    if state.overflow and not report.completed:
+        ended = msgspec.structs.replace(state, overflow=False)
+        return _end_activity(ended, queued_pending=state.queued_pending)
+    resumed = msgspec.structs.replace(state, awaiting="turn", overflow=False, queued_pending=False)
+    return resumed, turn
 
 
 def _end_activity(state: DrainPlan, *, queued_pending: bool) -> tuple[DrainPlan, DrainEffect]:
@@ -181,4 +274,4 @@ def _end_activity(state: DrainPlan, *, queued_pending: bool) -> tuple[DrainPlan,
     activity, else end the drain."""
     if queued_pending:
         return DrainPlan(activities=state.activities + 1), _OPEN
-    return msgspec.structs.replace(state, awaiting="done"), _IDLE
+    return msgspec.structs.replace(state, awaiting="done", turn=None), _IDLE

@@ -10,12 +10,15 @@ from runtime._coordinator import DrainMode as DrainMode
 from runtime._coordinator import Lane as Lane
 from runtime._coordinator import LaneAction as LaneAction
 from runtime._drain import Blocked as Blocked
+from runtime._drain import Compact as Compact
+from runtime._drain import Compacted as Compacted
 from runtime._drain import DrainEffect as DrainEffect
 from runtime._drain import DrainInput as DrainInput
 from runtime._drain import DrainPlan as DrainPlan
 from runtime._drain import Fail as Fail
 from runtime._drain import Idle as Idle
 from runtime._drain import Open as Open
+from runtime._drain import OverBudget as OverBudget
 from runtime._drain import Promote as Promote
 from runtime._drain import Promoted as Promoted
 from runtime._drain import RequestTurn as RequestTurn
@@ -26,6 +29,8 @@ from runtime._drain import plan as plan
 
 __all__ = [
     "Blocked",
+    "Compact",
+    "Compacted",
     "DrainEffect",
     "DrainInput",
     "DrainMode",
@@ -35,6 +40,7 @@ __all__ = [
     "Lane",
     "LaneAction",
     "Open",
+    "OverBudget",
     "Promote",
     "Promoted",
     "RequestTurn",
