@@ -16,6 +16,7 @@ import trio
 from runtime import events as ev
 from runtime import llm
 from runtime.agents import AgentInfo, load_agents, resolve_agent
+from runtime.compaction import CompactionSettings
 from runtime.config import (
     ConfigError,
     ConfigWatch,
@@ -129,6 +130,21 @@ class LocationSettings:
             return ToolOutputLimits()
         fields = {"max_lines": configured.max_lines, "max_bytes": configured.max_bytes}
         return ToolOutputLimits(**{k: v for k, v in fields.items() if v is not None})
+
+    def compaction(self) -> CompactionSettings:
+        """The compaction settings from ``compaction`` (defaults for what is unset;
+        ``buffer`` wins over its OpenCode spelling ``reserved``)."""
+        configured = self.loaded.config.compaction
+        if configured is None:
+            return CompactionSettings()
+        buffer = configured.buffer if configured.buffer is not None else configured.reserved
+        default = CompactionSettings()
+        return CompactionSettings(
+            auto=default.auto if configured.auto is None else configured.auto,
+            prune=default.prune if configured.prune is None else configured.prune,
+            buffer=default.buffer if buffer is None else buffer,
+            keep_tokens=configured.preserve_recent_tokens or default.keep_tokens,
+        )
 
 
 def location_watch(

@@ -132,6 +132,32 @@ class EpochKeeper:
                 epoch = refreshed
         return epoch
 
+    async def renew(self, context: SystemContext, epoch: EpochRow | None = None) -> EpochRow:
+        """Start a new Context Epoch from a freshly rendered baseline (after a completed
+        compaction); return the epoch to send. While previously admitted context is
+        unavailable the current epoch stays (logged) and is returned.
+
+        Raises:
+            StorageError: the store failed. Conflicts are retried a few times, then
+                the stored epoch is used as it is.
+        """
+        epoch = epoch or self.row or await self.current()
+        assert epoch is not None, "renew needs an initialized epoch"
+        for _ in range(_RETRIES):
+            outcome = (await context.observe()).replace(decode_snapshot(epoch.snapshot))
+            if isinstance(outcome, ReplacementBlocked):
+                _log.warning("context replacement blocked", extra={"keys": outcome.keys})
+                return epoch
+            try:
+                self.row = await self._replace(epoch, outcome)
+                self._settled = None
+                return self.row
+            except EpochConflictError:
+                refreshed = await self.current()
+                assert refreshed is not None
+                epoch = refreshed
+        return epoch
+
     async def _reconcile_once(self, context: SystemContext, epoch: EpochRow) -> EpochRow:
         observed = await context.observe()
         settled = self._settled

@@ -25,7 +25,7 @@ from actors._events import EventHub
 from actors._mailbox import Reply
 from actors._permissions import DurablePermissions
 from actors._ports import SessionLocation, SessionPorts
-from actors._session import Interrupt, Run, SessionActor, Wake
+from actors._session import CompactSoon, Interrupt, Run, SessionActor, Wake
 from actors._storage import StorageActor
 from actors._supervisor import Supervisor, SupervisorPolicy
 from actors._titles import TitleModel
@@ -291,6 +291,14 @@ class SessionExecution:
         if actor is not None:
             reply: Reply[None] = Reply()  # answered when the drain ends; nobody waits
             await actor.mailbox.send(Run(reply))
+
+    async def compact(self, session_id: str) -> None:
+        """Have the session compact at its next safe boundary (now, when idle); returns
+        once its actor has the request. A no-op for an unknown session."""
+        for _ in range(_PASSIVATION_RETRIES):
+            actor = await self._activate(session_id)
+            if actor is None or await self._ask(actor, lambda reply: CompactSoon(reply)):
+                return
 
     async def interrupt(self, session_id: str, seq: int | None = None) -> None:
         """Stop the active drain and wait for its cleanup; a no-op when idle or unknown."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 import trio
@@ -21,23 +21,30 @@ from msgspec.structs import replace
 from opentelemetry.trace import SpanContext
 
 from actors._actor import Actor, ActorStatistics
+from actors._compaction import RequestBudget, attempt_for, compact, prune
 from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
 from actors._ports import SessionLocation, SessionPorts
 from actors._titles import write_title
-from actors._turn import INTERRUPTED_TOOL, Turn, run_turn, turn_attributes
+from actors._turn import INTERRUPTED_TOOL, Turn, TurnOutcome, run_turn, turn_attributes
 from runtime import SessionInfo, llm
 from runtime import events as ev
 from runtime import messages as m
 from runtime.agents import AgentInfo, system_prompt
+from runtime.compaction import (
+    plan_checkpoint,
+)
 from runtime.drain import (
     Blocked,
+    Compact,
+    Compacted,
     DrainInput,
     DrainMode,
     Fail,
     Idle,
     Lane,
     Open,
+    OverBudget,
     Promote,
     Promoted,
     RequestTurn,
@@ -45,7 +52,13 @@ from runtime.drain import (
     begin_drain,
     plan,
 )
-from runtime.history import HistoryDelta, HistoryView, recovery_events, to_llm_model
+from runtime.history import (
+    HistoryDelta,
+    HistoryView,
+    recovery_events,
+    to_llm_model,
+    visible_history,
+)
 from runtime.telemetry import current_span_context, span
 from runtime.titles import needs_title
 from storage import Append, AppendWithPending, HistoryChanges, PromoteInputs, SessionHistory
@@ -81,6 +94,12 @@ class Interrupt(msgspec.Struct, frozen=True):
     reply: Reply[None]
 
 
+class CompactSoon(msgspec.Struct, frozen=True):
+    """Compact the session at its next safe boundary (or now, when idle)."""
+
+    reply: Reply[None]
+
+
 class Opened(msgspec.Struct, frozen=True):
     """An activity opened in the admitting batch (see :meth:`SessionActor.reserve_opening`):
     the rows its promotion promoted, those left pending, and the history delta after it.
@@ -94,7 +113,7 @@ class Opened(msgspec.Struct, frozen=True):
     """The history (generation, version) the delta was read against."""
 
 
-Message = Wake | Run | Interrupt
+Message = Wake | Run | Interrupt | CompactSoon
 
 
 class SessionActor(Actor[Message]):
@@ -134,6 +153,9 @@ class SessionActor(Actor[Message]):
         """Whether that turn's step is still open (it raised before ending it)."""
         self._admissions: list[SpanContext] = []
         """Admissions (their spans) the next drain's trace links to."""
+        self._compact_asked = False
+        """A manual compaction waits for the next safe boundary."""
+        self._budget = RequestBudget()
 
     def statistics(self) -> ActorStatistics:
         """The actor's snapshot, with ``last_error``: the last failed drain's reason."""
@@ -252,6 +274,11 @@ class SessionActor(Actor[Message]):
                     nursery.start_soon(self._answer_when_done, reply, self._drain_done)
                 else:
                     reply.send(None)
+            case CompactSoon(reply=reply):
+                self._compact_asked = True
+                if self.lane.wake(max(self.lane.barrier + 1, 0)) == "start":
+                    self._start(nursery, "wake")
+                reply.send(None)
 
     async def _answer_when_done(self, reply: Reply[None], done: trio.Event) -> None:
         await done.wait()
@@ -296,22 +323,18 @@ class SessionActor(Actor[Message]):
             self.set_activity("recovering")
             await recover_session(self._p.storage, self.session_id, self._p.now_ms())
             self._recovered = True
-        state, effect = begin_drain(force=force)
+        state, effect = begin_drain(force=force, compact=self._take_compact_request())
         while True:
             report: DrainInput
             match effect:
-                case RequestTurn(step=step, max_turns=max_turns):
-                    outcome = await self._provider_turn(step, max_turns)
-                    steers = queued = False
-                    for row in outcome.pending:
-                        if row.delivery == "steer":
-                            steers = True
-                        else:
-                            queued = True
-                    report = TurnEnded(
-                        failed=outcome.error is not None, local_tools=outcome.local_tools,
-                        steers_pending=steers, queued_pending=queued,
-                    )  # fmt: skip
+                case RequestTurn(step=step, max_turns=max_turns, compacted=compacted):
+                    outcome = await self._provider_turn(step, max_turns, compacted=compacted)
+                    if isinstance(outcome, OverBudget):
+                        report = outcome
+                    else:
+                        report = self._turn_ended(outcome)
+                case Compact(reason=reason, overflow=overflow):
+                    report = await self._compact(reason, overflow=overflow)
                 case Open() | Promote():
                     report = await self._promote_step(opening=isinstance(effect, Open))
                 case Fail(reason=reason):
@@ -319,6 +342,24 @@ class SessionActor(Actor[Message]):
                 case Idle():
                     return
             state, effect = plan(state, report)
+
+    def _take_compact_request(self) -> bool:
+        asked, self._compact_asked = self._compact_asked, False
+        return asked
+
+    @staticmethod
+    def _turn_ended(outcome: TurnOutcome) -> TurnEnded:
+        steers = queued = False
+        for row in outcome.pending:
+            if row.delivery == "steer":
+                steers = True
+            else:
+                queued = True
+        overflow = outcome.error_kind == "context_overflow" and not outcome.output
+        return TurnEnded(
+            failed=outcome.error is not None, local_tools=outcome.local_tools,
+            steers_pending=steers, queued_pending=queued, overflow=overflow,
+        )  # fmt: skip
 
     async def _promote_step(self, *, opening: bool) -> Promoted | Blocked:
         """At a safe boundary: apply configuration edits, make sure the Context Epoch
@@ -331,7 +372,10 @@ class SessionActor(Actor[Message]):
         if promoted and not self._title_checked:
             self._title_checked = True
             self._title_prompt = self._first_prompt(promoted)
-        return Promoted(count=len(promoted), max_turns=self._agent().steps or self._p.max_turns)
+        max_turns = self._agent().steps or self._p.max_turns
+        return Promoted(
+            count=len(promoted), max_turns=max_turns, compact=self._take_compact_request()
+        )
 
     async def _ensure_epoch(self) -> bool:
         """Initialize the Context Epoch before any promotion; False when blocked."""
@@ -399,17 +443,33 @@ class SessionActor(Actor[Message]):
         name = info.agent if isinstance(info.agent, str) else None
         return self._location().agent(name)
 
-    async def _provider_turn(self, step: int, max_turns: int) -> Any:
+    async def _provider_turn(
+        self, step: int, max_turns: int, *, compacted: bool = False
+    ) -> TurnOutcome | OverBudget:
+        """Build the turn's request and run it; OverBudget instead, when *compacted* is
+        False, automatic compaction is on and the request is over the model's budget with
+        older complete turns to compact. After a completed compaction the Context Epoch
+        starts again from a freshly rendered baseline."""
         sid = self.session_id
         info = self._p.session_info(sid)
         location = await self._p.location(info.location.directory)  # open before _agent()
         agent = self._agent()
         model = self._model(info, agent, location.settings)
+        settings = location.settings.compaction()
         self.set_activity("reconciling context")
         known = self._epochs.row
+        context = await location.observe_context()
+        checkpoint = self._history.checkpoint
+        current = known or await self._epochs.current()
         with span("context.reconcile", {"session.id": sid}):
-            epoch = await self._epochs.reconcile(await location.observe_context())
+            if checkpoint is not None and current and current.baseline_seq < checkpoint[0]:
+                epoch = await self._epochs.renew(context, current)  # a new Context Epoch
+            else:
+                epoch = await self._epochs.reconcile(context, current)
         if epoch is not known:  # context was admitted (or re-read): history may have moved
+            await self._refresh_history()
+        visible = visible_history(self._history.rows, epoch.baseline_seq)
+        if settings.prune and await prune(self._p.storage, sid, visible, settings, self._p.now_ms):
             await self._refresh_history()
         final = step >= max_turns
         tools = [] if final else location.registry.definitions(agent)
@@ -419,6 +479,12 @@ class SessionActor(Actor[Message]):
             messages=self._history.lowered(model, epoch.baseline_seq), tools=tools,
             tool_choice="none" if final else "auto", prompt_cache_key=sid,
         )  # fmt: skip
+        client = self._p.client_for(location)
+        prefix = (model, epoch.baseline_seq, checkpoint[0] if checkpoint else None)
+        self._budget.measure(request, prefix)
+        if not compacted and settings.auto and self._budget.over(client, model, settings):
+            if plan_checkpoint(self._history.rows) is not None:
+                return OverBudget()
         self.set_activity(f"provider turn {step}/{max_turns}")
         self.provider_turns += 1
         turn = Turn(
@@ -430,12 +496,33 @@ class SessionActor(Actor[Message]):
             self._start_title(self._title_prompt, model)
             self._title_prompt = None
         self._turn, self._turn_open = turn, True
-        with span("provider.turn", turn_attributes(sid, model, step)) as current:
-            client = self._p.client_for(location)
+        with span("provider.turn", turn_attributes(sid, model, step)) as current_span:
             outcome = await run_turn(client=client, request=request, turn=turn)
-            turn.describe(current)
+            turn.describe(current_span)
         self._turn_open = False
+        self._budget.counted(turn.usage if outcome.error is None else None)
         return outcome
+
+    async def _compact(self, reason: ev.CompactionReason, *, overflow: bool) -> Compacted:
+        """Perform one compaction attempt (``actors._compaction``); report whether it
+        completed."""
+        info = self._p.session_info(self.session_id)
+        location = await self._p.location(info.location.directory)
+        model = self._model(info, self._agent(), location.settings)
+        client = self._p.client_for(location)
+        self.set_activity(f"compacting ({reason})")
+        await self._refresh_history()
+        attempt = attempt_for(
+            self.session_id, reason, overflow=overflow, rows=list(self._history.rows),
+            model=model, settings=location.settings, client=client, tokens_before=self._budget.estimate,
+        )  # fmt: skip
+        outcome = await compact(
+            attempt, client=client, storage=self._p.storage, hub=self._p.hub, ids=self._p.ids,
+            now_ms=self._p.now_ms,
+        )  # fmt: skip
+        if outcome == "completed":
+            await self._refresh_history()
+        return Compacted(completed=outcome == "completed")
 
     def _model(
         self, info: SessionInfo, agent: AgentInfo, settings: LocationSettings

@@ -387,6 +387,14 @@ class Sessions:
         seqs = await self._storage.write(Append(session_id=session_id, events=[event]))
         await self._x.interrupt(session_id, seqs[0])
 
+    async def compact(self, session_id: str) -> None:
+        """Ask for a manual compaction: at the session's next safe provider-turn boundary,
+        or at once when it is idle. Returns when the session's actor has the request (a
+        later ``wait_idle`` waits for the compaction); nothing happens when there is no
+        complete turn to compact. Raises SessionNotFoundError."""
+        await self.get(session_id)
+        await self._x.compact(session_id)
+
     async def resume(self, session_id: str, *, wait: bool = True, if_needed: bool = False) -> None:
         """Run the session now (at least one provider attempt, continuing from its durable
         history); by default returns when that drain ends.

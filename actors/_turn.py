@@ -38,6 +38,13 @@ _CUT_TOOL: Final = "Tool call was cut short: the provider stream ended before it
 _UNWRITTEN_CALL: Final = "Tool call not run: its record was not written in time"
 _SETTLE_GRACE: Final = 10.0
 _PartKind = Literal["text", "reasoning", "tool-input"]
+_OUTPUT: Final = (
+    llm.TextStart,
+    llm.ReasoningStart,
+    llm.ToolInputStart,
+    llm.ToolCall,
+    llm.HostedToolResult,
+)
 
 
 class TurnOutcome(msgspec.Struct, kw_only=True):
@@ -50,6 +57,8 @@ class TurnOutcome(msgspec.Struct, kw_only=True):
     """The provider's classification of ``error`` (``llm.ProviderError.kind``), if any."""
     finish: str = ""
     pending: list[ev.InputAdmitted] = []
+    output: bool = False
+    """Whether the provider streamed any output (text, reasoning, a tool call)."""
 
 
 class Turn:
@@ -129,6 +138,8 @@ class Turn:
         if self._first is None:
             self._first = time.perf_counter()
         ids = self._ids()
+        if isinstance(event, _OUTPUT):
+            self.outcome.output = True
         match event:
             case llm.TextStart(id=part):
                 self._start(part, "text")

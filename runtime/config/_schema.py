@@ -162,13 +162,17 @@ class AgentConfig(_Section, frozen=True):
 
 
 class CompactionConfig(_Section, frozen=True):
-    """``compaction``: kept for the compaction settings (read, not yet acted on)."""
+    """``compaction``: automatic compaction (``auto``), old tool-result pruning
+    (``prune``), the headroom kept below the model's window (``buffer``, or OpenCode's
+    ``reserved``) and the recent context's budget (``preserve_recent_tokens``).
+    ``tail_turns`` is checked and kept, not acted on."""
 
     auto: bool | None = None
     prune: bool | None = None
     tail_turns: Annotated[int, Meta(ge=0)] | None = None
     preserve_recent_tokens: Annotated[int, Meta(ge=0)] | None = None
     reserved: Annotated[int, Meta(ge=0)] | None = None
+    buffer: Annotated[int, Meta(ge=0)] | None = None
 
 
 class ToolOutputConfig(_Section, frozen=True):

@@ -42,6 +42,7 @@ from ._catalog_source import MODELS_DEV_URL as MODELS_DEV_URL
 from ._catalog_source import load_catalog as load_catalog
 from ._catalog_source import load_models_dev as load_models_dev
 from ._client import LLMClient as LLMClient
+from ._client import ModelLimits as ModelLimits
 from ._client import ModelResolver as ModelResolver
 from ._cost import LONG_CONTEXT_THRESHOLD as LONG_CONTEXT_THRESHOLD
 from ._cost import step_cost as step_cost
@@ -179,6 +180,7 @@ __all__ = [
     "Message",
     "ModelCost",
     "ModelLimit",
+    "ModelLimits",
     "ModelRef",
     "ModelResolver",
     "ModelStatus",

@@ -9,9 +9,9 @@ from ._events import LLMEvent
 from ._schema import LLMRequest, ModelRef
 
 if TYPE_CHECKING:
-    from ._catalog import ResolvedModel
+    from ._catalog import ModelLimit, ResolvedModel
 
-__all__ = ["LLMClient", "ModelResolver"]
+__all__ = ["LLMClient", "ModelLimits", "ModelResolver"]
 
 
 class LLMClient(Protocol):
@@ -41,4 +41,17 @@ class ModelResolver(Protocol):
         Raises:
             CatalogError: unknown provider, model or variant.
         """
+        ...
+
+
+@runtime_checkable
+class ModelLimits(Protocol):
+    """An ``LLMClient`` that knows a model's token limits (its context window and output
+    allowance), which request budgets and compaction are computed from.
+
+    ``ProviderClient`` is one (from its catalog); ``ScriptedLLM`` is one when given limits.
+    """
+
+    def model_limit(self, model: ModelRef) -> ModelLimit | None:
+        """*model*'s limits; None when they are unknown."""
         ...

@@ -11,7 +11,7 @@ import msgspec
 import trio
 
 from ._auth import ApiKeyCredential, Auth, Credential, OAuthCredential
-from ._catalog import DEFAULT_BASE_URLS, Catalog, ResolvedModel, overlay_generation
+from ._catalog import DEFAULT_BASE_URLS, Catalog, ModelLimit, ResolvedModel, overlay_generation
 from ._cost import step_cost
 from ._errors import AuthError, CatalogError
 from ._events import LLMEvent, ProviderError, StepFinish
@@ -96,6 +96,14 @@ class ProviderClient:
             CatalogError: unknown provider, model or variant.
         """
         return self._catalog.resolve(model)
+
+    def model_limit(self, model: ModelRef) -> ModelLimit | None:
+        """*model*'s token limits from the catalog (``ModelLimits``); None for a model it
+        does not know. No I/O."""
+        try:
+            return self._catalog.resolve(model).model.limit
+        except CatalogError:
+            return None
 
     async def prepare(self, request: LLMRequest) -> PreparedRequest:
         """Resolve, authenticate, merge option domains and encode *request*.

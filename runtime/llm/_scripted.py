@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ._catalog import ModelLimit
 from ._events import LLMEvent
 from ._replay import replay_transport
 from ._route import ProtocolName
-from ._schema import LLMRequest
+from ._schema import LLMRequest, ModelRef
 
 if TYPE_CHECKING:
     import httpx
@@ -34,6 +35,8 @@ class ScriptedLLM:
             after the one ``latency`` sleep, as an answer arriving in a single read
             does (what a zero-latency provider's SSE body does through
             ``stream_wire``); benchmarks of the runtime's own overhead use that.
+        limit: the token limits every model has (``ModelLimits``); ``None``: unknown,
+            so no request is ever over budget.
 
     Every request is appended to ``requests`` before anything else happens, even
     when the scripts have run out.
@@ -45,12 +48,18 @@ class ScriptedLLM:
         *,
         latency: float = 0.0,
         event_checkpoints: bool = True,
+        limit: ModelLimit | None = None,
     ) -> None:
         self._scripts = scripts
+        self._limit = limit
         self._latency = latency
         self._event_checkpoints = event_checkpoints
         self._next = 0
         self.requests: list[LLMRequest] = []
+
+    def model_limit(self, model: ModelRef) -> ModelLimit | None:
+        """The limits given at construction, for any model."""
+        return self._limit
 
     def _script_for(self, request: LLMRequest) -> Sequence[LLMEvent]:
         if callable(self._scripts):

@@ -59,15 +59,17 @@ class LocalServer:
                 if request is None:
                     return
                 self.requests.append(request)
-                reply = (
-                    self.replies.popleft() if self.replies else Reply(status=599, chunks=[b"none"])
-                )
+                reply = self.reply_for(request)
                 await self._respond(conn, stream, reply)
                 if reply.hang:
                     return
                 conn.start_next_cycle()
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             self._left()
+
+    def reply_for(self, request: Recorded) -> Reply:
+        """The reply to *request*: the next queued one (a subclass may compute it)."""
+        return self.replies.popleft() if self.replies else Reply(status=599, chunks=[b"none"])
 
     def _left(self) -> None:
         self.disconnects += 1
