@@ -355,14 +355,12 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         return 204, b""
 
     @table.post(
-        "/api/session/{sessionID}/compact", "v2.session.compact", "Compact (503)",
-        errors=("ServiceUnavailableError",),
+        "/api/session/{sessionID}/compact", "v2.session.compact",
+        "Compact at the next safe boundary (now, when idle)", answer=NO_CONTENT,
     )  # fmt: skip
     async def compact(session_id: str) -> Response:
-        await gw.check_session(session_id)
-        raise GatewayError(
-            "ServiceUnavailableError", "Compaction is not available yet", service="compaction"
-        )
+        await rt.sessions.compact(session_id)
+        return _no_content()
 
     @table.post(
         "/api/session/{sessionID}/agent", "v2.session.switchAgent", "Switch agent",

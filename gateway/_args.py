@@ -119,13 +119,13 @@ def parser() -> argparse.ArgumentParser:
         help="json: every event (durable ones and deltas) as one JSON object per line",
     )  # fmt: skip
     sessions = command(
-        "sessions", "list, show, resume or delete sessions",
+        "sessions", "list, show, resume, compact or delete sessions",
         "List sessions ([needs resume] marks those a crash cut short), show one, resume one "
         "a crash cut short (exits 1 if it does not need it, or if the resumed run failed), "
-        "or delete one.",
+        "compact one into a checkpoint, or delete one.",
     )  # fmt: skip
-    sessions.add_argument("action", choices=["list", "show", "resume", "delete"])
-    sessions.add_argument("id", nargs="?", help="the session of show, resume and delete")
+    sessions.add_argument("action", choices=["list", "show", "resume", "compact", "delete"])
+    sessions.add_argument("id", nargs="?", help="the session of show, resume, compact and delete")
     sessions.add_argument("--limit", type=int, default=50, help="most sessions listed (50)")
     inspect = command("inspect", "print the actor tree")
     stats = command(

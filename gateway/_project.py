@@ -111,6 +111,14 @@ class InitBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     messageID: str
 
 
+class SummarizeBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """OpenCode's summarize request: the model it names, and whether it was automatic."""
+
+    providerID: str | None = None
+    modelID: str | None = None
+    auto: bool | None = None
+
+
 class PermissionResponseBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     response: Literal["once", "always", "reject"]
 
@@ -307,15 +315,35 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         await answer_to(session_id, INIT_PROMPT, body.messageID)
         return _json(True)
 
+    async def summarize(session_id: str) -> Response:
+        """Compact the session (at its next safe boundary, now when idle) and answer
+        ``true`` once it is idle again. The body's model is checked, not used: the
+        ``compaction`` agent's model, else the session's, writes the summary.
+
+        Cancellation (client gone) leaves the compaction asked for; it still runs.
+        """
+        decode_body(await _body(), SummarizeBody, empty_ok=True)
+        await rt.sessions.compact(session_id)
+        await rt.sessions.wait_idle(session_id)
+        return _json(True)
+
     @table.post(
-        "/project/{projectID}/session/{sessionID}/compact", "session.summarize",
-        "Compact (503)", errors=("NotFoundError", "ServiceUnavailableError"),
+        "/project/{projectID}/session/{sessionID}/compact", "session.compact",
+        "Compact the session; true once done", body=SummarizeBody, answer=Answer(type=bool),
+        errors=("NotFoundError", "InvalidRequestError"),
     )  # fmt: skip
     async def project_compact(project_id: str, session_id: str) -> Response:
         await session_of(project_id, session_id)
-        raise GatewayError(
-            "ServiceUnavailableError", "Compaction is not available yet", service="compaction"
-        )
+        return await summarize(session_id)
+
+    @table.post(
+        "/session/{sessionID}/summarize", "session.summarize",
+        "Compact the session; true once done", body=SummarizeBody, answer=Answer(type=bool),
+        errors=("NotFoundError", "InvalidRequestError"),
+    )  # fmt: skip
+    async def session_summarize(session_id: str) -> Response:
+        await rt.sessions.get(session_id)
+        return await summarize(session_id)
 
     async def project_share(project_id: str, session_id: str) -> Response:
         raise _not_implemented("Sharing")

@@ -214,11 +214,12 @@ def decode_body(data: bytes, kind: type[T], *, empty_ok: bool = False) -> T:
 
 
 def durable_event_json(item: SessionEvent) -> dict[str, Any]:
-    """OpenCode's ``SessionDurableEvent``: ``{id, type, durable, data}``."""
+    """OpenCode's ``SessionDurableEvent``: ``{id, type, durable, data}``; Kittiwake's own
+    fields of an event (``Event.LOCAL_FIELDS``) go in the envelope's ``metadata``."""
     event = item.event
     data = msgspec.to_builtins(event)
     kind = data.pop("type")
-    return {
+    out = {
         "id": item.id,
         "type": kind,
         "durable": {
@@ -228,6 +229,11 @@ def durable_event_json(item: SessionEvent) -> dict[str, Any]:
         },
         "data": data,
     }
+    local = type(event).LOCAL_FIELDS
+    if local:
+        fields = {ev.wire_name(name) for name in local}
+        out["metadata"] = {name: data.pop(name) for name in fields if name in data}
+    return out
 
 
 def delta_json(delta: LiveDelta) -> dict[str, Any]:

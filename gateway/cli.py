@@ -437,6 +437,14 @@ async def _sessions(args: argparse.Namespace) -> int:
             if error:
                 raise CliError(f"{error['_tag']}: {error['message']}")
             print(f"resumed {args.id}")
+        elif args.action == "compact":
+            check(await api.post(f"/api/session/{args.id}/compact"))
+            check(await api.post(f"/api/session/{args.id}/wait"))
+            context = check(await api.get(f"/api/session/{args.id}/context"))["data"]
+            if context and context[0]["type"] == "compaction":
+                print(f"compacted {args.id}")
+            else:
+                print(f"nothing to compact in {args.id}")
         elif args.action == "delete":
             project = check(await api.get("/project/current"))["id"]
             check(await api.delete(f"/project/{project}/session/{args.id}"))
@@ -538,7 +546,7 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "sessions" and args.action in ("show", "resume", "delete") and not args.id:
+    if args.command == "sessions" and args.action != "list" and not args.id:
         raise CliError(f"sessions {args.action} needs a session id", 2)
     if args.command == "run":
         # Refused before anything is created or opened.

@@ -113,9 +113,9 @@ async def test_prompt_retry_conflict_and_errors(tmp_path):
         r = await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": ""}})
         assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
 
-        r = await client.post(f"{S}/{sid}/compact")
-        assert r.status_code == 503
-        assert_valid(r.json(), response_schema(SID + "/compact", "post", 503))
+        r = await client.post(f"{S}/ses_nothere/compact")
+        assert r.status_code == 404
+        assert_valid(r.json(), response_schema(SID + "/compact", "post", 404))
 
         r = await client.get(f"{S}/{sid}/message", params={"cursor": "asc:1", "order": "asc"})
         assert r.status_code == 400

@@ -88,7 +88,6 @@ async def test_project_sessions_and_messages_as_info_and_parts(tmp_path):
         r = await client.post(f"/project/{pid}/session/{sid}/abort")
         assert r.status_code == 200 and r.json() is True
         for method, path, status in (
-            ("POST", "/compact", 503),
             ("POST", "/share", 501), ("DELETE", "/share", 501), ("POST", "/revert", 501),
             ("POST", "/unrevert", 501),
         ):  # fmt: skip
