@@ -239,7 +239,8 @@ def summary_request(
     own allowance (or ``settings.summary_input_tokens`` for an unknown window): the
     oldest new messages are left out first, with a note saying how many."""
     max_output = min(settings.summary_tokens, output) if output > 0 else settings.summary_tokens
-    window = context - max_output - 1_000 if context > 0 else settings.summary_input_tokens
+    margin = min(1_000, context // 10)  # room for the estimate's error
+    window = context - max_output - margin if context > 0 else settings.summary_input_tokens
     previous = plan.previous_summary
     head = (
         f"<previous-summary>\n{previous}\n</previous-summary>\n\n" if previous is not None else ""

@@ -148,16 +148,19 @@ class Compacting:
 
 @asynccontextmanager
 async def compacting(
-    tmp_path: Path, mock: ChatMock, *, output: int = 500, config: dict[str, Any] | None = None
+    tmp_path: Path, mock: ChatMock, *, output: int = 200, config: dict[str, Any] | None = None
 ) -> AsyncIterator[Compacting]:
     """A runtime served on 127.0.0.1 whose default model is the mock's small one, with a
-    ``kittiwake.json`` of *config* in its working directory."""
+    ``kittiwake.json`` of *config* in its working directory. Its ``build`` agent has a
+    short prompt and no tools, so a request's size is the conversation's (plus the
+    baseline), whatever tools and prompts the runtime gains."""
     catalog = Catalog.from_models_dev(json.loads(SAMPLE.read_text())).with_config(
         {"provider": local_provider(mock, output=output)}
     )
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    (work / "kittiwake.json").write_text(json.dumps(config or {}))
+    agent = {"build": {"prompt": "You are a terse test agent.", "tools": {"*": False}}}
+    (work / "kittiwake.json").write_text(json.dumps({"agent": agent, **(config or {})}))
     configuration = Configuration(env={"HOME": str(tmp_path)})
     async with httpx.AsyncClient() as http:
         llm = ProviderClient(

@@ -18,8 +18,8 @@ from .conftest import (
     start_mock,
 )
 
-WINDOW = 4000
-CONFIG = {"compaction": {"buffer": 600, "preserve_recent_tokens": 300}}
+WINDOW = 2000
+CONFIG = {"compaction": {"buffer": 400, "preserve_recent_tokens": 300}}
 
 
 def _users(body: dict) -> list[str]:

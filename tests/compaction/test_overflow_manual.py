@@ -12,16 +12,16 @@ from tests.gateway.test_cli import kittiwake
 
 from .conftest import compacting, history, new_session, prompt, prompt_text, schema, start_mock
 
-WINDOW = 4000
+WINDOW = 2000
 
 
 async def test_an_overflow_compacts_once_and_a_persistent_one_fails_without_looping(tmp_path):
     async with trio.open_nursery() as nursery:
         mock = await start_mock(nursery, WINDOW)
         # The provider's real limit is lower than the catalog says: the estimate misses it.
-        mock.reject_over = 2800
+        mock.reject_over = 1200
         async with compacting(
-            tmp_path, mock, config={"compaction": {"buffer": 600, "preserve_recent_tokens": 200}}
+            tmp_path, mock, config={"compaction": {"buffer": 400, "preserve_recent_tokens": 200}}
         ) as c:
             sid = await new_session(c.client, c.work)
             turns = 0
