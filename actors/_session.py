@@ -468,9 +468,10 @@ class SessionActor(Actor[Message]):
                 epoch = await self._epochs.reconcile(context, current)
         if epoch is not known:  # context was admitted (or re-read): history may have moved
             await self._refresh_history()
-        visible = visible_history(self._history.rows, epoch.baseline_seq)
-        if settings.prune and await prune(self._p.storage, sid, visible, settings, self._p.now_ms):
-            await self._refresh_history()
+        if settings.prune:
+            visible = visible_history(self._history.rows, epoch.baseline_seq)
+            if await prune(self._p.storage, sid, visible, settings, self._p.now_ms):
+                await self._refresh_history()
         final = step >= max_turns
         tools = [] if final else location.registry.definitions(agent)
         request = llm.LLMRequest(

@@ -122,6 +122,22 @@ def _user(m: msg.UserMessage, info: SessionInfo, fallback_model: Any) -> dict[st
     return {"info": header, "parts": parts}
 
 
+def _checkpoint(m: msg.CompactionMessage, info: SessionInfo, fallback_model: Any) -> dict[str, Any]:
+    """A compaction checkpoint as OpenCode shows one: a user message with a ``compaction``
+    part (``CompactionPart``)."""
+    model = info.model if isinstance(info.model, ModelRef) else fallback_model
+    header = {
+        "id": m.id, "sessionID": info.id, "role": "user", "time": {"created": m.time.created},
+        "agent": info.agent if _defined(info.agent) else "build",
+        "model": {"providerID": model.provider_id, "modelID": model.id},
+    }  # fmt: skip
+    part = {
+        "id": _part_id(m.id, 0), "sessionID": info.id, "messageID": m.id, "type": "compaction",
+        "auto": m.reason == "auto",
+    }  # fmt: skip
+    return {"info": header, "parts": [part]}
+
+
 def _assistant(m: msg.AssistantMessage, info: SessionInfo, parent: str) -> dict[str, Any]:
     created = m.time.created
     header: dict[str, Any] = {
@@ -164,8 +180,9 @@ def message_projections(
 ) -> list[dict[str, Any]]:
     """``{info, parts}`` for each user and assistant message, chronological.
 
-    Synthetic, system and switch messages have no OpenCode ``Message`` shape and are left out.
-    An assistant message's ``parentID`` is the user message before it.
+    Synthetic, system and switch messages have no OpenCode ``Message`` shape and are left out;
+    a compaction checkpoint is a user message with a ``compaction`` part. An assistant
+    message's ``parentID`` is the user message before it.
     """
     out: list[dict[str, Any]] = []
     parent = ""
@@ -175,6 +192,8 @@ def message_projections(
             out.append(_user(m, info, fallback_model))
         elif isinstance(m, msg.AssistantMessage):
             out.append(_assistant(m, info, parent or m.id))
+        elif isinstance(m, msg.CompactionMessage):
+            out.append(_checkpoint(m, info, fallback_model))
     return out
 
 

@@ -103,6 +103,13 @@ async def test_manual_compaction_over_the_v2_route_summarize_and_the_project_rou
             r = await client.post(f"/project/{pid}/session/{sid}/compact")
             assert r.status_code == 200 and r.json() is True
             assert len(mock.summaries) == 3
+            listed = (await client.get(f"/project/{pid}/session/{sid}/message")).json()
+            checkpoints = [i for i in listed if i["parts"][0]["type"] == "compaction"]
+            assert len(checkpoints) == 3
+            for item in checkpoints:
+                Draft202012Validator(schema("UserMessage")).validate(item["info"])
+                Draft202012Validator(schema("CompactionPart")).validate(item["parts"][0])
+                assert item["parts"][0]["auto"] is False
 
             await prompt(client, sid, prompt_text(3, 100))
             done = await kittiwake("sessions", "compact", sid, "--attach", c.server.url)
