@@ -21,7 +21,7 @@ from runtime import AssistantMessage, Location, Prompt, SessionNotFoundError
 from runtime import events as ev
 from runtime import messages as m
 from runtime.tools import TaskInput, TaskResult, ToolContext, ToolError
-from storage import Append, EventsOfType
+from storage import Append, EventsOfType, HistoryChanges
 
 if TYPE_CHECKING:
     from actors._sessions import Sessions
@@ -32,7 +32,6 @@ DEFAULT_MAX_TASKS: Final = 4
 DEFAULT_QUESTION_EVENTS: Final = 10_000
 _INTERRUPT_GRACE: Final = 10.0
 _TODO: Final = "todo.updated"
-_LAST_MESSAGES: Final = 20
 
 
 class SessionTools:
@@ -210,16 +209,16 @@ class SessionTools:
             self._slots[session_id] = (semaphore, users - 1)
 
     async def _answer(self, child: str) -> str:
-        """The child's final answer: the text of its latest assistant message. Raises
-        ToolError when that message failed."""
-        page = await self.sessions.messages(child, limit=_LAST_MESSAGES, order="desc")
-        for message in page.data:
+        """The child's final answer: the text of its latest assistant message with text (read
+        from the store's history cache, without waiting for the database). Raises ToolError
+        when the latest assistant message failed."""
+        delta = await self._storage.read(HistoryChanges(session_id=child, generation=-1, version=0))
+        for _, message in reversed(delta.entries):
             if not isinstance(message, AssistantMessage):
-                continue
-            text = "".join(p.text for p in message.content if isinstance(p, m.AssistantText))
-            if not text and not isinstance(message.error, ev.SessionError):
                 continue
             if isinstance(message.error, ev.SessionError):
                 raise ToolError(f"The subagent failed: {message.error.message}")
-            return text
+            text = "".join(p.text for p in message.content if isinstance(p, m.AssistantText))
+            if text:
+                return text
         return ""
