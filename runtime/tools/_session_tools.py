@@ -98,10 +98,6 @@ class AgentToolHost(Protocol):
         interrupts the child and propagates."""
         ...
 
-    def subagents(self, directory: str) -> list[tuple[str, str]]:
-        """(name, description) of every subagent the Location offers."""
-        ...
-
 
 TODO_DESCRIPTION: Final = """\
 Use this tool to create and manage a structured task list for the current session. It \

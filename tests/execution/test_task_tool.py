@@ -184,10 +184,10 @@ async def test_children_of_one_session_run_within_the_limit(tmp_path: Path) -> N
         assert len(texts) == 2 and all("<task_result>" in t for t in texts)
 
 
-def _run_until_child_tool(data: Path, work: Path) -> None:
+def _run_until_child_tool(data: Path, work: Path, mode: str = "task") -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     proc = subprocess.Popen(
-        [sys.executable, str(_TASK_CHILD), str(data), str(work)],
+        [sys.executable, str(_TASK_CHILD), str(data), str(work), mode],
         stdout=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -195,7 +195,7 @@ def _run_until_child_tool(data: Path, work: Path) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     proc.stdout.close()
-    assert line.startswith("TOOL"), line
+    assert line.startswith("ASKED" if mode == "question" else "TOOL"), line
 
 
 async def test_sigkill_mid_task_recovers_both_sessions_and_runs_nothing_twice(
@@ -217,3 +217,20 @@ async def test_sigkill_mid_task_recovers_both_sessions_and_runs_nothing_twice(
             assert tool.state.error.message == "Tool execution interrupted"
         await trio.testing.wait_all_tasks_blocked()
         assert client.requests == [] and rt.test_gates.started == []
+
+
+async def test_sigkill_leaves_a_pending_question_answerable_after_restart(tmp_path: Path) -> None:
+    data, work = tmp_path / "data", tmp_path / "work"
+    work.mkdir()
+    await trio.to_thread.run_sync(_run_until_child_tool, data, work, "question")
+    client = llm.ScriptedLLM([answer("red it is")])
+    async with running(tmp_path, client) as rt:
+        [asked] = await rt.tools.pending_questions("ses_parent")
+        assert asked.questions[0].header == "Color" and asked.tool.call_id == "q1"
+        assert await rt.sessions.needs_resume() == ["ses_parent"]
+        await rt.tools.reply_question("ses_parent", asked.id, [["Red"]])
+        await rt.sessions.wait_idle("ses_parent")
+        [request] = client.requests
+        assert '"Which color?"="Red"' in user_texts(request)[-1]
+        assert results(request) == [("Tool execution interrupted", True)]
+        assert await rt.tools.pending_questions() == []
