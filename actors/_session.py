@@ -221,21 +221,24 @@ class SessionActor(Actor[Message]):
         reply ``with held(actor, reply)``, so that it is failed if the actor crashes or
         stops; a wait the caller abandons is dropped when the actor next answers.
         """
-        if self.lane.idle and self.mailbox.received >= after:
+        if self._idle_through(after):
             return None
         reply: Reply[None] = Reply()
         self._idle_waiters.append((after, reply))
         return reply
 
+    def _idle_through(self, after: int) -> bool:
+        """Whether the actor handled its mailbox's messages up to *after* and is idle."""
+        return self.lane.idle and self.mailbox.received >= after
+
     def _answer_idle_waiters(self) -> None:
         """Answer the idle waits the actor now satisfies (see :meth:`idle_waiter`)."""
-        if not self.lane.idle:
-            return
-        handled, waiting = self.mailbox.received, self._idle_waiters
-        self._idle_waiters = [(after, reply) for after, reply in waiting if after > handled]
+        waiting, self._idle_waiters = self._idle_waiters, []
         for after, reply in waiting:
-            if after <= handled:
+            if self._idle_through(after):
                 reply.send(None)
+            else:
+                self._idle_waiters.append((after, reply))
 
     async def run(self) -> None:
         self.lane = Lane()

@@ -189,14 +189,12 @@ class Sessions:
         The promotion is the one the drain would make first on waking (steers, else the
         oldest queued prompt); it becomes durable with the admission, and the actor is
         handed the result instead of a wake, saving a commit and a round trip. The
-        inbox row is still durable before the actor hears of it. If the admission
-        fails or is cancelled, the reservation is released and nothing is promoted.
+        inbox row is still durable before the actor hears of it. The write is shielded:
+        once the batch may commit, the actor must hear of its promotion. If the admission
+        fails, the reservation is released and nothing is promoted.
         """
-        sid = op.session_id
-        generation, version = base
-
+        sid, (generation, version) = op.session_id, base
         try:
-            # Shielded: once the batch may commit, the actor must hear of its promotion.
             with trio.CancelScope(shield=True):
                 (receipt, promoted, pending), delta = await self._storage.write(
                     AdmitAndOpen(admit=op),

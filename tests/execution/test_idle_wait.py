@@ -3,7 +3,10 @@ mailbox's sequence numbers. These tests hold it to the races that path must get 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import trio
 import trio.testing
@@ -45,20 +48,27 @@ async def test_a_prompt_admitted_by_its_own_id_is_waited_for(tmp_path: Path) -> 
             assert await rt.storage.read(PendingInputs(session_id=sid)) == []
 
 
-async def test_a_wait_begun_while_draining_returns_when_the_drain_ends(tmp_path: Path) -> None:
+@asynccontextmanager
+async def held_turn(tmp_path: Path) -> AsyncIterator[tuple[Any, GatedLLM]]:
+    """A runtime whose session's first provider turn is held mid-stream until
+    ``client.gates.open("turn")``."""
     client = GatedLLM([answer("held")], holds={0: "turn"})
     async with running(tmp_path, client) as rt:
-        sid = rt.test_session
-        await rt.sessions.prompt(sid, prompt=prompt("start"))
+        await rt.sessions.prompt(rt.test_session, prompt=prompt("start"))
         await client.in_stream.wait()
-        returned = trio.Event()
+        yield rt, client
 
-        async def wait() -> None:
-            await rt.sessions.wait_idle(sid)
-            returned.set()
 
+async def wait_then_set(rt: Any, done: trio.Event) -> None:
+    await rt.sessions.wait_idle(rt.test_session)
+    done.set()
+
+
+async def test_a_wait_begun_while_draining_returns_when_the_drain_ends(tmp_path: Path) -> None:
+    async with held_turn(tmp_path) as (rt, client):
+        sid, returned = rt.test_session, trio.Event()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(wait)
+            nursery.start_soon(wait_then_set, rt, returned)
             await trio.testing.wait_all_tasks_blocked()
             assert not returned.is_set()
             client.gates.open("turn")
@@ -87,20 +97,11 @@ async def test_a_wait_on_an_idle_or_inactive_session_answers_at_once(tmp_path: P
 
 
 async def test_a_cancelled_wait_leaves_the_drain_and_other_waits_alone(tmp_path: Path) -> None:
-    client = GatedLLM([answer("held")], holds={0: "turn"})
-    async with running(tmp_path, client) as rt:
-        sid = rt.test_session
-        await rt.sessions.prompt(sid, prompt=prompt("start"))
-        await client.in_stream.wait()
-        kept = trio.Event()
-
-        async def keep() -> None:
-            await rt.sessions.wait_idle(sid)
-            kept.set()
-
+    async with held_turn(tmp_path) as (rt, client):
+        sid, kept = rt.test_session, trio.Event()
         async with trio.open_nursery() as nursery:
             with trio.CancelScope() as cancelled:
-                nursery.start_soon(keep)
+                nursery.start_soon(wait_then_set, rt, kept)
                 cancelled.deadline = trio.current_time()  # this wait is cancelled
                 await rt.sessions.wait_idle(sid)
             assert cancelled.cancelled_caught
