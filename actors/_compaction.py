@@ -233,10 +233,11 @@ async def _summary(
     message_id: str, now_ms: Callable[[], int],
 ) -> str | None:  # fmt: skip
     """The summary one streamed answer holds, its text published live as it arrives;
-    None when the provider failed (logged)."""
+    None when the provider failed (logged). The stream is closed however this ends."""
     parts: list[str] = []
+    events = client.stream(request)
     try:
-        async for event in client.stream(request):
+        async for event in events:
             if isinstance(event, llm.TextDelta):
                 parts.append(event.delta)
                 hub.publish_delta(
@@ -254,4 +255,8 @@ async def _summary(
     except Exception as exc:  # noqa: BLE001 - a failed summary leaves the boundary as it was
         _log.warning("compaction summary failed", extra={"session": session_id}, exc_info=exc)
         return None
+    finally:
+        close = getattr(events, "aclose", None)  # an async generator's; a plain iterator has none
+        if close is not None:
+            await close()
     return "".join(parts).strip()

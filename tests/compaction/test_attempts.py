@@ -1,0 +1,89 @@
+"""One compaction attempt embedded: live-only deltas, a span per attempt, and an interrupted
+or failed attempt leaving the previous boundary."""
+
+from __future__ import annotations
+
+import json
+
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from actors import Configuration
+from runtime import llm
+from runtime import messages as m
+from runtime.compaction import COMPACTION_PROMPT
+from runtime.events import CompactionDelta
+from runtime.telemetry import recording
+from storage import AllEvents
+from tests.execution.conftest import GatedLLM, answer, prompt, running, user_texts
+from tests.waiting import eventually
+
+
+def _summary(text: str) -> list[llm.LLMEvent]:
+    return [
+        llm.StepStart(),
+        llm.TextStart(id="s"),
+        llm.TextDelta(id="s", delta=text[:5]),
+        llm.TextDelta(id="s", delta=text[5:]),
+        llm.TextEnd(id="s"),
+        llm.StepFinish(finish_reason="stop", usage=llm.Usage()),
+    ]
+
+
+def _failed() -> list[llm.LLMEvent]:
+    return [llm.StepStart(), llm.ProviderError(kind="terminal", message="no summary today")]
+
+
+async def test_an_interrupted_then_a_failed_attempt_keep_the_boundary_and_one_completes(tmp_path):
+    # Requests: 0 answer, 1 summary (held, interrupted), 2 summary (fails), 3 summary, 4 answer.
+    scripts = [answer("one"), _summary("x"), _failed(), _summary("## Goal\nFIRST"), answer("two")]
+    client = GatedLLM(scripts, holds={1: "summary"})
+    exporter = InMemorySpanExporter()
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "kittiwake.json").write_text(json.dumps({}))
+    configuration = Configuration(env={"HOME": str(tmp_path)})
+    with recording(SimpleSpanProcessor(exporter)):
+        async with running(tmp_path, client, configuration=configuration) as rt:
+            sid = rt.test_session
+            await rt.sessions.prompt(sid, prompt=prompt("hello"))
+            await rt.sessions.wait_idle(sid)
+            with rt.hub.subscribe(sid) as sub:
+                await rt.sessions.compact(sid)
+                await eventually(lambda: len(client.requests) == 2)
+                await client.in_stream.wait()
+                await rt.sessions.interrupt(sid)
+                await rt.sessions.wait_idle(sid)
+                assert [type(x) for x in await rt.sessions.context(sid)] == [
+                    m.UserMessage, m.AssistantMessage,
+                ]  # fmt: skip
+                await rt.sessions.compact(sid)  # the summary fails: nothing changes
+                await rt.sessions.wait_idle(sid)
+                assert len(await rt.sessions.context(sid)) == 2
+                await rt.sessions.compact(sid)
+                await rt.sessions.wait_idle(sid)
+                deltas = []
+                while True:
+                    try:
+                        item = sub.receive_nowait()
+                    except Exception:  # noqa: BLE001 - drained
+                        break
+                    if isinstance(item, CompactionDelta):
+                        deltas.append(item.text)
+            context = await rt.sessions.context(sid)
+            await rt.sessions.prompt(sid, prompt=prompt("again"))
+            await rt.sessions.wait_idle(sid)
+            stored = [e.type for e in await rt.storage.read(AllEvents()) if e.aggregate_id == sid]
+    assert [type(x) for x in context] == [m.CompactionMessage]
+    assert context[0].summary == "## Goal\nFIRST"
+    assert client.requests[3].system == [COMPACTION_PROMPT]
+    assert user_texts(client.requests[4])[0].startswith("<conversation-checkpoint>")
+    assert "".join(deltas) == "## Goal\nFIRST"  # live progress of the completed attempt
+    assert "session.next.compaction.delta" not in stored
+    assert stored.count("session.next.compaction.started") == 3
+    assert stored.count("session.next.compaction.ended") == 1
+    spans = [s for s in exporter.get_finished_spans() if s.name == "compaction"]
+    outcomes = [s.attributes["compaction.outcome"] for s in spans]
+    assert outcomes == ["interrupted", "failed", "completed"]
+    assert all(s.attributes["compaction.reason"] == "manual" for s in spans)
+    assert spans[2].attributes["compaction.tokens_after"] > 0
+    assert spans[2].attributes["compaction.duration_ms"] >= 0
