@@ -87,3 +87,42 @@ async def test_an_interrupted_then_a_failed_attempt_keep_the_boundary_and_one_co
     assert all(s.attributes["compaction.reason"] == "manual" for s in spans)
     assert spans[2].attributes["compaction.tokens_after"] > 0
     assert spans[2].attributes["compaction.duration_ms"] >= 0
+
+
+async def test_the_compaction_agent_prompt_and_model_are_configurable(tmp_path):
+    client = llm.ScriptedLLM([answer("one"), _summary("## Goal\nCUSTOM"), answer("two")])
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = {"compaction": {"prompt": "CUSTOM COMPACTOR", "model": "lab/summarizer"}}
+    (work / "kittiwake.json").write_text(json.dumps({"agent": agent}))
+    configuration = Configuration(env={"HOME": str(tmp_path)})
+    async with running(tmp_path, client, configuration=configuration) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("hello"))
+        await rt.sessions.wait_idle(sid)
+        await rt.sessions.compact(sid)
+        await rt.sessions.wait_idle(sid)
+        await rt.sessions.prompt(sid, prompt=prompt("again"))
+        await rt.sessions.wait_idle(sid)
+    summary = client.requests[1]
+    assert summary.system == ["CUSTOM COMPACTOR"]
+    assert (summary.model.provider_id, summary.model.model_id) == ("lab", "summarizer")
+    assert summary.tools == [] and summary.generation.max_output_tokens == 4096
+    assert client.requests[2].model != summary.model  # the session's model answers
+
+
+async def test_an_overflow_after_output_fails_the_turn_without_compacting(tmp_path):
+    overflow = llm.ProviderError(kind="context_overflow", message="prompt is too long")
+    cut = [llm.StepStart(), llm.TextStart(id="t"), llm.TextDelta(id="t", delta="par"), overflow]
+    client = llm.ScriptedLLM([answer("one"), cut])
+    async with running(tmp_path, client) as rt:
+        sid = rt.test_session
+        await rt.sessions.prompt(sid, prompt=prompt("hello"))
+        await rt.sessions.wait_idle(sid)
+        await rt.sessions.prompt(sid, prompt=prompt("more"))
+        await rt.sessions.wait_idle(sid)
+        info = await rt.sessions.get(sid)
+        stored = [e.type for e in await rt.storage.read(AllEvents()) if e.aggregate_id == sid]
+    assert len(client.requests) == 2  # no summary request, no second attempt
+    assert "session.next.compaction.started" not in stored
+    assert info.last_error.tag == "ContextOverflowError"  # type: ignore[union-attr]
