@@ -28,7 +28,14 @@ from runtime.agents import CommandInfo, command_hints
 if TYPE_CHECKING:
     from gateway._app import Gateway
 
-__all__ = ["QuestionReplyBody", "question_json", "session_tool_routes"]
+__all__ = [
+    "CommandBody",
+    "QuestionReplyBody",
+    "command_json",
+    "command_v2_json",
+    "question_json",
+    "session_tool_routes",
+]
 
 _TODO_SCHEMA: Final = {
     "type": "object",
