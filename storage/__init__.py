@@ -9,9 +9,11 @@ from storage._batch import EpochConflictError as EpochConflictError
 from storage._batch import EpochRow as EpochRow
 from storage._batch import StoredEvent as StoredEvent
 from storage._batch import WriteBatch as WriteBatch
+from storage._journal import OS_FILES as OS_FILES
 from storage._journal import Journal as Journal
 from storage._journal import JournalCorrupt as JournalCorrupt
 from storage._journal import JournalError as JournalError
+from storage._journal import JournalFiles as JournalFiles
 from storage._journal import JournalHeld as JournalHeld
 from storage._port import AdmitAndOpen as AdmitAndOpen
 from storage._port import AdmitContext as AdmitContext
@@ -97,10 +99,12 @@ __all__ = [
     "Journal",
     "JournalCorrupt",
     "JournalError",
+    "JournalFiles",
     "JournalHeld",
     "ListSessions",
     "MessageEntry",
     "Messages",
+    "OS_FILES",
     "Outcome",
     "PendingInputs",
     "Permission",

@@ -27,7 +27,7 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -52,10 +52,36 @@ from storage._segments import (
     _repair_tail,
 )
 
-__all__ = ["Journal", "JournalCorrupt", "JournalError", "JournalHeld", "JournalStatistics"]
+__all__ = [
+    "OS_FILES",
+    "Journal",
+    "JournalCorrupt",
+    "JournalError",
+    "JournalFiles",
+    "JournalHeld",
+    "JournalStatistics",
+]
 
 DEFAULT_SEGMENT_MAX_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_PREALLOCATE_BYTES: Final = 1024 * 1024
+
+
+class JournalFiles:
+    """The file operations a journal's appends go through: ``pwrite``, ``fdatasync`` and
+    ``ftruncate``, with the signatures of the ``os`` functions of those names.
+
+    The default, :data:`OS_FILES`, is the operating system's own functions, bound once
+    when a journal opens (an append calls them as directly as ``os.pwrite``). A
+    simulation passes a subclass that fails an fdatasync, reports a full disk, or stops
+    the process at a commit point and cuts the unsynced tail of the file.
+    """
+
+    pwrite: Callable[[int, bytes | memoryview, int], int] = staticmethod(os.pwrite)
+    fdatasync: Callable[[int], None] = staticmethod(os.fdatasync)
+    ftruncate: Callable[[int, int], None] = staticmethod(os.ftruncate)
+
+
+OS_FILES: Final = JournalFiles()
 
 
 class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,7 +113,11 @@ class Journal:
         segment_max_bytes: int,
         fsync: bool,
         preallocate_bytes: int = DEFAULT_PREALLOCATE_BYTES,
+        files: JournalFiles = OS_FILES,
     ) -> None:
+        self._pwrite = files.pwrite
+        self._fdatasync = files.fdatasync
+        self._ftruncate = files.ftruncate
         self._directory = directory
         self._dir_fd = dir_fd
         self._segments = segments
@@ -116,6 +146,7 @@ class Journal:
         segment_max_bytes: int = DEFAULT_SEGMENT_MAX_BYTES,
         fsync: bool = True,
         preallocate_bytes: int = DEFAULT_PREALLOCATE_BYTES,
+        files: JournalFiles = OS_FILES,
     ) -> Journal:
         """Open (creating if needed) the journal in *directory* and repair a torn tail.
 
@@ -130,6 +161,7 @@ class Journal:
                 keeps crash safety against a killed process but not against power loss.
             preallocate_bytes: zeros written ahead of the records of the active segment
                 when it runs out (0: the file grows with every append).
+            files: the file operations appends, syncs and cut-backs use (the OS's).
 
         Raises:
             JournalHeld: another open journal holds the directory.
@@ -160,6 +192,7 @@ class Journal:
                 segment_max_bytes=segment_max_bytes,
                 fsync=fsync,
                 preallocate_bytes=preallocate_bytes,
+                files=files,
             )
         except BaseException:
             os.close(dir_fd)
@@ -391,7 +424,7 @@ class Journal:
         """Drop the zeros after the last record. Not synced: a crash may leave them, and
         readers take trailing zeros as the end of a segment."""
         if self._allocated > self._active_size:
-            os.ftruncate(fd, self._active_size)
+            self._ftruncate(fd, self._active_size)
             self._allocated = self._active_size
 
     def _reserve(self, fd: int, size: int) -> None:
@@ -407,7 +440,7 @@ class Journal:
         offset = self._allocated
         try:
             while offset < target:
-                offset += os.pwrite(fd, _ZEROS[: target - offset], offset)
+                offset += self._pwrite(fd, _ZEROS[: target - offset], offset)
         except OSError:
             # Not fatal: appends then grow the file as they write.
             return
@@ -431,10 +464,10 @@ class Journal:
         written, start = 0, self._active_size
         try:
             while written < len(data):
-                written += os.pwrite(fd, memoryview(data)[written:], start + written)
+                written += self._pwrite(fd, memoryview(data)[written:], start + written)
         except OSError as exc:
             try:
-                os.ftruncate(fd, start)
+                self._ftruncate(fd, start)
                 self._allocated = start
             except OSError as undo:
                 self._broken = f"partial write not undone: {undo}"
@@ -442,7 +475,7 @@ class Journal:
 
     def _sync(self, fd: int) -> None:
         try:
-            os.fdatasync(fd)
+            self._fdatasync(fd)
         except OSError as exc:
             # After a failed fdatasync the kernel may have dropped the dirty pages: never retry.
             self._broken = f"fdatasync failed: {exc}"

@@ -12,7 +12,7 @@ from runtime import IdGenerator, SessionMessage, StorageError
 from runtime import events as ev
 from storage._backup import DEFAULT_BACKUP_BATCHES, DEFAULT_BACKUP_JOURNAL_BYTES, BackupSchedule
 from storage._batch import EpochRow, WriteBatch
-from storage._journal import DEFAULT_SEGMENT_MAX_BYTES, Journal
+from storage._journal import DEFAULT_SEGMENT_MAX_BYTES, OS_FILES, Journal, JournalFiles
 from storage._worker import Applier, Syncer
 
 if TYPE_CHECKING:
@@ -34,7 +34,8 @@ class StoreState:
         backup_journal_bytes: int = DEFAULT_BACKUP_JOURNAL_BYTES,
         journal_segment_bytes: int = DEFAULT_SEGMENT_MAX_BYTES,
         db_fsync: bool = False, db_memory_mb: int = 128, db_threads: int = 1,
-        sync_thread: bool = False,
+        sync_thread: bool = False, journal_files: JournalFiles = OS_FILES,
+        ids: IdGenerator | None = None,
     ) -> None:  # fmt: skip
         self.directory = directory
         self._fsync = fsync
@@ -55,7 +56,8 @@ class StoreState:
         self._last_commit_ms = 0.0
         self._recovered = 0
         self._rebuilt = False
-        self._ids = IdGenerator()
+        self._ids = ids or IdGenerator()
+        self._journal_files = journal_files
         self._absent: set[str] = set()
         self._applier: Applier | None = None
         self._pinned: dict[str, int] = {}

@@ -50,6 +50,8 @@ class EventStore(StoreRecovery, StoreQueries):
         sync_thread: fdatasync the journal on a thread of its own, so the next batch is
             planned and written while the previous one syncs (the StorageActor's
             threaded mode); off, :meth:`write_batch` syncs before it returns.
+        journal_files: the journal's file operations (``storage.JournalFiles``; the OS's).
+        ids: makes the ids of stored events (a seeded one in simulations).
     """
 
     @classmethod
@@ -75,7 +77,10 @@ class EventStore(StoreRecovery, StoreQueries):
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._journal = Journal.open(
-            self.directory / "journal", fsync=self._fsync, segment_max_bytes=self._segment_bytes
+            self.directory / "journal",
+            fsync=self._fsync,
+            segment_max_bytes=self._segment_bytes,
+            files=self._journal_files,
         )
         remove_staging(self.directory)
         self._conn = self._connect_checked()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import errno
 import os
 import random
 import signal
@@ -9,6 +10,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +20,7 @@ from storage._journal import (
     Journal,
     JournalCorrupt,
     JournalError,
+    JournalFiles,
     JournalHeld,
     JournalStatistics,
 )
@@ -436,3 +439,41 @@ def test_sigkilled_writer_loses_no_acknowledged_record(tmp_path: Path) -> None:
         assert all(is_expected_payload(lsn, data) for lsn, data in records), f"seed {seed}"
         acknowledged = len(records) - 1
     assert len(segment_files(tmp_path)) > 1
+
+
+class _FailingFiles(JournalFiles):
+    """Fails the next fdatasync, or reports a full disk on the next record write."""
+
+    def __init__(self) -> None:
+        self.fail_sync = False
+        self.full = False
+
+    def fdatasync(self, fd: int) -> None:  # type: ignore[override]
+        if self.fail_sync:
+            raise OSError(errno.EIO, "Input/output error")
+        os.fdatasync(fd)
+
+    def pwrite(self, fd: int, data: Any, offset: int) -> int:  # type: ignore[override]
+        if self.full and bytes(data[:1]) != b"\x00":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return os.pwrite(fd, data, offset)
+
+
+def test_appends_go_through_the_injected_file_operations(tmp_path: Path) -> None:
+    files = _FailingFiles()
+    with Journal.open(tmp_path, files=files) as journal:
+        journal.append([b"kept"])
+        files.full = True
+        with pytest.raises(JournalError, match="No space left"):
+            journal.append([b"refused"])
+        files.full = False
+        journal.append([b"after"])  # a failed write was cut back: the journal goes on
+        files.fail_sync = True
+        with pytest.raises(JournalError, match="fdatasync failed"):
+            journal.append([b"unsynced"])
+        with pytest.raises(JournalError, match="refuses appends"):
+            journal.append([b"never"])
+    with Journal.open(tmp_path) as reopened:
+        payloads = [p for _, p in reopened.read()]
+    assert payloads[:2] == [b"kept", b"after"]  # the unsynced batch may or may not be there
+    assert b"refused" not in payloads and b"never" not in payloads

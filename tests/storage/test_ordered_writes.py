@@ -11,10 +11,17 @@ import pytest
 import trio
 import trio.testing
 
-import storage._journal as journal_module
 from runtime import events as ev
 from runtime import open_runtime
-from storage import AdmitPrompt, CreateSession, EventStore, GetSession, Journal, PromoteInputs
+from storage import (
+    AdmitPrompt,
+    CreateSession,
+    EventStore,
+    GetSession,
+    Journal,
+    JournalFiles,
+    PromoteInputs,
+)
 
 
 def _info(session_id: str) -> ev.SessionInfo:
@@ -45,16 +52,19 @@ def test_an_unsynced_append_is_synced_by_the_next_sync_or_rotation(tmp_path: Pat
 async def test_a_non_durable_write_is_answered_while_its_fdatasync_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate, syncing = threading.Event(), threading.Event()
-    real = os.fdatasync
+    gate, syncing, armed = threading.Event(), threading.Event(), threading.Event()
 
-    def held(fd: int) -> None:
-        syncing.set()
-        gate.wait(10)
-        real(fd)
+    class HeldFiles(JournalFiles):
+        @staticmethod
+        def fdatasync(fd: int) -> None:
+            if armed.is_set():
+                syncing.set()
+                gate.wait(10)
+            os.fdatasync(fd)
 
-    async with open_runtime(data_dir=tmp_path, llm=None) as rt:
-        monkeypatch.setattr(journal_module.os, "fdatasync", held)
+    options = {"journal_files": HeldFiles()}
+    async with open_runtime(data_dir=tmp_path, llm=None, store_options=options) as rt:
+        armed.set()
         with rt.hub.subscribe(None) as sub:
             created = await rt.storage.write(CreateSession(info=_info("ses_a")), durable=False)
             assert created[1] is True
