@@ -35,6 +35,7 @@ from runtime.compaction import (
     plan_checkpoint,
 )
 from runtime.drain import (
+    WAKE_ANY,
     Blocked,
     Compact,
     Compacted,
@@ -249,7 +250,7 @@ class SessionActor(Actor[Message]):
             self.mark_running()
             if self.statistics().restarts:
                 # A restart lost the lane and any wake it held; the inbox is the record.
-                self._handle(Wake(1 << 61), nursery)
+                self._handle(Wake(WAKE_ANY), nursery)
             self._nursery = nursery
             try:
                 while True:
@@ -596,7 +597,8 @@ class SessionActor(Actor[Message]):
         """Make a failed drain durable and visible: a ``step.failed`` on the step it cut
         (for the turn cap, the last one; else a new, empty step) and a ``run.failed``
         that sets the session's ``last_error``, in one batch. A failure inside a provider
-        turn was closed by the turn itself.
+        turn was closed by the turn itself; tool calls it left without a result are
+        closed by recovery here.
 
         Bounded and shielded (``_FAILURE_GRACE``); a write that fails is logged, and the
         next drain's recovery closes what stayed open.
@@ -609,8 +611,20 @@ class SessionActor(Actor[Message]):
         turn, events = self._turn, list[ev.DurableEvent]()
         if turn is not None and self._turn_open:
             # run_turn closed its step failed (and ``_append`` added run.failed) as far
-            # as its own bounded write could; what it could not, recovery closes.
+            # as its own bounded write could; what it could not (a tool call whose result
+            # was not written), recovery closes from the durable history: now, and if
+            # that fails too, at the next drain.
             self._turn, self._turn_open, self._recovered = None, False, False
+            with trio.move_on_after(_FAILURE_GRACE, shield=True):
+                try:
+                    await recover_session(self._p.storage, sid, self._p.now_ms())
+                    self._recovered = True
+                except Exception as recovery_error:  # noqa: BLE001 - the next drain retries
+                    _log.error(
+                        "could not close the failed turn's tool calls",
+                        extra={"session": sid},
+                        exc_info=recovery_error,
+                    )
             return
         if turn is not None and isinstance(exc, StepLimitExceededError):
             message_id = turn.assistant_id

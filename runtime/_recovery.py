@@ -48,14 +48,20 @@ def recovery_events(
     now: int, tool_error: str,
 ) -> list[ev.DurableEvent]:  # fmt: skip
     """The events that close every turn a crash left open in *history* (chronological
-    ``(seq, message)`` rows), then mark the session as needing a resume when its latest
-    work was cut short and it is not marked already (*needs_resume*). Empty when there
-    is nothing to recover. Each unfinished local or hosted tool fails with *tool_error*.
+    ``(seq, message)`` rows) and every tool call left without a result (in a closed step
+    too: a turn that failed writing a result), then mark the session as needing a resume
+    when its latest work was cut short and it is not marked already (*needs_resume*).
+    Empty when there is nothing to recover. Each unfinished local or hosted tool fails
+    with *tool_error*.
     """
     events: list[ev.DurableEvent] = []
     for _, message in history:
-        if not isinstance(message, m.AssistantMessage) or message.time.completed is not UNSET:
+        if not isinstance(message, m.AssistantMessage):
             continue
+        # A closed step can still hold a call without a result: the turn failed after
+        # the call started (a storage write of its result failed) and closed the step
+        # as far as its own write could. The call is closed the same way.
+        open_step = message.time.completed is UNSET
         for part in message.content:
             if isinstance(part, m.AssistantTool) and isinstance(
                 part.state, m.ToolPending | m.ToolRunning
@@ -69,6 +75,8 @@ def recovery_events(
                         error=ev.SessionError(message=tool_error),
                     )  # fmt: skip
                 )
+        if not open_step:
+            continue
         events.append(
             ev.StepEnded(
                 timestamp=now,
