@@ -34,6 +34,7 @@ from runtime import events as ev
 from runtime.agents import AgentInfo
 from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
 from runtime.context import SystemContext, SystemContextRegistry
+from runtime.drain import WAKE_ANY
 from runtime.titles import TitleLimits
 from runtime.tools import (
     Skill,
@@ -572,7 +573,7 @@ class SessionExecution:
             return
         await self.supervisor.passivate_child(actor.id)
         if not actor.idle:  # took a wake or an opening just as it stopped: no drain ran
-            actor.mailbox.send_nowait(Wake(1 << 61))
+            actor.mailbox.send_nowait(Wake(WAKE_ANY))
         if actor.mailbox.statistics().depth:
             self.supervisor.start_child(actor)
             return
@@ -586,7 +587,10 @@ class SessionExecution:
         self.closing = True
         for actor in list(self._sessions.values()):
             self._sessions.pop(actor.id, None)
-            await self.supervisor.stop_child(actor.id)
+            try:
+                await self.supervisor.stop_child(actor.id)
+            except ActorNotFound:
+                pass  # it ended already (the runtime's nursery is being cancelled)
 
     async def _sweep(self) -> None:
         while True:

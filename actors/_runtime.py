@@ -28,6 +28,7 @@ from actors._titles import TitleModel
 from runtime import IdGenerator, ModelRef
 from runtime import llm as llm_package
 from runtime.agents import AgentInfo
+from runtime.drain import WAKE_ANY
 from runtime.telemetry import recording
 from runtime.titles import TitleLimits
 from runtime.tools import (
@@ -241,7 +242,7 @@ async def _recover_and_wake(rt: Runtime, now_ms: Callable[[], int]) -> None:
         await recover_session(rt.storage, session_id, now_ms())
     pending = await rt.storage.read(SessionsWithPending())
     for session_id in pending:
-        await rt.execution.wake(session_id, 1 << 61)
+        await rt.execution.wake(session_id, WAKE_ANY)
     if needing:
         _log.warning("sessions need an explicit resume", extra={"sessions": needing})
 

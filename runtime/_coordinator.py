@@ -4,15 +4,21 @@ One lane per session. At most one drain is active and at most one follow-up is
 pending; wakes coalesce into it keeping the highest seq, a run upgrades it. An
 interrupt sets a barrier seq: pending wakes at or below it are dropped, and the
 active drain is stopped unless it was started by a wake newer than the barrier.
+A wake for whatever the inbox holds (:data:`WAKE_ANY`: after a restart, or when a
+passivated actor is started again) is dropped by no barrier, and the drain it starts
+is older than every interrupt that arrives while it runs.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
-__all__ = ["DrainMode", "Lane", "LaneAction"]
+__all__ = ["DrainMode", "Lane", "LaneAction", "WAKE_ANY"]
+
+WAKE_ANY: Final = 1 << 61
+"""The seq of a wake for whatever the inbox holds, when no admission's seq is known."""
 
 DrainMode = Literal["wake", "run"]
 LaneAction = Literal["start", "queued", "dropped", "cancel", "noop"]
@@ -57,8 +63,8 @@ class Lane(msgspec.Struct, kw_only=True):
             self.pending, self.pending_seq = None, -1
         if self.active is None:
             return "noop"
-        if self.active == "wake" and self.active_seq > self.barrier:
-            return "noop"
+        if self.active == "wake" and self.barrier < self.active_seq < WAKE_ANY:
+            return "noop"  # started for input admitted after the interrupt
         return "cancel"
 
     def finished(self) -> DrainMode | None:

@@ -6,6 +6,7 @@ See ``docs/execution.md``; the SessionActor performs the effects.
 
 from __future__ import annotations
 
+from runtime._coordinator import WAKE_ANY as WAKE_ANY
 from runtime._coordinator import DrainMode as DrainMode
 from runtime._coordinator import Lane as Lane
 from runtime._coordinator import LaneAction as LaneAction
@@ -46,6 +47,7 @@ __all__ = [
     "RequestTurn",
     "StepLimitExceeded",
     "TurnEnded",
+    "WAKE_ANY",
     "begin_drain",
     "plan",
 ]
