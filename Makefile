@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint browser clean
+.PHONY: run test lint browser clean sims
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test: $(STAMP) browser
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest
+
+# Seeded simulation runs outside CI (the CI set runs in `make test`): SEEDS seeds of 50
+# sessions each, in 2 worker processes; see docs/simulation.md.
+SEEDS ?= 1000
+sims: $(STAMP)
+	nice -n 19 $(BIN)/python -m sims run --seeds $(SEEDS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -1,0 +1,202 @@
+"""Invariant checkers: fed every committed event as it is published (after every step),
+and asked about the whole store at the end and after every simulated crash.
+
+Each checker has a name (the summary table counts checks and violations by name); a
+violation is a line of text naming the session and what broke.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any, Final
+
+import msgspec
+
+from runtime import SessionMessage
+from runtime import events as ev
+from runtime.history import project
+from storage import StoredEvent
+
+__all__ = ["CHECKS", "Checker", "FoldState", "fold"]
+
+CHECKS: Final = (
+    "admission.promoted_once",
+    "admission.acknowledged_durable",
+    "events.contiguous_seqs",
+    "events.fold_equals_projection",
+    "events.published_survive_crash",
+    "tools.executed_once",
+    "tools.cut_recorded_interrupted",
+    "turns.cap_per_promoted_batch",
+    "context.epoch_baseline_stable",
+    "permissions.issuing_turn_agent",
+    "liveness.idle_after_faults",
+)
+
+
+class _Session:
+    __slots__ = (
+        "admitted", "agents", "asks", "called", "deleted", "last_type", "next_seq",
+        "pending", "promoted", "settled", "turns",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.next_seq = 0
+        self.admitted: dict[str, int] = {}
+        self.promoted: dict[str, int] = {}
+        self.pending: dict[str, int] = {}
+        self.turns = 0
+        self.last_type = ""
+        self.agents: dict[str, str] = {}  # assistant message id -> agent of its turn
+        self.called: dict[str, str] = {}  # call id -> assistant message id
+        self.settled: dict[str, str] = {}  # call id -> success | failed
+        self.asks: set[str] = set()  # permission requests not answered yet
+        self.deleted = False
+
+
+class Checker:
+    """The step-by-step checks over the stream of committed events."""
+
+    def __init__(self, caps: dict[str, int]) -> None:
+        self.caps = caps
+        self.sessions: dict[str, _Session] = {}
+        self.checks: Counter[str] = Counter()
+        self.violations: list[str] = []
+
+    def fail(self, check: str, message: str) -> None:
+        self.violations.append(f"{check}: {message}")
+
+    def feed(self, stored: Iterable[StoredEvent]) -> None:
+        for event in stored:
+            self._one(event)
+
+    def _one(self, stored: StoredEvent) -> None:
+        sid = stored.aggregate_id
+        s = self.sessions.setdefault(sid, _Session())
+        self.checks["events.contiguous_seqs"] += 1
+        if stored.seq != s.next_seq:
+            self.fail("events.contiguous_seqs", f"{sid} seq {stored.seq} after {s.next_seq - 1}")
+        s.next_seq = stored.seq + 1
+        event = ev.decode_event(stored.data)
+        if isinstance(event, ev.PromptAdmitted):
+            s.admitted[event.message_id] = stored.seq
+            s.pending[event.message_id] = stored.seq
+        elif isinstance(event, ev.PromptPromoted):
+            self.checks["admission.promoted_once"] += 1
+            mid = event.message_id
+            if mid in s.promoted:
+                self.fail("admission.promoted_once", f"{sid} {mid} promoted twice")
+            elif mid not in s.admitted:
+                self.fail("admission.promoted_once", f"{sid} {mid} promoted, never admitted")
+            s.promoted[mid] = stored.seq
+            s.pending.pop(mid, None)
+            if s.last_type != "promoted":  # one allowance reset per promoted batch
+                s.turns = 0
+        elif isinstance(event, ev.StepStarted):
+            s.agents[event.assistant_message_id] = event.agent
+            s.turns += 1
+            cap = self.caps.get(event.agent, 0)
+            self.checks["turns.cap_per_promoted_batch"] += 1
+            if s.turns > cap:
+                self.fail("turns.cap_per_promoted_batch", f"{sid} turn {s.turns} > {cap}")
+        elif isinstance(event, ev.StepEnded):
+            if event.finish != "tool-calls":
+                s.turns = 0
+        elif isinstance(event, ev.StepFailed):
+            s.turns = 0
+        elif isinstance(event, ev.ToolCalled):
+            s.called[event.call_id] = event.assistant_message_id
+        elif isinstance(event, ev.ToolSuccess):
+            s.settled[event.call_id] = "success"
+        elif isinstance(event, ev.ToolFailed):
+            s.settled[event.call_id] = "failed"
+        elif isinstance(event, ev.PermissionReplied):
+            s.asks.discard(event.request_id)
+        elif isinstance(event, ev.PermissionAsked) and event.tool:
+            s.asks.add(event.request_id)
+            self.checks["permissions.issuing_turn_agent"] += 1
+            message = event.message_id if isinstance(event.message_id, str) else None
+            message = message or s.called.get(event.call_id)
+            turn_agent = s.agents.get(message or "")
+            if turn_agent is not None and turn_agent != event.agent:
+                self.fail(
+                    "permissions.issuing_turn_agent",
+                    f"{sid} {event.request_id} asked as {event.agent}, turn ran {turn_agent}",
+                )
+        elif isinstance(event, ev.SessionDeleted):
+            s.deleted = True
+        s.last_type = "promoted" if isinstance(event, ev.PromptPromoted) else stored.type
+
+
+class FoldState:
+    """An in-memory ``ProjectionState``: a fresh fold of one session's event log."""
+
+    def __init__(self) -> None:
+        self.info: dict[str, ev.SessionInfo] = {}
+        self.inputs: dict[str, ev.InputAdmitted] = {}
+        self.messages: dict[str, tuple[int, SessionMessage]] = {}
+        self.permissions: dict[str, ev.PermissionInfo] = {}
+
+    def session(self, session_id: str) -> ev.SessionInfo:
+        return self.info[session_id]
+
+    def put_session(self, info: ev.SessionInfo) -> None:
+        self.info[info.id] = info
+
+    def put_input(self, row: ev.InputAdmitted) -> None:
+        self.inputs[row.id] = row
+
+    def promote_input(self, session_id: str, message_id: str, seq: int) -> None:
+        row = self.inputs.get(message_id)
+        if row is not None:
+            self.inputs[message_id] = msgspec.structs.replace(row, promoted_seq=seq)
+
+    def message(self, session_id: str, message_id: str) -> SessionMessage | None:
+        entry = self.messages.get(message_id)
+        return entry[1] if entry else None
+
+    def put_message(self, session_id: str, seq: int, message: SessionMessage) -> None:
+        if seq < 0:
+            entry = self.messages.get(message.id)
+            seq = entry[0] if entry else 0
+        self.messages[message.id] = (seq, message)
+
+    def clear_epoch(self, session_id: str) -> None:
+        pass
+
+    def permission(self, request_id: str) -> ev.PermissionInfo | None:
+        return self.permissions.get(request_id)
+
+    def put_permission(self, info: ev.PermissionInfo) -> None:
+        self.permissions[info.id] = info
+
+    def drop_session(self, session_id: str) -> None:
+        self.info.pop(session_id, None)
+
+
+def fold(events: Iterable[StoredEvent]) -> FoldState:
+    """Project *events* from nothing."""
+    state = FoldState()
+    for stored in events:
+        project(ev.decode_event(stored.data), stored.seq, state)
+    return state
+
+
+_ENCODE = msgspec.json.Encoder(order="deterministic").encode
+
+
+def same_history(folded: FoldState, stored: list[tuple[int, SessionMessage]]) -> str | None:
+    """None when the store's projected history equals the fold; else the first difference."""
+    mine = sorted(((seq, m.id), _ENCODE(m)) for seq, m in folded.messages.values())
+    theirs = sorted(((seq, m.id), _ENCODE(m)) for seq, m in stored)
+    if mine == theirs:
+        return None
+    for a, b in zip(mine, theirs, strict=False):
+        if a != b:
+            return f"fold {a[0]} {a[1][:160]!r} != store {b[0]} {b[1][:160]!r}"
+    return f"fold has {len(mine)} messages, store {len(theirs)}"
+
+
+def describe(value: Any) -> str:
+    return _ENCODE(value).decode()[:200]
