@@ -29,7 +29,7 @@ from sims._planted import RERUN
 from sims._workload import DEFAULT_SESSIONS, Action, Workload, generate
 from sims._world import SimFiles, SimProvider, World, sim_agents
 from sims.harness import run_seeded
-from storage import AllEvents, Epoch, Events, History, PendingInputs, StoredEvent
+from storage import AllEvents, Epoch, Events, GetSession, History, PendingInputs, StoredEvent
 
 __all__ = ["LIVENESS_BOUND", "Result", "run_seed", "scratch_root", "seed_workload"]
 
@@ -106,6 +106,7 @@ class _Client:
         self.location = location
         self.created = False
         self.deleted = False
+        self.deleting = False  # a deletion was sent; a crash may leave its outcome unknown
         self.own_ids: list[tuple[str, str, str]] = []  # (id, text, delivery)
         self.acked: dict[str, int] = {}  # message id -> admitted seq
 
@@ -166,6 +167,7 @@ class _Simulation:
             try:
                 async with open_runtime(data_dir=self.data, llm=SimProvider(w), **options) as rt:
                     self.rt = rt
+                    w.incarnation = lambda: rt.storage.statistics().restarts
                     await self._serve(rt)
             except Exception as exc:  # the runtime's own failure (a dead one's is expected)
                 if not w.dead:
@@ -246,7 +248,13 @@ class _Simulation:
         by_session: dict[str, dict[int, str]] = {}
         for e in events:
             by_session.setdefault(e.aggregate_id, {})[e.seq] = e.id
+        for client in self.clients:
+            if client.deleting and not client.deleted:
+                # Its deletion was in flight at the crash: the store says how it ended.
+                if await rt.storage.read(GetSession(session_id=client.sid)) is None:
+                    client.deleted = True
         deleted = {sid for sid, s in self.checker.sessions.items() if s.deleted}
+        deleted |= {c.sid for c in self.clients if c.deleted}
         for sid, seen in self.published.items():
             if sid in deleted:
                 continue
@@ -341,9 +349,12 @@ class _Simulation:
             c.checks["tools.executed_once"] += 1
             if count > 1:
                 c.fail("tools.executed_once", f"{sid[0]} {sid[1]} executed {count} times")
-        baselines: dict[str, set[str]] = {}
-        for sid, baseline, _ in w.requests:
-            baselines.setdefault(sid, set()).add(baseline)
+        # A store that lost its tail (a crash, dropped pages) may have lost the epoch too:
+        # each opening of the store is checked on its own, and the last one against the
+        # stored epoch.
+        baselines: dict[str, dict[tuple[int, int], set[str]]] = {}
+        for sid, baseline, store in w.requests:
+            baselines.setdefault(sid, {}).setdefault(store, set()).add(baseline)
         for client in self.clients:
             if not client.created or client.deleted:
                 continue
@@ -360,10 +371,18 @@ class _Simulation:
             self._check_inbox(client, folded, await rt.storage.read(PendingInputs(session_id=sid)))
             self._check_tools(sid, c)
             epoch = await rt.storage.read(Epoch(session_id=sid))
-            seen = baselines.get(sid, set())
+            stores = baselines.get(sid, {})
             c.checks["context.epoch_baseline_stable"] += 1
-            if len(seen) > 1 or (epoch is not None and seen and seen != {epoch.baseline}):
-                c.fail("context.epoch_baseline_stable", f"{sid} {len(seen)} baselines in one epoch")
+            for _, seen in sorted(stores.items()):
+                if len(seen) > 1:
+                    c.fail(
+                        "context.epoch_baseline_stable", f"{sid} {len(seen)} baselines in one epoch"
+                    )
+            last = stores[max(stores)] if stores else set()
+            if epoch is not None and last and last != {epoch.baseline}:
+                c.fail(
+                    "context.epoch_baseline_stable", f"{sid} requests differ from the stored epoch"
+                )
 
     def _check_inbox(self, client: _Client, folded: Any, pending: list[Any]) -> None:
         c = self.checker
@@ -456,6 +475,7 @@ class _Simulation:
             ask = asks[self.rng.randrange(len(asks))]
             await rt.sessions.reply_permission(sid, ask.id, arg)  # type: ignore[arg-type]
         elif kind == "delete":
+            client.deleting = True
             await rt.sessions.delete(sid)
             if not w.dead and w.generation == gen:
                 client.deleted = True

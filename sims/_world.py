@@ -69,7 +69,8 @@ class World:
         self.executions: Counter[tuple[str, str]] = Counter()
         self.running: dict[tuple[str, str], int] = {}
         self.cut_at_crash: set[tuple[str, str]] = set()
-        self.requests: list[tuple[str, str, int]] = []  # (session, baseline, generation)
+        self.requests: list[tuple[str, str, tuple[int, int]]] = []  # (session, baseline, store)
+        self.incarnation: Callable[[], int] = lambda: 0  # store restarts in this generation
         self.notes: dict[str, int] = {}  # Location directory -> version of its notes source
         self.call_counter = 0
         self.output_blocked = False
@@ -209,7 +210,8 @@ class SimProvider:
         if w.dead:
             await trio.sleep_forever()
         sid = request.prompt_cache_key or ""
-        w.requests.append((sid, request.system[-1] if request.system else "", w.generation))
+        store = (w.generation, w.incarnation())
+        w.requests.append((sid, request.system[-1] if request.system else "", store))
         self.requests += 1
         policy = llm.RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=8.0)
         rng = random.Random(w.provider_rng.getrandbits(32))
@@ -341,10 +343,15 @@ class SimFiles(JournalFiles):
         self.written: dict[int, int] = {}  # by inode: the end of the written records
         self.paths: dict[int, str] = {}
 
-    def _file(self, fd: int) -> int:
+    def _file(self, fd: int, offset: int | None = None) -> int:
         inode = os.fstat(fd).st_ino
         if inode not in self.paths:
+            # First seen in this process: what the file holds up to here was there when
+            # the journal opened (synced by the process before, or kept by its kill).
             self.paths[inode] = os.readlink(f"/proc/self/fd/{fd}")
+            start = offset if offset is not None else os.fstat(fd).st_size
+            self.synced.setdefault(inode, start)
+            self.written.setdefault(inode, start)
         return inode
 
     def _point(self) -> bool:
@@ -366,6 +373,8 @@ class SimFiles(JournalFiles):
             if self.w.disk_fault() == "storage.full":
                 self.w.inject("storage.full")
                 raise OSError(errno.ENOSPC, "No space left on device")
+        if record:
+            self._file(fd, offset)
         written = os.pwrite(fd, data, offset)
         if record:
             inode = self._file(fd)
