@@ -14,6 +14,7 @@ import os
 import random
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -216,8 +217,9 @@ class SimProvider:
         policy = llm.RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=8.0)
         rng = random.Random(w.provider_rng.getrandbits(32))
         attempts = llm.stream_with_retry(lambda: self._attempt(request), policy, rng=rng)
-        async for event in attempts:
-            yield event
+        async with aclosing(attempts):
+            async for event in attempts:
+                yield event
 
     async def _attempt(self, request: llm.LLMRequest) -> AsyncIterator[llm.LLMEvent]:
         w, rng = self.w, self.w.provider_rng
@@ -238,8 +240,9 @@ class SimProvider:
         if fault is not None:
             w.inject(fault)
         stall_at = rng.randrange(len(body)) if fault == "provider.stall" else -1
-        async for event in _decode(body, stall_at, rng):
-            yield event
+        async with aclosing(_decode(body, stall_at, rng)) as events:
+            async for event in events:
+                yield event
 
     def _script(self, request: llm.LLMRequest) -> list[llm.LLMEvent]:
         w, rng = self.w, self.w.provider_rng
