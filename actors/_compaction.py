@@ -89,14 +89,17 @@ class RequestBudget:
     def __init__(self) -> None:
         self.estimate = 0
         """The estimated tokens of the latest request measured."""
+        self.auto = True
+        """Whether automatic compaction was on for it (``compaction.auto``)."""
         self._chars = 0
         self._prefix: tuple[Any, ...] = ()
         self._known: tuple[tuple[Any, ...], UsageMark] | None = None
 
-    def measure(self, request: llm.LLMRequest, prefix: tuple[Any, ...]) -> int:
+    def measure(self, request: llm.LLMRequest, prefix: tuple[Any, ...], *, auto: bool) -> int:
         """Estimate *request*, sent with *prefix* (model, baseline, checkpoint): from the
-        provider's count of the previous request when it had the same prefix."""
-        self._chars, self._prefix = request_chars(request), prefix
+        provider's count of the previous request when it had the same prefix. *auto*:
+        whether automatic compaction is on for it."""
+        self._chars, self._prefix, self.auto = request_chars(request), prefix, auto
         known = self._known[1] if self._known and self._known[0] == prefix else None
         self.estimate = estimate_request(self._chars, known)
         return self.estimate

@@ -143,7 +143,11 @@ class LocationSettings:
             auto=default.auto if configured.auto is None else configured.auto,
             prune=default.prune if configured.prune is None else configured.prune,
             buffer=default.buffer if buffer is None else buffer,
-            keep_tokens=configured.preserve_recent_tokens or default.keep_tokens,
+            keep_tokens=(
+                default.keep_tokens
+                if configured.preserve_recent_tokens is None
+                else configured.preserve_recent_tokens
+            ),
         )
 
 

@@ -336,7 +336,7 @@ class SessionActor(Actor[Message]):
                     if isinstance(outcome, OverBudget):
                         report = outcome
                     else:
-                        report = self._turn_ended(outcome)
+                        report = self._turn_ended(outcome, auto=self._budget.auto)
                 case Compact(reason=reason, overflow=overflow):
                     report = await self._compact(reason, overflow=overflow)
                 case Open() | Promote():
@@ -352,14 +352,16 @@ class SessionActor(Actor[Message]):
         return asked
 
     @staticmethod
-    def _turn_ended(outcome: TurnOutcome) -> TurnEnded:
+    def _turn_ended(outcome: TurnOutcome, *, auto: bool) -> TurnEnded:
+        """The planner's report of *outcome*: a context overflow before any output counts
+        as one only while automatic compaction (*auto*) is on."""
         steers = queued = False
         for row in outcome.pending:
             if row.delivery == "steer":
                 steers = True
             else:
                 queued = True
-        overflow = outcome.error_kind == "context_overflow" and not outcome.output
+        overflow = auto and outcome.error_kind == "context_overflow" and not outcome.output
         return TurnEnded(
             failed=outcome.error is not None, local_tools=outcome.local_tools,
             steers_pending=steers, queued_pending=queued, overflow=overflow,
@@ -486,7 +488,7 @@ class SessionActor(Actor[Message]):
         )  # fmt: skip
         client = self._p.client_for(location)
         prefix = (model, epoch.baseline_seq, checkpoint[0] if checkpoint else None)
-        self._budget.measure(request, prefix)
+        self._budget.measure(request, prefix, auto=settings.auto)
         if not compacted and settings.auto and self._budget.over(client, model, settings):
             if plan_checkpoint(self._history.rows) is not None:
                 return OverBudget()

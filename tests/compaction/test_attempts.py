@@ -126,3 +126,39 @@ async def test_an_overflow_after_output_fails_the_turn_without_compacting(tmp_pa
     assert len(client.requests) == 2  # no summary request, no second attempt
     assert "session.next.compaction.started" not in stored
     assert info.last_error.tag == "ContextOverflowError"  # type: ignore[union-attr]
+
+
+def test_compaction_settings_come_from_the_configuration(tmp_path):
+    from actors._config import location_watch
+    from runtime.compaction import CompactionSettings
+
+    def settings(document: dict) -> CompactionSettings:
+        (tmp_path / "kittiwake.json").write_text(json.dumps(document))
+        watch = location_watch(str(tmp_path), Configuration(env={"HOME": str(tmp_path)}))
+        return watch.load_now().compaction()
+
+    assert settings({}) == CompactionSettings()
+    assert settings({"compaction": {"reserved": 5}}).buffer == 5
+    chosen = settings(
+        {"compaction": {"auto": False, "prune": True, "buffer": 7, "reserved": 5,
+                        "preserve_recent_tokens": 0}}
+    )  # fmt: skip
+    assert (chosen.auto, chosen.prune, chosen.buffer, chosen.keep_tokens) == (False, True, 7, 0)
+
+
+async def test_auto_off_neither_compacts_over_budget_nor_after_an_overflow(tmp_path):
+    overflow = [llm.StepStart(), llm.ProviderError(kind="context_overflow", message="too long")]
+    limit = llm.ModelLimit(context=100, output=10)  # every request is over budget
+    client = llm.ScriptedLLM([answer("one"), answer("two"), overflow], limit=limit)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "kittiwake.json").write_text(json.dumps({"compaction": {"auto": False}}))
+    configuration = Configuration(env={"HOME": str(tmp_path)})
+    async with running(tmp_path, client, configuration=configuration) as rt:
+        sid = rt.test_session
+        for text in ("a", "b", "c"):
+            await rt.sessions.prompt(sid, prompt=prompt(text))
+            await rt.sessions.wait_idle(sid)
+        info = await rt.sessions.get(sid)
+    assert len(client.requests) == 3  # no summary request, no rebuilt attempt
+    assert info.last_error.tag == "ContextOverflowError"  # type: ignore[union-attr]
