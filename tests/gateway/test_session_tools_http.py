@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import httpx
+import msgspec
 import trio
 from trio_websocket import open_websocket_url
 
@@ -272,3 +273,45 @@ async def test_commands_are_listed_and_run_over_both_routes(tmp_path: Any) -> No
         assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
         r = await client.post(f"/session/{sid}/command", json={"arguments": "x"})
         assert r.status_code == 400
+
+
+async def test_plan_exit_and_a_denied_skill_over_http(tmp_path: Any) -> None:
+    from runtime.agents import BUILTIN_AGENTS, PLAN, PermissionRule
+
+    for name in ("notes", "secret"):
+        path = tmp_path / ".kittiwake" / "skill" / name
+        path.mkdir(parents=True)
+        (path / "SKILL.md").write_text(f"---\ndescription: about {name}\n---\nUse {name}.\n")
+    deny = PermissionRule(permission="skill", pattern="secret", action="deny")
+    plan = msgspec.structs.replace(PLAN, permission=[*PLAN.permission, deny])
+    llm = ScriptedLLM(
+        [
+            call("c1", "skill", {"name": "secret"}),
+            call("c2", "skill", {"name": "notes"}),
+            call("c3", "plan_exit", {}),
+            answer("building now"),
+        ]
+    )
+    agents = {**BUILTIN_AGENTS, "plan": plan}
+    async with (
+        served(tmp_path, llm=llm, agents=agents) as g,
+        httpx.AsyncClient(base_url=g.url) as client,
+    ):
+        r = await client.post(S, json={"location": {"directory": str(tmp_path)}, "agent": "plan"})
+        sid = r.json()["data"]["id"]
+        await _prompt_until(g, client, sid, "question.v2.asked")
+        [skill] = [t for t in g.llm.requests[0].tools if t.name == "skill"]
+        assert "<name>notes</name>" in skill.description and "secret" not in skill.description
+        results = [m for m in g.llm.requests[2].messages if isinstance(m, ToolMessage)]
+        denied, loaded = results[0].content[0], results[1].content[0]
+        assert denied.is_error and "Permission denied" in denied.content[0].text
+        assert not loaded.is_error and "Use notes." in loaded.content[0].text
+        [asked] = (await client.get(f"{S}/{sid}/question")).json()["data"]
+        assert [o["label"] for o in asked["questions"][0]["options"]] == ["Yes", "No"]
+        r = await client.post(
+            f"{S}/{sid}/question/{asked['id']}/reply", json={"answers": [["Yes"]]}
+        )
+        assert r.status_code == 204
+        assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
+        assert (await client.get(f"{S}/{sid}")).json()["data"]["agent"] == "build"
+        assert g.llm.requests[-1].system[0] != g.llm.requests[0].system[0]  # build's prompt
