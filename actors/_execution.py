@@ -22,10 +22,12 @@ from actors._context import ContextFactory
 from actors._directory import ActorDirectory
 from actors._errors import ActorNotFound, ActorStopped
 from actors._events import EventHub
+from actors._location import LocationState
 from actors._mailbox import Reply
 from actors._permissions import DurablePermissions
 from actors._ports import SessionLocation, SessionPorts
-from actors._session import CompactSoon, Interrupt, Run, SessionActor, Wake
+from actors._session import SessionActor
+from actors._session_messages import CompactSoon, Interrupt, Run, Wake
 from actors._storage import StorageActor
 from actors._supervisor import Supervisor, SupervisorPolicy
 from actors._titles import TitleModel
@@ -33,7 +35,7 @@ from runtime import IdGenerator, SessionInfo, SessionNotFoundError, llm
 from runtime import events as ev
 from runtime.agents import AgentInfo
 from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
-from runtime.context import SystemContext, SystemContextRegistry
+from runtime.context import SystemContextRegistry
 from runtime.drain import WAKE_ANY
 from runtime.titles import TitleLimits
 from runtime.tools import (
@@ -43,7 +45,6 @@ from runtime.tools import (
     ToolRegistry,
     load_skills,
     skill_tool,
-    task_description,
 )
 from storage import GetSession
 
@@ -71,88 +72,6 @@ async def _run_inline(fn: Callable[[], Any]) -> Any:
     """Run blocking *fn* on the trio thread (``location_loads="inline"``)."""
     await trio.lowlevel.checkpoint()
     return fn()
-
-
-class LocationState:
-    """One open Location (working directory): its tool registry, its System Context
-    Registry, and what its configuration decides (agents, default model, provider
-    client), read again by :meth:`refresh` at each provider turn when a file changed.
-
-    A plain object, not an actor: nothing is sent to it. Its callers are the tasks of
-    one trio run; :meth:`observe_context` shares one observation between concurrent
-    callers and :meth:`refresh` reads in a worker thread only after a change.
-    """
-
-    def __init__(
-        self, directory: str, registry: ToolRegistry, context: SystemContextRegistry,
-        watch: ConfigWatch[LocationSettings], settings: LocationSettings,
-    ) -> None:  # fmt: skip
-        self.directory = directory
-        self.registry = registry
-        self.context = context
-        self._watch = watch
-        self.settings = settings
-        """The last reading of *watch* (the first is *settings*)."""
-        self._next: trio.Event | None = None
-        self._result: SystemContext | None = None
-        self._loading = False
-        self.observations = 0
-        self.skills: dict[str, Skill] = {}
-        """The Location's skills as last read (see :meth:`SessionExecution.rescan_skills`)."""
-        self.task_tool: Tool[Any] | None = None
-        """The ``task`` tool of this Location, whose description lists its subagents."""
-
-    def describe_subagents(self) -> None:
-        """List the Location's subagents in its ``task`` tool's description."""
-        if self.task_tool is not None:
-            subagents = [
-                (a.name, a.description or "")
-                for a in self.settings.agents.values()
-                if a.mode in ("subagent", "all")
-            ]
-            self.task_tool.description = task_description(subagents)
-
-    @property
-    def agents(self) -> Mapping[str, AgentInfo]:
-        """The Location's agents as last read: built-ins, configuration, agent files."""
-        return self.settings.agents
-
-    def agent(self, name: str | None) -> AgentInfo:
-        """The agent called *name*, else the configured default agent (``build``)."""
-        return self.settings.agent(name)
-
-    async def refresh(self) -> LocationSettings:
-        """Read the configuration and agent files again if one changed (a few ``lstat``
-        calls when none did). Cancellation waits for a running read to end."""
-        settings = await self._watch.load()
-        if settings is not self.settings:
-            self.settings = settings
-            self.describe_subagents()
-        return self.settings
-
-    async def observe_context(self) -> SystemContext:
-        """Observe the Location's System Context; concurrent callers share one observation.
-
-        A caller arriving while an observation runs waits for the next one, so every
-        caller gets values loaded after it asked. Cancellation abandons the wait.
-        """
-        if self._next is None:
-            self._next = trio.Event()
-        waiting_for = self._next
-        if not self._loading:
-            self._loading = True
-            try:
-                while self._next is not None:
-                    done, self._next = self._next, None
-                    self._result = await self.context.load()
-                    self.observations += 1
-                    done.set()
-            finally:
-                self._loading = False
-        else:
-            await waiting_for.wait()
-        assert self._result is not None
-        return self._result
 
 
 class _ExecutionSupervisor(Supervisor):

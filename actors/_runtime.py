@@ -18,7 +18,8 @@ from actors._context import ContextFactory, default_context
 from actors._directory import ActorDirectory
 from actors._events import EventHub
 from actors._execution import LocationLoads, SessionExecution, ToolsFactory
-from actors._session import DEFAULT_MAX_TURNS, recover_session
+from actors._recovery import recover_session
+from actors._session import DEFAULT_MAX_TURNS
 from actors._session_tools import DEFAULT_MAX_TASKS, SessionTools
 from actors._sessions import Sessions
 from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode

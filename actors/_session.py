@@ -15,7 +15,6 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
-import msgspec
 import trio
 from msgspec.structs import replace
 from opentelemetry.trace import SpanContext
@@ -25,15 +24,21 @@ from actors._compaction import RequestBudget, attempt_for, compact, prune
 from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
 from actors._ports import SessionLocation, SessionPorts
+from actors._recovery import (
+    StepLimitExceededError,
+    close_failed_turn,
+    failure_events,
+    record_failure,
+    recover_session,
+)
+from actors._session_messages import CompactSoon, Interrupt, Message, Opened, Run, Wake
 from actors._titles import write_title
-from actors._turn import INTERRUPTED_TOOL, Turn, TurnOutcome, run_turn, turn_attributes
+from actors._turn import Turn, TurnOutcome, run_turn, turn_attributes
 from runtime import SessionInfo, llm
 from runtime import events as ev
 from runtime import messages as m
 from runtime.agents import AgentInfo, system_prompt
-from runtime.compaction import (
-    plan_checkpoint,
-)
+from runtime.compaction import plan_checkpoint
 from runtime.drain import (
     WAKE_ANY,
     Blocked,
@@ -53,68 +58,21 @@ from runtime.drain import (
     begin_drain,
     plan,
 )
-from runtime.history import (
-    HistoryDelta,
-    HistoryView,
-    recovery_events,
-    to_llm_model,
-    visible_history,
-)
+from runtime.history import HistoryView, to_llm_model, visible_history
 from runtime.telemetry import current_span_context, span
 from runtime.titles import needs_title
-from storage import Append, AppendWithPending, HistoryChanges, PromoteInputs, SessionHistory
+from storage import AppendWithPending, HistoryChanges, PromoteInputs
 
 if TYPE_CHECKING:
     from actors._config import LocationSettings
-    from actors._storage import StorageActor
 
-__all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError", "recover_session"]
+__all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError"]
 
 _log = logging.getLogger("kittiwake.session")
 DEFAULT_MAX_TURNS: Final = 25
 MAILBOX_BOUND: Final = 64
-_FAILURE_GRACE: Final = 10.0
 _MAX_LINKS: Final = 16
 _PROVIDER_TAGS: Final = {"context_overflow": "ContextOverflowError", "auth": "ProviderAuthError"}
-
-
-class StepLimitExceededError(Exception):
-    """Work remained after the provider-turn allowance of one drain was spent."""
-
-
-class Wake(msgspec.Struct, frozen=True):
-    seq: int
-
-
-class Run(msgspec.Struct, frozen=True):
-    reply: Reply[None]
-
-
-class Interrupt(msgspec.Struct, frozen=True):
-    seq: int
-    reply: Reply[None]
-
-
-class CompactSoon(msgspec.Struct, frozen=True):
-    """Compact the session at its next safe boundary (or now, when idle)."""
-
-    reply: Reply[None]
-
-
-class Opened(msgspec.Struct, frozen=True):
-    """An activity opened in the admitting batch (see :meth:`SessionActor.reserve_opening`):
-    the rows its promotion promoted, those left pending, and the history delta after it.
-    Handed over by :meth:`SessionActor.hand_opened`, not mailed."""
-
-    seq: int
-    promoted: list[ev.InputAdmitted]
-    pending: list[ev.InputAdmitted]
-    delta: HistoryDelta
-    base: tuple[int, int]
-    """The history (generation, version) the delta was read against."""
-
-
-Message = Wake | Run | Interrupt | CompactSoon
 
 
 class SessionActor(Actor[Message]):
@@ -189,19 +147,16 @@ class SessionActor(Actor[Message]):
         self._openings -= 1
 
     def hand_opened(self, opened: Opened) -> None:
-        """Hand the actor the activity an admission opened under :meth:`reserve_opening`;
-        the one way it arrives (no message, no checkpoint).
+        """Hand the actor the activity an admission opened under :meth:`reserve_opening`:
+        the one way it arrives (no message, no checkpoint). Call it once the admitting
+        batch committed; it cannot fail.
 
         The actor keeps it for its drain's opening step and wakes its lane at the
-        admission's seq: a drain starts in the actor's nursery, or, if one is running
-        (a wake or run reached the actor since the reservation), the follow-up drain
-        takes it. Taking it ahead of messages still queued changes no outcome: a queued
-        wake or run only adds a follow-up, and a queued interrupt whose barrier covers
-        the admission cancels the drain this starts (as it would any drain). If the
-        actor is restarting, its next run's recovery wake starts the drain that takes
-        it. An actor that stopped meanwhile (its session deleted, the runtime closing)
-        ignores it: the admission is durable all the same. Call it once the admitting
-        batch committed; it cannot fail.
+        admission's seq: a drain starts, or the follow-up of a running one takes it.
+        Messages still queued change no outcome: a wake or run adds a follow-up, an
+        interrupt whose barrier covers the admission cancels the drain this starts. A
+        restarting actor's recovery wake starts the drain that takes it; a stopped one
+        (session deleted, runtime closing) ignores it: the admission is durable anyway.
         """
         self._openings -= 1
         if self.state in ("stopped", "dead"):
@@ -602,54 +557,31 @@ class SessionActor(Actor[Message]):
         turn was closed by the turn itself; tool calls it left without a result are
         closed by recovery here.
 
-        Bounded and shielded (``_FAILURE_GRACE``); a write that fails is logged, and the
-        next drain's recovery closes what stayed open.
+        Bounded and shielded (``actors._recovery.record_failure``); a write that fails is
+        logged, and the next drain's recovery closes what stayed open.
         """
-        sid, now = self.session_id, self._p.now_ms()
-        if isinstance(exc, StepLimitExceededError):
-            error = ev.RunError(tag="StepLimitExceededError", message=str(exc))
-        else:
-            error = ev.RunError(tag="InternalError", message=f"{type(exc).__name__}: {exc}")
-        turn, events = self._turn, list[ev.DurableEvent]()
+        turn = self._turn
         if turn is not None and self._turn_open:
             # run_turn closed its step failed (and ``_append`` added run.failed) as far
             # as its own bounded write could; what it could not (a tool call whose result
             # was not written), recovery closes from the durable history: now, and if
             # that fails too, at the next drain.
-            self._turn, self._turn_open, self._recovered = None, False, False
-            with trio.move_on_after(_FAILURE_GRACE, shield=True):
-                try:
-                    await recover_session(self._p.storage, sid, self._p.now_ms())
-                    self._recovered = True
-                except Exception as recovery_error:  # noqa: BLE001 - the next drain retries
-                    _log.error(
-                        "could not close the failed turn's tool calls",
-                        extra={"session": sid},
-                        exc_info=recovery_error,
-                    )
+            self._turn, self._turn_open = None, False
+            self._recovered = await close_failed_turn(
+                self._p.storage, self.session_id, self._p.now_ms()
+            )
             return
+        now, start = self._p.now_ms(), None
         if turn is not None and isinstance(exc, StepLimitExceededError):
             message_id = turn.assistant_id
         else:
             message_id = self._p.ids.new("msg")
-            events.append(self._failed_step_start(message_id, now))
-        failed = ev.SessionError(message=error.message)
-        events.append(
-            ev.StepFailed(
-                timestamp=now, session_id=sid, assistant_message_id=message_id, error=failed
-            )
-        )
-        events.append(ev.RunFailed(timestamp=now, session_id=sid, error=error))
+            start = self._failed_step_start(message_id, now)
         self._turn, self._turn_open, self._recovered = None, False, False
-        with trio.move_on_after(_FAILURE_GRACE, shield=True):
-            try:
-                await self._p.storage.write(Append(session_id=sid, events=events))
-            except Exception as write_error:  # noqa: BLE001 - logged; recovery closes the rest
-                _log.error(
-                    "could not record the failed drain",
-                    extra={"session": sid},
-                    exc_info=write_error,
-                )
+        events = failure_events(
+            exc, session_id=self.session_id, now=now, message_id=message_id, start=start
+        )
+        await record_failure(self._p.storage, self.session_id, events)
 
     def _failed_step_start(self, message_id: str, now: int) -> ev.StepStarted:
         """The start of an empty step that carries a failure outside any provider turn."""
@@ -664,31 +596,3 @@ class SessionActor(Actor[Message]):
             timestamp=now, session_id=self.session_id, assistant_message_id=message_id,
             agent=name, model=model,
         )  # fmt: skip
-
-
-async def recover_session(storage: StorageActor, session_id: str, now: int) -> bool:
-    """Close every provider turn a crash left open in the session's history and mark the
-    session as needing a resume when its latest work was cut short
-    (``runtime._recovery``); True when anything was written. Durable before it returns.
-
-    The caller makes sure no drain of the session runs meanwhile (start-up, or the
-    session's own actor before its first drain). Cancellation before the write leaves the
-    history as it was; recovery runs again at the next activation.
-    """
-    info, history = await storage.read(SessionHistory(session_id=session_id))
-    if info is None:
-        return False
-    events = recovery_events(
-        session_id,
-        history,
-        needs_resume=info.needs_resume is True,
-        now=now,
-        tool_error=INTERRUPTED_TOOL,
-    )
-    if not events:
-        return False
-    await storage.write(Append(session_id=session_id, events=events))
-    _log.warning(
-        "closed what a crash cut short", extra={"session": session_id, "events": len(events)}
-    )
-    return True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import os
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Final, Literal
 
@@ -14,7 +13,9 @@ from msgspec import UNSET
 
 from actors._events import OVERFLOWED, EventHub
 from actors._execution import SessionExecution
-from actors._session import Opened, SessionActor
+from actors._location import check_directory
+from actors._session import SessionActor
+from actors._session_messages import Opened
 from actors._storage import StorageActor
 from runtime import (
     IdGenerator,
@@ -442,7 +443,7 @@ class Sessions:
         """
         directory = location.directory
         if check_location:
-            _check_directory(directory)
+            check_directory(directory)
         if agent is None and model is None:
             return
         place = await self._x.current_location(directory)
@@ -579,17 +580,6 @@ class Sessions:
         marked ``needs_resume``, and any whose latest work shows it cut short before
         recovery ran (``open_runtime`` recovers every such session at start-up)."""
         return await self._storage.read(SessionsNeedingResume())
-
-
-def _check_directory(directory: str) -> None:
-    if not os.path.isabs(directory):
-        raise InvalidSessionInputError(
-            "location", f"The directory must be an absolute path, got {directory!r}"
-        )
-    if not os.path.isdir(directory):
-        raise InvalidSessionInputError(
-            "location", f"The directory does not exist or is not a directory: {directory}"
-        )
 
 
 def _decoded(stored: StoredEvent) -> SessionEvent:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from actors._session import SessionActor, Wake
+from actors._session import SessionActor
+from actors._session_messages import Wake
 from runtime import llm
 from tests.execution.conftest import answer, eventually, prompt, running
 

@@ -1,0 +1,119 @@
+"""What a failed drain and a crash leave durable.
+
+A failed drain is recorded as a ``step.failed`` and a ``run.failed`` in one batch
+(:func:`failure_events`, written by :func:`record_failure`); what a crash cut short is
+closed when the session next activates, or at start-up (:func:`recover_session`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from actors._turn import INTERRUPTED_TOOL
+from runtime import events as ev
+from runtime.history import recovery_events
+from storage import Append, SessionHistory
+
+if TYPE_CHECKING:
+    from actors._storage import StorageActor
+
+__all__ = [
+    "StepLimitExceededError",
+    "close_failed_turn",
+    "failure_events",
+    "record_failure",
+    "recover_session",
+]
+
+_log = logging.getLogger("kittiwake.session")
+_FAILURE_GRACE: Final = 10.0
+
+
+class StepLimitExceededError(Exception):
+    """Work remained after the provider-turn allowance of one drain was spent."""
+
+
+def failure_events(
+    exc: Exception, *, session_id: str, now: int, message_id: str, start: ev.StepStarted | None
+) -> list[ev.DurableEvent]:
+    """The events that make the drain *exc* failed durable and visible: *start* (the
+    start of a new, empty step, when the failure cut none), a ``step.failed`` on step
+    *message_id*, and a ``run.failed`` that sets the session's ``last_error``."""
+    if isinstance(exc, StepLimitExceededError):
+        error = ev.RunError(tag="StepLimitExceededError", message=str(exc))
+    else:
+        error = ev.RunError(tag="InternalError", message=f"{type(exc).__name__}: {exc}")
+    failed = ev.SessionError(message=error.message)
+    return [
+        *([] if start is None else [start]),
+        ev.StepFailed(
+            timestamp=now, session_id=session_id, assistant_message_id=message_id, error=failed
+        ),
+        ev.RunFailed(timestamp=now, session_id=session_id, error=error),
+    ]
+
+
+async def record_failure(
+    storage: StorageActor, session_id: str, events: list[ev.DurableEvent]
+) -> None:
+    """Write a failed drain's *events* in one batch, bounded and shielded
+    (``_FAILURE_GRACE``); a write that fails or times out is logged, and the next
+    drain's recovery closes what stayed open. Never raises."""
+    with trio.move_on_after(_FAILURE_GRACE, shield=True):
+        try:
+            await storage.write(Append(session_id=session_id, events=events))
+        except Exception as write_error:  # noqa: BLE001 - logged; recovery closes the rest
+            _log.error(
+                "could not record the failed drain",
+                extra={"session": session_id},
+                exc_info=write_error,
+            )
+
+
+async def close_failed_turn(storage: StorageActor, session_id: str, now: int) -> bool:
+    """Close from the durable history what a failed provider turn left open (a tool call
+    whose result was not written), bounded and shielded (``_FAILURE_GRACE``); True once
+    recovery ran. A failure is logged and left to the next drain's recovery. Never raises.
+    """
+    with trio.move_on_after(_FAILURE_GRACE, shield=True):
+        try:
+            await recover_session(storage, session_id, now)
+            return True
+        except Exception as recovery_error:  # noqa: BLE001 - the next drain retries
+            _log.error(
+                "could not close the failed turn's tool calls",
+                extra={"session": session_id},
+                exc_info=recovery_error,
+            )
+    return False
+
+
+async def recover_session(storage: StorageActor, session_id: str, now: int) -> bool:
+    """Close every provider turn a crash left open in the session's history and mark the
+    session as needing a resume when its latest work was cut short
+    (``runtime._recovery``); True when anything was written. Durable before it returns.
+
+    The caller makes sure no drain of the session runs meanwhile (start-up, or the
+    session's own actor before its first drain). Cancellation before the write leaves the
+    history as it was; recovery runs again at the next activation.
+    """
+    info, history = await storage.read(SessionHistory(session_id=session_id))
+    if info is None:
+        return False
+    events = recovery_events(
+        session_id,
+        history,
+        needs_resume=info.needs_resume is True,
+        now=now,
+        tool_error=INTERRUPTED_TOOL,
+    )
+    if not events:
+        return False
+    await storage.write(Append(session_id=session_id, events=events))
+    _log.warning(
+        "closed what a crash cut short", extra={"session": session_id, "events": len(events)}
+    )
+    return True
