@@ -112,3 +112,26 @@ async def test_a_cancelled_wait_leaves_the_drain_and_other_waits_alone(tmp_path:
                 await kept.wait()
         assert len(client.requests) == 1
         assert await rt.execution.passivate_idle(older_than=0) == 1
+
+
+async def test_a_wait_goes_on_when_passivation_races_a_queued_wake(tmp_path: Path) -> None:
+    """A wake handed to the idle actor's receive is not in its mailbox's buffer, so the
+    actor may be passivated before it handles it; the wait registered meanwhile is failed
+    as passivated, the actor is started again for the wake, and the wait goes on with it
+    until the prompt is answered."""
+    client = llm.ScriptedLLM([answer("warm"), answer("late")])
+    async with running(tmp_path, client) as rt:
+        sid, done = rt.test_session, trio.Event()
+        await rt.sessions.prompt(sid, prompt=prompt("warm"))
+        await rt.sessions.wait_idle(sid)
+        [actor] = rt.execution.active_sessions()
+        receipt = await rt.sessions.prompt(sid, prompt=prompt("late"), resume=False)
+        async with trio.open_nursery() as nursery:
+            actor.mailbox.send_nowait(Wake(receipt.admitted_seq))
+            nursery.start_soon(wait_then_set, rt, done)
+            assert await rt.execution.passivate_idle(older_than=0) == 1
+            with trio.fail_after(10):
+                await done.wait()
+        assert [user_texts(r) for r in client.requests] == [["warm"], ["warm", "late"]]
+        assert await rt.storage.read(PendingInputs(session_id=sid)) == []
+        assert rt.execution.active_sessions() == [actor] and actor.idle
