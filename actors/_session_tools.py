@@ -65,6 +65,8 @@ class SessionTools:
         )  # fmt: skip
         """The commands of each Location, and running one in a session."""
         self._slots: dict[str, tuple[trio.Semaphore, int]] = {}
+        self._running: dict[str, dict[str, int]] = {}
+        """Children running under a task call, by parent (with how many calls run each)."""
         self.tasks_running = 0
 
     def bind(self, sessions: Sessions) -> None:
@@ -163,6 +165,7 @@ class SessionTools:
         try:
             async with semaphore:
                 self.tasks_running += 1
+                self._started(ctx.session_id, child)
                 try:
                     await self.sessions.prompt(child, prompt=Prompt(text=task.prompt))
                     await self.sessions.wait_idle(child)
@@ -172,6 +175,7 @@ class SessionTools:
                     raise
                 finally:
                     self.tasks_running -= 1
+                    self._ended(ctx.session_id, child)
         finally:
             self._release(ctx.session_id)
         return TaskResult(session_id=child, text=await self._answer(child))
@@ -195,6 +199,27 @@ class SessionTools:
             parent_id=ctx.session_id, title=f"{task.description} (@{agent.name} subagent)",
         )  # fmt: skip
         return info.id
+
+    def running_descendants(self, session_id: str) -> list[str]:
+        """The child sessions running under the session's task calls, and theirs, depth
+        first (whose permission requests surface to a watcher of the session)."""
+        found: list[str] = []
+        for child in self._running.get(session_id, {}):
+            if child not in found:
+                found += [child, *self.running_descendants(child)]
+        return found
+
+    def _started(self, parent: str, child: str) -> None:
+        running = self._running.setdefault(parent, {})
+        running[child] = running.get(child, 0) + 1
+
+    def _ended(self, parent: str, child: str) -> None:
+        running = self._running[parent]
+        running[child] -= 1
+        if not running[child]:
+            del running[child]
+        if not running:
+            del self._running[parent]
 
     def _slot(self, session_id: str) -> trio.Semaphore:
         semaphore, users = self._slots.get(session_id) or (trio.Semaphore(self.max_tasks), 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections import OrderedDict
@@ -48,7 +49,7 @@ from gateway._wire import (
     reply_permission,
 )
 from gateway._ws import WebsocketLimits
-from runtime import InputAdmitted, Location, SessionInfo, SessionMessage
+from runtime import InputAdmitted, Location, SessionInfo, SessionMessage, SessionNotFoundError
 from storage import MessageEntry, Statistics
 
 __all__ = [
@@ -424,7 +425,13 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         "Pending permission requests", answer=Answer(type=PERMISSIONS, envelope="data"),
     )  # fmt: skip
     async def permissions(session_id: str) -> Response:
+        # The session's own, then those of the subagent children running under its tasks.
         pending = [p for p in await rt.sessions.permissions(session_id) if p.status == "pending"]
+        for child in rt.tools.running_descendants(session_id):
+            with contextlib.suppress(SessionNotFoundError):  # deleted meanwhile
+                pending += [
+                    p for p in await rt.sessions.permissions(child) if p.status == "pending"
+                ]
         return _json({"data": [permission_json(p) for p in pending]})
 
     @table.post(

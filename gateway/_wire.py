@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator
 from contextlib import AbstractAsyncContextManager, aclosing
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
@@ -176,13 +177,19 @@ def permission_json(info: ev.PermissionInfo) -> dict[str, Any]:
 
 
 async def find_permission(rt: Runtime, session_id: str, request_id: str) -> ev.PermissionInfo:
-    """The request *request_id* of the session; 404 ``PermissionNotFoundError`` otherwise.
+    """The request *request_id* of the session, or of a subagent child running under one
+    of its task calls; 404 ``PermissionNotFoundError`` otherwise.
 
     Raises SessionNotFoundError when the session does not exist.
     """
     for info in await rt.sessions.permissions(session_id):
         if info.id == request_id:
             return info
+    for child in rt.tools.running_descendants(session_id):
+        with contextlib.suppress(SessionNotFoundError):  # deleted meanwhile
+            for info in await rt.sessions.permissions(child):
+                if info.id == request_id:
+                    return info
     raise GatewayError(
         "PermissionNotFoundError", f"Permission request not found: {request_id}",
         requestID=request_id,
@@ -192,13 +199,14 @@ async def find_permission(rt: Runtime, session_id: str, request_id: str) -> ev.P
 async def reply_permission(
     rt: Runtime, session_id: str, request_id: str, body: PermissionReplyBody
 ) -> None:
-    """Answer a permission request; the waiting tool call proceeds or fails.
+    """Answer a permission request (of the session, or of a subagent child running under
+    it: ``find_permission``); the waiting tool call proceeds or fails.
 
     Raises 404 (session or request unknown) and ``ConflictError`` when already answered.
     Cancellation before the runtime accepts the reply leaves the request pending.
     """
-    await find_permission(rt, session_id, request_id)
-    await rt.sessions.reply_permission(session_id, request_id, body.reply)
+    info = await find_permission(rt, session_id, request_id)
+    await rt.sessions.reply_permission(info.session_id, request_id, body.reply)
 
 
 def decode_body(data: bytes, kind: type[T], *, empty_ok: bool = False) -> T:

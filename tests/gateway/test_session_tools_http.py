@@ -315,3 +315,41 @@ async def test_plan_exit_and_a_denied_skill_over_http(tmp_path: Any) -> None:
         assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
         assert (await client.get(f"{S}/{sid}")).json()["data"]["agent"] == "build"
         assert g.llm.requests[-1].system[0] != g.llm.requests[0].system[0]  # build's prompt
+
+
+async def test_a_subagent_childs_permission_request_surfaces_on_the_parent(tmp_path: Any) -> None:
+    from runtime.agents import BUILTIN_AGENTS, AgentInfo, PermissionRule, compose_rules
+
+    ask = PermissionRule(permission="read", action="ask")
+    reader = AgentInfo(name="reader", mode="subagent", permission=compose_rules((), [ask]))
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "notes.txt").write_text("kittiwake notes\n")
+    task = {"description": "read", "prompt": "read the notes", "subagent_type": "reader"}
+    llm = _by_prompt(
+        [call("c1", "task", task), answer("the notes say kittiwake"), answer("thanks")],
+        {"read the notes": call("r1", "read", {"path": "notes.txt"})},  # then the child answers
+    )
+    agents = {**BUILTIN_AGENTS, "reader": reader}
+    async with (
+        served(tmp_path, llm=llm, agents=agents) as g,
+        httpx.AsyncClient(base_url=g.url) as client,
+    ):
+        sid = await _session(client, tmp_path)
+        with g.rt.hub.subscribe(None) as sub:
+            await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "delegate"}})
+            with trio.fail_after(10):
+                while getattr(await sub.receive(), "type", None) != "permission.v2.asked":
+                    pass
+        [request] = (await client.get(f"{S}/{sid}/permission")).json()["data"]
+        assert request["sessionID"] != sid and request["action"] == "read"
+        [child] = await g.rt.sessions.children(sid)
+        assert request["sessionID"] == child.id
+        r = await client.get(f"{S}/{sid}/permission/{request['id']}")
+        assert r.status_code == 200 and r.json()["data"]["id"] == request["id"]
+        r = await client.post(f"{S}/{sid}/permission/{request['id']}/reply", json={"reply": "once"})
+        assert r.status_code == 204, r.text
+        assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
+        child_results = [m for m in g.llm.requests[2].messages if isinstance(m, ToolMessage)]
+        assert "kittiwake notes" in child_results[-1].content[0].content[0].text
+        assert "<task_result>\nthe notes say kittiwake" in _last_result(g)[0]
+        assert (await client.get(f"{S}/{sid}/permission")).json()["data"] == []
