@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from random import getrandbits
 from typing import Final
 
 import trio
@@ -44,6 +45,8 @@ class _Recording:
 _current: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar(
     "kittiwake_recording", default=None
 )
+_chosen: contextvars.ContextVar[bool] = contextvars.ContextVar("kittiwake_chosen", default=False)
+"""Set while ``span(root=True)`` starts a trace it chose to record."""
 _DROP: Final = SamplingResult(Decision.DROP)
 
 
@@ -68,8 +71,8 @@ class _WhereRecording(Sampler):
         parent = trace.get_current_span(parent_context).get_span_context()
         if parent.is_valid:
             sampled = parent.trace_flags.sampled
-        else:
-            sampled = (trace_id & 0xFFFFFFFFFFFFFFFF) < where.bound
+        else:  # a new trace: ``span(root=True)`` decided already, else by the trace id
+            sampled = _chosen.get() or (trace_id & 0xFFFFFFFFFFFFFFFF) < where.bound
         if not sampled:
             return _DROP
         return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
@@ -158,13 +161,33 @@ def span(
     the span with ``kittiwake.outcome`` ``interrupted`` and its status unset; any other
     exception sets the error status with the exception's type and message. Both propagate.
     """
-    if _current.get() is None:
+    where = _current.get()
+    if where is None:
         yield trace.INVALID_SPAN
         return
-    current = tracer.start_span(
-        name, context=_ROOT if root else None, attributes=attributes,
-        links=[Link(c) for c in links if c.is_valid] if links else None,
-    )  # fmt: skip
+    if not root:
+        parent = trace.get_current_span()
+        context = parent.get_span_context()
+        if context.is_valid and not context.trace_flags.sampled:
+            yield parent  # a trace not recorded: its children cost nothing more
+            return
+    elif getrandbits(64) >= where.bound:
+        # Not recorded: a non-recording root its children see, with no SDK span behind it.
+        unsampled = SpanContext(getrandbits(128) or 1, getrandbits(64) or 1, is_remote=False)
+        token = attach(trace.set_span_in_context(trace.NonRecordingSpan(unsampled)))
+        try:
+            yield trace.INVALID_SPAN
+        finally:
+            detach(token)
+        return
+    chosen = _chosen.set(root)
+    try:
+        current = tracer.start_span(
+            name, context=_ROOT if root else None, attributes=attributes,
+            links=[Link(c) for c in links if c.is_valid] if links else None,
+        )  # fmt: skip
+    finally:
+        _chosen.reset(chosen)
     token = attach(trace.set_span_in_context(current))
     try:
         yield current

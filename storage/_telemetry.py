@@ -296,17 +296,23 @@ class TelemetryStore(SpanProcessor):
         A tool or storage span counts under the model of the turn it ran in (its parent)
         and under the session of its trace.
         """
-        key = {
-            "model": "coalesce(s.model, p.model)",
-            "session": "max(s.session_id) over (partition by s.trace_id)",
-            "day": "strftime(make_timestamp(s.start_ns // 1000), '%Y-%m-%d')",
+        key, join = {
+            "model": (
+                "coalesce(s.model, p.model)",
+                "left join spans p on p.span_id = s.parent_id and p.trace_id = s.trace_id",
+            ),
+            "session": (
+                "coalesce(s.session_id, t.session_id)",
+                "left join (select trace_id, max(session_id) as session_id from spans"
+                " where start_ns >= $since group by trace_id) t on t.trace_id = s.trace_id",
+            ),
+            "day": ("strftime(make_timestamp(s.start_ns // 1000), '%Y-%m-%d')", ""),
         }[by]
         sql = f"""
         with keyed as (
             select {key} as key, s.name, s.status, s.tokens_in, s.tokens_out,
                    s.tokens_cached, s.cost, s.ttft_ms, s.duration_ms
-            from spans s left join spans p on p.span_id = s.parent_id and p.trace_id = s.trace_id
-            where s.start_ns >= ?
+            from spans s {join} where s.start_ns >= $since
         )
         select key,
             count(*) filter (where name = 'provider.turn') as turns,
@@ -323,7 +329,7 @@ class TelemetryStore(SpanProcessor):
         """
         cursor = self._conn.cursor()
         try:
-            result = cursor.execute(sql, [since_ns or 0])
+            result = cursor.execute(sql, {"since": since_ns or 0})
             names = [d[0] for d in result.description]
             rows = result.fetchall()
         finally:

@@ -7,7 +7,7 @@ import trio.lowlevel
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runtime.telemetry import active_processor, recording, tracer
+from runtime.telemetry import active_processor, recording, span, tracer
 
 
 def test_spans_outside_recording_are_dropped() -> None:
@@ -64,3 +64,16 @@ def test_sampling_keeps_a_share_of_traces_and_children_follow_their_root() -> No
     with recording(SimpleSpanProcessor(exporter), sample=0.0):
         with tracer.start_as_current_span("never") as never:
             assert not never.is_recording()
+
+
+def test_sampled_roots_of_the_span_helper_are_recorded_once_chosen() -> None:
+    exporter = InMemorySpanExporter()
+    with recording(SimpleSpanProcessor(exporter), sample=0.5):
+        for _ in range(400):
+            with span("drain", root=True) as root:
+                with span("provider.turn") as turn:
+                    assert turn.is_recording() == root.is_recording()
+    drains = [s for s in exporter.get_finished_spans() if s.name == "drain"]
+    turns = [s for s in exporter.get_finished_spans() if s.name == "provider.turn"]
+    assert 140 < len(drains) < 260  # one coin per trace: half of 400, give or take chance
+    assert len(turns) == len(drains)

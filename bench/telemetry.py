@@ -1,0 +1,135 @@
+"""Telemetry costs: a span's CPU, spans written per second, the summary query over many spans.
+
+Usage: .venv/bin/python bench/telemetry.py [--spans 50000] [--rows 1000000]
+
+- span CPU: process time (every thread) per ``runtime.telemetry.span`` block with nothing
+  recording, recorded into a processor that drops it (the SDK's cost), and recorded into the
+  ``TelemetryStore`` until written (the SDK plus the write);
+- spans written per second: wall time from the first span started to the last one
+  committed in ``telemetry.duckdb``, spans made as fast as one thread can;
+- summary query: ``--rows`` spans generated in DuckDB (provider turns, tools and storage
+  batches over 100 sessions, 4 models and 30 days), then ``TelemetryStore.summary`` by
+  model, session and day, and ``spans(session_id=...)``: median of 5 wall times each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from runtime.telemetry import recording, span  # noqa: E402
+from storage import TelemetryOptions, TelemetryStore  # noqa: E402
+
+ATTRIBUTES = {"session.id": "ses_bench", "gen_ai.tool.name": "read", "kittiwake.tool.bytes": 10}
+
+
+class _Drop(SpanProcessor):
+    def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+
+def _spans(count: int) -> None:
+    for _ in range(count):
+        with span("tool", ATTRIBUTES):
+            pass
+
+
+def span_cpu(count: int) -> None:
+    directory = tempfile.mkdtemp()
+    store = TelemetryStore.open(directory, TelemetryOptions())
+    try:
+        for label, processor in (("nothing recording", None), ("recorded, dropped", _Drop()),
+                                 ("recorded and written", store)):  # fmt: skip
+            started = time.process_time()
+            if processor is None:
+                _spans(count)
+            else:
+                with recording(processor):
+                    _spans(count)
+                processor.force_flush()
+            per = (time.process_time() - started) / count * 1e6
+            print(f"span CPU, {label}: {per:.1f} us")
+        started = time.perf_counter()
+        before = store.written
+        with recording(store):
+            _spans(count)
+        store.force_flush()
+        rate = (store.written - before) / (time.perf_counter() - started)
+        print(f"spans written per second (one thread making them): {rate:,.0f}")
+    finally:
+        store.shutdown()
+
+
+_GENERATE = """
+insert into spans
+select
+    printf('%032x', i // 8) as trace_id,
+    printf('%016x', i) as span_id,
+    case when i % 8 = 0 then null else printf('%016x', i - i % 8) end as parent_id,
+    case when i % 8 = 0 then 'drain' when i % 8 in (1, 4) then 'provider.turn'
+         when i % 8 in (2, 5) then 'tool' else 'storage.batch' end as name,
+    'internal' as kind,
+    $now - i * (2592000000000000 // $rows) as start_ns,
+    $now - i * (2592000000000000 // $rows) + 1000000 * (1 + i % 97) as end_ns,
+    1 + i % 97 as duration_ms,
+    case when i % 101 = 0 then 'error' else 'unset' end as status,
+    null as status_message,
+    'ses_' || ((i // 8) % 100) as session_id,
+    'bench' as provider,
+    case when i % 8 in (1, 4) then 'model-' || ((i // 8) % 4) end as model,
+    case when i % 8 in (1, 4) then 1000 + i % 500 end as tokens_in,
+    case when i % 8 in (1, 4) then 50 + i % 80 end as tokens_out,
+    case when i % 8 in (1, 4) then i % 300 end as tokens_cached,
+    case when i % 8 in (1, 4) then 0.001 * (i % 7) end as cost,
+    case when i % 8 in (1, 4) then 100 + i % 900 end as ttft_ms,
+    '{"bench": true}' as attributes, null as events, null as links
+from range($rows) t(i)
+"""
+
+
+def summary_query(rows: int) -> None:
+    directory = tempfile.mkdtemp()
+    store = TelemetryStore.open(directory, TelemetryOptions(retention_days=31))
+    try:
+        now = time.time_ns()
+        started = time.perf_counter()
+        store._conn.execute(_GENERATE, {"now": now, "rows": rows})
+        print(f"generated {rows:,} spans in {time.perf_counter() - started:.1f} s")
+        for by in ("model", "session", "day"):
+            times = []
+            for _ in range(5):
+                started = time.perf_counter()
+                result = store.summary(by)  # type: ignore[arg-type]
+                times.append(time.perf_counter() - started)
+            print(f"summary by {by} over {rows:,} spans ({len(result)} rows): "
+                  f"median {statistics.median(times) * 1000:.0f} ms")  # fmt: skip
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            found = store.spans(session_id="ses_7", since_ns=now - 86_400 * 10**9)
+            times.append(time.perf_counter() - started)
+        print(f"spans of one session over the last day ({len(found)}): "
+              f"median {statistics.median(times) * 1000:.0f} ms")  # fmt: skip
+    finally:
+        store.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--spans", type=int, default=50_000)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    span_cpu(args.spans)
+    summary_query(args.rows)
+
+
+if __name__ == "__main__":
+    main()
