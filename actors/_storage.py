@@ -41,7 +41,7 @@ from actors._errors import ActorCrashed, ActorStopped
 from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
 from runtime import StorageError
-from runtime.telemetry import active_processor, recording
+from runtime.telemetry import active_processor, current_span_context, recording
 from storage import Command, EventStore, Outcome, Query, StoredEvent
 
 __all__ = ["StorageActor", "StorageMode"]
@@ -178,9 +178,7 @@ class StorageActor(Actor[Any]):
         write was not acknowledged; an exact retry is safe). Cancellation abandons the
         wait; the write may still commit.
         """
-        caller = None
-        if self._processor is not None:
-            caller = trace.get_current_span().get_span_context()
+        caller = current_span_context() if self._processor is not None else None
         return await self._submit(_Write(command, Reply(), durable, then, caller))
 
     async def read(self, query: Query[T]) -> T:

@@ -203,11 +203,12 @@ def span(
 
 
 def current_span_context() -> SpanContext | None:
-    """The current span's context when spans are recorded here and one is open, else None."""
+    """The current span's context when spans are recorded here and the current span is
+    recorded (its trace sampled), else None."""
     if _current.get() is None:
         return None
     context = trace.get_current_span().get_span_context()
-    return context if context.is_valid else None
+    return context if context.is_valid and context.trace_flags.sampled else None
 
 
 def _cancelled(exc: BaseException) -> bool:
