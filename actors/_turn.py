@@ -93,6 +93,8 @@ class Turn:
         self.outcome = TurnOutcome(assistant_message_id=assistant_id)
         self.usage = ev.TokenUsage()
         self.cost = 0.0
+        self.answer: list[str] = []
+        """The text parts the model finished, in order."""
         self._started = time.perf_counter()
         self._first: float | None = None
         """When the stream's first event came (``perf_counter``), for time to first token."""
@@ -148,7 +150,9 @@ class Turn:
                 self.texts.setdefault(part, []).append(delta)
                 self._hub.publish_delta(ev.TextDelta(**ids, text_id=part, delta=delta))
             case llm.TextEnd(id=part):
-                self.buffer.append(ev.TextEnded(**ids, text_id=part, text=self._end(part)))
+                text = self._end(part)
+                self.answer.append(text)
+                self.buffer.append(ev.TextEnded(**ids, text_id=part, text=text))
             case llm.ReasoningStart(id=part, provider_metadata=meta):
                 self._start(part, "reasoning")
                 self.buffer.append(ev.ReasoningStarted(**ids, reasoning_id=part, **_meta(meta)))
@@ -307,9 +311,7 @@ class Turn:
         if outcome.error is not None:
             current.set_status(Status(StatusCode.ERROR, outcome.error))
         if records_text():
-            answer = "".join(
-                getattr(e, "text", "") for e in self.buffer if isinstance(e, ev.TextEnded)
-            )
+            answer = "".join(self.answer)
             current.set_attribute("kittiwake.answer", answer)
 
 

@@ -103,3 +103,21 @@ async def test_summary_figures_computed_in_sql_match_the_events(tmp_path: Path) 
     assert sum(s.tokens.input for s in steps) == row["tokens_in"]
     assert sum(s.tokens.output for s in steps) == row["tokens_out"]
     assert sum(s.tokens.cache.read for s in steps) == row["tokens_cached"]
+
+
+async def test_prompt_and_answer_text_are_recorded_only_when_configured(tmp_path: Path) -> None:
+    for record_text in (False, True):
+        client = llm.ScriptedLLM([answer("the secret answer")])
+        options = TelemetryOptions(flush_interval=0.01, record_text=record_text)
+        async with running(tmp_path / str(record_text), client, telemetry=options) as rt:
+            sid = rt.test_session
+            await rt.sessions.prompt(sid, prompt=prompt("the secret prompt"))
+            await rt.sessions.wait_idle(sid)
+            assert rt.telemetry.force_flush()
+            spans = {s["name"]: s for s in rt.telemetry.spans(session_id=sid)}
+        admission, turn = spans["admission"]["attributes"], spans["provider.turn"]["attributes"]
+        if record_text:
+            assert admission["kittiwake.prompt"] == "the secret prompt"
+            assert turn["kittiwake.answer"] == "the secret answer"
+        else:
+            assert "kittiwake.prompt" not in admission and "kittiwake.answer" not in turn
