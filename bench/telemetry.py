@@ -1,12 +1,17 @@
 """Telemetry costs: a span's CPU, spans written per second, the summary query over many spans.
 
-Usage: .venv/bin/python bench/telemetry.py [--spans 50000] [--rows 1000000]
+Usage: .venv/bin/python bench/telemetry.py [--spans 50000] [--rows 1000000] [--prompts 300]
+                                          [--rounds 5]
 
 - span CPU: process time (every thread) per ``runtime.telemetry.span`` block with nothing
   recording, recorded into a processor that drops it (the SDK's cost), and recorded into the
   ``TelemetryStore`` until written (the SDK plus the write);
 - spans written per second: wall time from the first span started to the last one
   committed in ``telemetry.duckdb``, spans made as fast as one thread can;
+- CPU per prompt: process time (every thread: the runtime's, the store's, DuckDB's, the
+  telemetry writer's) per prompt answered by a zero-latency ScriptedLLM with one tool call,
+  ``--prompts`` sequential prompts in one session, telemetry off / on / sampled at 10% / 0%,
+  interleaved ``--rounds`` times (CPU time is steadier than wall time on a shared machine);
 - summary query: ``--rows`` spans generated in DuckDB (provider turns, tools and storage
   batches over 100 sessions, 4 models and 30 days), then ``TelemetryStore.summary`` by
   model, session and day, and ``spans(session_id=...)``: median of 5 wall times each.
@@ -141,13 +146,59 @@ def summary_query(rows: int) -> None:
         store.shutdown()
 
 
+async def _prompts(count: int, telemetry: TelemetryOptions | None) -> float:
+    from bench.turn_overhead import echo_then_answer, scripted, tools
+    from runtime import Location, Prompt, open_runtime
+
+    directory = Path(tempfile.mkdtemp())
+    options = {"telemetry": telemetry} if telemetry is not None else {}
+    async with open_runtime(
+        data_dir=directory, llm=scripted(echo_then_answer), tools=tools, **options
+    ) as rt:
+        sid = (await rt.sessions.create(location=Location(directory=str(directory)))).id
+        for i in range(20):  # warm up
+            await rt.sessions.prompt(sid, prompt=Prompt(text=f"warm {i}"))
+            await rt.sessions.wait_idle(sid)
+        started = time.process_time()
+        for i in range(count):
+            await rt.sessions.prompt(sid, prompt=Prompt(text=f"turn {i}"))
+            await rt.sessions.wait_idle(sid)
+        if rt.telemetry is not None:
+            rt.telemetry.force_flush()
+        return (time.process_time() - started) / count
+
+
+def cpu_per_prompt(count: int, rounds: int) -> None:
+    import trio
+
+    modes = {
+        "off": None, "on": TelemetryOptions(), "sampled 10%": TelemetryOptions(sample=0.1),
+        "sampled 0%": TelemetryOptions(sample=0.0),
+    }  # fmt: skip
+    results: dict[str, list[float]] = {name: [] for name in modes}
+    for _ in range(rounds):
+        for name, options in modes.items():
+            results[name].append(trio.run(_prompts, count, options))
+    off = statistics.median(results["off"])
+    for name, values in results.items():
+        median = statistics.median(values)
+        runs = ", ".join(f"{v * 1000:.2f}" for v in values)
+        print(f"CPU per prompt with a tool call, telemetry {name}: median {median * 1000:.2f} ms"
+              f" ({(median / off - 1) * 100:+.0f}%; runs {runs})")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spans", type=int, default=50_000)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--prompts", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     span_cpu(args.spans)
-    summary_query(args.rows)
+    if args.prompts:
+        cpu_per_prompt(args.prompts, args.rounds)
+    if args.rows:
+        summary_query(args.rows)
 
 
 if __name__ == "__main__":
