@@ -37,6 +37,7 @@ NO_TOOLS: Final = "Tools are not available for this request"
 _CUT_TOOL: Final = "Tool call was cut short: the provider stream ended before it was complete"
 _UNWRITTEN_CALL: Final = "Tool call not run: its record was not written in time"
 _SETTLE_GRACE: Final = 10.0
+_CLOSE_GRACE: Final = 5.0  # seconds to close a provider stream the turn stopped reading
 _PartKind = Literal["text", "reasoning", "tool-input"]
 _OUTPUT: Final = (
     llm.TextStart,
@@ -366,6 +367,7 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn
     """
     turn.offered = _offered(request)
     turn.start_step()
+    events: AsyncIterator[llm.LLMEvent] | None = None
     try:
         events = aiter(client.stream(request))
         first = await _fold(events, turn, None)
@@ -378,6 +380,7 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn
     except BaseException as exc:
         cancelled = _cancelled(exc)
         with trio.CancelScope(shield=True):
+            await _close_stream(events)
             try:
                 turn.close_open(INTERRUPTED_TOOL if cancelled else _CUT_TOOL)
                 if cancelled:
@@ -392,6 +395,20 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn
     turn.end_events()
     await turn.flush()
     return turn.outcome
+
+
+async def _close_stream(events: AsyncIterator[llm.LLMEvent] | None) -> None:
+    """Close a provider stream the turn stopped reading (an interrupt, a failed write),
+    so its connection closes now and not when the garbage collector finds it. Bounded;
+    a failure to close is logged."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is None:
+        return
+    with trio.move_on_after(_CLOSE_GRACE):
+        try:
+            await aclose()
+        except Exception as exc:  # noqa: BLE001 - the turn's own error goes on
+            _log.warning("closing the provider stream failed", exc_info=exc)
 
 
 async def _fold(
