@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--actions", type=_pair, default=(3, 9), help="actions per session: LO,HI")
         sub.add_argument("--faults", default="all", help="kinds or groups, comma-separated")
         sub.add_argument(
+            "--no-compaction",
+            action="store_true",
+            help="no compaction pressure or manual compactions (seeds found before compaction)",
+        )
+        sub.add_argument(
             "--plant", choices=sorted(PLANTS), help="run a deliberately broken runtime"
         )
         if name == "replay":
@@ -81,15 +86,24 @@ def main(argv: list[str] | None = None) -> int:
             summary = run_many(
                 range(args.start, args.start + args.seeds), sessions=args.sessions,
                 faults=faults, workers=args.workers, per_session=args.actions, on_result=show,  # type: ignore[arg-type]
+                compaction=not args.no_compaction,
             )  # fmt: skip
-            summary_table(summary, sys.stdout)
+            low, high = args.actions
+            replay = f" --sessions {args.sessions} --actions {low},{high}"
+            if args.faults != "all":
+                replay += f" --faults {args.faults}"
+            if args.plant:
+                replay += f" --plant {args.plant}"
+            if args.no_compaction:
+                replay += " --no-compaction"
+            summary_table(summary, sys.stdout, replay)
             return 1 if summary.failing else 0
         workload = None
         if args.command == "replay" and args.workload is not None:
             workload = msgspec.json.decode(args.workload.read_bytes(), type=Workload)
         result = run_seed(
             args.seed, sessions=args.sessions, faults=faults, per_session=args.actions,
-            workload=workload,
+            workload=workload, compaction=not args.no_compaction,
         )  # fmt: skip
         if args.command == "replay":
             print(f"seed {result.seed}: faults {result.faults}; injected {result.injected}")
@@ -102,10 +116,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"seed {args.seed} breaks no invariant; nothing to shrink")
             return 0
         broken = result.violations[0].split(":", 1)[0]
-        first = seed_workload(args.seed, args.sessions, faults, args.actions)
+        compaction = not args.no_compaction
+        first = seed_workload(args.seed, args.sessions, faults, args.actions, compaction=compaction)
 
         def fails(candidate: Workload) -> bool:
-            again = run_seed(args.seed, faults=faults, workload=candidate, trace=False)
+            again = run_seed(
+                args.seed, faults=faults, workload=candidate, trace=False, compaction=compaction
+            )
             return any(v.startswith(broken + ":") for v in again.violations)
 
         small = shrink(args.seed, first, fails, log=lambda line: print(line, file=sys.stderr))
@@ -113,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         out.write_bytes(msgspec.json.format(msgspec.json.encode(small)))
         print(f"seed {args.seed} still breaks {broken} with {small.sessions} sessions and "
               f"{len(small.actions)} actions (from {len(first.actions)}): {out}\n"
-              f"  replay: python -m sims replay {args.seed} --workload {out}")  # fmt: skip
+              f"  replay: python -m sims replay {args.seed} --workload {out}"
+              f"{' --plant ' + args.plant if args.plant else ''}"
+              f"{' --no-compaction' if args.no_compaction else ''}")  # fmt: skip
         return 1
 
 

@@ -63,6 +63,7 @@ class Checker:
         self.sessions: dict[str, _Session] = {}
         self.checks: Counter[str] = Counter()
         self.violations: list[str] = []
+        self.compactions = 0
 
     def fail(self, check: str, message: str) -> None:
         self.violations.append(f"{check}: {message}")
@@ -126,6 +127,8 @@ class Checker:
                 )
         elif isinstance(event, ev.SessionDeleted):
             s.deleted = True
+        elif isinstance(event, ev.CompactionEnded):
+            self.compactions += 1
         s.last_type = "promoted" if isinstance(event, ev.PromptPromoted) else stored.type
 
 

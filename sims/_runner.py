@@ -27,6 +27,7 @@ class Summary(msgspec.Struct, kw_only=True):
     seeds: int = 0
     sessions: int = 0
     crashes: int = 0
+    compactions: int = 0
     seconds: float = 0.0
     simulated_seconds: float = 0.0
     injected: dict[str, int] = {}
@@ -39,6 +40,7 @@ class Summary(msgspec.Struct, kw_only=True):
         self.seeds += 1
         self.sessions += result.sessions
         self.crashes += result.crashes
+        self.compactions += result.compactions
         self.simulated_seconds += result.simulated_seconds
         for kind, count in result.injected.items():
             self.injected[kind] = self.injected.get(kind, 0) + count
@@ -66,21 +68,25 @@ def expand_faults(spec: str | None) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-def _one(job: tuple[int, int, tuple[str, ...], tuple[int, int]]) -> Result:
-    seed, sessions, faults, per_session = job
+def _one(job: tuple[int, int, tuple[str, ...], tuple[int, int], bool]) -> Result:
+    seed, sessions, faults, per_session, compaction = job
     logging.disable(logging.CRITICAL)
-    result = run_seed(seed, sessions=sessions, faults=faults, per_session=per_session, trace=False)
+    result = run_seed(
+        seed, sessions=sessions, faults=faults, per_session=per_session, trace=False,
+        compaction=compaction,
+    )  # fmt: skip
     return msgspec.structs.replace(result, trace=[])
 
 
 def run_many(
     seeds: Iterable[int], *, sessions: int, faults: tuple[str, ...], workers: int = 1,
     per_session: tuple[int, int] = (3, 9), on_result: Callable[[Result], None] | None = None,
+    compaction: bool = True,
 ) -> Summary:  # fmt: skip
     """Run every seed (in *workers* processes when more than one); add up their results."""
     summary = Summary()
     started = time.perf_counter()
-    jobs = [(seed, sessions, faults, per_session) for seed in seeds]
+    jobs = [(seed, sessions, faults, per_session, compaction) for seed in seeds]
     results: Iterator[Result]
     if workers > 1:
         context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
@@ -101,12 +107,12 @@ def run_many(
     return summary
 
 
-def summary_table(summary: Summary, out: TextIO) -> None:
+def summary_table(summary: Summary, out: TextIO, replay: str = "") -> None:
     """The faults injected and the invariants checked, as two plain-text tables."""
     rate = summary.seeds / summary.seconds if summary.seconds else 0.0
     out.write(
         f"\n{summary.seeds} seeds, {summary.sessions} sessions, {summary.crashes} simulated "
-        f"crashes in {summary.seconds:.1f} s ({rate:.1f} seeds/s, "
+        f"crashes, {summary.compactions} compactions in {summary.seconds:.1f} s ({rate:.1f} seeds/s, "
         f"{summary.sessions / summary.seconds if summary.seconds else 0:.1f} sessions/s; "
         f"{summary.simulated_seconds:.0f} simulated seconds)\n\n"
     )
@@ -120,7 +126,7 @@ def summary_table(summary: Summary, out: TextIO) -> None:
         out.write(f"{name:<34}{checks:>10}{broken:>12}\n")
     if summary.failing:
         shown = " ".join(str(s) for s in summary.failing[:20])
-        out.write(f"\nFAILING seeds: {shown}\n  replay: python -m sims replay SEED\n")
+        out.write(f"\nFAILING seeds: {shown}\n  replay: python -m sims replay SEED{replay}\n")
     else:
         out.write("\nno invariant violated\n")
 

@@ -53,6 +53,7 @@ class Result(msgspec.Struct, kw_only=True):
     simulated_seconds: float
     actions: int
     errors: dict[str, int]
+    compactions: int = 0
 
     @property
     def failed(self) -> bool:
@@ -68,16 +69,18 @@ def scratch_root() -> str | None:
 def run_seed(
     seed: int, *, sessions: int = DEFAULT_SESSIONS, faults: tuple[str, ...] = ALL_FAULTS,
     workload: Workload | None = None, trace: bool = True, per_session: tuple[int, int] = (3, 9),
+    compaction: bool = True,
 ) -> Result:  # fmt: skip
     """Run seed *seed*: its fault plan (a random subset of *faults*), its workload (or the
     given one, for shrinking) and its schedule. Deterministic: the same arguments give
-    the same Result, trace included."""
+    the same Result, trace included. Without *compaction*, no compaction pressure and no
+    manual compactions (the simulator before compaction existed: older regression seeds)."""
     plan = choose_faults(random.Random(f"{seed}/plan"), faults)
     if workload is None:
-        workload = seed_workload(seed, sessions, faults, per_session)
+        workload = seed_workload(seed, sessions, faults, per_session, compaction=compaction)
     root = Path(tempfile.mkdtemp(prefix=f"sim{seed}-", dir=scratch_root()))
     try:
-        world = World(seed, plan, root / "data", trace=trace)
+        world = World(seed, plan, root / "data", trace=trace, compaction=compaction)
         sim = _Simulation(world, workload)
         RERUN[:] = [world.rerun]
         run_seeded(seed, sim.run)
@@ -89,13 +92,13 @@ def run_seed(
 
 def seed_workload(
     seed: int, sessions: int, faults: tuple[str, ...] = ALL_FAULTS,
-    per_session: tuple[int, int] = (3, 9),
+    per_session: tuple[int, int] = (3, 9), *, compaction: bool = True,
 ) -> Workload:  # fmt: skip
     """The workload seed *seed* runs (clock changes when its fault plan has them)."""
     plan = choose_faults(random.Random(f"{seed}/plan"), faults)
     clock = (plan.enabled("clock.jump"), plan.enabled("clock.rollover"))
-    return generate(random.Random(f"{seed}/workload"), sessions,
-                    per_session=per_session, clock_faults=clock)  # fmt: skip
+    return generate(random.Random(f"{seed}/workload"), sessions, per_session=per_session,
+                    clock_faults=clock, compaction=compaction)  # fmt: skip
 
 
 class _Client:
@@ -270,6 +273,7 @@ class _Simulation:
         self.checker.checks = old.checks
         self.checker.violations = old.violations
         self.checker.feed(events)
+        self.checker.compactions = old.compactions
         self.published = by_session
 
     async def _watch(self, subscription: Any) -> None:
@@ -479,6 +483,8 @@ class _Simulation:
             await rt.sessions.delete(sid)
             if not w.dead and w.generation == gen:
                 client.deleted = True
+        elif kind == "compact":
+            await rt.sessions.compact(sid)
         elif kind == "context":
             w.notes[client.location] = w.notes.get(client.location, 0) + 1
         return "ok"
@@ -525,5 +531,5 @@ class _Simulation:
             trace=w.lines, injected=dict(sorted(w.injected.items())), checks=checks,
             violations=self.checker.violations, crashes=self.crashes,
             simulated_seconds=round(self.finished_at, 3), actions=len(self.workload.actions),
-            errors=dict(sorted(self.errors.items())),
+            errors=dict(sorted(self.errors.items())), compactions=self.checker.compactions,
         )  # fmt: skip

@@ -18,7 +18,7 @@ HORIZON: Final = 40.0  # simulated seconds over which the actions are spread
 
 Kind = Literal[
     "prompt", "retry", "conflict", "interrupt", "resume", "agent", "model", "reply",
-    "delete", "context", "clock",
+    "delete", "context", "clock", "compact",
 ]  # fmt: skip
 
 # Relative frequencies of what a client does next.
@@ -49,9 +49,11 @@ class Workload(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def generate(rng: random.Random, sessions: int, *, per_session: tuple[int, int] = (3, 9),
-             clock_faults: tuple[bool, bool] = (False, False)) -> Workload:  # fmt: skip
+             clock_faults: tuple[bool, bool] = (False, False),
+             compaction: bool = True) -> Workload:  # fmt: skip
     """*sessions* sessions, each with a random number of actions in *per_session* at
-    random times; clock jumps and date rollovers when the fault plan enables them."""
+    random times; manual compactions (with *compaction*); clock jumps and date rollovers
+    when the fault plan enables them."""
     kinds = list(_MIX)
     weights = list(_MIX.values())
     actions: list[Action] = []
@@ -68,6 +70,11 @@ def generate(rng: random.Random, sessions: int, *, per_session: tuple[int, int] 
             for _ in range(rng.randint(1, 2)):
                 at = round(rng.uniform(0, HORIZON), 3)
                 actions.append(Action(at=at, session=-1, kind="clock", arg=kind))
+    if compaction:  # drawn last, so adding them left the other actions as they were
+        for index in range(sessions):
+            if rng.random() < 0.3:
+                at = round(rng.uniform(0, HORIZON), 3)
+                actions.append(Action(at=at, session=index, kind="compact"))
     actions.sort(key=lambda a: (a.at, a.session))
     return Workload(sessions=sessions, actions=actions)
 

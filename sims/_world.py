@@ -12,6 +12,7 @@ import datetime
 import errno
 import os
 import random
+import zlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
@@ -50,7 +51,10 @@ def sim_agents() -> dict[str, AgentInfo]:
 class World:
     """One seed's world: random streams, fault plan, clock offset, ledgers and trace."""
 
-    def __init__(self, seed: int, plan: FaultPlan, data_dir: Path, *, trace: bool = True) -> None:
+    def __init__(
+        self, seed: int, plan: FaultPlan, data_dir: Path, *, trace: bool = True,
+        compaction: bool = True,
+    ) -> None:  # fmt: skip
         self.seed = seed
         self.plan = plan
         self.data_dir = data_dir
@@ -70,11 +74,16 @@ class World:
         self.executions: Counter[tuple[str, str]] = Counter()
         self.running: dict[tuple[str, str], int] = {}
         self.cut_at_crash: set[tuple[str, str]] = set()
-        self.requests: list[tuple[str, str, tuple[int, int]]] = []  # (session, baseline, store)
+        # (session, baseline, (generation, store opening, checkpoint the request starts at))
+        self.requests: list[tuple[str, str, tuple[int, int, int]]] = []
         self.incarnation: Callable[[], int] = lambda: 0  # store restarts in this generation
         self.notes: dict[str, int] = {}  # Location directory -> version of its notes source
         self.call_counter = 0
         self.output_blocked = False
+        # Compaction pressure in half the seeds: a window a few turns fill.
+        pressure = random.Random(f"{seed}/window")
+        under = compaction and pressure.random() < 0.5
+        self.window = 20_000 + pressure.randint(6_000, 16_000) if under else 0
 
     # -- time and trace ---------------------------------------------------------------
 
@@ -211,7 +220,7 @@ class SimProvider:
         if w.dead:
             await trio.sleep_forever()
         sid = request.prompt_cache_key or ""
-        store = (w.generation, w.incarnation())
+        store = (w.generation, w.incarnation(), _checkpoint(request))
         w.requests.append((sid, request.system[-1] if request.system else "", store))
         self.requests += 1
         policy = llm.RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=8.0)
@@ -244,6 +253,13 @@ class SimProvider:
             async for event in events:
                 yield event
 
+    def model_limit(self, model: Any) -> Any:
+        """A small context window when the seed puts sessions under compaction pressure
+        (``llm.ModelLimits``); unknown otherwise."""
+        if not self.w.window:
+            return None
+        return llm.ModelLimit(context=self.w.window, output=4096)
+
     def _script(self, request: llm.LLMRequest) -> list[llm.LLMEvent]:
         w, rng = self.w, self.w.provider_rng
         events: list[llm.LLMEvent] = [llm.StepStart()]
@@ -259,7 +275,10 @@ class SimProvider:
                 w.call_counter += 1
                 calls.append(self._call(f"call_{w.call_counter}", offered))
         events += calls
-        usage = llm.Usage(input_tokens=rng.randint(10, 500), output_tokens=rng.randint(1, 50))
+        size = sum(len(msgspec.json.encode(message)) for message in request.messages) // 4
+        usage = llm.Usage(
+            input_tokens=size + rng.randint(500, 2000), output_tokens=rng.randint(1, 50)
+        )
         events.append(llm.StepFinish(finish_reason="tool-calls" if calls else "stop", usage=usage))
         return events
 
@@ -283,6 +302,16 @@ class SimProvider:
         elif rng.random() < 0.05:
             mode = "huge"
         return llm.ToolCall(call_id=call_id, name=name, input={"seconds": seconds, "mode": mode})
+
+
+def _checkpoint(request: llm.LLMRequest) -> int:
+    """Which compaction checkpoint *request* starts at (0: none); a new Context Epoch may
+    start only with a new checkpoint."""
+    if request.messages and isinstance(request.messages[0], llm.UserMessage):
+        for part in request.messages[0].content:
+            if isinstance(part, llm.TextPart) and part.text.startswith("<conversation-checkpoint>"):
+                return zlib.crc32(part.text.encode()) or 1
+    return 0
 
 
 def _http_error(kind: str, rng: random.Random) -> llm.ProviderError:

@@ -12,6 +12,8 @@ import pytest
 
 from sims._sim import run_seed
 
+# Found before compaction existed: replayed without compaction pressure (compaction=False),
+# which is the simulator they were found with.
 REGRESSIONS = [
     # A tool result write failed (full disk): the turn closed its step failed but left the
     # call without a result, and every later request was refused (UnansweredToolCallError).
@@ -36,7 +38,7 @@ def test_a_seed_that_once_failed_stays_fixed(
 ) -> None:
     logging.disable(logging.CRITICAL)
     try:
-        result = run_seed(seed, sessions=sessions, per_session=actions)
+        result = run_seed(seed, sessions=sessions, per_session=actions, compaction=False)
     finally:
         logging.disable(logging.NOTSET)
     assert any(marker in line for line in result.trace)

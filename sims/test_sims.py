@@ -88,3 +88,20 @@ def test_each_checker_catches_its_planted_bug_with_a_replayable_seed(plant: str)
     assert again.violations == result.violations  # the seed replays the failure
     # Without the plant, the same seed is clean.
     assert run_seed(seed, sessions=3, faults=faults, trace=False).violations == []
+
+
+def test_shrinking_keeps_the_failure_with_fewer_actions() -> None:
+    from sims._runner import shrink
+    from sims._sim import seed_workload
+
+    workload = seed_workload(0, 3)
+    with planted("skip-seq"):
+
+        def fails(candidate: object) -> bool:
+            result = run_seed(0, workload=candidate, trace=False)  # type: ignore[arg-type]
+            return any(v.startswith("events.contiguous_seqs:") for v in result.violations)
+
+        assert fails(workload)
+        small = shrink(0, workload, fails)
+        assert len(small.actions) < len(workload.actions) // 2
+        assert fails(small)
