@@ -27,7 +27,12 @@ from runtime.config import (
     load_config,
 )
 from runtime.context import SystemContext
-from runtime.tools import ToolOutputLimits
+from runtime.tools import (
+    AddressPolicy,
+    ToolOutputLimits,
+    WebFetchLimits,
+    WebSearchSettings,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -149,6 +154,36 @@ class LocationSettings:
                 else configured.preserve_recent_tokens
             ),
         )
+
+    def webfetch_limits(self) -> WebFetchLimits:
+        """The ``webfetch`` bounds and address policy from ``webfetch`` (defaults for
+        what is unset: public addresses only, 5 MiB, 5 redirects, 30 s)."""
+        configured = self.loaded.config.webfetch
+        if configured is None:
+            return WebFetchLimits()
+        policy = AddressPolicy(
+            allow_loopback=bool(configured.allow_loopback),
+            allow_private=bool(configured.allow_private),
+        )
+        fields: dict[str, Any] = {
+            "max_bytes": configured.max_bytes, "max_redirects": configured.max_redirects,
+            "timeout": configured.timeout, "max_timeout": configured.max_timeout,
+        }  # fmt: skip
+        return WebFetchLimits(policy=policy, **{k: v for k, v in fields.items() if v is not None})
+
+    def websearch_settings(self) -> WebSearchSettings | None:
+        """The configured ``websearch`` backend, or None (the tool is then not offered)."""
+        configured = self.loaded.config.websearch
+        if configured is None:
+            return None
+        fields: dict[str, Any] = {
+            "max_results": configured.max_results,
+            "timeout": configured.timeout,
+        }
+        return WebSearchSettings(
+            backend=configured.backend, url=configured.url, api_key=configured.apiKey,
+            **{k: v for k, v in fields.items() if v is not None},
+        )  # fmt: skip
 
 
 def location_watch(

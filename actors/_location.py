@@ -12,7 +12,15 @@ from runtime import InvalidSessionInputError
 from runtime.agents import AgentInfo
 from runtime.config import ConfigWatch
 from runtime.context import SystemContext, SystemContextRegistry
-from runtime.tools import Skill, Tool, ToolRegistry, task_description
+from runtime.tools import (
+    Skill,
+    Tool,
+    ToolContribution,
+    ToolRegistry,
+    task_description,
+    webfetch_tool,
+    websearch_tool,
+)
 
 if TYPE_CHECKING:
     from actors._config import LocationSettings
@@ -24,6 +32,9 @@ class LocationState:
     """One open Location (working directory): its tool registry, its System Context
     Registry, and what its configuration decides (agents, default model, provider
     client), read again by :meth:`refresh` at each provider turn when a file changed.
+
+    Its registry gets ``webfetch`` (under the current ``webfetch`` settings) and, while
+    the configuration names a backend, ``websearch``, each as a contribution of its own.
 
     A plain object, not an actor: nothing is sent to it. Its callers are the tasks of
     one trio run; :meth:`observe_context` shares one observation between concurrent
@@ -48,6 +59,20 @@ class LocationState:
         """The Location's skills as last read (see :meth:`SessionExecution.rescan_skills`)."""
         self.task_tool: Tool[Any] | None = None
         """The ``task`` tool of this Location, whose description lists its subagents."""
+        self._web = registry.contribute(webfetch_tool(lambda: self.settings.webfetch_limits()))
+        self._search: ToolContribution | None = None
+        self._sync_search()
+
+    def _sync_search(self) -> None:
+        """Offer ``websearch`` exactly while the configuration names a backend."""
+        configured = self.settings.websearch_settings()
+        if configured is None and self._search is not None:
+            self._search.close()
+            self._search = None
+        elif configured is not None and self._search is None:
+            self._search = self.registry.contribute(
+                websearch_tool(lambda: self.settings.websearch_settings() or configured)
+            )
 
     def describe_subagents(self) -> None:
         """List the Location's subagents in its ``task`` tool's description."""
@@ -75,6 +100,7 @@ class LocationState:
         if settings is not self.settings:
             self.settings = settings
             self.describe_subagents()
+            self._sync_search()
         return self.settings
 
     async def observe_context(self) -> SystemContext:

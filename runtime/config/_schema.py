@@ -16,6 +16,8 @@ __all__ = [
     "AgentConfig",
     "CompactionConfig",
     "Config",
+    "LanguageServersConfig",
+    "LspServerConfig",
     "McpServerConfig",
     "ModelConfig",
     "ModelCostConfig",
@@ -28,6 +30,8 @@ __all__ = [
     "TelemetryConfig",
     "TelemetryOtlpConfig",
     "ToolOutputConfig",
+    "WebFetchConfig",
+    "WebSearchConfig",
 ]
 
 PermissionActionConfig: TypeAlias = Literal["ask", "allow", "deny"]
@@ -37,6 +41,7 @@ PermissionConfig: TypeAlias = PermissionActionConfig | dict[str, PermissionRuleC
 
 _Positive = Annotated[int, Meta(gt=0)]
 _Timeout: TypeAlias = _Positive | Literal[False]
+_Seconds = Annotated[float, Meta(gt=0)]
 
 
 class _Section(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
@@ -213,6 +218,51 @@ class McpServerConfig(_Section, frozen=True):
     timeout: _Positive | None = None
 
 
+class WebFetchConfig(_Section, frozen=True):
+    """``webfetch`` (Kittiwake's own key): what the ``webfetch`` tool may reach and how much
+    it reads. Link-local and cloud-metadata addresses are always refused."""
+
+    allow_loopback: bool | None = None
+    allow_private: bool | None = None
+    max_bytes: _Positive | None = None
+    max_redirects: Annotated[int, Meta(ge=0, le=20)] | None = None
+    timeout: _Seconds | None = None
+    max_timeout: _Seconds | None = None
+
+
+class WebSearchConfig(_Section, frozen=True):
+    """``websearch`` (Kittiwake's own key): the search backend; without one the
+    ``websearch`` tool is not offered."""
+
+    backend: Literal["exa", "brave", "tavily", "searxng"]
+    url: str | None = None
+    apiKey: str | None = None
+    max_results: Annotated[int, Meta(ge=1, le=50)] | None = None
+    timeout: _Seconds | None = None
+
+
+class LspServerConfig(_Section, frozen=True):
+    """``lsp.<name>``: a language server (``command`` for the file ``extensions``), or a
+    built-in one switched off (``{"disabled": true}``)."""
+
+    command: list[str] | None = None
+    extensions: list[str] | None = None
+    disabled: bool | None = None
+    env: dict[str, str] | None = None
+    initialization: dict[str, Any] | None = None
+
+
+class LanguageServersConfig(_Section, frozen=True):
+    """``language_servers`` (Kittiwake's own key): the timeouts of language servers."""
+
+    idle_timeout: _Seconds | None = None
+    start_timeout: _Seconds | None = None
+    request_timeout: _Seconds | None = None
+    diagnostics_timeout: _Seconds | None = None
+    diagnostics_settle: _Seconds | None = None
+    max_restarts: Annotated[int, Meta(ge=0)] | None = None
+
+
 class Config(_Section, frozen=True, rename={"schema": "$schema"}):
     """The configuration keys Kittiwake reads (OpenCode's ``Config`` schema, in part)."""
 
@@ -233,6 +283,10 @@ class Config(_Section, frozen=True, rename={"schema": "$schema"}):
     tool_output: ToolOutputConfig | None = None
     mcp: dict[str, McpServerConfig] | None = None
     telemetry: TelemetryConfig | None = None
+    webfetch: WebFetchConfig | None = None
+    websearch: WebSearchConfig | None = None
+    lsp: bool | dict[str, LspServerConfig] | None = None
+    language_servers: LanguageServersConfig | None = None
 
 
 OPEN_SECTIONS: dict[type[_Section], bool] = {ProviderOptions: False, AgentConfig: True}

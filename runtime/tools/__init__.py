@@ -1,5 +1,7 @@
 """The Location-scoped Tool Registry, bounded Model Tool Output and built-in tools."""
 
+from runtime.tools._addresses import AddressPolicy as AddressPolicy
+from runtime.tools._addresses import address_kind as address_kind
 from runtime.tools._authority import ResolvedPath as ResolvedPath
 from runtime.tools._authority import resolve_path as resolve_path
 from runtime.tools._bounding import apply_bounding as apply_bounding
@@ -65,12 +67,24 @@ from runtime.tools._skill import skill_tool as skill_tool
 from runtime.tools._tool import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
 from runtime.tools._tool import Tool as Tool
 from runtime.tools._tool import input_schema as input_schema
+from runtime.tools._webfetch import WebFetchInput as WebFetchInput
+from runtime.tools._webfetch import WebFetchLimits as WebFetchLimits
+from runtime.tools._webfetch import html_to_markdown as html_to_markdown
+from runtime.tools._webfetch import html_to_text as html_to_text
+from runtime.tools._webfetch import webfetch_tool as webfetch_tool
+from runtime.tools._websearch import SearchResult as SearchResult
+from runtime.tools._websearch import WebSearchInput as WebSearchInput
+from runtime.tools._websearch import WebSearchSettings as WebSearchSettings
+from runtime.tools._websearch import parse_search_answer as parse_search_answer
+from runtime.tools._websearch import search_request as search_request
+from runtime.tools._websearch import websearch_tool as websearch_tool
 from runtime.tools._write import EditInput as EditInput
 from runtime.tools._write import WriteInput as WriteInput
 from runtime.tools._write import edit_tool as edit_tool
 from runtime.tools._write import write_tool as write_tool
 
 __all__ = [
+    "AddressPolicy",
     "AgentToolHost",
     "ApplyPatchInput",
     "ContentPart",
@@ -87,6 +101,7 @@ __all__ = [
     "ReadLimits",
     "ResolvedPath",
     "SearchLimits",
+    "SearchResult",
     "ShellInput",
     "ShellLimits",
     "Skill",
@@ -110,7 +125,12 @@ __all__ = [
     "ToolSettlement",
     "ToolSuccess",
     "UpdateChunk",
+    "WebFetchInput",
+    "WebFetchLimits",
+    "WebSearchInput",
+    "WebSearchSettings",
     "WriteInput",
+    "address_kind",
     "apply_bounding",
     "apply_chunks",
     "apply_patch_tool",
@@ -122,22 +142,28 @@ __all__ = [
     "glob_regex",
     "glob_tool",
     "grep_tool",
+    "html_to_markdown",
+    "html_to_text",
     "input_schema",
     "load_custom_tools",
     "load_skills",
     "location_registry",
     "parse_patch",
+    "parse_search_answer",
     "preview",
     "read_skill",
     "read_tool",
     "resolve_path",
     "run_tool_output_cleanup",
+    "search_request",
     "session_tools",
     "shell_tool",
     "skill_folders",
     "skill_tool",
     "task_description",
     "truncation_marker",
+    "webfetch_tool",
+    "websearch_tool",
     "write_managed_output",
     "write_tool",
 ]
