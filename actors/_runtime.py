@@ -26,7 +26,7 @@ from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode
 from actors._supervisor import Supervisor, SupervisorPolicy, run_root
 from actors._telemetry import open_telemetry
 from actors._titles import TitleModel
-from runtime import IdGenerator, ModelRef
+from runtime import IdGenerator, ModelRef, StorageError
 from runtime import llm as llm_package
 from runtime.agents import AgentInfo
 from runtime.drain import WAKE_ANY
@@ -237,10 +237,21 @@ async def _wait_running(storage: StorageActor, execution: SessionExecution) -> N
 
 async def _recover_and_wake(rt: Runtime, now_ms: Callable[[], int]) -> None:
     """Close what a crash cut short in every session that shows it (each one then needs a
-    resume), then wake every session with unpromoted inbox rows."""
+    resume), then wake every session with unpromoted inbox rows.
+
+    A session whose recovery write fails (the store failed a commit and restarts) is left
+    to its actor, which recovers it before its first drain; the runtime still starts.
+    """
     needing = await rt.sessions.needs_resume()
     for session_id in needing:  # recovered, they stay marked: the same list after
-        await recover_session(rt.storage, session_id, now_ms())
+        try:
+            await recover_session(rt.storage, session_id, now_ms())
+        except StorageError as exc:
+            _log.error(
+                "start-up recovery failed; the session recovers when it next runs",
+                extra={"session": session_id},
+                exc_info=exc,
+            )
     pending = await rt.storage.read(SessionsWithPending())
     for session_id in pending:
         await rt.execution.wake(session_id, WAKE_ANY)
