@@ -22,6 +22,7 @@ from typing import Any, Final
 import msgspec
 import trio
 
+from actors import Escalation
 from runtime import Location, ModelRef, Prompt, SessionNotFoundError, open_runtime
 from sims._faults import ALL_FAULTS, choose_faults
 from sims._invariants import CHECKS, Checker, fold, same_history
@@ -58,6 +59,12 @@ class Result(msgspec.Struct, kw_only=True):
     @property
     def failed(self) -> bool:
         return bool(self.violations)
+
+
+def _first(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return str(exc)
 
 
 def scratch_root() -> str | None:
@@ -132,6 +139,7 @@ class _Simulation:
         self.rt: Any = None
         self.done = False
         self.finished_at = 0.0
+        self.exits = 0
 
     # -- the run ------------------------------------------------------------------------
 
@@ -173,7 +181,13 @@ class _Simulation:
                     w.incarnation = lambda: rt.storage.statistics().restarts
                     await self._serve(rt)
             except Exception as exc:  # the runtime's own failure (a dead one's is expected)
-                if not w.dead:
+                escalated = isinstance(exc, ExceptionGroup) and exc.subgroup(Escalation)
+                if escalated and not w.faults_over and not w.dead:
+                    # A crash loop its supervisor gave up on ends the process, as designed;
+                    # the service manager starts it again on the files as they are.
+                    w.log(f"generation {w.generation} exited: {_first(exc)}")
+                    self.exits += 1
+                elif not w.dead:
                     self.checker.fail("liveness.idle_after_faults", f"runtime raised {exc!r}")
                     self.done = True
         if w.dead:
