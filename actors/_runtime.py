@@ -107,7 +107,7 @@ async def open_runtime(
     title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
     configuration: Configuration | None = None, location_loads: LocationLoads = "threaded",
     telemetry: TelemetryOptions | None = None,
-    max_tasks: int = DEFAULT_MAX_TASKS,
+    max_tasks: int = DEFAULT_MAX_TASKS, store_url: str | None = None,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -146,6 +146,8 @@ async def open_runtime(
             ``rt.telemetry`` then answers span and summary queries.
         max_tasks: subagent tasks (``task`` tool calls) one session runs at once; further
             calls wait for a slot.
+        store_url: a PostgreSQL URL (``postgresql://...``): the store is there instead of
+            ``kittiwake.duckdb`` (one process per database; ``docs/cluster.md``).
     """
     options = dict(locals())
     if telemetry is None:
@@ -173,7 +175,7 @@ async def _open_runtime(
     tool_output_cleanup_every: float | None, storage_max_batch: int,
     title_model: TitleModel | None, title_limits: TitleLimits | None,
     configuration: Configuration | None, location_loads: LocationLoads, max_tasks: int,
-    **_: Any,
+    store_url: str | None, **_: Any,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """``open_runtime`` without telemetry's set-up (see there)."""
     data, project = _prepare(Path(data_dir))
@@ -182,8 +184,9 @@ async def _open_runtime(
     hub = EventHub()
     directory = ActorDirectory()
     storage = StorageActor(
-        data, hub=hub, mode=storage_mode, store_options=store_options, max_batch=storage_max_batch
-    )
+        data, hub=hub, mode=storage_mode, store_options=store_options,
+        max_batch=storage_max_batch, store_url=store_url,
+    )  # fmt: skip
     execution = SessionExecution(
         storage=storage, hub=hub, llm_client=llm or _NoProvider(), tools=tools or default_tools,
         context=context or default_context,

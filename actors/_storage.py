@@ -42,7 +42,7 @@ from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
 from runtime import StorageError
 from runtime.telemetry import active_processor, current_span_context, recording
-from storage import Command, EventStore, Outcome, Query, StoredEvent
+from storage import Command, EventStore, Outcome, PostgresStore, Query, StoredEvent
 
 __all__ = ["StorageActor", "StorageMode"]
 
@@ -71,20 +71,31 @@ _Request = _Write | _Read
 _Post = Callable[..., None]
 
 
+_Backend = EventStore | PostgresStore
+
+
+def _open_store(directory: Path, url: str | None, options: dict[str, Any]) -> _Backend:
+    """The DuckDB store in *directory*, or with *url* the PostgreSQL store there."""
+    if url is None:
+        return EventStore.open(directory, **options)
+    return PostgresStore.open(url, directory=directory, **options)
+
+
 class _DuckThread(pykka.ThreadingActor):
     """The pykka thread that owns the store. Every message is a job run on the store."""
 
-    def __init__(self, directory: Path, options: dict[str, Any]) -> None:
+    def __init__(self, directory: Path, url: str | None, options: dict[str, Any]) -> None:
         super().__init__()
         self._directory = directory
+        self._url = url
         self._options = options
-        self.store: EventStore | None = None
+        self.store: _Backend | None = None
 
     def on_receive(self, message: Any) -> None:
-        job: Callable[[EventStore | Exception], None] = message
+        job: Callable[[_Backend | Exception], None] = message
         try:
             if self.store is None:
-                self.store = EventStore.open(self._directory, **self._options)
+                self.store = _open_store(self._directory, self._url, self._options)
         except Exception as exc:  # noqa: BLE001 - handed to the job, which reports it
             job(exc)
         else:
@@ -105,6 +116,8 @@ class StorageActor(Actor[Any]):
         max_batch: most operations in one commit.
         mailbox_bound: most operations queued or in flight before senders wait.
         store_options: passed to :meth:`EventStore.open` (``fsync``, ``backup_every``).
+        store_url: a PostgreSQL URL (``postgresql://...``): the store is there
+            (``storage.PostgresStore``) instead of DuckDB in *directory*.
     """
 
     kind = "storage"
@@ -118,6 +131,7 @@ class StorageActor(Actor[Any]):
         max_batch: int = DEFAULT_MAX_BATCH,
         mailbox_bound: int = DEFAULT_MAILBOX,
         store_options: dict[str, Any] | None = None,
+        store_url: str | None = None,
     ) -> None:
         # The mailbox carries nothing: requests go on the queue the store's thread drains.
         super().__init__("storage", mailbox=open_mailbox(0), label=str(directory))
@@ -128,8 +142,9 @@ class StorageActor(Actor[Any]):
         self._bound = mailbox_bound
         self._slots = trio.Semaphore(mailbox_bound)
         self._options = store_options or {}
+        self._url = store_url
         self._thread: pykka.ActorRef[Any] | None = None
-        self._inline: EventStore | None = None
+        self._inline: _Backend | None = None
         self._lock = threading.Lock()
         self._queue: deque[_Request] = deque()
         self._draining = False
@@ -286,7 +301,7 @@ class StorageActor(Actor[Any]):
 
     # -- the store's thread ---------------------------------------------------------------
 
-    def _drain(self, store: EventStore | Exception) -> None:
+    def _drain(self, store: _Backend | Exception) -> None:
         """Serve batches until the queue is empty (on the store's thread)."""
         while True:
             with self._lock:
@@ -304,7 +319,7 @@ class StorageActor(Actor[Any]):
             except Exception as exc:  # noqa: BLE001 - reported to trio, which restarts us
                 self._fail(batch, f"{type(exc).__name__}: {exc}")
 
-    def _serve(self, store: EventStore, batch: list[_Request]) -> None:
+    def _serve(self, store: _Backend, batch: list[_Request]) -> None:
         writes = [r for r in batch if isinstance(r, _Write)]
         reads = [r for r in batch if isinstance(r, _Read)]
         if writes:
@@ -324,8 +339,10 @@ class StorageActor(Actor[Any]):
                 self._post(_answer_all, replies, answers, [])
 
             store.after_durable(answer)
+            if store.broken:  # a read found the store unusable: reopen it
+                self._report_failure("the store failed a read")
 
-    def _commit(self, store: EventStore, writes: list[_Write]) -> None:
+    def _commit(self, store: _Backend, writes: list[_Write]) -> None:
         """One group commit. *then* reads run on this thread once the batch is written;
         answers are posted early for non-durable writes, and for the rest when the
         batch is durable (from the store's sync thread in threaded mode)."""
@@ -382,14 +399,16 @@ class StorageActor(Actor[Any]):
     async def _start_backend(self) -> None:
         self._processor = active_processor()
         if self._mode == "inline":
-            self._inline = EventStore.open(self._directory, **self._options)
+            self._inline = _open_store(self._directory, self._url, self._options)
             return
-        self._thread = _DuckThread.start(self._directory, {"sync_thread": True, **self._options})
+        self._thread = _DuckThread.start(
+            self._directory, self._url, {"sync_thread": True, **self._options}
+        )
         opened = trio.Event()
         error: list[Exception] = []
         token = trio.lowlevel.current_trio_token()
 
-        def probe(store: EventStore | Exception) -> None:
+        def probe(store: _Backend | Exception) -> None:
             if isinstance(store, Exception):
                 error.append(store)
             token.run_sync_soon(opened.set)
@@ -423,7 +442,7 @@ def _traced(processor: SpanProcessor | None, writes: list[_Write]) -> Iterator[N
         yield
 
 
-def _then(store: EventStore, outcome: Outcome, then: Query[Any] | None) -> Outcome:
+def _then(store: _Backend, outcome: Outcome, then: Query[Any] | None) -> Outcome:
     if then is None or outcome.error is not None:
         return outcome
     try:

@@ -1,4 +1,5 @@
-"""The DuckDB event store, its projections and the journal beside it. All SQL lives here.
+"""The DuckDB event store, its projections and the journal beside it, and the PostgreSQL
+store. All SQL lives here.
 
 The runtime talks to storage through the port: the ``Store`` protocol and its typed
 commands and queries (``storage._port``).
@@ -56,6 +57,8 @@ from storage._port import SessionsWithPending as SessionsWithPending
 from storage._port import SetTitle as SetTitle
 from storage._port import Statistics as Statistics
 from storage._port import Store as Store
+from storage._postgres import PostgresStatistics as PostgresStatistics
+from storage._postgres import PostgresStore as PostgresStore
 from storage._store import DB_FILE as DB_FILE
 from storage._store import EventStore as EventStore
 from storage._store import Outcome as Outcome
@@ -107,6 +110,8 @@ __all__ = [
     "OS_FILES",
     "Outcome",
     "PendingInputs",
+    "PostgresStatistics",
+    "PostgresStore",
     "Permission",
     "Permissions",
     "PromoteInputs",

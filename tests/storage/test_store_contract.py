@@ -1,9 +1,9 @@
 """The storage port's contract: every command and query, against every implementation.
 
 ``STORES`` names each implementation by a factory that opens a ``Store`` on a fresh
-directory; every test runs against each. A PostgreSQL implementation later is its
-module plus one entry here. Today: the DuckDB store behind the StorageActor, on its
-own thread and inline (the simulation mode).
+directory (and, for PostgreSQL, a fresh database of the test's temporary cluster);
+every test runs against each: the DuckDB store behind the StorageActor, on its own
+thread and inline (the simulation mode), and the PostgreSQL store behind it.
 """
 
 from __future__ import annotations
@@ -67,14 +67,22 @@ from storage import (
 
 
 @asynccontextmanager
-async def _duckdb(directory: Path, mode: Any) -> AsyncIterator[Store]:
-    async with open_runtime(data_dir=directory, llm=None, storage_mode=mode) as rt:
+async def _runtime_store(
+    directory: Path, mode: Any, store_url: str | None = None
+) -> AsyncIterator[Store]:
+    async with open_runtime(
+        data_dir=directory, llm=None, storage_mode=mode, store_url=store_url
+    ) as rt:
         yield rt.storage
 
 
-STORES: dict[str, Callable[[Path], AbstractAsyncContextManager[Store]]] = {
-    "duckdb-threaded": lambda d: _duckdb(d, "threaded"),
-    "duckdb-inline": lambda d: _duckdb(d, "inline"),
+_Factory = Callable[[Path, pytest.FixtureRequest], AbstractAsyncContextManager[Store]]
+STORES: dict[str, _Factory] = {
+    "duckdb-threaded": lambda d, _: _runtime_store(d, "threaded"),
+    "duckdb-inline": lambda d, _: _runtime_store(d, "inline"),
+    "postgresql": lambda d, request: _runtime_store(
+        d, "threaded", request.getfixturevalue("postgres_database")
+    ),
 }
 
 
@@ -82,7 +90,7 @@ STORES: dict[str, Callable[[Path], AbstractAsyncContextManager[Store]]] = {
 def open_store(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AbstractAsyncContextManager[Store]:
-    return STORES[request.param](tmp_path)
+    return STORES[request.param](tmp_path, request)
 
 
 def _info(sid: str, *, title: str | None = None, parent: str | None = None) -> ev.SessionInfo:
