@@ -242,19 +242,23 @@ async def _recover_and_wake(rt: Runtime, now_ms: Callable[[], int]) -> None:
     """Close what a crash cut short in every session that shows it (each one then needs a
     resume), then wake every session with unpromoted inbox rows.
 
-    A session whose recovery write fails (the store failed a commit and restarts) is left
-    to its actor, which recovers it before its first drain; the runtime still starts.
+    A session whose recovery write fails (the store failed a commit and restarts) is tried
+    once more after the restart, then left to its actor, which recovers it before its
+    first drain; the runtime still starts.
     """
     needing = await rt.sessions.needs_resume()
     for session_id in needing:  # recovered, they stay marked: the same list after
-        try:
-            await recover_session(rt.storage, session_id, now_ms())
-        except StorageError as exc:
-            _log.error(
-                "start-up recovery failed; the session recovers when it next runs",
-                extra={"session": session_id},
-                exc_info=exc,
-            )
+        for attempt in (1, 2):
+            try:
+                await recover_session(rt.storage, session_id, now_ms())
+                break
+            except StorageError as exc:
+                if attempt == 2:
+                    _log.error(
+                        "start-up recovery failed; the session recovers when it next runs",
+                        extra={"session": session_id},
+                        exc_info=exc,
+                    )
     pending = await rt.storage.read(SessionsWithPending())
     for session_id in pending:
         await rt.execution.wake(session_id, WAKE_ANY)

@@ -316,6 +316,9 @@ class _Simulation:
                     continue
                 self.checker.feed(missing)
                 self.w.log(f"read back {self._alias(item.aggregate_id)} {len(missing)} unpublished")
+                gone = self.checker.sessions.get(item.aggregate_id)
+                if item.type.startswith("session.deleted") and gone is not None:
+                    gone.next_seq = item.seq  # deleted meanwhile: nothing left to read back
             self.checker.feed([item])
             self.published.setdefault(item.aggregate_id, {})[item.seq] = item.id
             self.w.log(f"event {self._alias(item.aggregate_id)} {item.seq} {item.type}")
@@ -370,9 +373,11 @@ class _Simulation:
         # A store that lost its tail (a crash, dropped pages) may have lost the epoch too:
         # each opening of the store is checked on its own, and the last one against the
         # stored epoch.
-        baselines: dict[str, dict[tuple[int, int], set[str]]] = {}
+        baselines: dict[str, dict[tuple[int, int, int], set[str]]] = {}
+        latest: dict[str, tuple[int, int, int]] = {}
         for sid, baseline, store in w.requests:
             baselines.setdefault(sid, {}).setdefault(store, set()).add(baseline)
+            latest[sid] = store
         for client in self.clients:
             if not client.created or client.deleted:
                 continue
@@ -396,7 +401,7 @@ class _Simulation:
                     c.fail(
                         "context.epoch_baseline_stable", f"{sid} {len(seen)} baselines in one epoch"
                     )
-            last = stores[max(stores)] if stores else set()
+            last = stores[latest[sid]] if stores else set()
             if epoch is not None and last and last != {epoch.baseline}:
                 c.fail(
                     "context.epoch_baseline_stable", f"{sid} requests differ from the stored epoch"
@@ -512,10 +517,13 @@ class _Simulation:
             mid = w.ids.new("msg") if arg.endswith(":id") else None
             if mid is not None:
                 client.own_ids.append((mid, text, delivery))
-        elif not client.own_ids:
-            return "nothing to retry"
         else:
-            mid, text, delivery = client.own_ids[self.rng.randrange(len(client.own_ids))]
+            # A conflict reuses an id known to be admitted; one whose prompt was in flight
+            # at a crash may never have been, and its reuse is then the first admission.
+            known = [o for o in client.own_ids if kind == "retry" or o[0] in client.acked]
+            if not known:
+                return f"nothing to {kind}"
+            mid, text, delivery = known[self.rng.randrange(len(known))]
             if kind == "conflict":
                 text += " changed"
         prompt = Prompt(text=text)
