@@ -41,7 +41,6 @@ from gateway._wire import (
     PermissionCreateBody,
     PermissionReplyBody,
     PromptBody,
-    decode_body,
     durable_event_json,
     encode,
     find_permission,
@@ -194,11 +193,6 @@ def create_app(
     return app
 
 
-async def _request_body() -> bytes:
-    data = await request.get_data(as_text=False)
-    return data if isinstance(data, bytes) else data.encode()
-
-
 def _json(body: Any, *, status: int = 200) -> Response:
     return Response(encode(body), status=status, content_type=JSON)
 
@@ -210,14 +204,12 @@ def _no_content() -> Response:
 # -- the hot routes' answers, shared with the fast path (gateway/_fast.py) -----------------
 
 
-async def admit_prompt(rt: Runtime, session_id: str, data: bytes) -> bytes:
-    """``POST /api/session/{id}/prompt``: admit the decoded body durably; the receipt's JSON.
+async def admit_prompt(rt: Runtime, session_id: str, body: PromptBody) -> bytes:
+    """``POST /api/session/{id}/prompt``: admit the body durably; the receipt's JSON.
 
-    Raises ``GatewayError`` (400) for a malformed body and the runtime's errors (unknown
-    session, conflicting retry). Cancellation before the runtime acknowledges the write
+    Raises the runtime's errors (unknown session, conflicting retry). Cancellation before the runtime acknowledges the write
     leaves the prompt admitted or not, never half-written; an exact retry is safe.
     """
-    body = decode_body(data, PromptBody)
     receipt = await rt.sessions.prompt(
         session_id, prompt=body.prompt, id=body.id, delivery=body.delivery, resume=body.resume
     )
@@ -268,7 +260,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         "/api/health", "v2.health.get", "Health", answer=Answer(type=Health), hot=True,
         waits=False,
     )  # fmt: skip
-    async def health(params: Mapping[str, str], body: bytes) -> tuple[int, bytes]:
+    async def health(params: Mapping[str, str], body: None) -> tuple[int, bytes]:
         return 200, HEALTHY
 
     @table.get(
@@ -305,9 +297,9 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         "/api/session", "v2.session.create", "Create a session",
         body=CreateBody, answer=Answer(type=SessionInfo, envelope="data"),
         errors=("ConflictError",),
+        empty_ok=True,
     )  # fmt: skip
-    async def create_session() -> Response:
-        body = decode_body(await _request_body(), CreateBody, empty_ok=True)
+    async def create_session(body: CreateBody) -> Response:
         location = body.location or Location(directory=str(gw.directory))
         info = await rt.sessions.create(
             id=body.id, location=location, agent=body.agent, model=body.model, title=body.title
@@ -326,7 +318,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         body=PromptBody, answer=Answer(type=InputAdmitted, envelope="data"),
         errors=("ConflictError",), hot=True,
     )  # fmt: skip
-    async def prompt(params: Mapping[str, str], body: bytes) -> tuple[int, bytes]:
+    async def prompt(params: Mapping[str, str], body: PromptBody) -> tuple[int, bytes]:
         return 200, await admit_prompt(rt, params["session_id"], body)
 
     @table.post(
@@ -351,7 +343,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         "/api/session/{sessionID}/wait", "v2.session.wait", "Wait until idle",
         answer=NO_CONTENT, hot=True,
     )  # fmt: skip
-    async def wait(params: Mapping[str, str], body: bytes) -> tuple[int, bytes]:
+    async def wait(params: Mapping[str, str], body: None) -> tuple[int, bytes]:
         await wait_idle(gw, params["session_id"])
         return 204, b""
 
@@ -367,8 +359,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         "/api/session/{sessionID}/agent", "v2.session.switchAgent", "Switch agent",
         body=AgentBody, answer=NO_CONTENT, errors=("InvalidRequestError",),
     )  # fmt: skip
-    async def switch_agent(session_id: str) -> Response:
-        body = decode_body(await _request_body(), AgentBody)
+    async def switch_agent(body: AgentBody, session_id: str) -> Response:
         await gw.check_session(session_id)
         await rt.sessions.switch_agent(session_id, body.agent)
         return _no_content()
@@ -377,8 +368,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         "/api/session/{sessionID}/model", "v2.session.switchModel", "Switch model",
         body=ModelBody, answer=NO_CONTENT, errors=("InvalidRequestError",),
     )  # fmt: skip
-    async def switch_model(session_id: str) -> Response:
-        body = decode_body(await _request_body(), ModelBody)
+    async def switch_model(body: ModelBody, session_id: str) -> Response:
         await gw.check_session(session_id)
         await rt.sessions.switch_model(session_id, body.model)
         return _no_content()
@@ -440,8 +430,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         body=PermissionCreateBody, answer=Answer(type=dict[str, Any]),
         errors=("ConflictError",),
     )  # fmt: skip
-    async def create_permission(session_id: str) -> Response:
-        body = decode_body(await _request_body(), PermissionCreateBody)
+    async def create_permission(body: PermissionCreateBody, session_id: str) -> Response:
         source = body.source
         request_id, effect = await rt.sessions.create_permission(
             session_id, action=body.action, resources=body.resources, agent=body.agent,
@@ -464,8 +453,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         "v2.session.permission.reply", "Answer a permission request", body=PermissionReplyBody,
         answer=NO_CONTENT, errors=("PermissionNotFoundError", "ConflictError"),
     )  # fmt: skip
-    async def reply(session_id: str, request_id: str) -> Response:
-        body = decode_body(await _request_body(), PermissionReplyBody)
+    async def reply(body: PermissionReplyBody, session_id: str, request_id: str) -> Response:
         await reply_permission(rt, session_id, request_id, body)
         return _no_content()
 

@@ -8,9 +8,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
 import trio
-from quart import Response, request
+from quart import Response
 
 from actors import Runtime
 from gateway._opencode import provider_json
@@ -81,13 +80,7 @@ def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Pa
             data["model"] = model
         return data
 
-    async def patch_file(path: str) -> None:
-        try:
-            patch = msgspec.json.decode(await request.get_data(as_text=False))
-        except msgspec.DecodeError as exc:
-            raise GatewayError("InvalidRequestError", f"Invalid JSON body: {exc}") from None
-        if not isinstance(patch, dict):
-            raise GatewayError("InvalidRequestError", "The body must be a JSON object")
+    async def patch_file(path: str, patch: dict[str, Any]) -> None:
         try:
             await trio.to_thread.run_sync(write_config_patch, path, _unredacted(patch))
         except ConfigError as exc:
@@ -106,9 +99,10 @@ def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Pa
         "/config", "config.update", "Merge into the Location's configuration file",
         body=dict[str, Any], answer=Answer(type=dict[str, Any]), query=("directory",),
     )  # fmt: skip
-    async def config_patch() -> Response:
+    async def config_patch(patch: dict[str, Any]) -> Response:
         directory = directory_arg()
-        await patch_file(await trio.to_thread.run_sync(project_config_file, str(directory)))
+        config_file = await trio.to_thread.run_sync(project_config_file, str(directory))
+        await patch_file(config_file, patch)
         return _json(shown(*await effective(directory)))
 
     async def global_loaded() -> LoadedConfig:
@@ -129,8 +123,8 @@ def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Pa
         "/global/config", "global.config.update", "Merge into the global configuration file",
         body=dict[str, Any], answer=Answer(type=dict[str, Any]),
     )  # fmt: skip
-    async def global_config_patch() -> Response:
-        await patch_file(await trio.to_thread.run_sync(global_config_file, env()))
+    async def global_config_patch(patch: dict[str, Any]) -> Response:
+        await patch_file(await trio.to_thread.run_sync(global_config_file, env()), patch)
         return _json(redact((await global_loaded()).data))
 
     async def providers() -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:

@@ -138,7 +138,7 @@ async def _answer_at_once(
 ) -> tuple[int, bytes]:
     """Run a route that never waits; errors are answered as in ``_answer``."""
     try:
-        return await route.handler(params, body)
+        return await route.answer_hot(params, body)
     except (GatewayError, KittiwakeError, HTTPException) as exc:
         return error_answer(exc)
     except Exception:
@@ -159,7 +159,7 @@ async def _answer(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
         try:
-            answer = await route.handler(params, body)
+            answer = await route.answer_hot(params, body)
         except (GatewayError, KittiwakeError, HTTPException) as exc:
             answer = error_answer(exc)
         except Exception:

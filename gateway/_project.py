@@ -27,7 +27,6 @@ from gateway._routes import NO_CONTENT, Answer, RouteTable
 from gateway._wire import (
     GatewayError,
     PermissionReplyBody,
-    decode_body,
     encode,
     reply_permission,
 )
@@ -248,10 +247,10 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         "/project/{projectID}/session", "session.create",
         "Create a session (a child of parentID when given)", body=ProjectSessionBody,
         answer=Answer(type=dict[str, Any]), errors=("NotFoundError", "ConflictError"),
+        empty_ok=True,
     )  # fmt: skip
-    async def project_create(project_id: str) -> Response:
+    async def project_create(body: ProjectSessionBody, project_id: str) -> Response:
         check_project(project_id)
-        body = decode_body(await _body(), ProjectSessionBody, empty_ok=True)
         root = gw.directory.resolve()
         directory = root if body.directory is None else inside(root, body.directory)
         info = await rt.sessions.create(
@@ -301,13 +300,12 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         "The session writes the project's AGENTS.md; true once answered", body=InitBody,
         answer=Answer(type=bool), errors=("NotFoundError", "ServiceUnavailableError"),
     )  # fmt: skip
-    async def project_init(project_id: str, session_id: str) -> Response:
+    async def project_init(body: InitBody, project_id: str, session_id: str) -> Response:
         """Have the session write the project's AGENTS.md (``INIT_PROMPT``); ``true`` once
         answered. The model is switched to the body's first if it differs.
 
         Cancellation (client gone) leaves the prompt admitted; the session still runs it.
         """
-        body = decode_body(await _body(), InitBody)
         info = await session_of(project_id, session_id)
         model = ModelRef(id=body.modelID, provider_id=body.providerID)
         if info.model != model:
@@ -322,7 +320,6 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
 
         Cancellation (client gone) leaves the compaction asked for; it still runs.
         """
-        decode_body(await _body(), SummarizeBody, empty_ok=True)
         await rt.sessions.compact(session_id)
         await rt.sessions.wait_idle(session_id)
         return _json(True)
@@ -330,18 +327,18 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
     @table.post(
         "/project/{projectID}/session/{sessionID}/compact", "session.compact",
         "Compact the session; true once done", body=SummarizeBody, answer=Answer(type=bool),
-        errors=("NotFoundError", "InvalidRequestError"),
+        errors=("NotFoundError", "InvalidRequestError"), empty_ok=True,
     )  # fmt: skip
-    async def project_compact(project_id: str, session_id: str) -> Response:
+    async def project_compact(_body: SummarizeBody, project_id: str, session_id: str) -> Response:
         await session_of(project_id, session_id)
         return await summarize(session_id)
 
     @table.post(
         "/session/{sessionID}/summarize", "session.summarize",
         "Compact the session; true once done", body=SummarizeBody, answer=Answer(type=bool),
-        errors=("NotFoundError", "InvalidRequestError"),
+        errors=("NotFoundError", "InvalidRequestError"), empty_ok=True,
     )  # fmt: skip
-    async def session_summarize(session_id: str) -> Response:
+    async def session_summarize(_body: SummarizeBody, session_id: str) -> Response:
         await rt.sessions.get(session_id)
         return await summarize(session_id)
 
@@ -397,12 +394,11 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         "Prompt and wait for the answer", body=MessageBody, answer=Answer(type=dict[str, Any]),
         errors=("NotFoundError", "ServiceUnavailableError"),
     )  # fmt: skip
-    async def project_prompt(project_id: str, session_id: str) -> Response:
+    async def project_prompt(body: MessageBody, project_id: str, session_id: str) -> Response:
         """Admit a text prompt, wait until the session is idle, answer the reply.
 
         Cancellation (client gone) leaves the prompt admitted; the session still answers it.
         """
-        body = decode_body(await _body(), MessageBody)
         info = await session_of(project_id, session_id)
         text = "\n".join(p.text for p in body.parts)
         model = None
@@ -424,8 +420,9 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         answer=Answer(type=dict[str, Any]),
         errors=("NotFoundError", "PermissionNotFoundError", "ConflictError"),
     )  # fmt: skip
-    async def project_permission(project_id: str, session_id: str, permission_id: str) -> Response:
-        body = decode_body(await _body(), PermissionResponseBody)
+    async def project_permission(
+        body: PermissionResponseBody, project_id: str, session_id: str, permission_id: str
+    ) -> Response:
         await session_of(project_id, session_id)
         reply = PermissionReplyBody(reply=body.response)
         await reply_permission(rt, session_id, permission_id, reply)
@@ -451,15 +448,9 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         "/log", "app.log",
         "Write a client log line", body=LogBody, answer=NO_CONTENT,
     )  # fmt: skip
-    async def client_log() -> Response:
-        body = decode_body(await _body(), LogBody)
+    async def client_log(body: LogBody) -> Response:
         _client_log.log(
             _LEVELS[body.level], body.message,
             extra={"service": body.service, "client_extra": body.extra or {}},
         )  # fmt: skip
         return Response(b"", status=204)
-
-
-async def _body() -> bytes:
-    data = await request.get_data(as_text=False)
-    return data if isinstance(data, bytes) else data.encode()

@@ -2,7 +2,8 @@
 
 Each room of the gateway declares its routes on a ``RouteTable`` (method, OpenAPI path,
 operation id, summary, body type, answer, error tags, handler). ``register`` adds them to
-the Quart app; ``gateway._openapi.openapi_document`` generates the OpenAPI document from the
+the Quart app, decoding each request body once to the entry's body type (``Route.decode``)
+and handing the handler the typed value; ``gateway._openapi.openapi_document`` generates the OpenAPI document from the
 same entries; ``gateway._fast.FastPath`` answers the entries marked ``hot`` in front of
 Quart with the same handler. A route exists in all three places or in none.
 """
@@ -16,6 +17,8 @@ from typing import Any, Final, Literal, TypeVar, cast
 import msgspec
 from quart import Response, request
 from quart_trio import QuartTrio
+
+from gateway._wire import decode_body
 
 __all__ = [
     "HTML",
@@ -33,9 +36,10 @@ __all__ = [
 
 JSON: Final = "application/json"
 Method = Literal["GET", "POST", "PATCH", "DELETE", "WEBSOCKET"]
-# A hot route's handler: the path parameters (Quart's names) and the raw body in, the
-# status and JSON body (empty for none) out. Quart and the fast path both call it.
-HotHandler = Callable[[Mapping[str, str], bytes], Awaitable[tuple[int, bytes]]]
+# A hot route's handler: the path parameters (Quart's names) and the body decoded to the
+# route's body type (None without one) in, the status and JSON body (empty for none) out.
+# Quart and the fast path both call it, through ``Route.answer_hot``.
+HotHandler = Callable[[Mapping[str, str], Any], Awaitable[tuple[int, bytes]]]
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -75,9 +79,12 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     ``path`` is the OpenAPI template (``/api/session/{sessionID}``); the handler receives
     its parameters under Quart's names (``session_id``, see ``quart_path``). ``query``
     names the documented query parameters; ``errors`` the error tags it answers besides
-    the ones its path and body imply. A ``hot`` route's handler is a ``HotHandler``; one
-    that never ``waits`` (answers without awaiting anything that blocks) is run by the
-    fast path without watching for the client's disconnect.
+    the ones its path and body imply. With a ``body`` type the handler never sees the raw
+    bytes: the table decodes them once (``decode``) and passes the typed value as the
+    handler's first argument; ``empty_ok`` reads an empty body as ``{}``. A ``hot`` route's
+    handler is a ``HotHandler``; one that never ``waits`` (answers without awaiting
+    anything that blocks) is run by the fast path without watching for the client's
+    disconnect.
     """
 
     method: Method
@@ -91,6 +98,25 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     query: tuple[str, ...] = ()
     hot: bool = False
     waits: bool = True
+    empty_ok: bool = False
+
+    def decode(self, data: bytes) -> Any:
+        """The request body as the route's ``body`` type (None when it declares none).
+
+        Raises ``GatewayError`` (400 ``InvalidRequestError``) for malformed JSON or a body
+        that does not match the type.
+        """
+        if self.body is None:
+            return None
+        return decode_body(data, self.body, empty_ok=self.empty_ok)
+
+    def answer_hot(self, params: Mapping[str, str], data: bytes) -> Awaitable[tuple[int, bytes]]:
+        """A hot route's handler run on the raw body *data*, decoded here, once.
+
+        ``decode``'s ``GatewayError`` is raised at the call; the awaitable raises what the
+        handler raises, and cancellation is the handler's.
+        """
+        return cast(HotHandler, self.handler)(params, self.decode(data))
 
 
 _PARAM: Final = re.compile(r"\{(\w+)\}")
@@ -113,8 +139,8 @@ class RouteTable:
 
     def add(self, method: Method | str, path: str, operation_id: str, summary: str, *,
             body: Any = None, answer: Answer | None = None, errors: tuple[str, ...] = (),
-            query: tuple[str, ...] = (), hot: bool = False,
-            waits: bool = True) -> Callable[[F], F]:  # fmt: skip
+            query: tuple[str, ...] = (), hot: bool = False, waits: bool = True,
+            empty_ok: bool = False) -> Callable[[F], F]:  # fmt: skip
         """Declare a route whose handler is the decorated function."""
 
         def declare(handler: F) -> F:
@@ -131,6 +157,7 @@ class RouteTable:
                     query=query,
                     hot=hot,
                     waits=waits,
+                    empty_ok=empty_ok,
                 )  # fmt: skip
             )
             return handler
@@ -156,10 +183,14 @@ class RouteTable:
 _SWITCHING: Final = Answer(status=101, media=None, description="Switching Protocols")
 
 
-def _hot_view(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Response]]:
+async def _request_body() -> bytes:
+    data = await request.get_data(as_text=False)
+    return data if isinstance(data, bytes) else data.encode()
+
+
+def _hot_view(route: Route) -> Callable[..., Awaitable[Response]]:
     async def view(**params: str) -> Response:
-        data = await request.get_data(as_text=False)
-        status, payload = await handler(params, data if isinstance(data, bytes) else data.encode())
+        status, payload = await route.answer_hot(params, await _request_body())
         if payload:
             return Response(payload, status=status, content_type=JSON)
         return Response(b"", status=status)
@@ -167,8 +198,19 @@ def _hot_view(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable
     return view
 
 
+def _typed_view(route: Route) -> Callable[..., Awaitable[Any]]:
+    async def view(**params: str) -> Any:
+        return await route.handler(route.decode(await _request_body()), **params)
+
+    return view
+
+
 def register(app: QuartTrio, routes: list[Route]) -> None:
-    """Add every route of *routes* to *app* (the operation id is the endpoint name)."""
+    """Add every route of *routes* to *app* (the operation id is the endpoint name).
+
+    A route with a ``body`` type is registered behind a view that decodes the body (400
+    on bad input, before the handler runs) and passes the typed value to its handler.
+    """
     for route in routes:
         rule = quart_path(route.path)
         if route.method == "WEBSOCKET":
@@ -176,5 +218,10 @@ def register(app: QuartTrio, routes: list[Route]) -> None:
                 rule, route.operation_id, route.handler, methods=["GET"], websocket=True
             )
             continue
-        view = _hot_view(route.handler) if route.hot else route.handler
+        if route.hot:
+            view = _hot_view(route)
+        elif route.body is not None:
+            view = _typed_view(route)
+        else:
+            view = route.handler
         app.add_url_rule(rule, route.operation_id, view, methods=[route.method])

@@ -20,7 +20,7 @@ from quart import Response, request
 from gateway._files import inside
 from gateway._opencode import message_projections
 from gateway._routes import JSON, NO_CONTENT, Answer, Named, RouteTable
-from gateway._wire import GatewayError, decode_body, encode
+from gateway._wire import GatewayError, encode
 from runtime import InputAdmitted, ModelRef, SessionMessage
 from runtime import events as ev
 from runtime.agents import CommandInfo, command_hints
@@ -227,11 +227,6 @@ def _json(body: Any) -> Response:
     return Response(encode(body), status=200, content_type=JSON)
 
 
-async def _body() -> bytes:
-    data = await request.get_data(as_text=False)
-    return data if isinstance(data, bytes) else data.encode()
-
-
 def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
     """Declare the todo, question and skill routes."""
     tools = gw.rt.tools
@@ -280,8 +275,7 @@ def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
         body=CommandV2Body, answer=Answer(type=InputAdmitted, envelope="data"),
         errors=("SessionNotFoundError", "InvalidRequestError", "ConflictError"),
     )  # fmt: skip
-    async def run_command_v2(session_id: str) -> Response:
-        body = decode_body(await _body(), CommandV2Body)
+    async def run_command_v2(body: CommandV2Body, session_id: str) -> Response:
         receipt = await tools.commands.run(
             session_id, body.command, body.arguments, message_id=body.id, agent=body.agent,
             model=body.model,
@@ -294,8 +288,7 @@ def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
         answer=Answer(type=dict[str, Any]),
         errors=("SessionNotFoundError", "InvalidRequestError", "ServiceUnavailableError"),
     )  # fmt: skip
-    async def run_command(session_id: str) -> Response:
-        body = decode_body(await _body(), CommandBody)
+    async def run_command(body: CommandBody, session_id: str) -> Response:
         receipt = await tools.commands.run(
             session_id, body.command, body.arguments, message_id=body.messageID,
             agent=body.agent, model=_model_ref(body.model),
@@ -351,8 +344,7 @@ def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
         "/question/{requestID}/reply", "question.reply", "Answer a question",
         body=QuestionReplyBody, answer=Answer(type=bool), errors=_ERRORS,
     )  # fmt: skip
-    async def reply(request_id: str) -> Response:
-        body = decode_body(await _body(), QuestionReplyBody)
+    async def reply(body: QuestionReplyBody, request_id: str) -> Response:
         await tools.reply_question(None, request_id, body.answers)
         return _json(True)
 
@@ -377,8 +369,7 @@ def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
         "/api/session/{sessionID}/question/{requestID}/reply", "v2.session.question.reply",
         "Answer a question", body=QuestionReplyBody, answer=NO_CONTENT, errors=_ERRORS,
     )  # fmt: skip
-    async def session_reply(session_id: str, request_id: str) -> Response:
-        body = decode_body(await _body(), QuestionReplyBody)
+    async def session_reply(body: QuestionReplyBody, session_id: str, request_id: str) -> Response:
         await tools.reply_question(session_id, request_id, body.answers)
         return Response(b"", status=204)
 
