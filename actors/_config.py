@@ -29,9 +29,12 @@ from runtime.config import (
 from runtime.context import SystemContext
 from runtime.tools import (
     AddressPolicy,
+    LspLimits,
+    ServerSpec,
     ToolOutputLimits,
     WebFetchLimits,
     WebSearchSettings,
+    server_specs,
 )
 
 if TYPE_CHECKING:
@@ -123,6 +126,8 @@ class LocationSettings:
     error: str | None = None
     """Why the configuration cannot be used; provider turns fail with it until fixed."""
     diagnostics: list[str] = field(default_factory=list)
+    language_servers: list[ServerSpec] = field(default_factory=list)
+    """The servers of ``lsp`` (and the built-ins found on PATH), resolved at reading."""
 
     def agent(self, name: str | None) -> AgentInfo:
         """The agent called *name*, else the configured ``default_agent``, else ``build``."""
@@ -154,6 +159,15 @@ class LocationSettings:
                 else configured.preserve_recent_tokens
             ),
         )
+
+    def lsp_limits(self) -> LspLimits:
+        """The language server timeouts from ``language_servers`` (defaults for what is
+        unset: idle 300 s, start 20 s, request 10 s, diagnostics 5 s)."""
+        configured = self.loaded.config.language_servers
+        if configured is None:
+            return LspLimits()
+        fields = msgspec.structs.asdict(configured)
+        return LspLimits(**{k: v for k, v in fields.items() if v is not None})
 
     def webfetch_limits(self) -> WebFetchLimits:
         """The ``webfetch`` bounds and address policy from ``webfetch`` (defaults for
@@ -232,6 +246,7 @@ def _read(
         default_agent=loaded.config.default_agent,
         llm=_Failing(error) if error is not None else client, error=error,
         diagnostics=[*map(str, loaded.diagnostics), *load.diagnostics],
+        language_servers=server_specs(loaded.config.lsp),
     )  # fmt: skip
     if error is not None:
         looked = [*looked, *_candidates(directory, configuration)]

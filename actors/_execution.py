@@ -407,6 +407,8 @@ class SessionExecution:
             registry.saved_approvals = self.permissions
         location = LocationState(directory, registry, context, watch, settings)
         location.skills = skills
+        if self.supervisor._nursery is not None:  # servers start lazily, inside this task
+            self.supervisor._nursery.start_soon(location.language_servers.run)
         if self.location_tools is not None:
             tools = self.location_tools()
             rescan = partial(self.rescan_skills, location)

@@ -13,10 +13,12 @@ from runtime.agents import AgentInfo
 from runtime.config import ConfigWatch
 from runtime.context import SystemContext, SystemContextRegistry
 from runtime.tools import (
+    LanguageServers,
     Skill,
     Tool,
     ToolContribution,
     ToolRegistry,
+    lsp_tool,
     task_description,
     webfetch_tool,
     websearch_tool,
@@ -34,7 +36,9 @@ class LocationState:
     client), read again by :meth:`refresh` at each provider turn when a file changed.
 
     Its registry gets ``webfetch`` (under the current ``webfetch`` settings) and, while
-    the configuration names a backend, ``websearch``, each as a contribution of its own.
+    the configuration names a backend, ``websearch``, each as a contribution of its own;
+    and ``lsp`` over its :class:`LanguageServers`, which also append diagnostics to edits
+    (whoever opens the Location runs ``language_servers.run`` in a nursery).
 
     A plain object, not an actor: nothing is sent to it. Its callers are the tasks of
     one trio run; :meth:`observe_context` shares one observation between concurrent
@@ -62,6 +66,11 @@ class LocationState:
         self._web = registry.contribute(webfetch_tool(lambda: self.settings.webfetch_limits()))
         self._search: ToolContribution | None = None
         self._sync_search()
+        self.language_servers = LanguageServers(
+            directory, lambda: self.settings.language_servers, lambda: self.settings.lsp_limits()
+        )
+        registry.edit_observer = self.language_servers
+        self._lsp = registry.contribute(lsp_tool(self.language_servers))
 
     def _sync_search(self) -> None:
         """Offer ``websearch`` exactly while the configuration names a backend."""

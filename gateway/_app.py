@@ -18,6 +18,7 @@ from quart_trio import QuartTrio
 from actors import Runtime
 from gateway._guards import install_errors, install_guards
 from gateway._inspector import INSPECTOR_HTML
+from gateway._lsp import lsp_routes
 from gateway._openapi import openapi_document
 from gateway._project import FileLimits, project_routes
 from gateway._routes import (
@@ -188,6 +189,7 @@ def create_app(
     telemetry_routes(table, rt, gw.samples)
     project_routes(table, gw, file_limits or FileLimits())
     session_tool_routes(table, gw)
+    lsp_routes(table, gw)
     gw.routes = tuple(table.routes)
     register(app, table.routes)
     return app

@@ -13,6 +13,15 @@ from runtime.tools._builtin import builtin_tools as builtin_tools
 from runtime.tools._builtin import location_registry as location_registry
 from runtime.tools._custom import CustomTools as CustomTools
 from runtime.tools._custom import load_custom_tools as load_custom_tools
+from runtime.tools._lsp import LanguageServers as LanguageServers
+from runtime.tools._lsp import LspInput as LspInput
+from runtime.tools._lsp import builtin_server_specs as builtin_server_specs
+from runtime.tools._lsp import lsp_tool as lsp_tool
+from runtime.tools._lsp import server_specs as server_specs
+from runtime.tools._lsp_server import LanguageServer as LanguageServer
+from runtime.tools._lsp_server import LspError as LspError
+from runtime.tools._lsp_server import LspLimits as LspLimits
+from runtime.tools._lsp_server import ServerSpec as ServerSpec
 from runtime.tools._managed import DEFAULT_CLEANUP_EVERY as DEFAULT_CLEANUP_EVERY
 from runtime.tools._managed import cleanup_tool_output as cleanup_tool_output
 from runtime.tools._managed import run_tool_output_cleanup as run_tool_output_cleanup
@@ -35,6 +44,7 @@ from runtime.tools._patch_parse import parse_patch as parse_patch
 from runtime.tools._read import ReadInput as ReadInput
 from runtime.tools._read import ReadLimits as ReadLimits
 from runtime.tools._read import read_tool as read_tool
+from runtime.tools._registry import EditObserver as EditObserver
 from runtime.tools._registry import ToolContribution as ToolContribution
 from runtime.tools._registry import ToolRegistry as ToolRegistry
 from runtime.tools._registry import ToolRegistryStatistics as ToolRegistryStatistics
@@ -91,8 +101,14 @@ __all__ = [
     "CustomTools",
     "DEFAULT_CLEANUP_EVERY",
     "EditInput",
+    "EditObserver",
     "GlobInput",
     "GrepInput",
+    "LanguageServer",
+    "LanguageServers",
+    "LspError",
+    "LspInput",
+    "LspLimits",
     "PLAN_EXIT_QUESTION",
     "PatchOp",
     "QuestionDismissed",
@@ -102,6 +118,7 @@ __all__ = [
     "ResolvedPath",
     "SearchLimits",
     "SearchResult",
+    "ServerSpec",
     "ShellInput",
     "ShellLimits",
     "Skill",
@@ -135,6 +152,7 @@ __all__ = [
     "apply_chunks",
     "apply_patch_tool",
     "bounding_text",
+    "builtin_server_specs",
     "builtin_tools",
     "cleanup_tool_output",
     "edit_tool",
@@ -148,6 +166,7 @@ __all__ = [
     "load_custom_tools",
     "load_skills",
     "location_registry",
+    "lsp_tool",
     "parse_patch",
     "parse_search_answer",
     "preview",
@@ -156,6 +175,7 @@ __all__ = [
     "resolve_path",
     "run_tool_output_cleanup",
     "search_request",
+    "server_specs",
     "session_tools",
     "shell_tool",
     "skill_folders",

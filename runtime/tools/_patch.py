@@ -70,6 +70,9 @@ def apply_patch_tool() -> Tool[ApplyPatchInput]:
         resources=lambda data, env: [
             t.resource for _, t in _targets(parse_patch(data.patch_text), env)
         ],
+        touched=lambda structured: [
+            a.split(" ", 1)[1] for a in structured["applied"] if not a.startswith("D ")
+        ],
     )
 
 

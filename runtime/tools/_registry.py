@@ -6,13 +6,13 @@ import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Final, final
+from typing import Any, Final, Protocol, final
 
 import msgspec
 import trio
 
 from runtime.agents import AgentInfo, PermissionGate, SavedApprovals, is_wholly_denied
-from runtime.llm import ToolDefinition
+from runtime.llm import TextPart, ToolDefinition
 from runtime.tools._authorize import authorize
 from runtime.tools._bounding import (
     apply_bounding,
@@ -33,10 +33,17 @@ from runtime.tools._model import (
 )
 from runtime.tools._tool import Tool
 
-__all__ = ["ToolContribution", "ToolRegistry", "ToolRegistryStatistics"]
+__all__ = ["EditObserver", "ToolContribution", "ToolRegistry", "ToolRegistryStatistics"]
 
 _log = logging.getLogger("runtime.tools")
 _ADVERTISED_AGENTS: Final = 32  # agent objects whose tool definitions are kept
+
+
+class EditObserver(Protocol):
+    """Told the files a successful edit touched; answers text to append to its result
+    (language server diagnostics) or ``None``."""
+
+    async def after_edit(self, paths: list[str]) -> str | None: ...
 
 
 class ToolRegistryStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -104,6 +111,8 @@ class ToolRegistry:
     ) -> None:
         self.env = env
         self.saved_approvals = saved_approvals
+        self.edit_observer: EditObserver | None = None
+        """Consulted after each successful call of a tool with ``touched`` paths."""
         self._contributions: list[ToolContribution] = []
         self._counts = {"in_flight": 0, "settled": 0, "failed": 0, "lossy": 0}
         # definitions() per agent object, until the contributions change
@@ -232,12 +241,28 @@ class ToolRegistry:
             return ToolFailure(error=f"Tool {name} is not enabled for agent {agent.name}")
         with contribution._track():
             outcome = await self._execute(tool, input, ctx, agent, gate)
+            if isinstance(outcome, ToolOutput) and tool.touched is not None:
+                outcome = await self._observe_edit(tool, outcome)
         if contribution.closed:
             await trio.lowlevel.checkpoint_if_cancelled()
             return ToolFailure(error=f"Stale tool call: {name}")
         if isinstance(outcome, ToolFailure):
             return outcome
         return await self._bound(tool, outcome, ctx)
+
+    async def _observe_edit(self, tool: Tool[Any], output: ToolOutput) -> ToolOutput:
+        """Append what the edit observer says about the touched files; its failure only
+        costs the note (cancellation propagates: the call is then interrupted)."""
+        if self.edit_observer is None or tool.touched is None:
+            return output
+        try:
+            note = await self.edit_observer.after_edit(tool.touched(output.structured))
+        except Exception as exc:
+            _log.warning("edit observer failed", extra={"tool": tool.name, "error": repr(exc)})
+            return output
+        if not note:
+            return output
+        return msgspec.structs.replace(output, content=[*output.content, TextPart(text=note)])
 
     async def _execute(
         self,

@@ -37,6 +37,9 @@ class Tool(Generic[InputT]):
         resources: the resources of a call (canonical paths, a command, ...);
             defaults to ``["*"]``. May raise ``ToolError`` to refuse the call.
         output_type: if given, ``ToolOutput.structured`` is validated against it.
+        touched: for a tool that edits files, the paths (relative to the Location) a
+            successful call's structured output names; the registry's edit observer
+            (language server diagnostics) looks at them.
         describe: if given, the description advertised to an agent (``definition(agent)``),
             e.g. a catalog filtered by the agent's permission rules.
 
@@ -54,6 +57,7 @@ class Tool(Generic[InputT]):
         "permission",
         "resources",
         "schema",
+        "touched",
     )
 
     def __init__(
@@ -67,6 +71,7 @@ class Tool(Generic[InputT]):
         resources: ResourceExtractor[InputT] | None = None,
         output_type: Any = None,
         describe: Callable[[AgentInfo], str] | None = None,
+        touched: Callable[[Any], list[str]] | None = None,
     ) -> None:
         if not TOOL_NAME_PATTERN.match(name):
             raise ValueError(f"Invalid tool name: {name!r}")
@@ -77,6 +82,7 @@ class Tool(Generic[InputT]):
         self.permission = permission
         self.resources = resources
         self.output_type = output_type
+        self.touched = touched
         self.describe = describe
         self.schema = input_schema(input_type)
 

@@ -61,6 +61,7 @@ def write_tool() -> Tool[WriteInput]:
         handler=handler,
         permission="edit",
         resources=lambda data, env: _edit_resources(data.path, env),
+        touched=lambda structured: [structured["path"]],
     )
 
 
@@ -102,6 +103,7 @@ def edit_tool() -> Tool[EditInput]:
         handler=handler,
         permission="edit",
         resources=lambda data, env: _edit_resources(data.path, env),
+        touched=lambda structured: [structured["path"]],
     )
 
 
