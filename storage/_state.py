@@ -90,7 +90,13 @@ class StoreState:
 
     def _barrier(self) -> None:
         """Wait until DuckDB holds every journaled batch (for reads that query it); while a
-        batch is written but not yet handed to the applier, every batch before it."""
+        batch is written but not yet handed to the applier, every batch before it.
+
+        Raises StorageError at once when the store is broken: a batch whose journal write
+        or fdatasync failed never reaches the applier, so waiting for it would never end.
+        """
+        if self.broken:
+            raise StorageError("the store failed a commit and must be reopened")
         if self._applier is not None:
             try:
                 self._applier.wait_applied(
