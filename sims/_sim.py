@@ -23,7 +23,7 @@ import msgspec
 import trio
 
 from actors import Escalation
-from runtime import Location, ModelRef, Prompt, SessionNotFoundError, open_runtime
+from runtime import Location, ModelRef, Prompt, SessionNotFoundError, StorageError, open_runtime
 from sims._faults import ALL_FAULTS, choose_faults
 from sims._invariants import CHECKS, Checker, fold, same_history
 from sims._planted import RERUN
@@ -261,14 +261,14 @@ class _Simulation:
     async def _resync(self, rt: Any) -> None:
         """After (re)opening: every event published before must still be there, and the
         step checks start over from the durable log."""
-        events: list[StoredEvent] = await rt.storage.read(AllEvents())
+        events: list[StoredEvent] = await self._read(AllEvents())
         by_session: dict[str, dict[int, str]] = {}
         for e in events:
             by_session.setdefault(e.aggregate_id, {})[e.seq] = e.id
         for client in self.clients:
             if client.deleting and not client.deleted:
                 # Its deletion was in flight at the crash: the store says how it ended.
-                if await rt.storage.read(GetSession(session_id=client.sid)) is None:
+                if await self._read(GetSession(session_id=client.sid)) is None:
                     client.deleted = True
         deleted = {sid for sid, s in self.checker.sessions.items() if s.deleted}
         deleted |= {c.sid for c in self.clients if c.deleted}
@@ -290,6 +290,15 @@ class _Simulation:
         self.checker.compactions = old.compactions
         self.published = by_session
 
+    async def _read(self, query: Any) -> Any:
+        """A read of the checks, tried again while the store restarts after a fault."""
+        for _ in range(5):
+            try:
+                return await self.rt.storage.read(query)
+            except StorageError:
+                await trio.sleep(0.1)
+        return await self.rt.storage.read(query)
+
     async def _watch(self, subscription: Any) -> None:
         """Check each committed batch as it is published."""
         while True:
@@ -307,7 +316,7 @@ class _Simulation:
             if item.seq > expected:
                 # Not published: a batch whose caller was told it failed (its fdatasync
                 # failed, the pages were kept) is replayed when the store reopens.
-                missing = await self.rt.storage.read(
+                missing = await self._read(
                     Events(
                         session_id=item.aggregate_id, after=expected - 1, limit=item.seq - expected
                     )
