@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.postgres"]  # a temporary PostgreSQL cluster for the tests that ask
+
 _CONFIG_VARIABLES = (
     "KITTIWAKE_CONFIG",
     "KITTIWAKE_CONFIG_CONTENT",

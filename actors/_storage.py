@@ -332,6 +332,8 @@ class StorageActor(Actor[Any]):
                 except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
                     outcomes.append(Outcome(error=exc))
             replies = [r.reply for r in reads]
+            if store.broken:  # a read found the store unusable: reopen it (before answering,
+                self._report_failure("the store failed a read")  # so retries wait for that)
 
             def answer(error: BaseException | None) -> None:
                 # Reads see written batches; they answer once those are durable.
@@ -339,8 +341,6 @@ class StorageActor(Actor[Any]):
                 self._post(_answer_all, replies, answers, [])
 
             store.after_durable(answer)
-            if store.broken:  # a read found the store unusable: reopen it
-                self._report_failure("the store failed a read")
 
     def _commit(self, store: _Backend, writes: list[_Write]) -> None:
         """One group commit. *then* reads run on this thread once the batch is written;

@@ -84,6 +84,10 @@ def parser() -> argparse.ArgumentParser:
         "--hostname", help="address (default: the configuration's server.hostname, else 127.0.0.1)"
     )
     serve.add_argument("--data-dir", help=data_dir_help)
+    serve.add_argument(
+        "--store", metavar="URL", help="keep sessions in PostgreSQL at URL (postgresql://...) "
+        "instead of DuckDB in the data dir; one process per database (docs/cluster.md)",
+    )  # fmt: skip
     serve.add_argument("--certfile", help="PEM certificate (chain): serve HTTPS (needs --keyfile)")
     serve.add_argument("--keyfile", help="PEM private key of --certfile")
     serve.add_argument(

@@ -35,10 +35,10 @@ from gateway._setup import (
 )
 from gateway._stats import render_summary, render_trace, telemetry_options
 from gateway._terminal import RunFailed, Runner, RunOptions, check, read_prompt
-from runtime import ModelRef, open_runtime
+from runtime import ModelRef, StorageError, open_runtime
 from runtime import llm as llm_package
 from runtime.config import ConfigError, LoadedConfig, load_config
-from storage import EventStore, JournalHeld
+from storage import EventStore, JournalHeld, PostgresStore
 
 if TYPE_CHECKING:
     import httpx
@@ -267,6 +267,30 @@ def _check_tls(certfile: str | None, keyfile: str | None) -> None:
         ) from None
 
 
+def _check_store(url: str | None) -> None:
+    """Raise ``CliError`` unless *url* is None or a PostgreSQL URL."""
+    if url is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise CliError(f"--store takes a PostgreSQL URL (postgresql://...), not {url!r}")
+
+
+async def _reach_store(url: str | None, data_dir: Path) -> None:
+    """Open and close the PostgreSQL store at *url* once (creating its schema), so that an
+    unreachable server is one line, not the storage actor's restarts.
+
+    Raises:
+        CliError: the server cannot be reached or refused the schema.
+    """
+    if url is None:
+        return
+    try:
+        store = await trio.to_thread.run_sync(
+            lambda: PostgresStore.open(url, directory=data_dir, connect_timeout=5)
+        )
+    except StorageError as exc:
+        raise CliError(" ".join(str(exc).split())) from None
+    store.close()
+
+
 async def _serve(args: argparse.Namespace) -> int:
     data_dir = _data_dir(args)
     directory: Path = args.directory
@@ -275,6 +299,7 @@ async def _serve(args: argparse.Namespace) -> int:
     provider: _Provider | None = None
     loaded = trio.Event()
     _check_tls(args.certfile, args.keyfile)
+    _check_store(args.store)
 
     async def load_gateway() -> None:
         # The web framework's import is about a third of start-up; a worker thread runs
@@ -302,6 +327,8 @@ async def _serve(args: argparse.Namespace) -> int:
                 return 2
             options: dict[str, Any] = provider.options() if provider is not None else {}
             options["telemetry"] = telemetry_options(config.config.telemetry)
+            await _reach_store(args.store, data_dir)
+            options["store_url"] = args.store
             async with open_runtime(
                 data_dir=data_dir, llm=provider.client if provider else None, **options
             ) as rt:

@@ -13,7 +13,8 @@ the SQL they issue is portable, with DuckDB's ``?`` placeholders turned into
 psycopg's. The queries that use DuckDB's own functions (JSON, lists) and those that
 pass a parameter only to test it for null are written again here.
 
-One process per database: the caches assume no other writer. Leases with fencing
+One process per database: the caches assume no other writer, so the store's connection
+holds an advisory lock while it is open and a second opener is refused. Leases with fencing
 tokens, routing between workers and cross-worker recovery are not built yet.
 """
 
@@ -101,6 +102,9 @@ _SCHEMA: Final[list[list[str]]] = [
 ]
 SCHEMA_VERSION: Final = len(_SCHEMA)
 _SCHEMA_LOCK: Final = 0x4B697474  # an advisory lock key: one opener migrates at a time
+_OWNER_LOCK: Final = 0x4B697475
+"""A session-level advisory lock the store's connection holds while open: one process per
+database until leases exist (its caches assume no other writer)."""
 
 
 class PostgresStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -139,10 +143,11 @@ class PostgresStore(WritePipeline, StoreQueries):
 
     @classmethod
     def open(cls, url: str, *, directory: Path, **options: Any) -> PostgresStore:
-        """Connect and bring the schema up to date.
+        """Connect, bring the schema up to date and take the database's owner lock.
 
         Raises:
-            StorageError: the server cannot be reached or refused the schema.
+            StorageError: the server cannot be reached, refused the schema, or another
+                open store (in any process) holds the database.
         """
         store = cls(url, directory=directory, **options)
         store._open()
@@ -163,9 +168,16 @@ class PostgresStore(WritePipeline, StoreQueries):
                 self._url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))
             )
             self._migrate()
+            held = self.pg.execute("select pg_try_advisory_lock(%s)", [_OWNER_LOCK]).fetchone()
         except psycopg.Error as exc:
             self.close()
             raise StorageError(f"PostgreSQL store did not open: {exc}") from exc
+        if not held or not held[0]:
+            self.close()
+            raise StorageError(
+                "PostgreSQL store did not open: another Kittiwake process uses this database "
+                "(one process per database; docs/cluster.md)"
+            )
         # The shared read-through SQL only needs ``execute``; see _Placeholders.
         self._conn = cast(Any, _Placeholders(self._pg))
         self._lsn = 0

@@ -6,6 +6,10 @@ postgresql`` installs it), listening only on a unix socket in the cluster's own
 temporary directory. PostgreSQL refuses to run as root, so as root every command runs as
 the unprivileged ``postgres`` user the package creates (``runuser``). Missing binaries
 fail the test with a message saying so; they are never a reason to skip.
+
+The fixtures (registered for every test by the root ``conftest.py``): ``postgres_cluster``,
+one per test run, started when a test first asks for it; ``postgres_database``, the URL
+of a new database per test, dropped after it.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
 import psycopg
 import pytest
 
-__all__ = ["PostgresCluster", "find_binaries"]
+__all__ = ["PostgresCluster", "find_binaries", "postgres_cluster", "postgres_database"]
 
 _ROOT: Final = Path("/usr/lib/postgresql")
 _USER: Final = "postgres"
@@ -122,3 +127,22 @@ class PostgresCluster:
             raise subprocess.CalledProcessError(
                 done.returncode, command, done.stdout, f"{done.stderr}\n{tail}"
             )
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    cluster = PostgresCluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_database(postgres_cluster: PostgresCluster) -> Iterator[str]:
+    """The URL of a new, empty database, dropped after the test."""
+    url = postgres_cluster.create_database()
+    try:
+        yield url
+    finally:
+        postgres_cluster.drop_database(url)

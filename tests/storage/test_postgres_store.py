@@ -1,6 +1,6 @@
 """The PostgreSQL store beyond the contract suite: what it answers is committed in
-PostgreSQL, a new process finds it all, a lost connection is reopened, and missing
-binaries fail the run instead of skipping it."""
+PostgreSQL, a new process finds it all, a lost connection is reopened, one store holds a
+database at a time, and missing binaries fail the run instead of skipping it."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from storage import (
     History,
     ListSessions,
     PendingInputs,
+    PostgresStore,
     PromoteInputs,
     SessionsNeedingResume,
 )
@@ -104,6 +105,18 @@ async def test_a_lost_connection_fails_the_request_and_the_store_reopens(
         assert [i.id for i in listed] == ["ses_a"]
         receipt, created = await store.write(_admit("ses_a", "msg_1", "queue"))
         assert created and msgspec.structs.asdict(receipt)["id"] == "msg_1"
+
+
+def test_a_second_store_on_one_database_is_refused_until_the_first_closes(
+    postgres_database: str, tmp_path: Path
+) -> None:
+    first = PostgresStore.open(postgres_database, directory=tmp_path)
+    try:
+        with pytest.raises(StorageError, match="another Kittiwake process uses this database"):
+            PostgresStore.open(postgres_database, directory=tmp_path)
+    finally:
+        first.close()
+    PostgresStore.open(postgres_database, directory=tmp_path).close()
 
 
 def test_missing_postgresql_binaries_fail_with_the_way_to_install_them(tmp_path: Path) -> None:
