@@ -1,12 +1,14 @@
 """Durable prompt admissions per second through the embedded API (``resume=False``).
 
-Usage: .venv/bin/python bench/admission.py [--dir DIR] [--seconds S] [--runs N]
+Usage: .venv/bin/python bench/admission.py [--dir DIR] [--seconds S] [--runs N] [--store URL]
 
 Cases: one session with one caller, one session with 400 concurrent callers, and 100
 sessions with 400 concurrent callers (4 per session); each with group commit (the
 StorageActor's default batch of up to 1024 writes) and with one transaction per prompt
 (``storage_max_batch=1``). Every admission is journaled (fdatasync) before its call
-returns. Prints the median of N runs per case, each run in a fresh data dir.
+returns. Prints the median of N runs per case, each run in a fresh data dir. With
+``--store postgresql://...`` the sessions are in that PostgreSQL database instead (every
+admission committed there before its call returns); runs add sessions to it.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ BATCHES: tuple[tuple[str, int], ...] = (("group commit", 1024), ("1 txn/prompt",
 
 
 async def one_run(
-    directory: Path, sessions: int, callers: int, max_batch: int, seconds: float
-) -> tuple[float, float]:
+    directory: Path, sessions: int, callers: int, max_batch: int, seconds: float,
+    store: str | None = None,
+) -> tuple[float, float]:  # fmt: skip
     """Admit for *seconds*; return (admissions per second, mean prompts per storage batch)."""
-    async with open_runtime(data_dir=directory, storage_max_batch=max_batch) as rt:
+    async with open_runtime(data_dir=directory, storage_max_batch=max_batch, store_url=store) as rt:
         loc = Location(directory=str(directory))
         sids = [(await rt.sessions.create(location=loc)).id for _ in range(sessions)]
         batches_before = rt.storage.batches
@@ -59,6 +62,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="parent of the run directories")
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--store", default=None, help="a PostgreSQL URL (default: DuckDB)")
     args = parser.parse_args()
     for label, max_batch in BATCHES:
         for sessions, callers in CASES:
@@ -67,7 +71,13 @@ def main() -> None:
             for _ in range(args.runs):
                 with tempfile.TemporaryDirectory(dir=args.dir) as name:
                     rate, size = trio.run(
-                        one_run, Path(name), sessions, callers, max_batch, args.seconds
+                        one_run,
+                        Path(name),
+                        sessions,
+                        callers,
+                        max_batch,
+                        args.seconds,
+                        args.store,
                     )
                 rates.append(rate)
                 sizes.append(size)
