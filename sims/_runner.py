@@ -8,7 +8,7 @@ import multiprocessing
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 import msgspec
@@ -18,7 +18,9 @@ from sims._invariants import CHECKS
 from sims._sim import Result, run_seed
 from sims._workload import Workload
 
-__all__ = ["Summary", "expand_faults", "run_many", "shrink", "summary_table"]
+__all__ = ["HANG_SECONDS", "Summary", "expand_faults", "run_many", "shrink", "summary_table"]
+
+HANG_SECONDS = 300  # wall-clock seconds without a finished seed before the run counts as hung
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -35,6 +37,7 @@ class Summary(msgspec.Struct, kw_only=True):
     checks: dict[str, int] = {}
     violations: dict[str, int] = {}
     failing: list[int] = []
+    hung: list[int] = []
 
     def add(self, result: Result) -> None:
         self.seeds += 1
@@ -87,12 +90,22 @@ def run_many(
     summary = Summary()
     started = time.perf_counter()
     jobs = [(seed, sessions, faults, per_session, compaction) for seed in seeds]
-    results: Iterator[Result]
     if workers > 1:
         context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
         with context.Pool(workers, maxtasksperchild=200) as pool:
-            results = pool.imap(_one, jobs, chunksize=4)
-            for result in results:
+            pending = pool.imap(_one, jobs, chunksize=1)
+            done: set[int] = set()
+            for _ in jobs:
+                try:
+                    result = pending.next(timeout=HANG_SECONDS)
+                except multiprocessing.TimeoutError:
+                    # A seed that blocks the trio thread never ends; name those in flight.
+                    hung = sorted({job[0] for job in jobs} - done)[:workers]
+                    summary.hung = hung
+                    summary.failing.extend(hung)
+                    pool.terminate()
+                    break
+                done.add(result.seed)
                 summary.add(result)
                 if on_result is not None:
                     on_result(result)
@@ -124,6 +137,8 @@ def summary_table(summary: Summary, out: TextIO, replay: str = "") -> None:
     for name in CHECKS:
         checks, broken = summary.checks.get(name, 0), summary.violations.get(name, 0)
         out.write(f"{name:<34}{checks:>10}{broken:>12}\n")
+    if summary.hung:
+        out.write(f"\nHUNG (the run stopped): seeds {summary.hung} were running\n")
     if summary.failing:
         shown = " ".join(str(s) for s in summary.failing[:20])
         out.write(f"\nFAILING seeds: {shown}\n  replay: python -m sims replay SEED{replay}\n")
