@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -25,6 +24,14 @@ import msgspec
 import trio
 
 from gateway._args import parser
+from gateway._datadir import (
+    CliError,
+    check_free,
+    default_data_dir,
+    forget_serving,
+    held_message,
+    record_serving,
+)
 from gateway._setup import (
     SetupError,
     auth_list,
@@ -38,7 +45,7 @@ from gateway._terminal import RunFailed, Runner, RunOptions, check, read_prompt
 from runtime import ModelRef, StorageError, open_runtime
 from runtime import llm as llm_package
 from runtime.config import ConfigError, LoadedConfig, load_config
-from storage import EventStore, JournalHeld, PostgresStore
+from storage import JournalHeld, PostgresStore
 
 if TYPE_CHECKING:
     import httpx
@@ -51,24 +58,6 @@ _DEFAULT_HOST: Final = "127.0.0.1"
 _IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace")
 """Commands that open the data dir in-process unless ``--attach`` names a server."""
 _FEATURED: Final = ("anthropic", "openai", "google", "openrouter", "github-copilot")
-_SERVING_FILE: Final = "serving.json"
-
-
-class CliError(Exception):
-    """A command that cannot go on: its message is the one line printed, ``code`` the exit."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def default_data_dir(env: dict[str, str] | None = None) -> Path:
-    """``$KITTIWAKE_DATA_DIR``, else ``$XDG_DATA_HOME/kittiwake``, else ``~/.local/share/kittiwake``."""
-    environ = os.environ if env is None else env
-    if environ.get("KITTIWAKE_DATA_DIR"):
-        return Path(environ["KITTIWAKE_DATA_DIR"])
-    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "kittiwake"
 
 
 # -- provider discovery -------------------------------------------------------------------
@@ -182,54 +171,6 @@ def _model_ref(ref: llm_package.ModelRef) -> ModelRef:
 
 def _data_dir(args: argparse.Namespace) -> Path:
     return Path(args.data_dir) if args.data_dir else default_data_dir()
-
-
-def held_message(error: JournalHeld, data_dir: Path, command: str) -> str:
-    """One line naming the process that holds *data_dir*, and what to do instead."""
-    holder = error.holder
-    who = f"process {holder}" if holder is not None else "another process"
-    url = _serving_url(data_dir, holder)
-    if url is not None:
-        who += f" (kittiwake serve on {url})"
-    if command == "serve":
-        advice = "stop it, or serve another --data-dir"
-    elif url is not None:
-        advice = f"add --attach {url} to use it"
-    else:
-        advice = "wait for it to end, or pass another --data-dir"
-    return f"the data dir {data_dir} is in use by {who}; {advice}"
-
-
-def _serving_url(data_dir: Path, holder: int | None) -> str | None:
-    """The URL ``serve`` recorded in *data_dir*, when the recording process is *holder*."""
-    try:
-        serving = msgspec.json.decode((data_dir / _SERVING_FILE).read_bytes())
-    except (OSError, msgspec.DecodeError):
-        return None
-    if not isinstance(serving, dict) or holder is None or serving.get("pid") != holder:
-        return None
-    url = serving.get("url")
-    return url if isinstance(url, str) else None
-
-
-def _check_free(data_dir: Path, command: str) -> None:
-    """Raise ``CliError`` naming the holder when another process holds *data_dir*."""
-    try:
-        EventStore.check_free(data_dir)
-    except JournalHeld as exc:
-        raise CliError(held_message(exc, data_dir, command)) from None
-
-
-def _record_serving(data_dir: Path, url: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=".serving-", suffix=".tmp")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(msgspec.json.encode({"pid": os.getpid(), "url": url}))
-    os.replace(tmp, data_dir / _SERVING_FILE)
-
-
-def _forget_serving(data_dir: Path) -> None:
-    if _serving_url(data_dir, os.getpid()) is not None:
-        (data_dir / _SERVING_FILE).unlink(missing_ok=True)
 
 
 def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
@@ -352,7 +293,7 @@ async def _serve(args: argparse.Namespace) -> int:
                         where = f"{args.hostname}:{args.port}"
                         raise CliError(f"cannot listen on {where}: {reason}") from None
                     _end_startup(args)
-                    _record_serving(data_dir, server.url)
+                    record_serving(data_dir, server.url)
                     print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
                     if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
                         print("kittiwake: warning: listening beyond localhost without a password")
@@ -363,7 +304,7 @@ async def _serve(args: argparse.Namespace) -> int:
                                 server.stop()
                                 break
                     finally:
-                        _forget_serving(data_dir)
+                        forget_serving(data_dir)
     finally:
         if provider is not None:
             await provider.clients.aclose()
@@ -585,7 +526,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not args.directory.is_dir():
             raise CliError(f"--directory {args.directory}: not a directory", 2)
     if args.command == "serve" or (args.command in _IN_PROCESS and not args.attach):
-        _check_free(_data_dir(args), args.command)
+        check_free(_data_dir(args), args.command)
     _configure_logging(args)
     if args.command == "auth" and args.action != "list" and not args.provider:
         raise CliError(f"auth {args.action} needs a provider id (kittiwake models lists them)", 2)

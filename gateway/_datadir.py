@@ -1,0 +1,93 @@
+"""The data dir the CLI works in: where it is, and who holds it.
+
+A data dir is held by one process at a time (the journal records its holder). ``serve``
+records the URL it listens on beside it, so that a second command can name the server and
+suggest ``--attach``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from storage import EventStore, JournalHeld
+
+__all__ = [
+    "CliError",
+    "check_free",
+    "default_data_dir",
+    "forget_serving",
+    "held_message",
+    "record_serving",
+]
+
+_SERVING_FILE: Final = "serving.json"
+
+
+class CliError(Exception):
+    """A command that cannot go on: its message is the one line printed, ``code`` the exit."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def default_data_dir(env: dict[str, str] | None = None) -> Path:
+    """``$KITTIWAKE_DATA_DIR``, else ``$XDG_DATA_HOME/kittiwake``, else ``~/.local/share/kittiwake``."""
+    environ = os.environ if env is None else env
+    if environ.get("KITTIWAKE_DATA_DIR"):
+        return Path(environ["KITTIWAKE_DATA_DIR"])
+    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kittiwake"
+
+
+def held_message(error: JournalHeld, data_dir: Path, command: str) -> str:
+    """One line naming the process that holds *data_dir*, and what to do instead."""
+    holder = error.holder
+    who = f"process {holder}" if holder is not None else "another process"
+    url = _serving_url(data_dir, holder)
+    if url is not None:
+        who += f" (kittiwake serve on {url})"
+    if command == "serve":
+        advice = "stop it, or serve another --data-dir"
+    elif url is not None:
+        advice = f"add --attach {url} to use it"
+    else:
+        advice = "wait for it to end, or pass another --data-dir"
+    return f"the data dir {data_dir} is in use by {who}; {advice}"
+
+
+def _serving_url(data_dir: Path, holder: int | None) -> str | None:
+    """The URL ``serve`` recorded in *data_dir*, when the recording process is *holder*."""
+    try:
+        serving = msgspec.json.decode((data_dir / _SERVING_FILE).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+    if not isinstance(serving, dict) or holder is None or serving.get("pid") != holder:
+        return None
+    url = serving.get("url")
+    return url if isinstance(url, str) else None
+
+
+def check_free(data_dir: Path, command: str) -> None:
+    """Raise ``CliError`` naming the holder when another process holds *data_dir*."""
+    try:
+        EventStore.check_free(data_dir)
+    except JournalHeld as exc:
+        raise CliError(held_message(exc, data_dir, command)) from None
+
+
+def record_serving(data_dir: Path, url: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=".serving-", suffix=".tmp")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(msgspec.json.encode({"pid": os.getpid(), "url": url}))
+    os.replace(tmp, data_dir / _SERVING_FILE)
+
+
+def forget_serving(data_dir: Path) -> None:
+    if _serving_url(data_dir, os.getpid()) is not None:
+        (data_dir / _SERVING_FILE).unlink(missing_ok=True)
