@@ -43,8 +43,9 @@ def _figure(value: Any) -> str:
     return str(value)
 
 
-def render_summary(rows: Sequence[dict[str, Any]], by: str) -> str:
-    """The summary table (one row per model, session or day) as aligned text."""
+def render_summary(rows: Sequence[dict[str, Any]], by: str, *, sample: float | None = None) -> str:
+    """The summary table (one row per model, session or day) as aligned text; with
+    *sample* below 1, a last line says the percentiles come from that share of traces."""
     header = [by, "turns", "tokens in", "out", "cached", "cost $", "errors"]
     header += [f"{name} p50/p95/p99 ms" for name in _PERCENTILES]
     table = [header]
@@ -56,12 +57,18 @@ def render_summary(rows: Sequence[dict[str, Any]], by: str) -> str:
             line.append("/".join(_figure(row[f"{name}_{q}_ms"]) for q in ("p50", "p95", "p99")))
         table.append(line)
     if len(table) == 1:
-        return "no spans recorded in this period"
+        return "nothing recorded in this period"
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    return "\n".join(
+    text = "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in table
     )
+    if sample is not None and sample < 1:
+        text += (
+            f"\nturns, tokens, cost and errors: every turn (events); percentiles: the"
+            f" {sample:.0%} of traces sampled"
+        )
+    return text
 
 
 def _detail(span: dict[str, Any]) -> str:

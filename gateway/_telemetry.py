@@ -29,13 +29,14 @@ from gateway._routes import Answer, Route, RouteTable, quart_path
 from gateway._wire import GatewayError
 from runtime import SessionInfo
 from runtime.telemetry import span
-from storage import Statistics, SummaryKey, TelemetryStore
+from storage import Statistics, SummaryKey, TelemetryStore, Usage, UsageRow
 
 __all__ = [
     "DEFAULT_SAMPLES",
     "Samples",
     "Traced",
     "inspector_state",
+    "merge_summary",
     "parse_since",
     "sample_forever",
     "telemetry_routes",
@@ -217,10 +218,17 @@ def telemetry_routes(table: RouteTable, rt: Runtime, samples: Samples) -> None:
         if by not in _KEYS:
             raise GatewayError("InvalidRequestError", f"by must be one of {', '.join(_KEYS)}")
         since = parse_since(request.args.get("since"))
-        rows = await trio.to_thread.run_sync(
-            partial(store.summary, cast(SummaryKey, by), since_ns=since)
+        key = cast(SummaryKey, by)
+        usage = await rt.storage.read(
+            Usage(by=key, since_ms=None if since is None else since // 1_000_000)
         )
-        return _json({"data": rows})
+        latency = await trio.to_thread.run_sync(partial(store.summary, key, since_ns=since))
+        body = {
+            "data": merge_summary(usage, latency),
+            "sample": store.options.sample,
+            "sampled": list(SAMPLED_FIGURES),
+        }
+        return _json(body)
 
     @table.get(
         "/api/inspector/state", "kittiwake.inspector.state",
@@ -229,6 +237,37 @@ def telemetry_routes(table: RouteTable, rt: Runtime, samples: Samples) -> None:
     )  # fmt: skip
     async def state() -> Response:
         return _json(await inspector_state(rt, samples))
+
+
+SAMPLED_FIGURES: Final = tuple(
+    f"{name}_{q}_ms" for name in ("ttft", "turn", "tool", "commit") for q in ("p50", "p95", "p99")
+)
+"""Summary figures computed from the recorded spans (under trace sampling, the sampled
+traces'); the others (turns, tokens, cost, errors) come from the durable events, exact."""
+
+
+def merge_summary(
+    usage: Sequence[UsageRow], latency: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One summary row per key of either side: the exact figures of *usage* (the event
+    store's ``Usage``), the latency percentiles of *latency* (``TelemetryStore.summary``);
+    a side without the key contributes zeros or None."""
+    spans = {row["key"]: row for row in latency}
+    exact = {row.key: row for row in usage}
+    keys = sorted(spans.keys() | exact.keys(), key=lambda k: (k is None, k or ""))
+    rows = []
+    for key in keys:
+        found = exact.get(key)
+        row: dict[str, Any] = {
+            "key": key, "turns": 0, "tokens_in": 0, "tokens_out": 0, "tokens_cached": 0,
+            "cost": 0.0, "errors": 0,
+        }  # fmt: skip
+        if found is not None:
+            row.update(msgspec.structs.asdict(found))
+        timed = spans.get(key, {})
+        row.update({name: timed.get(name) for name in SAMPLED_FIGURES})
+        rows.append(row)
+    return rows
 
 
 def _limit(raw: str | None) -> int:

@@ -471,8 +471,8 @@ async def _inspect(args: argparse.Namespace) -> int:
 async def _stats(args: argparse.Namespace) -> int:
     async with _api(args) as api:
         params = {"by": args.by, "since": args.since}
-        rows = check(await api.get("/api/telemetry/summary", params=params))["data"]
-    print(render_summary(rows, args.by))
+        body = check(await api.get("/api/telemetry/summary", params=params))
+    print(render_summary(body["data"], args.by, sample=body.get("sample")))
     return 0
 
 

@@ -57,6 +57,8 @@ from storage._port import SessionsWithPending as SessionsWithPending
 from storage._port import SetTitle as SetTitle
 from storage._port import Statistics as Statistics
 from storage._port import Store as Store
+from storage._port import Usage as Usage
+from storage._port import UsageRow as UsageRow
 from storage._postgres import PostgresStatistics as PostgresStatistics
 from storage._postgres import PostgresStore as PostgresStore
 from storage._store import DB_FILE as DB_FILE
@@ -127,6 +129,8 @@ __all__ = [
     "Statistics",
     "Store",
     "StoreStatistics",
+    "Usage",
+    "UsageRow",
     "StoredEvent",
     "WriteBatch",
     "SummaryKey",

@@ -208,6 +208,27 @@ class StoreQueries(StoreCaches):
             counts[kind] = int(row[0]) if row else 0
         return counts
 
+    def usage(self, by: str, *, since_ms: int | None) -> list[p.UsageRow]:
+        """Answer ``Usage`` in SQL over the event table (see its docstring)."""
+        key = {
+            "model": "m.model", "session": "s.session_id",
+            "day": "strftime(make_timestamp(s.ts * 1000), '%Y-%m-%d')",
+        }[by]  # fmt: skip
+        params = {"since": since_ms or 0, **_USAGE_TYPES}
+        rows = self._db().execute(_USAGE.format(key=key), params).fetchall()
+        return [
+            p.UsageRow(
+                key=r[0],
+                turns=int(r[1]),
+                tokens_in=int(r[2]),
+                tokens_out=int(r[3]),
+                tokens_cached=int(r[4]),
+                cost=round(float(r[5]), 6),
+                errors=int(r[6]),
+            )  # fmt: skip
+            for r in rows
+        ]
+
     def statistics(self) -> StoreStatistics:
         path = self.directory / DB_FILE
         return StoreStatistics(
@@ -238,6 +259,44 @@ def decode_stored(stored: StoredEvent) -> ev.DurableEvent:
     return ev.decode_event(stored.data)
 
 
+_USAGE: Final = """
+with steps as (
+    select aggregate_id as session_id, type, data,
+        json_extract_string(data, '$.assistantMessageID') as mid,
+        cast(json_extract(data, '$.timestamp') as bigint) as ts
+    from event
+    where type in ($started, $ended,
+                   $failed, $tool_failed)
+), models as (
+    select session_id, mid, max(json_extract_string(data, '$.model.id')) as model
+    from steps where type = $started group by session_id, mid
+), keyed as (
+    select {key} as key, s.type, s.data from steps s
+    left join models m on m.session_id = s.session_id and m.mid = s.mid
+    where s.type <> $started and s.ts >= $since
+), ended as (
+    select key, type, data, type = $ended as ok from keyed
+)
+select key,
+    count(*) filter (where ok or type = $failed),
+    coalesce(sum(cast(json_extract(data, '$.tokens.input') as bigint)) filter (where ok), 0),
+    coalesce(sum(cast(json_extract(data, '$.tokens.output') as bigint)) filter (where ok), 0),
+    coalesce(sum(cast(json_extract(data, '$.tokens.cache.read') as bigint)) filter (where ok), 0),
+    coalesce(sum(cast(json_extract(data, '$.cost') as double)) filter (where ok), 0),
+    count(*) filter (where not ok)
+from ended group by key order by key nulls last
+"""
+"""``Usage`` in SQL: ``{key}`` is the grouping expression over ``steps s`` and ``models m``."""
+
+
+_USAGE_TYPES: Final = {
+    name: f"{kind.__struct_config__.tag}.{kind.VERSION}"
+    for name, kind in (
+        ("started", ev.StepStarted), ("ended", ev.StepEnded), ("failed", ev.StepFailed),
+        ("tool_failed", ev.ToolFailed),
+    )
+}  # fmt: skip
+
 _HANDLERS: Final[dict[type[Any], Callable[[Any, Any], Any]]] = {
     p.GetSession: lambda s, q: s.get_session(q.session_id),
     p.ListSessions: lambda s, q: s.list_sessions(limit=q.limit, before=q.before),
@@ -265,6 +324,7 @@ _HANDLERS: Final[dict[type[Any], Callable[[Any, Any], Any]]] = {
     p.SessionsWithPending: lambda s, q: s.session_ids_with_pending(),
     p.SessionsNeedingResume: lambda s, q: s.sessions_needing_resume(),
     p.Footprint: lambda s, q: s.footprint(q.session_id),
+    p.Usage: lambda s, q: s.usage(q.by, since_ms=q.since_ms),
     p.Statistics: lambda s, q: s.statistics(),
     p.Backup: lambda s, q: s.checkpoint_and_backup(),
 }

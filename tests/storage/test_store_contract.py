@@ -63,6 +63,8 @@ from storage import (
     SetTitle,
     Statistics,
     Store,
+    Usage,
+    UsageRow,
 )
 
 
@@ -350,3 +352,61 @@ async def test_a_failed_command_writes_nothing_and_unknown_messages_are_refused(
             await store.write(Command())
         with pytest.raises(TypeError):
             await store.read(Query())
+
+
+async def test_usage_sums_turns_tokens_cost_and_failures_from_the_events(
+    open_store: AbstractAsyncContextManager[Store],
+) -> None:
+    day = 86_400_000
+    model_a, model_b = ev.ModelRef(id="a", provider_id="p"), ev.ModelRef(id="b", provider_id="p")
+
+    def step(sid: str, mid: str, model: ev.ModelRef, at: int, inp: int, cost: float) -> list[Any]:
+        tokens = ev.TokenUsage(input=inp, output=2, cache=ev.TokenCache(read=1))
+        return [
+            ev.StepStarted(timestamp=at, session_id=sid, assistant_message_id=mid,
+                           agent="build", model=model),
+            ev.StepEnded(timestamp=at, session_id=sid, assistant_message_id=mid, finish="stop",
+                         cost=cost, tokens=tokens),
+        ]  # fmt: skip
+
+    failed = [
+        ev.StepStarted(timestamp=day + 5, session_id="ses_b", assistant_message_id="m3",
+                       agent="build", model=model_b),
+        ev.ToolInputStarted(
+            timestamp=day + 5, session_id="ses_b", assistant_message_id="m3", call_id="c1",
+            name="read",
+        ),
+        ev.ToolCalled(
+            timestamp=day + 5, session_id="ses_b", assistant_message_id="m3", call_id="c1",
+            tool="read", input={},
+        ),
+        ev.ToolFailed(timestamp=day + 6, session_id="ses_b", assistant_message_id="m3",
+                      call_id="c1", error=ev.SessionError(message="boom")),
+        ev.StepFailed(timestamp=day + 7, session_id="ses_b", assistant_message_id="m3",
+                      error=ev.SessionError(message="provider down")),
+    ]  # fmt: skip
+    async with open_store as store:
+        for sid in ("ses_a", "ses_b"):
+            await _write(store, CreateSession(info=_info(sid)))
+        await _write(
+            store, Append(session_id="ses_a", events=step("ses_a", "m1", model_a, 10, 100, 0.25))
+        )
+        await _write(
+            store, Append(session_id="ses_b", events=step("ses_b", "m2", model_a, day, 7, 0.5))
+        )
+        await _write(store, Append(session_id="ses_b", events=failed))
+        by_model = await _read(store, Usage(by="model"))
+        by_session = await _read(store, Usage(by="session"))
+        by_day = await _read(store, Usage(by="day"))
+        recent = await _read(store, Usage(by="session", since_ms=day))
+    assert by_model == [
+        UsageRow(key="a", turns=2, tokens_in=107, tokens_out=4, tokens_cached=2, cost=0.75,
+                 errors=0),
+        UsageRow(key="b", turns=1, tokens_in=0, tokens_out=0, tokens_cached=0, cost=0.0,
+                 errors=2),
+    ]  # fmt: skip
+    assert [(r.key, r.turns, r.cost, r.errors) for r in by_session] == [
+        ("ses_a", 1, 0.25, 0), ("ses_b", 2, 0.5, 2),
+    ]  # fmt: skip
+    assert [(r.key, r.turns) for r in by_day] == [("1970-01-01", 1), ("1970-01-02", 2)]
+    assert [r.key for r in recent] == ["ses_b"]

@@ -106,3 +106,45 @@ async def test_stats_and_trace_commands_print_the_tables(
     turns = [line for line in tree if line.startswith("  provider.turn ")]
     assert len(turns) == 2 and "kittiwake/default" in turns[0]
     assert any(line.startswith("    tool ") and "glob success" in line for line in tree)
+
+
+def _priced(text: str, tokens_in: int, cost: float) -> list[Any]:
+    events = answer(text)
+    usage = llm.Usage(input_tokens=tokens_in, output_tokens=3, cache_read_tokens=1)
+    events[-1] = llm.StepFinish(finish_reason="stop", usage=usage, cost=cost)
+    return events
+
+
+async def test_tokens_and_cost_are_exact_when_one_trace_in_ten_is_sampled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompts = 20
+    client = llm.ScriptedLLM([_priced(str(n), 10 + n, 0.001 * (n + 1)) for n in range(prompts)])
+    sampled = TelemetryOptions(flush_interval=0.01, sample=0.1)
+    async with served(tmp_path, client, telemetry=sampled) as (rt, http, url):
+        info = await rt.sessions.create(location=Location(directory=str(tmp_path)))
+        for n in range(prompts):
+            await rt.sessions.prompt(info.id, prompt=Prompt(text=f"p{n}"))
+            await rt.sessions.wait_idle(info.id)
+        assert rt.telemetry.force_flush()
+        recorded = await trio.to_thread.run_sync(partial(rt.telemetry.spans, session_id=info.id))
+        body = (await http.get("/api/telemetry/summary", params={"by": "session"})).json()
+        by_model = (await http.get("/api/telemetry/summary", params={"by": "model"})).json()
+        args = argparse.Namespace(attach=url, by="day", since="7d")
+        capsys.readouterr()
+        assert await cli._stats(args) == 0
+        printed = capsys.readouterr().out
+    # The spans hold only the sampled drains (all 20 sampled: about 1e-20)...
+    assert sum(s["name"] == "provider.turn" for s in recorded) < prompts
+    # ...yet the exact figures count every turn, from the events.
+    [row] = [r for r in body["data"] if r["key"] == info.id]
+    assert row["turns"] == prompts
+    assert row["tokens_in"] == sum(10 + n for n in range(prompts))
+    assert row["tokens_out"] == 3 * prompts and row["tokens_cached"] == prompts
+    assert row["cost"] == round(sum(0.001 * (n + 1) for n in range(prompts)), 6)
+    assert row["errors"] == 0
+    assert body["sample"] == 0.1 and "turn_p50_ms" in body["sampled"]
+    [model] = [r for r in by_model["data"] if r["key"] == "default"]
+    assert (model["turns"], model["cost"]) == (prompts, row["cost"])
+    assert "the 10% of traces sampled" in printed
+    assert printed.splitlines()[1].split()[1] == str(prompts)

@@ -7,7 +7,7 @@ from typing import Any
 
 from runtime import events as ev
 from runtime import llm
-from storage import Events, TelemetryOptions
+from storage import Events, TelemetryOptions, Usage
 from tests.execution.conftest import answer, prompt, running, tool_calls
 
 FAST = TelemetryOptions(flush_interval=0.01)
@@ -86,6 +86,7 @@ async def test_summary_figures_computed_in_sql_match_the_events(tmp_path: Path) 
         by_model = rt.telemetry.summary("model")
         by_day = rt.telemetry.summary("day")
         stored = await rt.storage.read(Events(session_id=sid, after=-1, limit=1000))
+        [exact] = await rt.storage.read(Usage(by="session"))
     decoded = [ev.decode_event(e.data) for e in stored]
     steps = [e for e in decoded if isinstance(e, ev.StepEnded)]
     [row] = [r for r in by_session if r["key"] == sid]
@@ -103,6 +104,9 @@ async def test_summary_figures_computed_in_sql_match_the_events(tmp_path: Path) 
     assert sum(s.tokens.input for s in steps) == row["tokens_in"]
     assert sum(s.tokens.output for s in steps) == row["tokens_out"]
     assert sum(s.tokens.cache.read for s in steps) == row["tokens_cached"]
+    # The event store's own sums (what the summary route reports as exact) agree too.
+    assert (exact.key, exact.turns, exact.tokens_in, exact.tokens_out) == (sid, 2, 400, 27)
+    assert (exact.tokens_cached, exact.cost, exact.errors) == (40, 0.5125, 0)
 
 
 async def test_prompt_and_answer_text_are_recorded_only_when_configured(tmp_path: Path) -> None:
