@@ -34,8 +34,8 @@ from runtime.history import cut_short
 from storage._batch import StoredEvent, WriteBatch
 from storage._caches import CACHE_MESSAGES, decode_info, decode_message, input_from_row
 from storage._pipeline import Outcome, WritePipeline
-from storage._port import AdmitAndOpen, AdmitPrompt, Command, Query
-from storage._queries import StoreQueries, _stored_from_row
+from storage._port import AdmitAndOpen, AdmitPrompt, Command, Query, UsageRow
+from storage._queries import _USAGE_TYPES, StoreQueries, _stored_from_row
 from storage._rows import _SESSION_ROWS, TABLES, RowSet
 from storage._telemetry import batch_span, end_batch_span
 
@@ -404,6 +404,29 @@ class PostgresStore(WritePipeline, StoreQueries):
             while rows := cursor.fetchmany(1000):
                 yield from (_stored_from_row(r) for r in rows)
 
+    def usage(self, by: str, *, since_ms: int | None) -> list[UsageRow]:
+        key = {
+            "model": "m.model", "session": "s.session_id",
+            "day": "to_char(to_timestamp(s.ts / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')",
+        }[by]  # fmt: skip
+        t = _USAGE_TYPES
+        rows = self.pg.execute(
+            _PG_USAGE.format(key=key),
+            [list(t.values()), t["started"], t["started"], since_ms or 0, t["ended"], t["failed"]],
+        ).fetchall()
+        return [
+            UsageRow(
+                key=r[0],
+                turns=int(r[1]),
+                tokens_in=int(r[2]),
+                tokens_out=int(r[3]),
+                tokens_cached=int(r[4]),
+                cost=round(float(r[5]), 6),
+                errors=int(r[6]),
+            )  # fmt: skip
+            for r in rows
+        ]
+
     def statistics(self) -> PostgresStatistics:  # type: ignore[override]
         row = self.pg.execute(
             "select pg_database_size(current_database()), "
@@ -421,6 +444,33 @@ class PostgresStore(WritePipeline, StoreQueries):
         row = self.pg.execute("select (pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint")
         found = row.fetchone()
         return int(found[0]) if found else 0
+
+
+_PG_USAGE: Final = """
+with steps as (
+    select aggregate_id as session_id, type, data::jsonb as j,
+        (data::jsonb ->> 'timestamp')::bigint as ts
+    from event where type = any(%s)
+), models as (
+    select session_id, j ->> 'assistantMessageID' as mid, max(j -> 'model' ->> 'id') as model
+    from steps where type = %s group by 1, 2
+), keyed as (
+    select {key} as key, s.type, s.j from steps s
+    left join models m on m.session_id = s.session_id and m.mid = s.j ->> 'assistantMessageID'
+    where s.type <> %s and s.ts >= %s
+), ended as (
+    select key, type, j, type = %s as ok from keyed
+)
+select key,
+    count(*) filter (where ok or type = %s),
+    coalesce(sum((j -> 'tokens' ->> 'input')::bigint) filter (where ok), 0),
+    coalesce(sum((j -> 'tokens' ->> 'output')::bigint) filter (where ok), 0),
+    coalesce(sum((j -> 'tokens' -> 'cache' ->> 'read')::bigint) filter (where ok), 0),
+    coalesce(sum((j ->> 'cost')::float8) filter (where ok), 0),
+    count(*) filter (where not ok)
+from ended group by key order by key nulls last
+"""
+"""``Usage`` (``storage._queries._USAGE``) in PostgreSQL's JSON operators."""
 
 
 def _insert(table: str, width: int) -> str:
