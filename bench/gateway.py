@@ -131,7 +131,7 @@ async def _serve(port: int, data_dir: str, provider: str) -> None:
     if os.environ.get("KITTIWAKE_BENCH_TELEMETRY"):
         from storage import TelemetryOptions
 
-        sample = float(os.environ.get("KITTIWAKE_BENCH_SAMPLE", "1"))
+        sample = float(os.environ.get("KITTIWAKE_BENCH_SAMPLE", TelemetryOptions().sample))
         options["telemetry"] = TelemetryOptions(sample=sample)
     http: httpx.AsyncClient | None = None
     if provider == "scripted":

@@ -172,7 +172,8 @@ def cpu_per_prompt(count: int, rounds: int) -> None:
     import trio
 
     modes = {
-        "off": None, "on": TelemetryOptions(), "sampled 10%": TelemetryOptions(sample=0.1),
+        "off": None, "on": TelemetryOptions(sample=1.0), "sampled 10%": TelemetryOptions(sample=0.1),
+        "sampled 5% (default)": TelemetryOptions(sample=0.05),
         "sampled 0%": TelemetryOptions(sample=0.0),
     }  # fmt: skip
     results: dict[str, list[float]] = {name: [] for name in modes}

@@ -74,7 +74,7 @@ def answer(request: LLMRequest) -> Sequence[LLMEvent]:
 EVENT_CHECKPOINTS = "--event-checkpoints" in sys.argv
 # ``--telemetry``: the runtimes record spans into telemetry.duckdb (default options; the
 # share of traces recorded from $KITTIWAKE_BENCH_SAMPLE, 1 by default).
-_SAMPLE = float(os.environ.get("KITTIWAKE_BENCH_SAMPLE", "1"))
+_SAMPLE = float(os.environ.get("KITTIWAKE_BENCH_SAMPLE", TelemetryOptions().sample))
 OPTIONS: dict[str, Any] = (
     {"telemetry": TelemetryOptions(sample=_SAMPLE)} if "--telemetry" in sys.argv else {}
 )

@@ -115,9 +115,10 @@ class TelemetryOptions(msgspec.Struct, frozen=True, kw_only=True):
     """Spans held unwritten before new ones are dropped (and counted in ``dropped``)."""
     retention_every: float = 300.0
     """Seconds between retention sweeps."""
-    sample: float = 1.0
-    """The share of traces recorded (a drain's, a request's): 1.0 records all, and only
-    then do the summaries count every turn."""
+    sample: float = 0.05
+    """The share of traces recorded (a drain's, a request's): 1.0 records all. The
+    summary's turns, tokens, cost and errors count every turn whatever it is (they come
+    from the events); its percentiles come from the recorded traces."""
     otlp_endpoint: str | None = None
     """An OTLP/HTTP traces endpoint (``http://host:4318/v1/traces``) that also gets the spans."""
     otlp_headers: dict[str, str] = {}

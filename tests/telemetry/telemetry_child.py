@@ -18,7 +18,7 @@ from tests.execution.conftest import answer
 
 async def main(data_dir: str, work_dir: str) -> None:
     client = llm.ScriptedLLM(lambda request: answer("ok"))
-    options = TelemetryOptions(flush_interval=0.005, batch_max=16)
+    options = TelemetryOptions(flush_interval=0.005, batch_max=16, sample=1.0)
     async with open_runtime(data_dir=data_dir, llm=client, telemetry=options) as rt:
         info = await rt.sessions.create(location=Location(directory=work_dir))
         for turn in range(1_000_000):

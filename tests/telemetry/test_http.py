@@ -18,7 +18,7 @@ from runtime import Location, Prompt, llm, open_runtime
 from storage import TelemetryOptions, TelemetryStore
 from tests.execution.conftest import answer, tool_calls
 
-FAST = TelemetryOptions(flush_interval=0.01)
+FAST = TelemetryOptions(flush_interval=0.01, sample=1.0)
 
 
 @asynccontextmanager

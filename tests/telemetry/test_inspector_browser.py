@@ -13,7 +13,7 @@ from tests.execution.conftest import answer, tool_calls
 from tests.gateway.test_inspector_browser import _chromium
 from tests.telemetry.test_http import served
 
-FAST = TelemetryOptions(flush_interval=0.01)
+FAST = TelemetryOptions(flush_interval=0.01, sample=1.0)
 TURN_BLUE = (0x25, 0x63, 0xEB)
 TOOL_GREEN = (0x16, 0xA3, 0x4A)
 FAILED_RED = (0xDC, 0x26, 0x26)

@@ -59,7 +59,10 @@ def otlp_receiver() -> Iterator[tuple[str, list[ExportTraceServiceRequest], list
 async def test_spans_reach_a_local_otlp_receiver(tmp_path: Path) -> None:
     with otlp_receiver() as (endpoint, received, headers):
         options = TelemetryOptions(
-            flush_interval=0.01, otlp_endpoint=endpoint, otlp_headers={"x-team": "core"}
+            flush_interval=0.01,
+            otlp_endpoint=endpoint,
+            otlp_headers={"x-team": "core"},
+            sample=1.0,
         )
         client = llm.ScriptedLLM([answer("hi")])
         async with open_runtime(data_dir=tmp_path / "data", llm=client, telemetry=options) as rt:

@@ -10,7 +10,7 @@ from runtime import llm
 from storage import Events, TelemetryOptions, Usage
 from tests.execution.conftest import answer, prompt, running, tool_calls
 
-FAST = TelemetryOptions(flush_interval=0.01)
+FAST = TelemetryOptions(flush_interval=0.01, sample=1.0)
 
 
 def priced_answer(text: str, *, input_tokens: int, output_tokens: int, cached: int, cost: float):
@@ -112,7 +112,7 @@ async def test_summary_figures_computed_in_sql_match_the_events(tmp_path: Path) 
 async def test_prompt_and_answer_text_are_recorded_only_when_configured(tmp_path: Path) -> None:
     for record_text in (False, True):
         client = llm.ScriptedLLM([answer("the secret answer")])
-        options = TelemetryOptions(flush_interval=0.01, record_text=record_text)
+        options = TelemetryOptions(flush_interval=0.01, record_text=record_text, sample=1.0)
         async with running(tmp_path / str(record_text), client, telemetry=options) as rt:
             sid = rt.test_session
             await rt.sessions.prompt(sid, prompt=prompt("the secret prompt"))
