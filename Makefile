@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint browser postgresql clean sims
+.PHONY: run test lint browser postgresql opencode clean sims
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,23 @@ browser:
 postgresql:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
-test: $(STAMP) browser postgresql
+
+# OpenCode's own clients (terminal UI and SDK), pinned exactly in clients/package.json, which
+# tests/opencode drives Kittiwake with (no lock file: npm writes one per platform, leaving out
+# the other platforms' binary packages). opencode-ai ships a placeholder binary that its
+# postinstall replaces with the platform package's (an optionalDependency); an npm that
+# skips install scripts leaves the placeholder, so the postinstall is run when needed.
+OPENCODE_STAMP := clients/node_modules/.installed
+$(OPENCODE_STAMP): clients/package.json
+	cd clients && npm install --no-package-lock --no-audit --no-fund --loglevel=error
+	clients/node_modules/.bin/opencode --version 2>/dev/null | grep -qx 1.18.33 || (cd clients/node_modules/opencode-ai && node postinstall.mjs)
+	clients/node_modules/.bin/opencode --version | grep -qx 1.18.33
+	touch $@
+
+opencode: $(OPENCODE_STAMP)
+
+
+test: $(STAMP) browser postgresql opencode
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -44,4 +60,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) clients/node_modules
