@@ -20,6 +20,7 @@ from actors._errors import DuplicateActor as DuplicateActor
 from actors._errors import Escalation as Escalation
 from actors._events import OVERFLOWED as OVERFLOWED
 from actors._events import EventHub as EventHub
+from actors._events import Subscription as Subscription
 from actors._execution import SessionExecution as SessionExecution
 from actors._mailbox import Mailbox as Mailbox
 from actors._mailbox import MailboxStatistics as MailboxStatistics
@@ -66,6 +67,7 @@ __all__ = [
     "SessionTools",
     "Sessions",
     "StorageActor",
+    "Subscription",
     "Supervisor",
     "SupervisorPolicy",
     "call",

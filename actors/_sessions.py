@@ -55,6 +55,7 @@ from storage import (
     Permission,
     Permissions,
     SessionsNeedingResume,
+    SetTitle,
     StoredEvent,
 )
 
@@ -330,6 +331,19 @@ class Sessions:
             if len(rows) < _PAGE:
                 return page, False
             cursor = rows[-1].seq
+
+    async def rename(self, session_id: str, title: str) -> SessionInfo:
+        """Give the session *title* (a durable ``session.updated``); the updated info.
+
+        Raises SessionNotFoundError. Cancellation before the write is acknowledged leaves
+        the title changed or not.
+        """
+        updated = await self._storage.write(
+            SetTitle(session_id=session_id, title=title, timestamp=self._now(), rename=True)
+        )
+        if updated is None:
+            raise SessionNotFoundError(session_id)
+        return updated
 
     async def children(self, session_id: str) -> builtins.list[SessionInfo]:
         """The sessions created with this one as their parent, oldest first.

@@ -34,6 +34,9 @@ from gateway._routes import (
 from gateway._session_tools import session_tool_routes
 from gateway._streams import after_arg, stream_routes
 from gateway._telemetry import Samples, telemetry_routes
+from gateway._v1 import v1_session_routes
+from gateway._v1_catalog import v1_catalog_routes
+from gateway._v1_events import StatusBoard
 from gateway._wire import (
     AgentBody,
     CreateBody,
@@ -119,6 +122,8 @@ class Gateway:
         """The inspector's recent series (taken while served)."""
         self._known: OrderedDict[str, None] = OrderedDict()
         self._known_limit = known_sessions
+        self.board: StatusBoard
+        """Busy V1 sessions and their idle waiters (``gateway._v1_events``)."""
 
     async def check_session(self, session_id: str) -> None:
         """Raise ``SessionNotFoundError`` unless the session exists.
@@ -180,16 +185,20 @@ def create_app(
         origins=frozenset(cors_origins or ()), max_body=max_body, known_sessions=known_sessions,
     )  # fmt: skip
     app.extensions[_EXTENSION] = gw
+    gw.board = StatusBoard(rt.sessions.wait_idle, lambda: app.nursery)
     install_guards(app, gw)
     install_errors(app)
     table = RouteTable()
     _session_routes(table, gw)
     stream_routes(table, app, gw)
     _operator_routes(table, gw)
+    limits = file_limits or FileLimits()
     telemetry_routes(table, rt, gw.samples)
-    project_routes(table, gw, file_limits or FileLimits())
+    project_routes(table, gw, limits)
     session_tool_routes(table, gw)
     lsp_routes(table, gw)
+    v1_session_routes(table, gw, max_sessions=limits.max_sessions, max_messages=limits.max_messages)
+    v1_catalog_routes(table, gw, max_walk=limits.max_walk)
     gw.routes = tuple(table.routes)
     register(app, table.routes)
     return app

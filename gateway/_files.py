@@ -264,7 +264,7 @@ def file_routes(
         return await status_in(root_arg())
 
     @table.get(
-        "/project/{projectID}/session/{sessionID}/find/file", "session.find.files",
+        "/project/{projectID}/session/{sessionID}/find/file", "project.session.find.files",
         "Fuzzy file name search in the session's directory", answer=Answer(type=list[str]),
         query=("query", "type", "dirs", "limit"), errors=("NotFoundError", "InvalidRequestError"),
     )  # fmt: skip
@@ -272,7 +272,7 @@ def file_routes(
         return await find_in(await session_root(project_id, session_id))
 
     @table.get(
-        "/project/{projectID}/session/{sessionID}/file", "session.file.list",
+        "/project/{projectID}/session/{sessionID}/file", "project.session.file.list",
         "List a directory of the session's", answer=Answer(type=list[dict[str, Any]]),
         query=("path",), errors=("NotFoundError", "InvalidRequestError"),
     )  # fmt: skip
@@ -280,7 +280,7 @@ def file_routes(
         return await list_in(await session_root(project_id, session_id))
 
     @table.get(
-        "/project/{projectID}/session/{sessionID}/file/content", "session.file.read",
+        "/project/{projectID}/session/{sessionID}/file/content", "project.session.file.read",
         "A file's content", answer=Answer(type=dict[str, Any]), query=("path",),
         errors=("NotFoundError", "InvalidRequestError"),
     )  # fmt: skip
@@ -288,7 +288,7 @@ def file_routes(
         return await content_in(await session_root(project_id, session_id))
 
     @table.get(
-        "/project/{projectID}/session/{sessionID}/file/status", "session.file.status",
+        "/project/{projectID}/session/{sessionID}/file/status", "project.session.file.status",
         "git status of the session's directory", answer=Answer(type=list[dict[str, Any]]),
         errors=("NotFoundError", "InvalidRequestError"),
     )  # fmt: skip

@@ -18,25 +18,39 @@ from runtime.events import TokenUsage
 from runtime.llm import CatalogModel, CatalogProvider
 
 __all__ = [
+    "ABORTED",
     "VERSION",
     "agent_json",
+    "assistant_json",
+    "content_json",
+    "message_error",
     "message_projections",
     "model_json",
+    "part_id",
     "project_json",
     "provider_json",
     "session_json",
+    "step_finish_json",
+    "tokens_json",
+    "tool_input_json",
+    "tool_name_json",
+    "tool_state_json",
+    "user_json",
 ]
 
 VERSION: Final = "kittiwake-0.1.0"
 _STATUS: Final = {"available": "active", "deprecated": "deprecated", "hidden": "alpha"}
 _MODALITIES: Final = ("text", "audio", "image", "video", "pdf")
+ABORTED: Final = "interrupted"
+"""The finish of a step an interrupt cut short: OpenCode's ``MessageAbortedError``."""
 
 
 def _defined(value: Any) -> bool:
     return value is not msgspec.UNSET and value is not None
 
 
-def _tokens(usage: Any) -> dict[str, Any]:
+def tokens_json(usage: Any) -> dict[str, Any]:
+    """OpenCode's token counts of a ``TokenUsage``."""
     return {
         "input": usage.input, "output": usage.output, "reasoning": usage.reasoning,
         "cache": {"read": usage.cache.read, "write": usage.cache.write},
@@ -49,7 +63,7 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
         "id": info.id, "slug": info.id, "projectID": info.project_id,
         "directory": info.location.directory, "title": info.title, "version": VERSION,
         "time": {"created": info.time.created, "updated": info.time.updated},
-        "cost": info.cost, "tokens": _tokens(info.tokens),
+        "cost": info.cost, "tokens": tokens_json(info.tokens),
     }  # fmt: skip
     if _defined(info.parent_id):
         body["parentID"] = info.parent_id
@@ -75,35 +89,67 @@ def project_json(
     return body
 
 
-def _part_id(message_id: str, index: int) -> str:
-    return f"prt_{message_id.removeprefix('msg_')}_{index}"
+def part_id(message_id: str, index: int) -> str:
+    """The id of a message's *index*-th part: zero-padded, so ids sort in creation order
+    (an assistant message's step-start is part 0, its content from 1, its step-finish last)."""
+    return f"prt_{message_id.removeprefix('msg_')}_{index:04d}"
 
 
 def _tool_text(content: Sequence[Any]) -> str:
     return "".join(getattr(c, "text", "") for c in content)
 
 
-def _tool_state(tool: msg.AssistantTool, start: int) -> dict[str, Any]:
+_ALIASES: Final = {
+    "path": "filePath", "old_string": "oldString", "new_string": "newString",
+    "replace_all": "replaceAll",
+}  # fmt: skip
+_FILE_TOOLS: Final = frozenset({"read", "write", "edit"})
+_TOOL_NAMES: Final = {"shell": "bash"}
+
+
+def tool_name_json(tool: str) -> str:
+    """A tool's name as OpenCode's clients know it (Kittiwake's ``shell`` is ``bash``)."""
+    return _TOOL_NAMES.get(tool, tool)
+
+
+def tool_input_json(tool: str, value: Any) -> dict[str, Any]:
+    """A tool call's input as OpenCode's clients read it: the file tools' arguments under
+    OpenCode's names (``path`` as ``filePath``, ...), which its UI draws from."""
+    if not isinstance(value, dict):
+        return {}
+    if tool not in _FILE_TOOLS:
+        return value
+    return {_ALIASES.get(str(k), str(k)): v for k, v in value.items()}
+
+
+def tool_state_json(tool: msg.AssistantTool, start: int) -> dict[str, Any]:
+    """OpenCode's ``ToolState`` of a projected tool call (*start*: the time it ran, if unknown)."""
     state = tool.state
     ran = tool.time.ran if _defined(tool.time.ran) else start
     end = tool.time.completed if _defined(tool.time.completed) else ran
     if isinstance(state, msg.ToolPending):
         return {"status": "pending", "input": {}, "raw": state.input}
+    given = tool_input_json(tool.name, state.input)
     if isinstance(state, msg.ToolRunning):
-        return {"status": "running", "input": state.input, "time": {"start": ran}}
+        return {"status": "running", "input": given, "time": {"start": ran}}
     if isinstance(state, msg.ToolCompleted):
+        output = _tool_text(state.content)
+        metadata = state.structured
+        if tool.name in _TOOL_NAMES and "output" not in metadata:
+            metadata = {**metadata, "output": output}  # OpenCode's UI shows a shell's here
         return {
-            "status": "completed", "input": state.input, "output": _tool_text(state.content),
-            "title": tool.name, "metadata": state.structured,
+            "status": "completed", "input": given, "output": output,
+            "title": tool.name, "metadata": metadata,
             "time": {"start": ran, "end": end},
         }  # fmt: skip
     return {
-        "status": "error", "input": state.input, "error": state.error.message,
+        "status": "error", "input": given, "error": state.error.message,
         "metadata": state.structured, "time": {"start": ran, "end": end},
     }  # fmt: skip
 
 
-def _user(m: msg.UserMessage, info: SessionInfo, fallback_model: Any) -> dict[str, Any]:
+def user_json(m: msg.UserMessage, info: SessionInfo, fallback_model: Any) -> dict[str, Any]:
+    """``{info, parts}`` of a user message: its text part, then a part per file."""
     model = info.model if isinstance(info.model, ModelRef) else fallback_model
     header = {
         "id": m.id, "sessionID": info.id, "role": "user", "time": {"created": m.time.created},
@@ -111,11 +157,9 @@ def _user(m: msg.UserMessage, info: SessionInfo, fallback_model: Any) -> dict[st
         "model": {"providerID": model.provider_id, "modelID": model.id},
     }  # fmt: skip
     base = {"sessionID": info.id, "messageID": m.id}
-    parts: list[dict[str, Any]] = [
-        {"id": _part_id(m.id, 0), **base, "type": "text", "text": m.text}
-    ]
+    parts: list[dict[str, Any]] = [{"id": part_id(m.id, 0), **base, "type": "text", "text": m.text}]
     for n, file in enumerate(m.files, start=1):
-        part = {"id": _part_id(m.id, n), **base, "type": "file", "mime": file.mime, "url": file.uri}
+        part = {"id": part_id(m.id, n), **base, "type": "file", "mime": file.mime, "url": file.uri}
         if isinstance(file.name, str):
             part["filename"] = file.name
         parts.append(part)
@@ -132,13 +176,50 @@ def _checkpoint(m: msg.CompactionMessage, info: SessionInfo, fallback_model: Any
         "model": {"providerID": model.provider_id, "modelID": model.id},
     }  # fmt: skip
     part = {
-        "id": _part_id(m.id, 0), "sessionID": info.id, "messageID": m.id, "type": "compaction",
+        "id": part_id(m.id, 0), "sessionID": info.id, "messageID": m.id, "type": "compaction",
         "auto": m.reason == "auto",
     }  # fmt: skip
     return {"info": header, "parts": [part]}
 
 
-def _assistant(m: msg.AssistantMessage, info: SessionInfo, parent: str) -> dict[str, Any]:
+def message_error(finish: Any, error: Any) -> dict[str, Any] | None:
+    """The ``error`` of an assistant message: aborted when an interrupt ended its step."""
+    if _defined(error):
+        return {"name": "UnknownError", "data": {"message": error.message}}
+    if finish == ABORTED:
+        return {"name": "MessageAbortedError", "data": {"message": "The operation was aborted."}}
+    return None
+
+
+def step_finish_json(
+    message_id: str, session_id: str, index: int, finish: str, cost: float, tokens: Any
+) -> dict[str, Any]:
+    """The step-finish part closing an assistant message."""
+    return {
+        "id": part_id(message_id, index), "sessionID": session_id, "messageID": message_id,
+        "type": "step-finish", "reason": finish, "cost": cost, "tokens": tokens_json(tokens),
+    }  # fmt: skip
+
+
+def content_json(
+    item: msg.AssistantContent, base: dict[str, Any], index: int, created: int, ended: int | None
+) -> dict[str, Any]:
+    """One content item of an assistant message as an OpenCode ``Part``."""
+    pid = part_id(base["messageID"], index)
+    times = {"start": created} if ended is None else {"start": created, "end": ended}
+    if isinstance(item, msg.AssistantText):
+        return {"id": pid, **base, "type": "text", "text": item.text, "time": times}
+    if isinstance(item, msg.AssistantReasoning):
+        return {"id": pid, **base, "type": "reasoning", "text": item.text, "time": times}
+    return {
+        "id": pid, **base, "type": "tool", "callID": item.id, "tool": tool_name_json(item.name),
+        "state": tool_state_json(item, created),
+    }  # fmt: skip
+
+
+def assistant_json(m: msg.AssistantMessage, info: SessionInfo, parent: str) -> dict[str, Any]:
+    """``{info, parts}`` of an assistant message (one step): step-start, its content in
+    order, and step-finish once the step ended."""
     created = m.time.created
     header: dict[str, Any] = {
         "id": m.id, "sessionID": info.id, "role": "assistant", "time": {"created": created},
@@ -146,32 +227,25 @@ def _assistant(m: msg.AssistantMessage, info: SessionInfo, parent: str) -> dict[
         "mode": m.agent, "agent": m.agent,
         "path": {"cwd": info.location.directory, "root": info.location.directory},
         "cost": m.cost if _defined(m.cost) else 0.0,
-        "tokens": _tokens(m.tokens if _defined(m.tokens) else TokenUsage()),
+        "tokens": tokens_json(m.tokens if _defined(m.tokens) else TokenUsage()),
     }  # fmt: skip
-    if _defined(m.time.completed):
-        header["time"]["completed"] = m.time.completed
+    completed = m.time.completed if isinstance(m.time.completed, int) else None
+    if completed is not None:
+        header["time"]["completed"] = completed
     if _defined(m.finish):
         header["finish"] = m.finish
-    if _defined(m.error):
-        error = m.error
-        assert not isinstance(error, msgspec.UnsetType)
-        header["error"] = {"name": "UnknownError", "data": {"message": error.message}}
+    error = message_error(m.finish, m.error)
+    if error is not None:
+        header["error"] = error
     base = {"sessionID": info.id, "messageID": m.id}
-    parts: list[dict[str, Any]] = []
-    for n, item in enumerate(m.content):
-        pid = _part_id(m.id, n)
-        if isinstance(item, msg.AssistantText):
-            parts.append({"id": pid, **base, "type": "text", "text": item.text})
-        elif isinstance(item, msg.AssistantReasoning):
-            parts.append(
-                {"id": pid, **base, "type": "reasoning", "text": item.text,
-                 "time": {"start": created}}
-            )  # fmt: skip
-        elif isinstance(item, msg.AssistantTool):
-            parts.append(
-                {"id": pid, **base, "type": "tool", "callID": item.id, "tool": item.name,
-                 "state": _tool_state(item, created)}
-            )  # fmt: skip
+    parts: list[dict[str, Any]] = [{"id": part_id(m.id, 0), **base, "type": "step-start"}]
+    for n, item in enumerate(m.content, start=1):
+        parts.append(content_json(item, base, n, created, completed))
+    if _defined(m.finish):
+        finish = m.finish if isinstance(m.finish, str) else "stop"
+        tokens = m.tokens if _defined(m.tokens) else TokenUsage()
+        cost = m.cost if isinstance(m.cost, float) else 0.0
+        parts.append(step_finish_json(m.id, info.id, len(parts), finish, cost, tokens))
     return {"info": header, "parts": parts}
 
 
@@ -189,9 +263,9 @@ def message_projections(
     for m in messages:
         if isinstance(m, msg.UserMessage):
             parent = m.id
-            out.append(_user(m, info, fallback_model))
+            out.append(user_json(m, info, fallback_model))
         elif isinstance(m, msg.AssistantMessage):
-            out.append(_assistant(m, info, parent or m.id))
+            out.append(assistant_json(m, info, parent or m.id))
         elif isinstance(m, msg.CompactionMessage):
             out.append(_checkpoint(m, info, fallback_model))
     return out

@@ -228,7 +228,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         return _json(await project())
 
     @table.get(
-        "/project/{projectID}/session", "session.list",
+        "/project/{projectID}/session", "project.session.list",
         "The project's sessions", answer=Answer(type=list[dict[str, Any]]),
         errors=("NotFoundError",),
     )  # fmt: skip
@@ -244,7 +244,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
                 return _json(out[: limits.max_sessions])
 
     @table.post(
-        "/project/{projectID}/session", "session.create",
+        "/project/{projectID}/session", "project.session.create",
         "Create a session (a child of parentID when given)", body=ProjectSessionBody,
         answer=Answer(type=dict[str, Any]), errors=("NotFoundError", "ConflictError"),
         empty_ok=True,
@@ -260,7 +260,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         return _json(session_json(info))
 
     @table.get(
-        "/project/{projectID}/session/{sessionID}/children", "session.children",
+        "/project/{projectID}/session/{sessionID}/children", "project.session.children",
         "The sessions created with this one as their parent",
         answer=Answer(type=list[dict[str, Any]]), errors=("NotFoundError",),
     )  # fmt: skip
@@ -269,14 +269,14 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         return _json([session_json(child) for child in await rt.sessions.children(session_id)])
 
     @table.get(
-        "/project/{projectID}/session/{sessionID}", "session.get",
+        "/project/{projectID}/session/{sessionID}", "project.session.get",
         "A session", answer=Answer(type=dict[str, Any]), errors=("NotFoundError",),
     )  # fmt: skip
     async def project_session(project_id: str, session_id: str) -> Response:
         return _json(session_json(await session_of(project_id, session_id)))
 
     @table.delete(
-        "/project/{projectID}/session/{sessionID}", "session.delete",
+        "/project/{projectID}/session/{sessionID}", "project.session.delete",
         "Delete the session and everything it holds", answer=Answer(type=bool),
         errors=("NotFoundError",),
     )  # fmt: skip
@@ -287,7 +287,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         return _json(True)
 
     @table.post(
-        "/project/{projectID}/session/{sessionID}/abort", "session.abort",
+        "/project/{projectID}/session/{sessionID}/abort", "project.session.abort",
         "Interrupt the session", answer=Answer(type=bool), errors=("NotFoundError",),
     )  # fmt: skip
     async def project_abort(project_id: str, session_id: str) -> Response:
@@ -296,7 +296,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         return _json(True)
 
     @table.post(
-        "/project/{projectID}/session/{sessionID}/init", "session.init",
+        "/project/{projectID}/session/{sessionID}/init", "project.session.init",
         "The session writes the project's AGENTS.md; true once answered", body=InitBody,
         answer=Answer(type=bool), errors=("NotFoundError", "ServiceUnavailableError"),
     )  # fmt: skip
@@ -347,27 +347,27 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
 
     for method, op, summary in (("POST", "share", "Share"), ("DELETE", "unshare", "Unshare")):
         table.add(
-            method, "/project/{projectID}/session/{sessionID}/share", f"session.{op}",
+            method, "/project/{projectID}/session/{sessionID}/share", f"project.session.{op}",
             f"{summary} (501)",
             errors=("NotImplementedError",),
         )(project_share)  # fmt: skip
 
     @table.post(
-        "/project/{projectID}/session/{sessionID}/revert", "session.revert",
+        "/project/{projectID}/session/{sessionID}/revert", "project.session.revert",
         "Revert (501)", errors=("NotImplementedError",),
     )  # fmt: skip
     async def project_revert(project_id: str, session_id: str) -> Response:
         raise _not_implemented("Revert")
 
     @table.post(
-        "/project/{projectID}/session/{sessionID}/unrevert", "session.unrevert",
+        "/project/{projectID}/session/{sessionID}/unrevert", "project.session.unrevert",
         "Unrevert (501)", errors=("NotImplementedError",),
     )  # fmt: skip
     async def project_unrevert(project_id: str, session_id: str) -> Response:
         raise _not_implemented("Unrevert")
 
     @table.get(
-        "/project/{projectID}/session/{sessionID}/message", "session.messages",
+        "/project/{projectID}/session/{sessionID}/message", "project.session.messages",
         "Messages as {info, parts}", answer=Answer(type=list[dict[str, Any]]),
         errors=("NotFoundError",),
     )  # fmt: skip
@@ -375,7 +375,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         return _json(await projections(await session_of(project_id, session_id)))
 
     @table.get(
-        "/project/{projectID}/session/{sessionID}/message/{messageID}", "session.message",
+        "/project/{projectID}/session/{sessionID}/message/{messageID}", "project.session.message",
         "One message as {info, parts}", answer=Answer(type=dict[str, Any]),
         errors=("NotFoundError", "MessageNotFoundError"),
     )  # fmt: skip
@@ -390,7 +390,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         )  # fmt: skip
 
     @table.post(
-        "/project/{projectID}/session/{sessionID}/message", "session.prompt",
+        "/project/{projectID}/session/{sessionID}/message", "project.session.prompt",
         "Prompt and wait for the answer", body=MessageBody, answer=Answer(type=dict[str, Any]),
         errors=("NotFoundError", "ServiceUnavailableError"),
     )  # fmt: skip
@@ -415,7 +415,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         return _json(await answer_to(session_id, text, body.messageID))
 
     @table.post(
-        "/project/{projectID}/session/{sessionID}/permission/{permissionID}", "permission.respond",
+        "/project/{projectID}/session/{sessionID}/permission/{permissionID}", "project.permission.respond",
         "Answer a permission request", body=PermissionResponseBody,
         answer=Answer(type=dict[str, Any]),
         errors=("NotFoundError", "PermissionNotFoundError", "ConflictError"),
@@ -429,7 +429,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         return _json(session_json(await rt.sessions.get(session_id)))
 
     @table.get(
-        "/project/{projectID}/agent", "app.agents",
+        "/project/{projectID}/agent", "project.app.agents",
         "Agents of a directory", answer=Answer(type=list[dict[str, Any]]), query=("directory",),
         errors=("NotFoundError", "InvalidRequestError"),
     )  # fmt: skip

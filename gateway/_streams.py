@@ -1,10 +1,14 @@
-"""The SSE streams (``/event``, ``/api/session/{id}/event``) and the websocket route."""
+"""The SSE streams and the websocket route: V2's ``/api/event`` (every session's durable
+events and deltas) and ``/api/session/{id}/event``; OpenCode's V1 ``/event`` (flat
+``{id, type, properties}``) and ``/global/event`` (``{directory, project, payload}``),
+projected by ``gateway._v1_events``."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 import trio
@@ -14,11 +18,12 @@ from quart_trio import QuartTrio
 from actors import OVERFLOWED
 from gateway._opencode import session_json
 from gateway._routes import SSE, RouteTable
+from gateway._v1_events import Idle, Lookup, V1Projection
 from gateway._wire import GatewayError, delta_json, durable_event_json, encode, follow
 from gateway._ws import serve_websocket
-from runtime import LiveDelta
+from runtime import IdGenerator, LiveDelta, SessionNotFoundError, UserMessage
 from runtime.events import SessionUpdated, decode_event
-from storage import StoredEvent
+from storage import MessageEntry, StoredEvent
 
 if TYPE_CHECKING:
     from gateway._app import Gateway
@@ -129,7 +134,10 @@ def stream_routes(table: RouteTable, app: QuartTrio, gw: Gateway) -> None:
 
         return _sse(app, gw, produce)
 
-    @table.get("/event", "event.subscribe", "Every session's events and deltas (SSE)", answer=SSE)
+    @table.get(
+        "/api/event", "v2.event.subscribe", "Every session's events and deltas (SSE)",
+        answer=SSE,
+    )  # fmt: skip
     async def all_events() -> Response:
         async def produce(send: trio.MemorySendChannel[bytes]) -> None:
             with rt.hub.subscribe(None) as sub:
@@ -148,6 +156,97 @@ def stream_routes(table: RouteTable, app: QuartTrio, gw: Gateway) -> None:
 
         return _sse(app, gw, produce)
 
+    @table.get(
+        "/event", "event.subscribe", "OpenCode's V1 events, flat (SSE)", answer=SSE,
+        query=("directory",),
+    )  # fmt: skip
+    async def v1_events() -> Response:
+        return _sse(app, gw, _v1_producer(gw, envelope=False))
+
+    @table.get(
+        "/global/event", "global.event", "OpenCode's V1 events in the global envelope (SSE)",
+        answer=SSE,
+    )  # fmt: skip
+    async def v1_global_events() -> Response:
+        return _sse(app, gw, _v1_producer(gw, envelope=True))
+
     @table.websocket("/api/ws", "kittiwake.ws", "The websocket gateway (JSON frames)")
     async def ws() -> None:
         await serve_websocket(gw, websocket)
+
+
+def v1_lookup(gw: Gateway) -> Lookup:
+    """What a V1 projection reads from *gw*'s runtime."""
+    rt = gw.rt
+
+    async def message(message_id: str) -> tuple[str, Any] | None:
+        entry = await rt.storage.read(MessageEntry(message_id=message_id))
+        return None if entry is None else (entry[0], entry[2])
+
+    async def last_user(session_id: str) -> str | None:
+        page = await rt.sessions.messages(session_id, limit=50, order="desc")
+        for item in page.data:
+            if isinstance(item, UserMessage):
+                return item.id
+        return None
+
+    return Lookup(rt.sessions.get, message, last_user, rt.execution.default_model)
+
+
+def _v1_producer(gw: Gateway, *, envelope: bool) -> Producer:
+    """A V1 stream: ``server.connected`` first, then the projected events, a
+    ``server.heartbeat`` every ``gw.heartbeat`` seconds. An item of a session deleted
+    meanwhile is dropped."""
+    rt = gw.rt
+    ids = IdGenerator()
+    project = str(rt.sessions.project_id)
+    home = str(gw.directory.resolve())
+    directories: dict[str, str] = {}
+
+    async def frame(payload: dict[str, Any]) -> bytes:
+        payload = {"id": ids.new("evt"), **payload}
+        if not envelope:
+            return sse_frame(encode(payload))
+        props = payload["properties"]
+        sid = props.get("sessionID")
+        directory = home
+        if isinstance(props.get("info"), dict) and "directory" in props["info"]:
+            directory = props["info"]["directory"]
+        elif isinstance(sid, str):
+            if sid not in directories:
+                try:
+                    directories[sid] = (await rt.sessions.get(sid)).location.directory
+                except SessionNotFoundError:
+                    directories[sid] = home
+            directory = directories[sid]
+        return sse_frame(encode({"directory": directory, "project": project, "payload": payload}))
+
+    async def produce(send: trio.MemorySendChannel[bytes]) -> None:
+        since = int(time.time() * 1000)
+        projection = V1Projection(v1_lookup(gw), gw.board.busy, since=since)
+        with rt.hub.subscribe(None) as sub:
+            gw.board.add(sub)
+            try:
+                await send.send(await frame({"type": "server.connected", "properties": {}}))
+                beat = trio.current_time() + gw.heartbeat
+                while True:
+                    with trio.move_on_at(beat):
+                        item = await sub.receive()
+                        if item == OVERFLOWED:
+                            projection.reset()
+                            continue
+                        try:
+                            payloads = await projection.feed(cast(Any, item))
+                        except SessionNotFoundError:
+                            payloads = []
+                        for payload in payloads:
+                            await send.send(await frame(payload))
+                        if isinstance(item, Idle):
+                            gw.board.delivered(item.session_id, sub)
+                        continue
+                    beat = trio.current_time() + gw.heartbeat
+                    await send.send(await frame({"type": "server.heartbeat", "properties": {}}))
+            finally:
+                gw.board.remove(sub)
+
+    return produce

@@ -1,6 +1,6 @@
 """``kittiwake run``: one prompt to a session over the HTTP API, its answer on the terminal.
 
-The answer's text is printed as its deltas arrive (``GET /event``, which also carries the
+The answer's text is printed as its deltas arrive (``GET /api/event``, which also carries the
 permission requests to answer); the durable events come from ``GET /api/session/{id}/event``
 after the prompt's admission, so none is missed, and the run ends when ``POST
 /api/session/{id}/wait`` returns, after a last read of the session's history. Text goes to
@@ -305,9 +305,9 @@ class Runner:
                 raise RunFailed(f"no session in {self.options.directory} to continue")
 
     async def _live(self, sid: str, connected: trio.Event, nursery: trio.Nursery) -> None:
-        """Deltas of *sid* from ``GET /event``; its permission requests are answered in
+        """Deltas of *sid* from ``GET /api/event``; its permission requests are answered in
         *nursery*."""
-        async with self.api.stream("GET", "/event") as stream:
+        async with self.api.stream("GET", "/api/event") as stream:
             check_stream(stream)
             async for line in stream.aiter_lines():
                 if not line.startswith("data: "):

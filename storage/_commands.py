@@ -125,7 +125,7 @@ def _set_title(b: WriteBatch, c: p.SetTitle) -> ev.SessionInfo | None:
         info = b.session(c.session_id)
     except SessionNotFoundError:
         return None
-    if not needs_title(info):
+    if not c.rename and not needs_title(info):
         return None  # a title was set meanwhile: it stands
     time = msgspec.structs.replace(info.time, updated=c.timestamp)
     updated = msgspec.structs.replace(info, title=c.title, time=time)

@@ -204,12 +204,13 @@ class PutEpoch(Command[None], frozen=True, tag="epoch.put"):
 
 
 class SetTitle(Command[ev.SessionInfo | None], frozen=True, tag="session.set_title"):
-    """Give the session *title* if it still needs one (``runtime.needs_title``); the
-    updated info, or None (gone, or titled meanwhile)."""
+    """Give the session *title* if it still needs one (``runtime.needs_title``), or always
+    with *rename*; the updated info, or None (gone, or titled meanwhile)."""
 
     session_id: str
     title: str
     timestamp: int
+    rename: bool = False
 
 
 # -- queries ----------------------------------------------------------------------------

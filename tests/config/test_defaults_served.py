@@ -77,7 +77,7 @@ async def test_a_keyless_provider_is_the_default_and_needs_a_small_model_for_tit
 
 
 async def _read_events(client: httpx.AsyncClient, frames: trio.MemorySendChannel[dict]) -> None:
-    async with client.stream("GET", "/event") as r:
+    async with client.stream("GET", "/api/event") as r:
         async for line in r.aiter_lines():
             if line.startswith("data: "):
                 frames.send_nowait(json.loads(line[6:]))

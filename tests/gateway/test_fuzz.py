@@ -22,7 +22,7 @@ from .conftest import served
 
 EXAMPLES_PER_OPERATION = 25
 MAX_DEPTH = 4
-STREAMS = ("/event", "/api/session/{sessionID}/event")
+STREAMS = ("/api/event", "/event", "/global/event", "/api/session/{sessionID}/event")
 
 text = st.text(max_size=24)
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text

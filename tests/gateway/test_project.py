@@ -63,8 +63,8 @@ async def test_project_sessions_and_messages_as_info_and_parts(tmp_path):
         assert_valid(r.json(), response_schema(SESSION_MESSAGES, "post", 200))
         reply = r.json()
         assert reply["info"]["role"] == "assistant"
-        assert [p["type"] for p in reply["parts"]] == ["text"]
-        assert reply["parts"][0]["text"] == "it says kittiwake"
+        assert [p["type"] for p in reply["parts"]] == ["step-start", "text", "step-finish"]
+        assert reply["parts"][1]["text"] == "it says kittiwake"
 
         r = await client.get(f"/project/{pid}/session/{sid}/message")
         assert r.status_code == 200
@@ -72,7 +72,8 @@ async def test_project_sessions_and_messages_as_info_and_parts(tmp_path):
         items = r.json()
         assert [i["info"]["role"] for i in items] == ["user", "assistant", "assistant"]
         assert items[0]["parts"][0]["text"] == "what do the notes say?"
-        tool = items[1]["parts"][0]
+        assert [p["type"] for p in items[1]["parts"]] == ["step-start", "tool", "step-finish"]
+        tool = items[1]["parts"][1]
         assert tool["type"] == "tool" and tool["tool"] == "read" and tool["callID"] == "c1"
         assert tool["state"]["status"] == "completed"
         assert "remember the kittiwake" in tool["state"]["output"]

@@ -229,7 +229,7 @@ async def test_global_event_stream_connects_and_beats(tmp_path):
     ):
         sid = (await client.post(S, json={})).json()["data"]["id"]
         types: list[str] = []
-        async with client.stream("GET", "/event") as r:
+        async with client.stream("GET", "/api/event") as r:
             lines = r.aiter_lines()
             while "server.heartbeat" not in types or "session.next.step.ended" not in types:
                 line = await anext(lines)
@@ -311,7 +311,7 @@ async def test_deleting_a_session_ends_its_streams_and_tells_everyone(tmp_path):
                         seen.append(json.loads(line[6:])["type"])
 
         async def global_stream(task_status=trio.TASK_STATUS_IGNORED) -> None:
-            async with client.stream("GET", "/event") as r:
+            async with client.stream("GET", "/api/event") as r:
                 async for line in r.aiter_lines():
                     if line.startswith("data: "):
                         globally.append(json.loads(line[6:]))

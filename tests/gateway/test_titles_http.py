@@ -1,4 +1,4 @@
-"""A generated session title over HTTP: ``session.updated`` on ``/event``, the title in
+"""A generated session title over HTTP: ``session.updated`` on ``/api/event``, the title in
 ``GET /api/session/{id}`` and in OpenCode's session list."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def script(request: LLMRequest) -> list[LLMEvent]:
 
 
 async def _read_events(http: httpx.AsyncClient, frames: trio.MemorySendChannel[dict]) -> None:
-    async with http.stream("GET", "/event") as r:
+    async with http.stream("GET", "/api/event") as r:
         async for line in r.aiter_lines():
             if line.startswith("data: "):
                 frames.send_nowait(json.loads(line[6:]))

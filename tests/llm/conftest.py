@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ class Reply:
     content_type: str = "text/event-stream"
     hang: bool = False  # after the chunks, hold the response open until the client leaves
     json_body: object = None
+    delay: float = 0.0  # seconds before each chunk after the first
 
 
 @dataclass
@@ -43,6 +45,8 @@ class LocalServer:
         self.disconnects = 0
         self.disconnected = trio.Event()
         self.port = 0
+        self.responder: Callable[[Recorded], Reply] | None = None
+        """When set, answers each request instead of the queue."""
 
     @property
     def base_url(self) -> str:
@@ -68,7 +72,10 @@ class LocalServer:
             self._left()
 
     def reply_for(self, request: Recorded) -> Reply:
-        """The reply to *request*: the next queued one (a subclass may compute it)."""
+        """The reply to *request*: the responder's when set, else the next queued one (a
+        subclass may compute it)."""
+        if self.responder is not None:
+            return self.responder(request)
         return self.replies.popleft() if self.replies else Reply(status=599, chunks=[b"none"])
 
     def _left(self) -> None:
@@ -105,7 +112,9 @@ class LocalServer:
             ctype = "application/json"
         headers = [("content-type", ctype), ("transfer-encoding", "chunked"), *reply.headers]
         await stream.send_all(conn.send(h11.Response(status_code=reply.status, headers=headers)))
-        for chunk in chunks:
+        for n, chunk in enumerate(chunks):
+            if n and reply.delay:
+                await trio.sleep(reply.delay)
             await stream.send_all(conn.send(h11.Data(data=chunk)))
         if reply.hang:
             while await stream.receive_some(65536):

@@ -1,0 +1,75 @@
+"""One mock provider and one ``kittiwake serve`` per module (the clients start slowly)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import assert_valid, component
+
+from .harness import Kittiwake, Provider, require_clients
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[Provider]:
+    require_clients()
+    mock = Provider().start()
+    yield mock
+    mock.stop()
+
+
+@pytest.fixture(scope="module")
+def kittiwake(provider: Provider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kittiwake]:
+    served = Kittiwake(
+        tmp_path_factory.mktemp("opencode"), provider, permission={"bash": "ask"}
+    ).start()
+    yield served
+    served.stop()
+
+
+class EventLog:
+    """Every frame of one V1 SSE stream but heartbeats, read on a thread; each is checked
+    against OpenCode's schema (``GlobalEvent`` or ``Event``) as it arrives."""
+
+    def __init__(self, url: str, path: str) -> None:
+        self.frames: list[dict[str, Any]] = []
+        self.invalid: list[str] = []
+        self._schema = component("GlobalEvent" if path == "/global/event" else "Event")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(url + path,), daemon=True)
+        self._thread.start()
+
+    def _read(self, url: str) -> None:
+        try:
+            with httpx.stream("GET", url, timeout=httpx.Timeout(5, read=None)) as response:
+                for line in response.iter_lines():
+                    if self._stop.is_set():
+                        return
+                    if line.startswith("data: "):
+                        frame = json.loads(line[6:])
+                        if frame.get("payload", frame)["type"] == "server.heartbeat":
+                            continue  # sent by OpenCode too, but not in its document
+                        try:
+                            assert_valid(frame, self._schema)
+                        except Exception as exc:  # noqa: BLE001 - reported by the test
+                            self.invalid.append(f"{frame}: {str(exc)[:300]}")
+                        self.frames.append(frame)
+        except httpx.HTTPError:
+            return
+
+    def payloads(self) -> list[dict[str, Any]]:
+        return [f.get("payload", f) for f in self.frames]
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
