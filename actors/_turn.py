@@ -2,9 +2,7 @@
 
 Durable events from the stream are buffered and written together when a local
 tool is about to start (its ``tool.called`` must be durable first) and when the
-stream closes; live-only deltas go to subscribers at once. A text, reasoning or tool
-input part is announced live as it starts, by an empty delta, so that subscribers see
-parts in the order they start before the step's events are written.
+stream closes; live-only deltas go to subscribers at once.
 
 Settling is total: every local tool call the turn records gets exactly one result
 (success, failure, "Tool execution interrupted") however it ends, and a turn cut
@@ -149,7 +147,6 @@ class Turn:
             case llm.TextStart(id=part):
                 self._start(part, "text")
                 self.buffer.append(ev.TextStarted(**ids, text_id=part))
-                self._hub.publish_delta(ev.TextDelta(**ids, text_id=part, delta=""))
             case llm.TextDelta(id=part, delta=delta):
                 self.texts.setdefault(part, []).append(delta)
                 self._hub.publish_delta(ev.TextDelta(**ids, text_id=part, delta=delta))
@@ -160,7 +157,6 @@ class Turn:
             case llm.ReasoningStart(id=part, provider_metadata=meta):
                 self._start(part, "reasoning")
                 self.buffer.append(ev.ReasoningStarted(**ids, reasoning_id=part, **_meta(meta)))
-                self._hub.publish_delta(ev.ReasoningDelta(**ids, reasoning_id=part, delta=""))
             case llm.ReasoningDelta(id=part, delta=delta):
                 self.texts.setdefault(part, []).append(delta)
                 self._hub.publish_delta(ev.ReasoningDelta(**ids, reasoning_id=part, delta=delta))
@@ -171,7 +167,6 @@ class Turn:
             case llm.ToolInputStart(call_id=call, name=name):
                 self._start(call, "tool-input")
                 self.buffer.append(ev.ToolInputStarted(**ids, call_id=call, name=name))
-                self._hub.publish_delta(ev.ToolInputDelta(**ids, call_id=call, delta=""))
             case llm.ToolInputDelta(call_id=call, delta=delta):
                 self.texts.setdefault(call, []).append(delta)
                 self._hub.publish_delta(ev.ToolInputDelta(**ids, call_id=call, delta=delta))

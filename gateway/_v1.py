@@ -19,7 +19,7 @@ from quart import Response, request
 
 from gateway._opencode import message_projections, session_json
 from gateway._routes import Answer, RouteTable
-from gateway._wire import GatewayError, decode_body, encode
+from gateway._wire import GatewayError, encode
 from runtime import Location, ModelRef, Prompt, SessionInfo, SessionMessage
 from runtime import events as ev
 
@@ -114,11 +114,6 @@ class PermissionRespondIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
 
 def _json(body: Any, *, status: int = 200) -> Response:
     return Response(encode(body), status=status, content_type="application/json")
-
-
-async def _body() -> bytes:
-    data = await request.get_data(as_text=False)
-    return data if isinstance(data, bytes) else data.encode()
 
 
 def prompt_of(parts: list[dict[str, Any]]) -> Prompt:
@@ -218,10 +213,9 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
 
     @table.post(
         "/session", "session.create", "Create a session", body=SessionCreateBody,
-        answer=_OBJECT, query=("directory",), errors=("InvalidRequestError",),
+        answer=_OBJECT, query=("directory",), errors=("InvalidRequestError",), empty_ok=True,
     )  # fmt: skip
-    async def create_session() -> Response:
-        body = decode_body(await _body(), SessionCreateBody, empty_ok=True)
+    async def create_session(body: SessionCreateBody) -> Response:
         directory = request_directory(gw)
         info = await rt.sessions.create(
             location=Location(directory=str(directory)), agent=body.agent,
@@ -244,10 +238,9 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
 
     @table.patch(
         "/session/{sessionID}", "session.update", "Rename a session", body=SessionUpdateBody,
-        answer=_OBJECT, errors=("InvalidRequestError",),
+        answer=_OBJECT, errors=("InvalidRequestError",), empty_ok=True,
     )  # fmt: skip
-    async def update_session(session_id: str) -> Response:
-        body = decode_body(await _body(), SessionUpdateBody, empty_ok=True)
+    async def update_session(body: SessionUpdateBody, session_id: str) -> Response:
         if body.title is not None:
             if not body.title.strip():
                 raise GatewayError("InvalidRequestError", "title must not be empty")
@@ -323,10 +316,10 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         "Prompt and wait until the session is idle; the reply as {info, parts}",
         body=PromptIn, answer=_OBJECT, errors=("InvalidRequestError",),
     )  # fmt: skip
-    async def prompt(session_id: str) -> Response:
+    async def prompt(body: PromptIn, session_id: str) -> Response:
         """Admit the prompt, wait until idle and for the V1 streams to say so, answer the
         last reply. Cancellation (client gone) leaves the prompt admitted and running."""
-        user_id = await admit(session_id, decode_body(await _body(), PromptIn))
+        user_id = await admit(session_id, body)
         await rt.sessions.wait_idle(session_id)
         with trio.move_on_after(SETTLE_TIMEOUT):
             await gw.board.settled(session_id)
@@ -341,8 +334,8 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         answer=Answer(status=204, media=None, description="No Content"),
         errors=("InvalidRequestError",),
     )  # fmt: skip
-    async def prompt_async(session_id: str) -> Response:
-        await admit(session_id, decode_body(await _body(), PromptIn))
+    async def prompt_async(body: PromptIn, session_id: str) -> Response:
+        await admit(session_id, body)
         return Response(b"", status=204)
 
     @table.post(
@@ -383,8 +376,7 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         body=PermissionReplyIn, answer=_BOOL,
         errors=("PermissionNotFoundError", "ConflictError", "InvalidRequestError"),
     )  # fmt: skip
-    async def permission_reply(request_id: str) -> Response:
-        body = decode_body(await _body(), PermissionReplyIn)
+    async def permission_reply(body: PermissionReplyIn, request_id: str) -> Response:
         await reply_to(request_id, body.reply)
         return _json(True)
 
@@ -393,8 +385,9 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         "Answer a permission request (deprecated form)", body=PermissionRespondIn, answer=_BOOL,
         errors=("PermissionNotFoundError", "ConflictError", "InvalidRequestError"),
     )  # fmt: skip
-    async def permission_respond(session_id: str, permission_id: str) -> Response:
-        body = decode_body(await _body(), PermissionRespondIn)
+    async def permission_respond(
+        body: PermissionRespondIn, session_id: str, permission_id: str
+    ) -> Response:
         await gw.check_session(session_id)
         await reply_to(permission_id, body.response)
         return _json(True)

@@ -3,7 +3,7 @@
 ``V1Projection`` folds one subscriber's hub items into V1 payloads (``message.updated``,
 ``message.part.updated``, ``message.part.delta``, ``session.status``, ...). Part ids are the
 ones ``GET /session/{id}/message`` answers (``gateway._opencode.part_id``): a part's index is
-the order in which it started, which the turn announces live (an empty delta per start).
+the order in which the projection first sees it (its first delta, else its durable start).
 
 ``StatusBoard`` tells the streams when a busy session turns idle: one waiter per busy
 session offers an ``Idle`` marker into every V1 subscription, after the events that came

@@ -258,7 +258,7 @@ async def test_commands_are_listed_and_run_over_both_routes(tmp_path: Any) -> No
         r = await client.post(f"/session/{sid}/command", json=body)
         assert r.status_code == 200, r.text
         assert r.json()["info"]["role"] == "assistant"
-        assert r.json()["parts"][-1]["text"] == "explained"
+        assert [p["text"] for p in r.json()["parts"] if p["type"] == "text"][-1] == "explained"
         sent = g.llm.requests[0]
         text = sent.messages[-1].content[0].text
         assert text.startswith("Explain the tests using @notes.txt")
