@@ -37,8 +37,8 @@ CHECKS: Final = (
 
 class _Session:
     __slots__ = (
-        "admitted", "agents", "asks", "called", "deleted", "last_type", "next_seq",
-        "pending", "promoted", "settled", "turns",
+        "admitted", "agents", "asks", "called", "compactions", "deleted", "last_type",
+        "next_seq", "pending", "promoted", "settled", "turns",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -52,6 +52,7 @@ class _Session:
         self.called: dict[str, str] = {}  # call id -> assistant message id
         self.settled: dict[str, str] = {}  # call id -> success | failed
         self.asks: set[str] = set()  # permission requests not answered yet
+        self.compactions = 0
         self.deleted = False
 
 
@@ -129,6 +130,7 @@ class Checker:
             s.deleted = True
         elif isinstance(event, ev.CompactionEnded):
             self.compactions += 1
+            s.compactions += 1
         s.last_type = "promoted" if isinstance(event, ev.PromptPromoted) else stored.type
 
 
