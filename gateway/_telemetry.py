@@ -305,8 +305,6 @@ class Traced:
         if kind not in ("http", "websocket"):
             return await self._app(scope, receive, send)
         method = "WEBSOCKET" if kind == "websocket" else cast(str, scope.get("method", "GET"))
-        route = self._route(method, cast(str, scope.get("path", "")))
-        attributes = {"http.request.method": method, "http.route": route}
         status: list[int] = []
 
         async def sending(message: Any) -> None:
@@ -316,7 +314,12 @@ class Traced:
                 status.append(101)
             await send(message)
 
-        with span("websocket" if kind == "websocket" else f"{method} {route}", attributes) as s:
+        with span("websocket" if kind == "websocket" else method) as s:
+            if s.is_recording():  # the route is matched only for a recorded request
+                route = self._route(method, cast(str, scope.get("path", "")))
+                s.set_attributes({"http.request.method": method, "http.route": route})
+                if kind != "websocket":
+                    s.update_name(f"{method} {route}")
             try:
                 await self._app(scope, receive, sending)
             finally:
