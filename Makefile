@@ -2,6 +2,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest worker processes for `make test`: one per core of the 2-core machines it runs on.
+# A module's tests stay in one worker (--dist loadfile), so module-scoped servers start once.
+TEST_WORKERS ?= 2
 
 .PHONY: run test lint browser postgresql opencode clean sims
 
@@ -47,7 +50,7 @@ test: $(STAMP) browser postgresql opencode
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Seeded simulation runs outside CI (the CI set runs in `make test`): SEEDS seeds of 50
 # sessions each, in 2 worker processes; see docs/simulation.md.
