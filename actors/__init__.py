@@ -26,12 +26,12 @@ from actors._mailbox import Mailbox as Mailbox
 from actors._mailbox import MailboxStatistics as MailboxStatistics
 from actors._mailbox import Reply as Reply
 from actors._mailbox import open_mailbox as open_mailbox
+from actors._pages import Page as Page
+from actors._pages import SessionEvent as SessionEvent
 from actors._runtime import Runtime as Runtime
 from actors._runtime import open_runtime as open_runtime
 from actors._session import SessionActor as SessionActor
 from actors._session_tools import SessionTools as SessionTools
-from actors._sessions import Page as Page
-from actors._sessions import SessionEvent as SessionEvent
 from actors._sessions import Sessions as Sessions
 from actors._storage import StorageActor as StorageActor
 from actors._supervisor import DEFAULT_POLICY as DEFAULT_POLICY

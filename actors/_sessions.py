@@ -7,13 +7,13 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Final, Literal
 
-import msgspec
 import trio
 from msgspec import UNSET
 
 from actors._events import OVERFLOWED, EventHub
 from actors._execution import SessionExecution
 from actors._location import check_directory
+from actors._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
 from actors._session import SessionActor
 from actors._session_messages import Opened
 from actors._storage import StorageActor
@@ -73,22 +73,6 @@ _STREAMED: Final = frozenset(
 
 def _streamed(kind: str) -> bool:
     return kind.startswith("session.next.") or kind in _STREAMED
-
-
-class Page(msgspec.Struct, frozen=True, kw_only=True):
-    """One page of a list, with opaque cursors for the pages around it."""
-
-    data: builtins.list[SessionInfo] | builtins.list[SessionMessage]
-    previous: str | None = None
-    next: str | None = None
-
-
-class SessionEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """A durable event with its per-session sequence number."""
-
-    seq: int
-    id: str
-    event: ev.DurableEvent
 
 
 class Sessions:
@@ -218,7 +202,7 @@ class Sessions:
 
     async def list(self, *, limit: int = 50, cursor: str | None = None) -> Page:
         """Sessions, newest first; pass ``page.next`` as *cursor* for the next page."""
-        _check_limit(limit)
+        check_limit(limit)
         rows = await self._storage.read(ListSessions(limit=limit + 1, before=cursor))
         more = len(rows) > limit
         rows = rows[:limit]
@@ -233,10 +217,10 @@ class Sessions:
         Cursors look like ``"<asc|desc>:<seq>"``; a cursor carries its own order.
         Raises SessionNotFoundError, InvalidInputError (bad limit or cursor).
         """
-        _check_limit(limit)
+        check_limit(limit)
         await self.get(session_id)
         if cursor is not None:
-            order, seq = _parse_cursor(cursor)
+            order, seq = parse_cursor(cursor)
         else:
             seq = None
         after, before = (seq, None) if order == "asc" else (None, seq)
@@ -281,7 +265,7 @@ class Sessions:
                 for stored in page:
                     cursor = stored.seq
                     if _streamed(stored.type):
-                        yield _decoded(stored)
+                        yield decoded(stored)
                 if len(page) == _PAGE:
                     continue
                 while True:
@@ -299,7 +283,7 @@ class Sessions:
                         break
                     cursor = item.seq
                     if _streamed(item.type):
-                        yield _decoded(item)
+                        yield decoded(item)
 
     def active(self) -> builtins.list[str]:
         """Sessions whose drain is running in this process now (others are inactive)."""
@@ -327,7 +311,7 @@ class Sessions:
                     continue
                 if len(page) == limit:
                     return page, True
-                page.append(_decoded(stored))
+                page.append(decoded(stored))
             if len(rows) < _PAGE:
                 return page, False
             cursor = rows[-1].seq
@@ -594,19 +578,3 @@ class Sessions:
         marked ``needs_resume``, and any whose latest work shows it cut short before
         recovery ran (``open_runtime`` recovers every such session at start-up)."""
         return await self._storage.read(SessionsNeedingResume())
-
-
-def _decoded(stored: StoredEvent) -> SessionEvent:
-    return SessionEvent(seq=stored.seq, id=stored.id, event=ev.decode_event(stored.data))
-
-
-def _check_limit(limit: int) -> None:
-    if not 1 <= limit <= 200:
-        raise InvalidInputError(f"limit must be between 1 and 200, got {limit}")
-
-
-def _parse_cursor(cursor: str) -> tuple[Literal["asc", "desc"], int]:
-    order, _, seq = cursor.partition(":")
-    if order not in ("asc", "desc") or not seq.isdigit():
-        raise InvalidInputError(f"Invalid cursor {cursor!r}")
-    return order, int(seq)  # type: ignore[return-value]

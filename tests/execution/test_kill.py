@@ -68,10 +68,11 @@ async def test_sigkill_mid_turn_then_restart_recovers_without_loss(tmp_path: Pat
 
 async def _replay(rt, sid):  # type: ignore[no-untyped-def]
     stored = await rt.storage.read(Events(session_id=sid, after=0, limit=10_000))
-    from actors._sessions import _decoded
+    from actors import SessionEvent
+    from runtime import events as ev
 
     for item in stored:
-        yield _decoded(item)
+        yield SessionEvent(seq=item.seq, id=item.id, event=ev.decode_event(item.data))
 
 
 def _run_context_child_until_updated(data: Path, work: Path) -> None:
