@@ -108,6 +108,7 @@ async def open_runtime(
     configuration: Configuration | None = None, location_loads: LocationLoads = "threaded",
     telemetry: TelemetryOptions | None = None,
     max_tasks: int = DEFAULT_MAX_TASKS, store_url: str | None = None,
+    telemetry_dir: Path | str | None = None,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -144,6 +145,8 @@ async def open_runtime(
             batches and requests into ``telemetry.duckdb`` beside the store (and to an
             OTLP endpoint if it names one); ``None`` (the default) records none.
             ``rt.telemetry`` then answers span and summary queries.
+        telemetry_dir: where ``telemetry.duckdb`` goes instead of *data_dir* (one per
+            process: each ``--workers`` worker has its own).
         max_tasks: subagent tasks (``task`` tool calls) one session runs at once; further
             calls wait for a slot.
         store_url: a PostgreSQL URL (``postgresql://...``): the store is there instead of
@@ -154,7 +157,7 @@ async def open_runtime(
         async with _open_runtime(**options) as rt:
             yield rt
         return
-    store, processor = await open_telemetry(Path(data_dir), telemetry)
+    store, processor = await open_telemetry(Path(telemetry_dir or data_dir), telemetry)
     try:
         with recording(processor, record_text=telemetry.record_text, sample=telemetry.sample):
             async with _open_runtime(**options) as rt:

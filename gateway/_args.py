@@ -48,6 +48,16 @@ def _port(text: str) -> int:
     return port
 
 
+def _count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of workers (1 or more)")
+    return count
+
+
 def _version() -> str:
     try:
         return version("kittiwake")
@@ -86,8 +96,15 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", help=data_dir_help)
     serve.add_argument(
         "--store", metavar="URL", help="keep sessions in PostgreSQL at URL (postgresql://...) "
-        "instead of DuckDB in the data dir; one process per database (docs/cluster.md)",
+        "instead of DuckDB in the data dir; see --workers and docs/cluster.md",
     )  # fmt: skip
+    serve.add_argument(
+        "--workers", type=_count, metavar="N", help="with --store: bind once and serve with N "
+        "worker processes, each restarted if it dies (docs/cluster.md)",
+    )  # fmt: skip
+    for hidden in ("--owner", "--worker-slot", "--listen-fd", "--ready-fd", "--lifeline-fd"):
+        # What a --workers parent tells each worker (gateway/_workers.py).
+        serve.add_argument(hidden, help=argparse.SUPPRESS, type=str if hidden == "--owner" else int)
     serve.add_argument("--certfile", help="PEM certificate (chain): serve HTTPS (needs --keyfile)")
     serve.add_argument("--keyfile", help="PEM private key of --certfile")
     serve.add_argument(

@@ -87,6 +87,7 @@ async def serve(
     password: str | None = None, cors_origins: Sequence[str] | None = None,
     max_body: int = DEFAULT_MAX_BODY, graceful_timeout: float = 2.0,
     certfile: str | Path | None = None, keyfile: str | Path | None = None,
+    listen_fd: int | None = None,
     task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED, **app_options: Any,
 ) -> None:  # fmt: skip
     """Serve *rt* over HTTP until cancelled or ``Server.stop()``; use with ``nursery.start``.
@@ -98,6 +99,8 @@ async def serve(
     ``task_status`` receives the ``Server`` once the socket is bound and the app started
     (port 0 picks a free port; ``server.url`` tells which). ``Server.stop()`` closes the
     open streams, closes idle connections and gives busy ones ``graceful_timeout`` seconds.
+    With *listen_fd* (a listening socket's descriptor, a ``--workers`` parent's) it serves
+    that socket instead of binding *host*:*port*, and closes it when it ends.
     Cancellation closes the open streams and stops serving at once. Failure to bind raises
     ``OSError`` before anything starts; an unreadable certificate or key raises
     ``OSError`` or ``ssl.SSLError`` as it is loaded, before anything is bound.
@@ -112,7 +115,8 @@ async def serve(
     config.create_ssl_context()  # a bad certificate fails here, before the lifespan starts
     # Bound here so that a port in use raises OSError before anything starts; Hypercorn
     # takes the socket over by its descriptor (its documented ``fd://`` bind).
-    config.bind = [f"fd://{bind(host, port).detach()}"]
+    fd = listen_fd if listen_fd is not None else bind(host, port).detach()
+    config.bind = [f"fd://{fd}"]
     stop = trio.Event()
     gw = gateway_of(app)
     inner: ASGIFramework = FastPath(app, gw)

@@ -11,7 +11,6 @@ import argparse
 import gc
 import logging
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -42,10 +41,18 @@ from gateway._setup import (
 )
 from gateway._stats import render_summary, render_trace, telemetry_options
 from gateway._terminal import RunFailed, Runner, RunOptions, check, read_prompt
-from runtime import ModelRef, StorageError, open_runtime
+from gateway._workers import (
+    announce_ready,
+    check_store_url,
+    reach_store,
+    serve_with_workers,
+    wait_for_stop,
+    worker_telemetry_dir,
+)
+from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
 from runtime.config import ConfigError, LoadedConfig, load_config
-from storage import JournalHeld, PostgresStore
+from storage import JournalHeld
 
 if TYPE_CHECKING:
     import httpx
@@ -208,30 +215,6 @@ def _check_tls(certfile: str | None, keyfile: str | None) -> None:
         ) from None
 
 
-def _check_store(url: str | None) -> None:
-    """Raise ``CliError`` unless *url* is None or a PostgreSQL URL."""
-    if url is not None and not url.startswith(("postgresql://", "postgres://")):
-        raise CliError(f"--store takes a PostgreSQL URL (postgresql://...), not {url!r}")
-
-
-async def _reach_store(url: str | None, data_dir: Path) -> None:
-    """Open and close the PostgreSQL store at *url* once (creating its schema), so that an
-    unreachable server is one line, not the storage actor's restarts.
-
-    Raises:
-        CliError: the server cannot be reached or refused the schema.
-    """
-    if url is None:
-        return
-    try:
-        store = await trio.to_thread.run_sync(
-            lambda: PostgresStore.open(url, directory=data_dir, connect_timeout=5)
-        )
-    except StorageError as exc:
-        raise CliError(" ".join(str(exc).split())) from None
-    store.close()
-
-
 async def _serve(args: argparse.Namespace) -> int:
     data_dir = _data_dir(args)
     directory: Path = args.directory
@@ -240,7 +223,7 @@ async def _serve(args: argparse.Namespace) -> int:
     provider: _Provider | None = None
     loaded = trio.Event()
     _check_tls(args.certfile, args.keyfile)
-    _check_store(args.store)
+    check_store_url(args.store)
 
     async def load_gateway() -> None:
         # The web framework's import is about a third of start-up; a worker thread runs
@@ -258,6 +241,10 @@ async def _serve(args: argparse.Namespace) -> int:
         configured_host = server_config.hostname if server_config is not None else None
         args.hostname = configured_host or _DEFAULT_HOST
     cors = [*cors, *(server_config.cors or [] if server_config is not None else [])]
+    if args.workers is not None:
+        _end_startup(args)
+        _warn_open(args.hostname, password)
+        return await serve_with_workers(args, data_dir)
     try:
         async with trio.open_nursery() as outer:
             outer.start_soon(load_gateway)
@@ -268,8 +255,10 @@ async def _serve(args: argparse.Namespace) -> int:
                 return 2
             options: dict[str, Any] = provider.options() if provider is not None else {}
             options["telemetry"] = telemetry_options(config.config.telemetry)
-            await _reach_store(args.store, data_dir)
+            await reach_store(args.store, data_dir)
             options["store_url"] = args.store
+            if args.worker_slot is not None and options["telemetry"] is not None:
+                options["telemetry_dir"] = worker_telemetry_dir(data_dir, args.worker_slot)
             async with open_runtime(
                 data_dir=data_dir, llm=provider.client if provider else None, **options
             ) as rt:
@@ -283,6 +272,7 @@ async def _serve(args: argparse.Namespace) -> int:
                                 rt, args.hostname, args.port, password=password,
                                 cors_origins=cors, directory=directory, task_status=task_status,
                                 certfile=args.certfile, keyfile=args.keyfile,
+                                listen_fd=args.listen_fd,
                             )
                         )  # fmt: skip
                     except BaseException as exc:
@@ -293,22 +283,27 @@ async def _serve(args: argparse.Namespace) -> int:
                         where = f"{args.hostname}:{args.port}"
                         raise CliError(f"cannot listen on {where}: {reason}") from None
                     _end_startup(args)
-                    record_serving(data_dir, server.url)
-                    print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
-                    if args.hostname not in ("127.0.0.1", "localhost", "::1") and not password:
-                        print("kittiwake: warning: listening beyond localhost without a password")
+                    if args.ready_fd is not None:  # a --workers parent serves and records
+                        announce_ready(args.ready_fd, args.owner or "")
+                    else:
+                        record_serving(data_dir, server.url)
+                        print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
+                        _warn_open(args.hostname, password)
                     try:
-                        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                            async for signum in signals:
-                                print(f"kittiwake: stopping on signal {signum}", file=sys.stderr)
-                                server.stop()
-                                break
+                        reason = await wait_for_stop(args.lifeline_fd)
+                        print(f"kittiwake: stopping on {reason}", file=sys.stderr)
+                        server.stop()
                     finally:
                         forget_serving(data_dir)
     finally:
         if provider is not None:
             await provider.clients.aclose()
     return 0
+
+
+def _warn_open(hostname: str, password: str | None) -> None:
+    if hostname not in ("127.0.0.1", "localhost", "::1") and not password:
+        print("kittiwake: warning: listening beyond localhost without a password")
 
 
 @asynccontextmanager
