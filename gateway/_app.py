@@ -195,7 +195,7 @@ def create_app(
     limits = file_limits or FileLimits()
     telemetry_routes(table, rt, gw.samples)
     project_routes(table, gw, limits)
-    session_tool_routes(table, gw)
+    session_tool_routes(table, gw, max_messages=limits.max_messages)
     lsp_routes(table, gw)
     v1_session_routes(table, gw, max_sessions=limits.max_sessions, max_messages=limits.max_messages)
     v1_catalog_routes(table, gw, max_walk=limits.max_walk)

@@ -17,20 +17,16 @@ from quart import Response, request
 
 from gateway._config import config_routes
 from gateway._files import file_routes, inside
-from gateway._opencode import (
-    agent_json,
-    message_projections,
-    project_json,
-    session_json,
-)
+from gateway._opencode import agent_json, project_json, session_json
 from gateway._routes import NO_CONTENT, Answer, RouteTable
+from gateway._transcript import message_in, reply_of, transcript
 from gateway._wire import (
     GatewayError,
     PermissionReplyBody,
     encode,
     reply_permission,
 )
-from runtime import Location, ModelRef, Prompt, SessionInfo, SessionMessage
+from runtime import Location, ModelRef, Prompt, SessionInfo
 from runtime.agents import INIT_PROMPT
 
 if TYPE_CHECKING:
@@ -170,17 +166,6 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         check_project(project_id)
         return await rt.sessions.get(session_id)
 
-    async def all_messages(session_id: str) -> list[SessionMessage]:
-        out: list[SessionMessage] = []
-        cursor: str | None = None
-        while len(out) < limits.max_messages:
-            page = await rt.sessions.messages(session_id, limit=200, order="asc", cursor=cursor)
-            out.extend(page.data)  # type: ignore[arg-type]
-            cursor = page.next
-            if cursor is None:
-                break
-        return out[: limits.max_messages]
-
     async def answer_to(session_id: str, text: str, message_id: str | None) -> dict[str, Any]:
         """Admit *text* (queued), wait until the session is idle, return the reply's
         ``{info, parts}``; 503 when the session settled without one."""
@@ -188,20 +173,10 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
             session_id, prompt=Prompt(text=text), id=message_id, delivery="queue"
         )
         await rt.sessions.wait_idle(session_id)
-        items = await projections(await rt.sessions.get(session_id))
-        replies = [
-            i for i in items
-            if i["info"]["role"] == "assistant" and i["info"]["parentID"] == receipt.id
-        ]  # fmt: skip
-        if not replies:
-            raise GatewayError(
-                "ServiceUnavailableError", "The session settled without an answer to the prompt"
-            )
-        return replies[-1]
+        return await reply_of(rt, session_id, receipt.id, limit=limits.max_messages)
 
     async def projections(info: SessionInfo) -> list[dict[str, Any]]:
-        messages = await all_messages(info.id)
-        return message_projections(messages, info, rt.execution.default_model)
+        return await transcript(rt, info.id, limit=limits.max_messages)
 
     async def project() -> dict[str, Any]:
         root = gw.directory.resolve()
@@ -381,13 +356,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
     )  # fmt: skip
     async def project_message(project_id: str, session_id: str, message_id: str) -> Response:
         info = await session_of(project_id, session_id)
-        for item in await projections(info):
-            if item["info"]["id"] == message_id:
-                return _json(item)
-        raise GatewayError(
-            "MessageNotFoundError", f"Message not found: {message_id}",
-            sessionID=session_id, messageID=message_id,
-        )  # fmt: skip
+        return _json(message_in(await projections(info), session_id, message_id))
 
     @table.post(
         "/project/{projectID}/session/{sessionID}/message", "project.session.prompt",

@@ -18,10 +18,10 @@ import msgspec
 from quart import Response, request
 
 from gateway._files import inside
-from gateway._opencode import message_projections
 from gateway._routes import JSON, NO_CONTENT, Answer, Named, RouteTable
+from gateway._transcript import reply_of
 from gateway._wire import GatewayError, encode
-from runtime import InputAdmitted, ModelRef, SessionMessage
+from runtime import InputAdmitted, ModelRef
 from runtime import events as ev
 from runtime.agents import CommandInfo, command_hints
 
@@ -157,7 +157,6 @@ COMMAND_PAGE: Final = Named(
         "required": ["location", "data"],
     },
 )
-_PAGE_LIMIT: Final = 200
 
 
 class CommandBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -227,8 +226,9 @@ def _json(body: Any) -> Response:
     return Response(encode(body), status=200, content_type=JSON)
 
 
-def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
-    """Declare the todo, question and skill routes."""
+def session_tool_routes(table: RouteTable, gw: Gateway, *, max_messages: int) -> None:
+    """Declare the todo, question, skill and command routes (*max_messages*: messages a
+    command's reply is looked for in, at most)."""
     tools = gw.rt.tools
 
     def directory_arg() -> str:
@@ -294,18 +294,7 @@ def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
             agent=body.agent, model=_model_ref(body.model),
         )  # fmt: skip
         await gw.rt.sessions.wait_idle(session_id)
-        info = await gw.rt.sessions.get(session_id)
-        messages = await _all_messages(gw, session_id)
-        items = message_projections(messages, info, gw.rt.execution.default_model)
-        replies = [
-            i for i in items
-            if i["info"]["role"] == "assistant" and i["info"]["parentID"] == receipt.id
-        ]  # fmt: skip
-        if not replies:
-            raise GatewayError(
-                "ServiceUnavailableError", "The session settled without an answer to the command"
-            )
-        return _json(replies[-1])
+        return _json(await reply_of(gw.rt, session_id, receipt.id, limit=max_messages))
 
     @table.get(
         "/skill", "app.skills", "The Location's skills", answer=Answer(type=SKILLS),
@@ -380,16 +369,3 @@ def session_tool_routes(table: RouteTable, gw: Gateway) -> None:
     async def session_reject(session_id: str, request_id: str) -> Response:
         await tools.reject_question(session_id, request_id)
         return Response(b"", status=204)
-
-
-async def _all_messages(gw: Gateway, session_id: str) -> list[SessionMessage]:
-    messages: list[SessionMessage] = []
-    cursor: str | None = None
-    while True:
-        page = await gw.rt.sessions.messages(
-            session_id, limit=_PAGE_LIMIT, order="asc", cursor=cursor
-        )
-        messages += page.data  # type: ignore[arg-type]
-        if page.next is None:
-            return messages
-        cursor = page.next

@@ -17,10 +17,11 @@ import msgspec
 import trio
 from quart import Response, request
 
-from gateway._opencode import message_projections, session_json
+from gateway._opencode import session_json
 from gateway._routes import Answer, RouteTable
+from gateway._transcript import message_in, replies_to, transcript
 from gateway._wire import GatewayError, encode
-from runtime import Location, ModelRef, Prompt, SessionInfo, SessionMessage
+from runtime import Location, ModelRef, Prompt, SessionInfo
 from runtime import events as ev
 
 if TYPE_CHECKING:
@@ -165,21 +166,8 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
                 break
         return out[:max_sessions]
 
-    async def all_messages(session_id: str) -> list[SessionMessage]:
-        out: list[SessionMessage] = []
-        cursor: str | None = None
-        while len(out) < max_messages:
-            page = await rt.sessions.messages(session_id, limit=200, order="asc", cursor=cursor)
-            out.extend(page.data)  # type: ignore[arg-type]
-            cursor = page.next
-            if cursor is None:
-                break
-        return out[:max_messages]
-
     async def projections(session_id: str) -> list[dict[str, Any]]:
-        info = await rt.sessions.get(session_id)
-        items = await all_messages(session_id)
-        return message_projections(items, info, rt.execution.default_model)
+        return await transcript(rt, session_id, limit=max_messages)
 
     @table.get(
         "/session", "session.list", "Sessions, newest first", answer=_LIST,
@@ -283,13 +271,7 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         answer=_OBJECT, errors=("MessageNotFoundError",),
     )  # fmt: skip
     async def message(session_id: str, message_id: str) -> Response:
-        for item in await projections(session_id):
-            if item["info"]["id"] == message_id:
-                return _json(item)
-        raise GatewayError(
-            "MessageNotFoundError", f"Message not found: {message_id}",
-            sessionID=session_id, messageID=message_id,
-        )  # fmt: skip
+        return _json(message_in(await projections(session_id), session_id, message_id))
 
     async def admit(session_id: str, body: PromptIn) -> str:
         info = await rt.sessions.get(session_id)
@@ -324,7 +306,7 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         with trio.move_on_after(SETTLE_TIMEOUT):
             await gw.board.settled(session_id)
         items = await projections(session_id)
-        replies = [i for i in items if i["info"].get("parentID") == user_id]
+        replies = replies_to(items, user_id)
         mine = [i for i in items if i["info"]["id"] == user_id]
         return _json((replies or mine or items)[-1])
 
