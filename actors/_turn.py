@@ -2,7 +2,10 @@
 
 Durable events from the stream are buffered and written together when a local
 tool is about to start (its ``tool.called`` must be durable first) and when the
-stream closes; live-only deltas go to subscribers at once.
+stream closes; live-only deltas go to subscribers at once. A part's start is also
+published at once, as an empty delta of that part, so that live subscribers learn the
+parts in the order they started before the buffered events are written (OpenCode's
+clients number them so).
 
 Settling is total: every local tool call the turn records gets exactly one result
 (success, failure, "Tool execution interrupted") however it ends, and a turn cut
@@ -147,6 +150,7 @@ class Turn:
             case llm.TextStart(id=part):
                 self._start(part, "text")
                 self.buffer.append(ev.TextStarted(**ids, text_id=part))
+                self._hub.publish_delta(ev.TextDelta(**ids, text_id=part, delta=""))
             case llm.TextDelta(id=part, delta=delta):
                 self.texts.setdefault(part, []).append(delta)
                 self._hub.publish_delta(ev.TextDelta(**ids, text_id=part, delta=delta))
@@ -157,6 +161,7 @@ class Turn:
             case llm.ReasoningStart(id=part, provider_metadata=meta):
                 self._start(part, "reasoning")
                 self.buffer.append(ev.ReasoningStarted(**ids, reasoning_id=part, **_meta(meta)))
+                self._hub.publish_delta(ev.ReasoningDelta(**ids, reasoning_id=part, delta=""))
             case llm.ReasoningDelta(id=part, delta=delta):
                 self.texts.setdefault(part, []).append(delta)
                 self._hub.publish_delta(ev.ReasoningDelta(**ids, reasoning_id=part, delta=delta))
@@ -167,6 +172,7 @@ class Turn:
             case llm.ToolInputStart(call_id=call, name=name):
                 self._start(call, "tool-input")
                 self.buffer.append(ev.ToolInputStarted(**ids, call_id=call, name=name))
+                self._hub.publish_delta(ev.ToolInputDelta(**ids, call_id=call, delta=""))
             case llm.ToolInputDelta(call_id=call, delta=delta):
                 self.texts.setdefault(call, []).append(delta)
                 self._hub.publish_delta(ev.ToolInputDelta(**ids, call_id=call, delta=delta))
@@ -196,7 +202,10 @@ class Turn:
         The ``tool.called`` write of a local call is shielded (see :meth:`flush`), so a
         call is never durable without the task that settles it having started.
         """
-        self._open.pop(call.call_id, None)
+        if self._open.pop(call.call_id, None) is None:  # no input streamed: it starts here
+            self._hub.publish_delta(
+                ev.ToolInputDelta(**self._ids(), call_id=call.call_id, delta="")
+            )
         self.texts.pop(call.call_id, None)
         provider = ev.ToolProvider(executed=call.provider_executed)
         called = ev.ToolCalled(

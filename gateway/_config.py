@@ -1,5 +1,6 @@
 """Configuration over HTTP (``/config``, ``/global/config``, ``/provider``,
-``/config/providers``) and the provider clients a served runtime builds from it."""
+``/config/providers``, V2's ``/api/provider`` and ``/api/model``) and the provider
+clients a served runtime builds from it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import trio
 from quart import Response
 
 from actors import Runtime
-from gateway._opencode import provider_json
+from gateway._opencode import model_v2_json, provider_json, provider_v2_json
 from gateway._routes import Answer, RouteTable
 from gateway._wire import GatewayError, encode
 from runtime import llm as llm_package
@@ -31,6 +32,7 @@ REDACTED: Final = "[redacted]"
 """What ``GET /config`` shows for an ``apiKey`` or a header value; a ``PATCH`` that
 sends it back leaves the stored value as it is."""
 _SECRET_KEYS: Final = frozenset({"apiKey"})
+_OBJECT: Final = Answer(type=dict[str, Any])
 _SECRET_MAPS: Final = frozenset({"headers", "environment"})
 
 
@@ -57,9 +59,14 @@ def _json(body: Any, *, status: int = 200) -> Response:
     return Response(encode(body), status=status, content_type="application/json")
 
 
-def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Path]) -> None:
-    """Declare ``GET``/``PATCH /config``, ``GET``/``PATCH /global/config``, ``GET /provider``
-    and ``GET /config/providers``; *directory_arg* gives the Location a request names."""
+def config_routes(
+    table: RouteTable, rt: Runtime, directory_arg: Callable[[], Path],
+    located: Callable[[], tuple[Path, dict[str, Any]]],
+) -> None:  # fmt: skip
+    """Declare ``GET``/``PATCH /config``, ``GET``/``PATCH /global/config``, ``GET /provider``,
+    ``GET /config/providers`` and the V2 ``GET /api/provider[/{id}]`` and ``/api/model``;
+    *directory_arg* gives the Location a request names, *located* a V2 request's
+    (``location[directory]``) with its ``LocationInfo``."""
     base: dict[str, llm_package.Catalog] = {}
 
     def env() -> Mapping[str, str]:
@@ -127,8 +134,12 @@ def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Pa
         await patch_file(await trio.to_thread.run_sync(global_config_file, env()), patch)
         return _json(redact((await global_loaded()).data))
 
-    async def providers() -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
-        loaded, model = await effective(directory_arg())
+    async def catalog_of(
+        directory: Path,
+    ) -> tuple[llm_package.Catalog, dict[str, str | None], str | None]:
+        """The Location's catalog, each provider's credential source (None: none), and
+        the Location's model as ``provider/model``."""
+        loaded, model = await effective(directory)
         if "models.dev" not in base:
             base["models.dev"] = await llm_package.load_catalog(
                 cache_path=rt.data_dir / "models-dev.json"
@@ -140,10 +151,18 @@ def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Pa
             stored = {}
         configured = set(loaded.data.get("provider") or {})
         environ = env()
+        sources = {
+            pid: _source(provider, configured, stored, environ)
+            for pid, provider in catalog.providers.items()
+        }
+        return catalog, sources, model
+
+    async def providers() -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
+        catalog, sources, model = await catalog_of(directory_arg())
         every: list[dict[str, Any]] = []
         connected: list[str] = []
         for pid, provider in sorted(catalog.providers.items()):
-            source = _source(provider, configured, stored, environ)
+            source = sources[pid]
             if source is not None:
                 connected.append(pid)
             every.append(
@@ -178,6 +197,51 @@ def config_routes(table: RouteTable, rt: Runtime, directory_arg: Callable[[], Pa
     async def config_providers() -> Response:
         every, default, _ = await providers()
         return _json({"providers": every, "default": default})
+
+    # -- the V2 catalog -------------------------------------------------------------------
+
+    @table.get(
+        "/api/provider", "v2.provider.list", "The Location's catalog providers",
+        answer=_OBJECT, query=("location[directory]",), errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def provider_list_v2() -> Response:
+        directory, where = located()
+        catalog, sources, _ = await catalog_of(directory)
+        data = [
+            provider_v2_json(provider, connected=sources[pid] is not None)
+            for pid, provider in sorted(catalog.providers.items())
+        ]
+        return _json({"location": where, "data": data})
+
+    @table.get(
+        "/api/provider/{providerID}", "v2.provider.get", "One catalog provider", answer=_OBJECT,
+        query=("location[directory]",), errors=("InvalidRequestError", "ProviderNotFoundError"),
+    )  # fmt: skip
+    async def provider_get_v2(provider_id: str) -> Response:
+        directory, where = located()
+        catalog, sources, _ = await catalog_of(directory)
+        provider = catalog.providers.get(provider_id)
+        if provider is None:
+            raise GatewayError(
+                "ProviderNotFoundError", f"Provider not found: {provider_id}", status=404,
+                providerID=provider_id,
+            )  # fmt: skip
+        data = provider_v2_json(provider, connected=sources[provider_id] is not None)
+        return _json({"location": where, "data": data})
+
+    @table.get(
+        "/api/model", "v2.model.list", "The Location's catalog models", answer=_OBJECT,
+        query=("location[directory]",), errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def model_list_v2() -> Response:
+        directory, where = located()
+        catalog, sources, _ = await catalog_of(directory)
+        data = [
+            redact(model_v2_json(model, enabled=sources[pid] is not None))
+            for pid, provider in sorted(catalog.providers.items())
+            for _, model in sorted(provider.models.items())
+        ]
+        return _json({"location": where, "data": data})
 
 
 _NO_PROVIDER: Final = llm_package.CatalogProvider(id="", name="", npm="")

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
@@ -21,14 +22,17 @@ __all__ = [
     "ABORTED",
     "VERSION",
     "agent_json",
+    "agent_v2_json",
     "assistant_json",
     "content_json",
     "message_error",
     "message_projections",
     "model_json",
+    "model_v2_json",
     "part_id",
     "project_json",
     "provider_json",
+    "provider_v2_json",
     "session_json",
     "step_finish_json",
     "tokens_json",
@@ -335,4 +339,80 @@ def agent_json(agent: AgentInfo) -> dict[str, Any]:
     if agent.model and "/" in agent.model:
         provider_id, _, model_id = agent.model.partition("/")
         body["model"] = {"providerID": provider_id, "modelID": model_id}
+    return body
+
+
+# -- the V2 catalog (``/api/agent|model|provider``) -----------------------------------------
+
+
+def _release_ms(date: str | None) -> int:
+    """A ``YYYY-MM-DD`` release date as ms since the epoch; 0 when unknown."""
+    if not date:
+        return 0
+    try:
+        return int(datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp() * 1000)
+    except ValueError:
+        return 0
+
+
+def model_v2_json(model: CatalogModel, *, enabled: bool) -> dict[str, Any]:
+    """OpenCode's ``ModelV2Info``; *enabled*: its provider has a credential."""
+    cost = model.cost
+    body: dict[str, Any] = {
+        "id": model.id, "providerID": model.provider_id, "name": model.name,
+        "api": {"id": model.wire_id or model.id, "type": "aisdk", "package": model.npm},
+        "capabilities": {
+            "tools": model.tool_call, "input": list(model.input_modalities),
+            "output": list(model.output_modalities),
+        },
+        "request": {"headers": dict(model.compat_headers), "body": dict(model.request_options)},
+        "variants": [
+            {"id": name, "headers": {}, "body": dict(variant.request_options)}
+            for name, variant in sorted(model.variants.items())
+        ],
+        "time": {"released": _release_ms(model.release_date)},
+        "cost": [] if cost is None else [{
+            "input": cost.input, "output": cost.output,
+            "cache": {"read": cost.cache_read or 0.0, "write": cost.cache_write or 0.0},
+        }],
+        "status": _STATUS.get(model.status, "active"), "enabled": enabled,
+        "limit": {"context": model.limit.context, "output": model.limit.output},
+    }  # fmt: skip
+    if model.api:
+        body["api"]["url"] = model.api
+    if model.limit.input is not None:
+        body["limit"]["input"] = model.limit.input
+    return body
+
+
+def provider_v2_json(provider: CatalogProvider, *, connected: bool) -> dict[str, Any]:
+    """OpenCode's ``ProviderV2Info``: ``disabled`` when it has no credential."""
+    api: dict[str, Any] = {"type": "aisdk", "package": provider.npm}
+    if provider.api:
+        api["url"] = provider.api
+    return {
+        "id": provider.id, "name": provider.name, "disabled": not connected, "api": api,
+        "request": {"headers": {}, "body": {}},
+    }  # fmt: skip
+
+
+def agent_v2_json(agent: AgentInfo) -> dict[str, Any]:
+    """OpenCode's ``AgentV2Info``: permission rules as ``{action, resource, effect}``."""
+    body: dict[str, Any] = {
+        "id": agent.name, "mode": agent.mode, "hidden": False,
+        "request": {"headers": {}, "body": {}},
+        "permissions": [
+            {"action": r.permission, "resource": r.pattern, "effect": r.action}
+            for r in agent.permission
+        ],
+    }  # fmt: skip
+    if agent.description is not None:
+        body["description"] = agent.description
+    if agent.prompt is not None:
+        body["system"] = agent.prompt
+    if agent.steps is not None:
+        body["steps"] = agent.steps
+    if agent.model and "/" in agent.model:
+        provider_id, _, model_id = agent.model.partition("/")
+        body["model"] = {"id": model_id, "providerID": provider_id}
     return body

@@ -20,6 +20,7 @@ from gateway._files import file_routes, inside
 from gateway._opencode import agent_json, project_json, session_json
 from gateway._routes import NO_CONTENT, Answer, RouteTable
 from gateway._transcript import message_in, reply_of, transcript
+from gateway._v1 import located
 from gateway._wire import (
     GatewayError,
     PermissionReplyBody,
@@ -411,7 +412,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
     # -- config, providers, log ----------------------------------------------------------
 
     file_routes(table, gw, limits, root_arg, check_project, session_of)
-    config_routes(table, rt, root_arg)
+    config_routes(table, rt, root_arg, lambda: located(gw))
 
     @table.post(
         "/log", "app.log",

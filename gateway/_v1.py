@@ -27,7 +27,7 @@ from runtime import events as ev
 if TYPE_CHECKING:
     from gateway._app import Gateway
 
-__all__ = ["SETTLE_TIMEOUT", "request_directory", "v1_session_routes"]
+__all__ = ["SETTLE_TIMEOUT", "located", "request_directory", "v1_session_routes"]
 
 SETTLE_TIMEOUT: Final = 2.0
 """Seconds a blocking prompt waits, once idle, for the V1 streams to send the idle status."""
@@ -51,6 +51,22 @@ def request_directory(gw: Gateway) -> Path:
     if not path.is_dir():
         raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
     return path
+
+
+def located(gw: Gateway) -> tuple[Path, dict[str, Any]]:
+    """The directory a V2 request names (``location[directory]``, else as
+    ``request_directory``) and its ``LocationInfo``. Raises 400 ``InvalidRequestError``
+    when it is not an existing directory."""
+    raw = request.args.get("location[directory]")
+    if raw:
+        directory = Path(raw)
+        if not directory.is_dir():
+            raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
+        directory = directory.resolve()
+    else:
+        directory = request_directory(gw)
+    project = {"id": str(gw.rt.sessions.project_id), "directory": str(gw.directory.resolve())}
+    return directory, {"directory": str(directory), "project": project}
 
 
 class ModelIn(msgspec.Struct, frozen=True, kw_only=True):

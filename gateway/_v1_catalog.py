@@ -13,9 +13,9 @@ import trio
 from quart import Response, request
 
 from gateway._files import fuzzy_score
-from gateway._opencode import agent_json
+from gateway._opencode import agent_json, agent_v2_json
 from gateway._routes import Answer, RouteTable
-from gateway._v1 import request_directory
+from gateway._v1 import located, request_directory
 from gateway._wire import GatewayError, encode
 
 if TYPE_CHECKING:
@@ -70,24 +70,6 @@ def _find(
 def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
     """Declare the start-up catalog routes."""
     rt = gw.rt
-
-    def location_directory() -> Path:
-        raw = request.args.get("location[directory]")
-        if raw:
-            path = Path(raw)
-            if not path.is_dir():
-                raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
-            return path.resolve()
-        return request_directory(gw)
-
-    def location(directory: Path) -> dict[str, Any]:
-        return {
-            "directory": str(directory),
-            "project": {
-                "id": str(rt.sessions.project_id),
-                "directory": str(gw.directory.resolve()),
-            },
-        }
 
     @table.get(
         "/agent", "app.agents", "The Location's agents", answer=_LIST, query=("directory",),
@@ -149,14 +131,24 @@ def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
         query=("location[directory]",), errors=("InvalidRequestError",),
     )  # fmt: skip
     async def api_location() -> Response:
-        return _json(location(location_directory()))
+        return _json(located(gw)[1])
+
+    @table.get(
+        "/api/agent", "v2.agent.list", "The Location's agents", answer=_OBJECT,
+        query=("location[directory]",), errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def api_agents() -> Response:
+        directory, where = located(gw)
+        place = await rt.execution.current_location(str(directory))
+        data = [agent_v2_json(a) for _, a in sorted(place.agents.items())]
+        return _json({"location": where, "data": data})
 
     for route, op, what in (
         ("/api/integration", "v2.integration.list", "Integrations (none)"),
         ("/api/reference", "v2.reference.list", "References (none)"),
     ):
         table.get(route, op, what, answer=_OBJECT, query=("location[directory]",))(
-            _located_empty(location, location_directory)
+            _located_empty(gw)
         )
 
     @table.get(
@@ -165,7 +157,7 @@ def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
         errors=("InvalidRequestError",),
     )  # fmt: skip
     async def fs_find() -> Response:
-        root = location_directory()
+        root, where = located(gw)
         kind = request.args.get("type")
         if kind not in (None, "file", "directory"):
             raise GatewayError("InvalidRequestError", "type must be 'file' or 'directory'")
@@ -175,7 +167,7 @@ def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
             raise GatewayError("InvalidRequestError", "limit must be a number") from None
         query = request.args.get("query") or ""
         found = await trio.to_thread.run_sync(_find, root, query, kind, limit, max_walk)
-        return _json({**{"location": location(root)}, "data": found})
+        return _json({"location": where, "data": found})
 
 
 def _constant(body: Any) -> Any:
@@ -185,8 +177,8 @@ def _constant(body: Any) -> Any:
     return answer
 
 
-def _located_empty(location: Any, directory: Any) -> Any:
+def _located_empty(gw: Gateway) -> Any:
     async def answer() -> Response:
-        return _json({"location": location(directory()), "data": []})
+        return _json({"location": located(gw)[1], "data": []})
 
     return answer

@@ -1,0 +1,132 @@
+"""OpenCode's V1 events on a served runtime (real Hypercorn, real HTTP clients): part ids,
+todo, question, retry and diff events, each validated against OpenCode's schemas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from runtime.llm import (
+    LLMEvent,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    ScriptedLLM,
+    StepFinish,
+    StepStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    Usage,
+)
+
+from .conftest import assert_valid, response_schema, served
+from .v1 import v1_stream
+
+
+async def _session(client: httpx.AsyncClient) -> str:
+    r = await client.post("/session", json={"title": "v1"})
+    assert r.status_code == 200, r.text
+    return str(r.json()["id"])
+
+
+async def _prompt(client: httpx.AsyncClient, sid: str, text: str = "go") -> dict[str, Any]:
+    body = {"agent": "build", "parts": [{"type": "text", "text": text}]}
+    r = await client.post(f"/session/{sid}/message", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    assert_valid(r.json(), response_schema("/session/{sessionID}/message", "post", 200))
+    return dict(r.json())
+
+
+async def test_a_silent_part_before_a_streaming_one_keeps_its_place(tmp_path: Any) -> None:
+    """The text part starts first but streams its first delta after the reasoning's: its
+    id is still the first, in the events as in the message list."""
+    script = [
+        StepStart(),
+        TextStart(id="t1"),
+        ReasoningStart(id="r1"),
+        ReasoningDelta(id="r1", delta="thinking"),
+        TextDelta(id="t1", delta="hello"),
+        ReasoningEnd(id="r1"),
+        TextEnd(id="t1"),
+        StepFinish(finish_reason="stop", usage=Usage(input_tokens=3, output_tokens=2)),
+    ]
+    async with served(tmp_path, llm=ScriptedLLM([script])) as g:
+        async with httpx.AsyncClient(base_url=g.url) as client, v1_stream(g.url) as events:
+            sid = await _session(client)
+            await _prompt(client, sid)
+            listed = (await client.get(f"/session/{sid}/message")).json()
+            await events.until(
+                lambda p: p["type"] == "session.status"
+                and p["properties"] == {"sessionID": sid, "status": {"type": "idle"}}
+            )
+    reply = listed[-1]["parts"]
+    assert [p["type"] for p in reply] == ["step-start", "text", "reasoning", "step-finish"]
+    ids = [p["id"] for p in reply]
+    assert ids == sorted(ids)
+    announced = events.parts(sid)
+    for part in reply:
+        assert announced[part["id"]]["type"] == part["type"]
+    assert announced[ids[1]]["text"] == "hello"
+    assert announced[ids[2]]["text"] == "thinking"
+    deltas = {d["properties"]["partID"]: d["properties"]["delta"]
+              for d in events.of("message.part.delta", sid)}  # fmt: skip
+    assert deltas == {ids[1]: "hello", ids[2]: "thinking"}
+
+
+def _call(call_id: str, name: str, data: dict[str, Any]) -> list[LLMEvent]:
+    return [
+        StepStart(),
+        ToolCall(call_id=call_id, name=name, input=data),
+        StepFinish(finish_reason="tool-calls", usage=Usage()),
+    ]
+
+
+def _said(text: str) -> list[LLMEvent]:
+    return [
+        StepStart(), TextStart(id="t"), TextDelta(id="t", delta=text), TextEnd(id="t"),
+        StepFinish(finish_reason="stop", usage=Usage()),
+    ]  # fmt: skip
+
+
+async def test_todo_and_question_events_reach_the_v1_streams(tmp_path: Any) -> None:
+    todos = [{"content": "write tests", "status": "in_progress", "priority": "high"}]
+    question = {
+        "question": "Which color?", "header": "Color",
+        "options": [{"label": "Red", "description": "warm"}],
+    }  # fmt: skip
+    llm = ScriptedLLM([
+        _call("c1", "todowrite", {"todos": todos}),
+        _call("c2", "question", {"questions": [question]}),
+        _call("c3", "question", {"questions": [question]}),
+        _said("done"),
+    ])  # fmt: skip
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        async with v1_stream(g.url, "/global/event") as events:
+            sid = await _session(client)
+            body = {"agent": "build", "parts": [{"type": "text", "text": "go"}]}
+            r = await client.post(f"/session/{sid}/prompt_async", json=body)
+            assert r.status_code == 204, r.text
+            asked = await events.until(lambda p: p["type"] == "question.asked")
+            request_id = asked["properties"]["id"]
+            assert asked["properties"]["tool"]["callID"] == "c2"
+            r = await client.post(f"/question/{request_id}/reply", json={"answers": [["Red"]]})
+            assert r.status_code == 200 and r.json() is True
+            await events.until(lambda p: p["type"] == "question.replied")
+            second = await events.until(
+                lambda p: p["type"] == "question.asked" and p["properties"]["id"] != request_id
+            )
+            r = await client.post(f"/question/{second['properties']['id']}/reject")
+            assert r.status_code == 200
+            await events.until(lambda p: p["type"] == "question.rejected")
+            await events.until(
+                lambda p: p["type"] == "session.status"
+                and p["properties"] == {"sessionID": sid, "status": {"type": "idle"}}
+            )
+    [updated] = events.of("todo.updated", sid)
+    assert updated["properties"]["todos"] == todos
+    [replied] = events.of("question.replied", sid)
+    assert replied["properties"] == {"sessionID": sid, "requestID": request_id,
+                                     "answers": [["Red"]]}  # fmt: skip
