@@ -59,8 +59,10 @@ async def test_a_silent_part_before_a_streaming_one_keeps_its_place(tmp_path: An
             await _prompt(client, sid)
             listed = (await client.get(f"/session/{sid}/message")).json()
             await events.until(
-                lambda p: p["type"] == "session.status"
-                and p["properties"] == {"sessionID": sid, "status": {"type": "idle"}}
+                lambda p: (
+                    p["type"] == "session.status"
+                    and p["properties"] == {"sessionID": sid, "status": {"type": "idle"}}
+                )
             )
     reply = listed[-1]["parts"]
     assert [p["type"] for p in reply] == ["step-start", "text", "reasoning", "step-finish"]
@@ -122,8 +124,10 @@ async def test_todo_and_question_events_reach_the_v1_streams(tmp_path: Any) -> N
             assert r.status_code == 200
             await events.until(lambda p: p["type"] == "question.rejected")
             await events.until(
-                lambda p: p["type"] == "session.status"
-                and p["properties"] == {"sessionID": sid, "status": {"type": "idle"}}
+                lambda p: (
+                    p["type"] == "session.status"
+                    and p["properties"] == {"sessionID": sid, "status": {"type": "idle"}}
+                )
             )
     [updated] = events.of("todo.updated", sid)
     assert updated["properties"]["todos"] == todos
