@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from functools import partial
 from typing import Any, Final, Literal
 
 import msgspec
@@ -249,8 +250,9 @@ class Turn:
         try:
             with span("tool", attributes) as current:
                 settlement = await self._registry.settle(
-                    call.name, call.input, ctx, agent=self.agent, permissions=self._permissions
-                )
+                    call.name, call.input, ctx, agent=self.agent, permissions=self._permissions,
+                    before_change=partial(self._before_change, call.call_id),
+                )  # fmt: skip
                 _describe_tool(current, settlement)
         except BaseException as exc:
             error = (
@@ -261,6 +263,13 @@ class Turn:
             raise
         with trio.move_on_after(_SETTLE_GRACE, shield=True):
             await self._append([self._settled(call, settlement)])
+
+    async def _before_change(self, call_id: str, files: list[ev.FileImage]) -> None:
+        """Make the previous content of the files call *call_id* is about to change durable
+        (``session.tool.file.before``), so a revert can restore them. Raises what the
+        write raised; the call then fails without changing anything."""
+        if files:
+            await self._append([ev.FileBeforeImage(**self._ids(), call_id=call_id, files=files)])
 
     def _settled(self, call: llm.ToolCall, settlement: ToolSettlement) -> ev.DurableEvent:
         ids = {**self._ids(), "call_id": call.call_id}

@@ -18,6 +18,7 @@ import msgspec
 from runtime import llm
 from runtime._lowering import lower_checkpoint, lower_message
 from runtime._messages import CompactionMessage, SessionMessage, SystemMessage
+from runtime._revert import is_hidden
 from runtime._schema import ModelRef
 
 __all__ = ["HistoryDelta", "HistoryView", "latest_checkpoint", "visible_history"]
@@ -91,6 +92,7 @@ class HistoryView:
         "_dirty",
         "_head",
         "_flat",
+        "_hidden",
         "_index",
         "_model",
         "_offsets",
@@ -111,6 +113,7 @@ class HistoryView:
         self._baseline: int | None = None
         self._checkpoint: tuple[int, CompactionMessage] | None = None
         self._head: list[llm.Message] = []
+        self._hidden: tuple[tuple[int, int], ...] = ()
 
     @property
     def checkpoint(self) -> tuple[int, CompactionMessage] | None:
@@ -119,8 +122,22 @@ class HistoryView:
 
     @property
     def rows(self) -> list[tuple[int, SessionMessage]]:
-        """Every message, chronological (hidden System messages included)."""
-        return self._rows
+        """Every message, chronological (hidden System messages included), except those a
+        revert hides (:meth:`hide`)."""
+        if not self._hidden:
+            return self._rows
+        return [row for row in self._rows if not is_hidden(row[0], self._hidden)]
+
+    def hide(self, ranges: list[tuple[int, int]]) -> None:
+        """Leave out the messages created in the ``[from, to)`` seq *ranges* (a session's
+        reverts, ``SessionInfo.hidden``) from :attr:`rows` and :meth:`lowered`."""
+        hidden = tuple(ranges)
+        if hidden == self._hidden:
+            return
+        self._hidden, self._dirty = hidden, 0
+        found = latest_checkpoint(self.rows)
+        self._checkpoint = found
+        self._head = [] if found is None else lower_checkpoint(found[1])
 
     def apply(self, delta: HistoryDelta) -> None:
         """Fold *delta* in; a full delta replaces everything."""
@@ -130,8 +147,10 @@ class HistoryView:
         rows, index = self._rows, self._index
         ordered = True
         for seq, message in delta.entries:
-            if isinstance(message, CompactionMessage) and (
-                self._checkpoint is None or seq > self._checkpoint[0]
+            if (
+                isinstance(message, CompactionMessage)
+                and (self._checkpoint is None or seq > self._checkpoint[0])
+                and not is_hidden(seq, self._hidden)
             ):
                 self._checkpoint, self._dirty = (seq, message), 0
                 self._head = lower_checkpoint(message)
@@ -164,6 +183,8 @@ class HistoryView:
         for seq, message in self._rows[start:]:
             offsets.append(len(flat))
             if seq <= boundary or isinstance(message, CompactionMessage):
+                continue
+            if self._hidden and is_hidden(seq, self._hidden):
                 continue
             if not _hidden(seq, message, cutoff):
                 flat.extend(lower_message(message, model))

@@ -36,6 +36,7 @@ from runtime._messages import (
     ToolTime,
     UserMessage,
 )
+from runtime._revert import HIDDEN_OPEN, close_hidden, hidden_ranges, open_hidden
 
 __all__ = ["ProjectionError", "ProjectionState", "project"]
 
@@ -268,6 +269,33 @@ def _tool_failed(e: Any, seq: int, state: ProjectionState) -> None:
     _replace_content(state, e, e.call_id, change)
 
 
+def _reverted(e: Any, seq: int, state: ProjectionState) -> None:
+    info = state.session(e.session_id)
+    hidden = open_hidden(hidden_ranges(info), e.hidden_from)
+    _touch_session(state, e, revert=e.revert, hidden=hidden)
+
+
+def _unreverted(e: Any, seq: int, state: ProjectionState) -> None:
+    _close_revert(state, e, None)
+
+
+def _revert_ended(e: Any, seq: int, state: ProjectionState) -> None:
+    """A revert committed, or a prompt admitted while one stands: its messages go for good."""
+    info = state.session(e.session_id)
+    if info.revert is not UNSET or any(end == HIDDEN_OPEN for _, end in hidden_ranges(info)):
+        _close_revert(state, e, seq)
+
+
+def _close_revert(state: ProjectionState, e: Any, end: int | None) -> None:
+    hidden = close_hidden(hidden_ranges(state.session(e.session_id)), end)
+    _touch_session(state, e, revert=UNSET, hidden=hidden or UNSET)
+
+
+def _admitted_after_revert(e: Any, seq: int, state: ProjectionState) -> None:
+    _admitted(e, seq, state)
+    _revert_ended(e, seq, state)
+
+
 def _permission_asked(e: Any, seq: int, state: ProjectionState) -> None:
     info = ev.PermissionInfo(
         id=e.request_id, session_id=e.session_id, agent=e.agent, tool=e.tool, call_id=e.call_id,
@@ -347,7 +375,7 @@ _HANDLERS: dict[type, Callable[[Any, int, ProjectionState], None]] = {
     ev.SessionCreated: _created,
     ev.SessionDeleted: _deleted,
     ev.SessionUpdated: _updated,
-    ev.PromptAdmitted: _admitted,
+    ev.PromptAdmitted: _admitted_after_revert,
     ev.PromptPromoted: _promoted,
     ev.AgentSwitched: _agent_switched,
     ev.ModelSwitched: _model_switched,
@@ -372,4 +400,7 @@ _HANDLERS: dict[type, Callable[[Any, int, ProjectionState], None]] = {
     ev.PermissionReplied: _permission_replied,
     ev.CompactionEnded: _compaction_ended,
     ev.ToolResultsPruned: _results_pruned,
+    ev.SessionReverted: _reverted,
+    ev.SessionUnreverted: _unreverted,
+    ev.RevertCommitted: _revert_ended,
 }

@@ -24,6 +24,8 @@ __all__ = [
     "Delivery",
     "DurableEvent",
     "FileAttachment",
+    "FileBeforeImage",
+    "FileImage",
     "InputAdmitted",
     "InterruptRequested",
     "LiveDelta",
@@ -47,13 +49,17 @@ __all__ = [
     "ReasoningEnded",
     "ReasoningStarted",
     "ResumeNeeded",
+    "RevertCommitted",
+    "RevertInfo",
     "RunError",
     "RunFailed",
     "SessionCreated",
     "SessionDeleted",
     "SessionError",
     "SessionInfo",
+    "SessionReverted",
     "SessionTime",
+    "SessionUnreverted",
     "SessionUpdated",
     "StepEnded",
     "StepFailed",
@@ -138,6 +144,15 @@ class TokenUsage(Record, frozen=True):
     cache: TokenCache = TokenCache()
 
 
+class RevertInfo(Record, frozen=True):
+    """OpenCode's ``Session.revert``: the message (and part) the session is rolled back to."""
+
+    message_id: str
+    part_id: str | UnsetType = UNSET
+    snapshot: str | UnsetType = UNSET
+    diff: str | UnsetType = UNSET
+
+
 class SessionTime(Record, frozen=True):
     created: int
     updated: int
@@ -175,6 +190,11 @@ class SessionInfo(Record, frozen=True):
     ``last_error`` when no run failed), so that a session in good order keeps OpenCode's
     exact shape."""
     last_error: RunError | UnsetType = UNSET
+    revert: RevertInfo | UnsetType = UNSET
+    """Where the session is rolled back to (OpenCode's ``revert``), while it is."""
+    hidden: list[tuple[int, int]] | UnsetType = UNSET
+    """Kittiwake's: the ``[from, to)`` seq ranges of messages a revert hides (``to`` is
+    ``HIDDEN_OPEN`` while the revert stands) or a later prompt dropped for good."""
 
 
 class InputAdmitted(Record, frozen=True):
@@ -505,6 +525,46 @@ class QuestionRejected(Event, frozen=True, tag="question.v2.rejected"):
     request_id: str
 
 
+class FileImage(Record, frozen=True):
+    """One file's content at a moment: ``content`` is ``None`` when it did not exist;
+    ``omitted`` when it was over the recording limit (then ``content`` is ``None`` too
+    and the file is never restored from this image)."""
+
+    path: str
+    """Absolute path."""
+    content: bytes | None
+    omitted: bool = False
+
+
+class FileBeforeImage(Event, frozen=True, tag="session.tool.file.before"):
+    """The previous content of the files a file tool call is about to change, durable
+    before the change (Kittiwake's; revert restores from it)."""
+
+    assistant_message_id: str
+    call_id: str
+    files: list[FileImage]
+
+
+class SessionReverted(Event, frozen=True, tag="session.reverted"):
+    """The session is rolled back to ``revert``: messages from seq ``hidden_from`` on are
+    hidden. ``files`` is the content each restored file had before any revert, which
+    unrevert writes back."""
+
+    revert: RevertInfo
+    hidden_from: int
+    files: list[FileImage]
+
+
+class SessionUnreverted(Event, frozen=True, tag="session.unreverted"):
+    """The standing revert is undone: hidden messages show again."""
+
+
+class RevertCommitted(Event, frozen=True, tag="session.revert.committed"):
+    """The standing revert's hidden messages are dropped for good (a new prompt came)."""
+
+    message_ids: list[str]
+
+
 DurableEvent = (
     SessionCreated
     | SessionDeleted
@@ -540,6 +600,10 @@ DurableEvent = (
     | CompactionStarted
     | CompactionEnded
     | ToolResultsPruned
+    | FileBeforeImage
+    | SessionReverted
+    | SessionUnreverted
+    | RevertCommitted
 )
 
 

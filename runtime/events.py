@@ -14,6 +14,8 @@ from runtime._schema import ContextUpdated as ContextUpdated
 from runtime._schema import Delivery as Delivery
 from runtime._schema import DurableEvent as DurableEvent
 from runtime._schema import FileAttachment as FileAttachment
+from runtime._schema import FileBeforeImage as FileBeforeImage
+from runtime._schema import FileImage as FileImage
 from runtime._schema import InputAdmitted as InputAdmitted
 from runtime._schema import InterruptRequested as InterruptRequested
 from runtime._schema import LiveDelta as LiveDelta
@@ -37,13 +39,17 @@ from runtime._schema import ReasoningDelta as ReasoningDelta
 from runtime._schema import ReasoningEnded as ReasoningEnded
 from runtime._schema import ReasoningStarted as ReasoningStarted
 from runtime._schema import ResumeNeeded as ResumeNeeded
+from runtime._schema import RevertCommitted as RevertCommitted
+from runtime._schema import RevertInfo as RevertInfo
 from runtime._schema import RunError as RunError
 from runtime._schema import RunFailed as RunFailed
 from runtime._schema import SessionCreated as SessionCreated
 from runtime._schema import SessionDeleted as SessionDeleted
 from runtime._schema import SessionError as SessionError
 from runtime._schema import SessionInfo as SessionInfo
+from runtime._schema import SessionReverted as SessionReverted
 from runtime._schema import SessionTime as SessionTime
+from runtime._schema import SessionUnreverted as SessionUnreverted
 from runtime._schema import SessionUpdated as SessionUpdated
 from runtime._schema import StepEnded as StepEnded
 from runtime._schema import StepFailed as StepFailed
@@ -81,6 +87,8 @@ __all__ = [
     "Delivery",
     "DurableEvent",
     "FileAttachment",
+    "FileBeforeImage",
+    "FileImage",
     "InputAdmitted",
     "InterruptRequested",
     "LiveDelta",
@@ -104,13 +112,17 @@ __all__ = [
     "ReasoningEnded",
     "ReasoningStarted",
     "ResumeNeeded",
+    "RevertCommitted",
+    "RevertInfo",
     "RunError",
     "RunFailed",
     "SessionCreated",
     "SessionDeleted",
     "SessionError",
     "SessionInfo",
+    "SessionReverted",
     "SessionTime",
+    "SessionUnreverted",
     "SessionUpdated",
     "StepEnded",
     "StepFailed",

@@ -44,10 +44,12 @@ from runtime.tools._patch_parse import parse_patch as parse_patch
 from runtime.tools._read import ReadInput as ReadInput
 from runtime.tools._read import ReadLimits as ReadLimits
 from runtime.tools._read import read_tool as read_tool
+from runtime.tools._registry import BeforeChange as BeforeChange
 from runtime.tools._registry import EditObserver as EditObserver
 from runtime.tools._registry import ToolContribution as ToolContribution
 from runtime.tools._registry import ToolRegistry as ToolRegistry
 from runtime.tools._registry import ToolRegistryStatistics as ToolRegistryStatistics
+from runtime.tools._registry import before_image as before_image
 from runtime.tools._search import GlobInput as GlobInput
 from runtime.tools._search import GrepInput as GrepInput
 from runtime.tools._search import SearchLimits as SearchLimits
@@ -97,6 +99,7 @@ __all__ = [
     "AddressPolicy",
     "AgentToolHost",
     "ApplyPatchInput",
+    "BeforeChange",
     "ContentPart",
     "CustomTools",
     "DEFAULT_CLEANUP_EVERY",
@@ -151,6 +154,7 @@ __all__ = [
     "apply_bounding",
     "apply_chunks",
     "apply_patch_tool",
+    "before_image",
     "bounding_text",
     "builtin_server_specs",
     "builtin_tools",

@@ -64,6 +64,9 @@ class ToolEnvironment(msgspec.Struct, frozen=True, kw_only=True):
     project: str = ""
     offload_io: bool = True
     settle_timeout: float = 30.0
+    before_image_max_bytes: int = 1024 * 1024
+    """A file larger than this is not kept before a file tool changes it: its image is
+    recorded as omitted and revert leaves that file as it is."""
 
     @property
     def tool_output_dir(self) -> str:

@@ -73,6 +73,9 @@ def apply_patch_tool() -> Tool[ApplyPatchInput]:
         touched=lambda structured: [
             a.split(" ", 1)[1] for a in structured["applied"] if not a.startswith("D ")
         ],
+        changes=lambda data, env: [
+            t.absolute for _, t in _targets(parse_patch(data.patch_text), env)
+        ],
     )
 
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+import os
+import stat
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Final, Protocol, final
+from typing import Any, Final, Protocol, TypeAlias, final
 
 import msgspec
 import trio
 
 from runtime.agents import AgentInfo, PermissionGate, SavedApprovals, is_wholly_denied
+from runtime.events import FileImage
 from runtime.llm import TextPart, ToolDefinition
 from runtime.tools._authorize import authorize
 from runtime.tools._bounding import (
@@ -33,7 +36,13 @@ from runtime.tools._model import (
 )
 from runtime.tools._tool import Tool
 
-__all__ = ["EditObserver", "ToolContribution", "ToolRegistry", "ToolRegistryStatistics"]
+__all__ = [
+    "BeforeChange",
+    "EditObserver",
+    "ToolContribution",
+    "ToolRegistry",
+    "ToolRegistryStatistics",
+]
 
 _log = logging.getLogger("runtime.tools")
 _ADVERTISED_AGENTS: Final = 32  # agent objects whose tool definitions are kept
@@ -44,6 +53,11 @@ class EditObserver(Protocol):
     (language server diagnostics) or ``None``."""
 
     async def after_edit(self, paths: list[str]) -> str | None: ...
+
+
+BeforeChange: TypeAlias = Callable[[list[FileImage]], Awaitable[None]]
+"""Makes the previous content of the files a call is about to change durable (raises
+when it could not)."""
 
 
 class ToolRegistryStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -188,6 +202,7 @@ class ToolRegistry:
         *,
         agent: AgentInfo,
         permissions: PermissionGate | None = None,
+        before_change: BeforeChange | None = None,
     ) -> ToolSettlement:
         """Run one local tool call to its bounded settlement.
 
@@ -206,10 +221,15 @@ class ToolRegistry:
         output is lossy), and the bounded settlement is returned without a
         further checkpoint, so a cancelled caller still receives it and must
         publish it under its own shield. Raw oversized success never escapes.
+
+        With *before_change*, a tool that changes files (``Tool.changes``) has the previous
+        content of each (``FileImage``: ``None`` when it did not exist, omitted above
+        ``env.before_image_max_bytes``) handed to it after authorization and before the
+        handler; when it raises, the call fails and changes nothing.
         """
         self._counts["in_flight"] += 1
         try:
-            result = await self._settle(name, input, ctx, agent, permissions)
+            result = await self._settle(name, input, ctx, agent, permissions, before_change)
         finally:
             self._counts["in_flight"] -= 1
         result = _bound_failure(result, self.env)
@@ -230,6 +250,7 @@ class ToolRegistry:
         ctx: ToolContext,
         agent: AgentInfo,
         gate: PermissionGate | None,
+        before_change: BeforeChange | None = None,
     ) -> ToolSettlement:
         found = self._find(name)
         if found is None:
@@ -240,7 +261,7 @@ class ToolRegistry:
             await trio.lowlevel.checkpoint()
             return ToolFailure(error=f"Tool {name} is not enabled for agent {agent.name}")
         with contribution._track():
-            outcome = await self._execute(tool, input, ctx, agent, gate)
+            outcome = await self._execute(tool, input, ctx, agent, gate, before_change)
             if isinstance(outcome, ToolOutput) and tool.touched is not None:
                 outcome = await self._observe_edit(tool, outcome)
         if contribution.closed:
@@ -271,6 +292,7 @@ class ToolRegistry:
         ctx: ToolContext,
         agent: AgentInfo,
         gate: PermissionGate | None,
+        before_change: BeforeChange | None = None,
     ) -> ToolOutput | ToolFailure:
         try:
             decoded = msgspec.convert(input, tool.input_type)
@@ -280,7 +302,29 @@ class ToolRegistry:
         denied = await authorize(self, tool, decoded, ctx, agent, gate)
         if denied is not None:
             return denied
+        if before_change is not None and tool.changes is not None:
+            unrecorded = await self._record_before(tool, decoded, before_change)
+            if unrecorded is not None:
+                return unrecorded
         return await _run_handler(tool, decoded, ctx, self.env)
+
+    async def _record_before(
+        self, tool: Tool[Any], decoded: Any, before_change: BeforeChange
+    ) -> ToolFailure | None:
+        """Hand *before_change* the files' previous content; a failure to read or record
+        it fails the call (cancellation propagates)."""
+        assert tool.changes is not None
+        limit = self.env.before_image_max_bytes
+        try:
+            paths = tool.changes(decoded, self.env)
+            images = await run_blocking(self.env, lambda: [before_image(p, limit) for p in paths])
+            await before_change([i for i in images if i is not None])
+        except ToolError as exc:
+            return ToolFailure(error=str(exc))
+        except Exception as exc:
+            _log.warning("before-image not recorded", extra={"tool": tool.name, "error": repr(exc)})
+            return ToolFailure(error=f"Could not record the files' previous content: {exc}")
+        return None
 
     async def _bound(self, tool: Tool[Any], output: ToolOutput, ctx: ToolContext) -> ToolSuccess:
         text = bounding_text(output)
@@ -309,6 +353,25 @@ class ToolRegistry:
                 extra={"tool": tool.name, "tool_call_id": ctx.tool_call_id, "error": str(exc)},
             )
             return None
+
+
+def before_image(path: str, limit: int) -> FileImage | None:
+    """The content of the file at *path* now (``None`` content when there is none); omitted
+    when over *limit* bytes; ``None`` for a directory or other non-regular file, which no
+    file tool replaces."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return FileImage(path=path, content=None)
+    if not stat.S_ISREG(status.st_mode):
+        return None
+    if status.st_size > limit:
+        return FileImage(path=path, content=None, omitted=True)
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        return FileImage(path=path, content=None, omitted=True)
+    return FileImage(path=path, content=data)
 
 
 def _bound_failure(result: ToolSettlement, env: ToolEnvironment) -> ToolSettlement:

@@ -42,12 +42,16 @@ class Tool(Generic[InputT]):
             (language server diagnostics) looks at them.
         describe: if given, the description advertised to an agent (``definition(agent)``),
             e.g. a catalog filtered by the agent's permission rules.
+        changes: for a tool that changes files, the absolute paths a call may change; the
+            registry records their content before the handler runs (``settle``'s
+            ``before_change``), so that a revert can restore them. May raise ``ToolError``.
 
     Raises:
         ValueError: the name is invalid.
     """
 
     __slots__ = (
+        "changes",
         "describe",
         "description",
         "handler",
@@ -72,6 +76,7 @@ class Tool(Generic[InputT]):
         output_type: Any = None,
         describe: Callable[[AgentInfo], str] | None = None,
         touched: Callable[[Any], list[str]] | None = None,
+        changes: ResourceExtractor[InputT] | None = None,
     ) -> None:
         if not TOOL_NAME_PATTERN.match(name):
             raise ValueError(f"Invalid tool name: {name!r}")
@@ -84,6 +89,7 @@ class Tool(Generic[InputT]):
         self.output_type = output_type
         self.touched = touched
         self.describe = describe
+        self.changes = changes
         self.schema = input_schema(input_type)
 
     def definition(self, agent: AgentInfo | None = None) -> ToolDefinition:

@@ -62,6 +62,7 @@ def write_tool() -> Tool[WriteInput]:
         permission="edit",
         resources=lambda data, env: _edit_resources(data.path, env),
         touched=lambda structured: [structured["path"]],
+        changes=lambda data, env: [resolve_path(env, data.path).absolute],
     )
 
 
@@ -104,6 +105,7 @@ def edit_tool() -> Tool[EditInput]:
         permission="edit",
         resources=lambda data, env: _edit_resources(data.path, env),
         touched=lambda structured: [structured["path"]],
+        changes=lambda data, env: [resolve_path(env, data.path).absolute],
     )
 
 

@@ -8,9 +8,19 @@ import msgspec
 import pytest
 
 import runtime
-from runtime import compaction, drain, events, history, inbox, messages, telemetry, titles
+from runtime import (
+    compaction,
+    drain,
+    events,
+    history,
+    inbox,
+    messages,
+    revert,
+    telemetry,
+    titles,
+)
 
-PUBLIC_MODULES = (compaction, drain, events, history, inbox, messages, telemetry, titles)
+PUBLIC_MODULES = (compaction, drain, events, history, inbox, messages, revert, telemetry, titles)
 
 
 @pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
