@@ -22,6 +22,9 @@ from actors._events import OVERFLOWED as OVERFLOWED
 from actors._events import EventHub as EventHub
 from actors._events import Subscription as Subscription
 from actors._execution import SessionExecution as SessionExecution
+from actors._fork import fork_events as fork_events
+from actors._fork import fork_session as fork_session
+from actors._fork import fork_title as fork_title
 from actors._mailbox import Mailbox as Mailbox
 from actors._mailbox import MailboxStatistics as MailboxStatistics
 from actors._mailbox import Reply as Reply
@@ -72,6 +75,9 @@ __all__ = [
     "SupervisorPolicy",
     "call",
     "current_time",
+    "fork_events",
+    "fork_session",
+    "fork_title",
     "open_mailbox",
     "open_runtime",
     "run_root",

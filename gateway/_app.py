@@ -35,6 +35,7 @@ from gateway._session_tools import session_tool_routes
 from gateway._streams import after_arg, stream_routes
 from gateway._telemetry import Samples, telemetry_routes
 from gateway._v1 import v1_session_routes
+from gateway._v1_actions import v1_action_routes
 from gateway._v1_catalog import v1_catalog_routes
 from gateway._v1_events import StatusBoard
 from gateway._wire import (
@@ -199,6 +200,7 @@ def create_app(
     lsp_routes(table, gw)
     v1_session_routes(table, gw, max_sessions=limits.max_sessions, max_messages=limits.max_messages)
     v1_catalog_routes(table, gw, max_walk=limits.max_walk)
+    v1_action_routes(table, gw, max_messages=limits.max_messages)
     gw.routes = tuple(table.routes)
     register(app, table.routes)
     return app

@@ -34,6 +34,7 @@ from storage._port import Events as Events
 from storage._port import EventsOfType as EventsOfType
 from storage._port import EventsTail as EventsTail
 from storage._port import Footprint as Footprint
+from storage._port import ForkSession as ForkSession
 from storage._port import GetSession as GetSession
 from storage._port import History as History
 from storage._port import HistoryChanges as HistoryChanges
@@ -94,6 +95,7 @@ __all__ = [
     "EventStore",
     "Events",
     "Footprint",
+    "ForkSession",
     "EventsOfType",
     "EventsTail",
     "GetSession",

@@ -64,6 +64,12 @@ def _append_with_pending(b: WriteBatch, c: p.AppendWithPending) -> list[ev.Input
     return b.pending(c.session_id)
 
 
+def _fork(b: WriteBatch, c: p.ForkSession) -> ev.SessionInfo:
+    info, _ = b.create_session(c.info, fresh=True)
+    b.append(info.id, c.events)
+    return info
+
+
 def _ask(b: WriteBatch, c: p.AskPermission) -> None:
     asked = c.asked
     found = b.permission(asked.request_id)
@@ -143,6 +149,7 @@ _HANDLERS: Final[dict[type[Any], Callable[[WriteBatch, Any], Any]]] = {
     p.AdmitAndOpen: _admit_and_open,
     p.PromoteInputs: _promote,
     p.Append: _append,
+    p.ForkSession: _fork,
     p.AppendWithPending: _append_with_pending,
     p.AskPermission: _ask,
     p.ReplyPermission: _reply,

@@ -145,6 +145,14 @@ class AppendWithPending(Command[Pending], frozen=True, tag="events.append_with_p
     events: list[ev.DurableEvent]
 
 
+class ForkSession(Command[ev.SessionInfo], frozen=True, tag="session.fork"):
+    """Create session *info* (a freshly generated id) and append *events* to it, in one
+    batch: a fork exists with its whole copied history or not at all."""
+
+    info: ev.SessionInfo
+    events: list[ev.DurableEvent]
+
+
 class AskPermission(Command[None], frozen=True, tag="permission.ask"):
     """Record a pending permission request unless the same one exists. Raises
     PromptConflictError when its id names another request."""

@@ -44,3 +44,55 @@ async def test_v2_catalog_lists_agents_models_and_providers(tmp_path: Any, monke
 
         bad = await client.get("/api/model", params={"location[directory]": "/no/such/dir"})
         assert bad.status_code == 400 and bad.json()["_tag"] == "InvalidRequestError"
+
+
+async def _session(client: httpx.AsyncClient, title: str = "talk") -> str:
+    r = await client.post("/session", json={"title": title})
+    return str(_valid(r, "/session", "post")["id"])
+
+
+async def _prompt(client: httpx.AsyncClient, sid: str, text: str) -> dict[str, Any]:
+    body = {"agent": "build", "parts": [{"type": "text", "text": text}]}
+    r = await client.post(f"/session/{sid}/message", json=body, timeout=30)
+    return dict(_valid(r, "/session/{sessionID}/message", "post"))
+
+
+async def test_fork_copies_the_history_before_a_message_durably(tmp_path: Any) -> None:
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _session(client)
+        await _prompt(client, sid, "one")
+        await _prompt(client, sid, "two")
+        listed = _valid(await client.get(f"/session/{sid}/message"), "/session/{sessionID}/message")
+        second_user = listed[2]["info"]["id"]
+
+        r = await client.post(f"/session/{sid}/fork", json={"messageID": second_user})
+        fork = _valid(r, "/session/{sessionID}/fork", "post")
+        assert fork["title"] == "talk (fork #1)" and "parentID" not in fork
+        assert fork["id"] != sid and fork["directory"] == str(tmp_path.resolve())
+        copied = _valid(
+            await client.get(f"/session/{fork['id']}/message"), "/session/{sessionID}/message"
+        )
+        assert [m["info"]["role"] for m in copied] == ["user", "assistant"]
+        assert copied[0]["parts"][0]["text"] == "one"
+        assert copied[1]["parts"][1]["text"] == listed[1]["parts"][1]["text"]
+        assert copied[1]["info"]["parentID"] == copied[0]["info"]["id"]
+        assert {m["info"]["id"] for m in copied}.isdisjoint(m["info"]["id"] for m in listed)
+
+        # the fork continues from the copy: the model sees it (the echo counts messages)
+        reply = await _prompt(client, fork["id"], "three")
+        assert reply["parts"][1]["text"] == "answer 3"
+
+        whole = _valid(
+            await client.post(f"/session/{fork['id']}/fork"), "/session/{sessionID}/fork", "post"
+        )
+        assert whole["title"] == "talk (fork #2)"
+        bad = await client.post(f"/session/{sid}/fork", json={"messageID": "msg_nothere"})
+        assert bad.status_code == 400 and bad.json()["_tag"] == "InvalidRequestError"
+        unknown = await client.post(f"/session/{sid}/fork", json={"messageId": second_user})
+        assert unknown.status_code == 400
+        fork_id, whole_id = fork["id"], whole["id"]
+
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        again = (await client.get(f"/session/{fork_id}/message")).json()
+        assert [m["info"]["role"] for m in again] == ["user", "assistant"] * 2
+        assert len((await client.get(f"/session/{whole_id}/message")).json()) == 4
