@@ -139,6 +139,26 @@ def parser() -> argparse.ArgumentParser:
         "--format", choices=["default", "json"], default="default",
         help="json: every event (durable ones and deltas) as one JSON object per line",
     )  # fmt: skip
+    tui = command(
+        "tui", "OpenCode's terminal UI (opencode attach) on a Kittiwake server",
+        "Run OpenCode's terminal UI (`opencode attach`, the npm package opencode-ai, found on "
+        "PATH) against --attach URL, else the kittiwake serve that holds the data dir (the URL "
+        "it recorded in <data dir>/serving.json), else a server started here on --port that "
+        "stops when the UI exits. Exits with the UI's status; 1 when opencode is not on PATH.",
+    )  # fmt: skip
+    tui.add_argument(
+        "--port", type=_port, default=0, help="port of a server started here (default 0: any)"
+    )
+    tui.add_argument("--hostname", default="127.0.0.1", help="address of a server started here")
+    tui.add_argument(
+        "--directory", help="the project directory the UI works in (default: the current one)"
+    )
+    tui_which = tui.add_mutually_exclusive_group()
+    tui_which.add_argument("--session", metavar="ID", help="open this session")
+    tui_which.add_argument(
+        "--continue", "-c", dest="continue_latest", action="store_true",
+        help="open the latest session",
+    )  # fmt: skip
     sessions = command(
         "sessions", "list, show, resume, compact or delete sessions",
         "List sessions ([needs resume] marks those a crash cut short), show one, resume one "
@@ -184,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
     config.add_argument("--directory", help="the directory (default: the current one)")
     for cmd in (models, auth):
         cmd.add_argument("--data-dir", help=data_dir_help)
-    for cmd in (run, sessions, inspect, stats, trace):
+    for cmd in (run, tui, sessions, inspect, stats, trace):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)
         cmd.add_argument("--data-dir", help=data_dir_help)
     return parser

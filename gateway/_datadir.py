@@ -23,6 +23,7 @@ __all__ = [
     "forget_serving",
     "held_message",
     "record_serving",
+    "serving_url",
 ]
 
 _SERVING_FILE: Final = "serving.json"
@@ -49,7 +50,7 @@ def held_message(error: JournalHeld, data_dir: Path, command: str) -> str:
     """One line naming the process that holds *data_dir*, and what to do instead."""
     holder = error.holder
     who = f"process {holder}" if holder is not None else "another process"
-    url = _serving_url(data_dir, holder)
+    url = serving_url(data_dir, holder)
     if url is not None:
         who += f" (kittiwake serve on {url})"
     if command == "serve":
@@ -61,7 +62,7 @@ def held_message(error: JournalHeld, data_dir: Path, command: str) -> str:
     return f"the data dir {data_dir} is in use by {who}; {advice}"
 
 
-def _serving_url(data_dir: Path, holder: int | None) -> str | None:
+def serving_url(data_dir: Path, holder: int | None) -> str | None:
     """The URL ``serve`` recorded in *data_dir*, when the recording process is *holder*."""
     try:
         serving = msgspec.json.decode((data_dir / _SERVING_FILE).read_bytes())
@@ -89,5 +90,5 @@ def record_serving(data_dir: Path, url: str) -> None:
 
 
 def forget_serving(data_dir: Path) -> None:
-    if _serving_url(data_dir, os.getpid()) is not None:
+    if serving_url(data_dir, os.getpid()) is not None:
         (data_dir / _SERVING_FILE).unlink(missing_ok=True)

@@ -528,6 +528,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     command = {
         "serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect,
         "models": _models, "auth": _auth, "config": _config, "stats": _stats, "trace": _trace,
+        "tui": lambda args: import_module("gateway._tui").tui(args),
     }  # fmt: skip
     return trio.run(command[args.command], args)
 
