@@ -1,0 +1,431 @@
+"""Cluster mode against one process: prompts/s, streaming delay, one prompt's latency.
+
+Run: .venv/bin/python bench/cluster.py [--workers 1,2,4] [--sessions 20,200]
+                                       [--streams 100,200] [--rounds 3] [--sequential 50]
+
+Everything runs on this machine, in real processes: a temporary PostgreSQL cluster
+(``tests/postgres.py``: Debian's binaries, unix socket), a zero-latency OpenAI-compatible
+mock provider (this file with ``--mock``: ``bench/gateway.py``'s lean HTTP/1.1 answer, plus
+a streamed answer for the streaming figure), and the servers as a person starts them:
+``kittiwake serve`` on a DuckDB data dir (the single-process figure), and ``kittiwake serve
+--store postgresql://... --workers N`` on a new database for each N. Telemetry is off in
+both (as in ``bench/gateway.py``'s headline). The client is ``bench/gateway.py``'s lean
+keep-alive client, one connection per session.
+
+Measured for each server:
+
+- one session, ``--sequential`` prompts one after another (``POST /prompt`` then ``POST
+  /wait``): the median and p95; the difference to DuckDB is what cluster mode adds to one
+  prompt;
+- S sessions prompted at once (``--sessions``), ``--rounds`` rounds: prompts/s (median),
+  and the server's CPU per prompt (workers and, for cluster mode, every PostgreSQL process)
+  with PostgreSQL's commits per prompt;
+- K sessions streaming at once (``--streams``): every answer streams 10 chunks 20 ms apart,
+  each carrying the time it was sent; each session's ``/api/session/{id}/event`` stream
+  (opened before the prompt, on its own connection, so on any worker) reports the durable
+  ``session.next.text.ended``, and the delay is its arrival minus the last chunk's sending:
+  what the server added to the streamed answer (median and p95 over the sessions).
+
+At the end, a paper estimate for 32 cores and ten machines from the measured CPU per prompt
+and commits per prompt (see ``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import psycopg
+import trio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.gateway import (  # noqa: E402 - after the path is set
+    _chat_answer,
+    _cpu_seconds,
+    _free_port,
+    _LeanClient,
+)
+
+FAST, STREAMED = "mock-model", "stream-model"
+CHUNKS, SPACING = 10, 0.02
+_PROMPT = msgspec.json.encode({"prompt": {"text": "hi"}})
+
+
+# -- the mock provider: the lean answer, or a timed stream ------------------------------------
+
+
+def _stream_chunk(finish: bool) -> bytes:
+    delta: dict[str, Any] = {} if finish else {"content": f"{time.time():.6f};"}
+    chunk = {
+        "id": "c", "object": "chat.completion.chunk", "model": STREAMED,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": "stop" if finish else None}],
+    }  # fmt: skip
+    return b"data: " + msgspec.json.encode(chunk) + b"\n\n"
+
+
+_STREAM_LENGTH = len(_stream_chunk(False)) * CHUNKS + len(_stream_chunk(True)) + 14
+
+
+async def _mock(stream: trio.SocketStream) -> None:
+    """One keep-alive connection, ``bench/gateway.py``'s framing: a request naming the
+    streamed model gets CHUNKS timed chunks SPACING apart (content-length framed: every
+    timestamp has the same width); any other gets ``bench/gateway.py``'s one answer."""
+    answer = _chat_answer()
+    fast = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
+        + str(len(answer)).encode() + b"\r\n\r\n" + answer
+    )  # fmt: skip
+    buffer = b""
+    try:
+        while True:
+            while (end := buffer.find(b"\r\n\r\n")) < 0:
+                more = await stream.receive_some(65536)
+                if not more:
+                    return
+                buffer += more
+            head = buffer[:end].lower()
+            _, found, rest = head.partition(b"\r\ncontent-length:")
+            length = int(rest.split(b"\r\n", 1)[0]) if found else 0
+            while len(buffer) < end + 4 + length:
+                more = await stream.receive_some(65536)
+                if not more:
+                    return
+                buffer += more
+            body, buffer = buffer[end + 4 : end + 4 + length], buffer[end + 4 + length :]
+            if STREAMED.encode() not in body:
+                await stream.send_all(fast)
+                continue
+            await stream.send_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
+                + str(_STREAM_LENGTH).encode() + b"\r\n\r\n"
+            )  # fmt: skip
+            for i in range(CHUNKS):
+                if i:
+                    await trio.sleep(SPACING)
+                await stream.send_all(_stream_chunk(False))
+            await stream.send_all(_stream_chunk(True) + b"data: [DONE]\n\n")
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError):
+        return
+
+
+async def _serve_mock(port: int) -> None:
+    listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+    print(f"http://127.0.0.1:{port}", flush=True)
+    await trio.serve_listeners(_mock, listeners)
+
+
+# -- servers ---------------------------------------------------------------------------------
+
+
+def _environment(tmp: Path, mock_url: str) -> dict[str, str]:
+    """A data dir whose catalog has the mock provider with both models; telemetry off."""
+    data = tmp / "data"
+    data.mkdir(parents=True)
+    models = {
+        name: {"id": name, "name": name, "tool_call": True, "limit": {"context": 131072}}
+        for name in (FAST, STREAMED)
+    }
+    catalog = {
+        "mock": {
+            "id": "mock", "name": "Mock", "npm": "@ai-sdk/openai-compatible",
+            "api": mock_url + "/v1", "env": ["MOCK_API_KEY"], "models": models,
+        }
+    }  # fmt: skip
+    (data / "models-dev.json").write_text(json.dumps(catalog))
+    config = {"model": f"mock/{FAST}", "telemetry": {"enabled": False}}
+    env = {**os.environ, "HOME": str(tmp), "KITTIWAKE_DATA_DIR": str(data)}
+    env.update(MOCK_API_KEY="mock", KITTIWAKE_CONFIG_CONTENT=json.dumps(config))
+    env["XDG_CONFIG_HOME"] = str(tmp / "config")
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+class Server(msgspec.Struct):
+    url: str
+    pids: list[int]
+    """The processes that serve: the one server, or every worker."""
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+@asynccontextmanager
+async def _serving(
+    tmp: Path, mock_url: str, store: str | None, workers: int
+) -> AsyncIterator[Server]:
+    env = _environment(tmp, mock_url)
+    argv = [sys.executable, "-m", "gateway", "serve", "--port", str(_free_port())]
+    if store is not None:
+        argv += ["--store", store, "--workers", str(workers)]
+    errors = open(tmp / "stderr", "wb")  # noqa: ASYNC230, SIM115 - a new local file; closed below
+    process = await trio.lowlevel.open_process(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=env, cwd=tmp
+    )
+    try:
+        assert process.stdout is not None
+        seen = b""
+        with trio.fail_after(120):
+            while b"serving http" not in seen or not seen.endswith(b"\n"):
+                chunk = await process.stdout.receive_some(4096)
+                if not chunk:
+                    said = (tmp / "stderr").read_text(errors="replace").strip().splitlines()
+                    raise RuntimeError(f"did not start: {said[-1] if said else seen.decode()}")
+                seen += chunk
+        url = seen.split(b"serving ")[1].split()[0].decode()
+        pids = [process.pid] if store is None else _children(process.pid)
+        yield Server(url, pids)
+    finally:
+        errors.close()
+        process.terminate()
+        with trio.move_on_after(60):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+# -- measures ------------------------------------------------------------------------------
+
+
+async def _sessions(url: str, n: int, model: str = FAST) -> list[str]:
+    body = {"model": {"id": model, "providerID": "mock"}}
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        return [
+            (await client.post("/api/session", json=body)).json()["data"]["id"] for _ in range(n)
+        ]
+
+
+async def _prompt(client: _LeanClient, sid: str) -> float:
+    start = time.perf_counter()
+    await client.post(f"/api/session/{sid}/prompt", _PROMPT)
+    await client.post(f"/api/session/{sid}/wait")
+    return time.perf_counter() - start
+
+
+async def _sequential(url: str, n: int) -> tuple[float, float]:
+    (sid,) = await _sessions(url, 1)
+    client = await _LeanClient.open(url)
+    try:
+        for _ in range(5):
+            await _prompt(client, sid)
+        samples = sorted([await _prompt(client, sid) for _ in range(n)])
+    finally:
+        await client.aclose()
+    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.95))]
+
+
+class Costs(msgspec.Struct):
+    rate: float
+    cpu_ms: float
+    """Server CPU per prompt (workers, plus PostgreSQL in cluster mode), milliseconds."""
+    pg_cpu_ms: float
+    commits: float
+    """PostgreSQL commits per prompt (0 for DuckDB)."""
+
+
+async def _at_once(
+    url: str, n: int, rounds: int, pids: list[int], pg: tuple[str, list[int]] | None
+) -> Costs:
+    sids = await _sessions(url, n)
+    clients = [await _LeanClient.open(url) for _ in sids]
+    try:
+
+        async def round_() -> float:
+            start = time.perf_counter()
+            async with trio.open_nursery() as nursery:
+                for c, s in zip(clients, sids, strict=True):
+                    nursery.start_soon(_prompt, c, s)
+            return time.perf_counter() - start
+
+        await round_()  # warm
+        cpu0 = sum(_cpu_seconds(p) for p in pids)
+        pg0 = sum(_cpu_seconds(p) for p in pg[1]) if pg else 0.0
+        commits0 = _commits(pg[0]) if pg else 0
+        took = [await round_() for _ in range(rounds)]
+        prompts = n * rounds
+        cpu = (sum(_cpu_seconds(p) for p in pids) - cpu0) / prompts
+        pg_cpu = ((sum(_cpu_seconds(p) for p in pg[1]) - pg0) / prompts) if pg else 0.0
+        commits = ((_commits(pg[0]) - commits0) / prompts) if pg else 0.0
+    finally:
+        for c in clients:
+            await c.aclose()
+    return Costs(
+        statistics.median(n / t for t in took), (cpu + pg_cpu) * 1000, pg_cpu * 1000, commits
+    )
+
+
+def _commits(url: str) -> int:
+    """PostgreSQL's transaction id counter (every writing transaction takes one; this
+    reading one too, so successive calls differ by one more than the commits between)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("select txid_current()").fetchone()
+    return int(row[0]) - 1 if row else 0
+
+
+async def _stream_delays(url: str, n: int) -> tuple[float, float] | None:
+    """Median and p95 seconds from the last streamed chunk's sending to the arrival of the
+    durable ``text.ended`` on the session's event stream; None if streams saw nothing in
+    30 s (a stream on a worker that does not hear the others' commits)."""
+    sids = await _sessions(url, n, STREAMED)
+    delays: list[float] = []
+    host, port = url.removeprefix("http://").split(":")
+
+    async def follow(sid: str, ready: trio.Event) -> None:
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(
+                f"GET /api/session/{sid}/event HTTP/1.1\r\nhost: {host}\r\n\r\n".encode()
+            )
+            buffer = b""
+            while b"\r\n\r\n" not in buffer:
+                buffer += await stream.receive_some(65536)
+            ready.set()
+            while b"session.next.text.ended" not in buffer:
+                buffer += await stream.receive_some(65536)
+            arrived = time.time()
+            while b"\n\n" not in buffer.split(b"session.next.text.ended", 1)[1]:
+                buffer += await stream.receive_some(65536)
+            tail = buffer.split(b"session.next.text.ended", 1)[1]
+            data = tail.split(b"data: ", 1)[1].split(b"\n", 1)[0]
+            text = json.loads(data)["data"]["text"]
+            delays.append(arrived - float(text.rstrip(";").split(";")[-1]))
+
+    async def prompt(sid: str, client: _LeanClient) -> None:
+        await client.post(f"/api/session/{sid}/prompt", _PROMPT)
+
+    clients = [await _LeanClient.open(url) for _ in sids]
+    try:
+        with trio.move_on_after(30):
+            async with trio.open_nursery() as nursery:
+                for sid in sids:
+                    ready = trio.Event()
+                    nursery.start_soon(follow, sid, ready)
+                    await ready.wait()
+                async with trio.open_nursery() as prompts:
+                    for sid, client in zip(sids, clients, strict=True):
+                        prompts.start_soon(prompt, sid, client)
+    finally:
+        for c in clients:
+            await c.aclose()
+    if len(delays) < n:
+        return None
+    delays.sort()
+    return statistics.median(delays), delays[int(len(delays) * 0.95)]
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+async def _measure(args: argparse.Namespace) -> None:
+    from tests.postgres import PostgresCluster
+
+    mock_port = _free_port()
+    mock = await trio.lowlevel.open_process(
+        [sys.executable, __file__, "--mock", str(mock_port)], stdout=subprocess.DEVNULL
+    )
+    cluster = await trio.to_thread.run_sync(PostgresCluster.start)
+    rows: list[tuple[str, dict[str, Any]]] = []
+    try:
+        mock_url = f"http://127.0.0.1:{mock_port}"
+        targets: list[int | None] = [None, *args.workers]
+        for workers in targets:
+            name = "DuckDB, 1 process" if workers is None else f"PostgreSQL, {workers} workers"
+            store = None if workers is None else cluster.create_database()
+            row: dict[str, Any] = {}
+            with tempfile.TemporaryDirectory() as tmp:
+                try:
+                    async with _serving(Path(tmp), mock_url, store, workers or 1) as server:
+                        pg = None
+                        if store is not None:
+                            postmaster = int(
+                                (cluster.data / "postmaster.pid").read_text().split()[0]
+                            )
+                            pg = (store, [postmaster, *_children(postmaster)])
+                        row["sequential"] = await _sequential(server.url, args.sequential)
+                        for n in args.sessions:
+                            row[f"at_once_{n}"] = await _at_once(
+                                server.url, n, args.rounds, server.pids, pg
+                            )
+                        for n in args.streams:
+                            row[f"streams_{n}"] = await _stream_delays(server.url, n)
+                except RuntimeError as exc:
+                    row["error"] = (
+                        str(exc).strip().splitlines()[-1] if str(exc).strip() else "failed"
+                    )
+            rows.append((name, row))
+            print(name, msgspec.json.encode(row).decode(), flush=True)
+    finally:
+        mock.terminate()
+        await mock.wait()
+        await trio.to_thread.run_sync(cluster.stop)
+    _report(rows, args)
+
+
+def _report(rows: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) -> None:
+    print()
+    header = ["server", "1 prompt median (p95)"]
+    header += [f"{n} at once: prompts/s, CPU ms/prompt (PG), commits/prompt" for n in args.sessions]
+    header += [f"{n} streams: added delay median (p95)" for n in args.streams]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name, row in rows:
+        if "error" in row:
+            print(f"| {name} | {row['error']} |")
+            continue
+        median, p95 = row["sequential"]
+        cells = [name, f"{median * 1000:.1f} ms ({p95 * 1000:.1f} ms)"]
+        for n in args.sessions:
+            c: Costs = row[f"at_once_{n}"]
+            cells.append(f"{c.rate:.0f}/s, {c.cpu_ms:.2f} ({c.pg_cpu_ms:.2f}), {c.commits:.2f}")
+        for n in args.streams:
+            s = row[f"streams_{n}"]
+            cells.append(
+                "no answer on the streams"
+                if s is None
+                else f"{s[0] * 1000:.0f} ms ({s[1] * 1000:.0f} ms)"
+            )
+        print("| " + " | ".join(cells) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mock", type=int, metavar="PORT")
+    parser.add_argument("--workers", default="1,2,4", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument(
+        "--sessions", default="20,200", type=lambda s: [int(x) for x in s.split(",")]
+    )
+    parser.add_argument(
+        "--streams", default="100,200", type=lambda s: [int(x) for x in s.split(",") if x]
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sequential", type=int, default=50)
+    args = parser.parse_args()
+    try:
+        if args.mock:
+            trio.run(_serve_mock, args.mock)
+        else:
+            trio.run(_measure, args)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
