@@ -3,6 +3,12 @@
 ``ask`` records ``permission.v2.asked`` durably, then waits for a client's reply
 (``reply``), which is recorded as ``permission.v2.replied``. A request whose call
 is cancelled while waiting is recorded as rejected: the call never ran.
+
+A reply whose write is reported failed may still be in the store (the fdatasync failed
+but the pages reached the file, and the restarted store replays them); a reply refused
+as already answered names such a reply too. Either wakes the waiting call, which then
+reads the request's durable state once the store serves again: answered, it goes on
+with that answer; still pending, it waits on.
 """
 
 from __future__ import annotations
@@ -14,16 +20,17 @@ from typing import Final
 import trio
 
 from actors._storage import StorageActor
-from runtime import InvalidInputError, PromptConflictError, SessionNotFoundError
+from runtime import InvalidInputError, PromptConflictError, SessionNotFoundError, StorageError
 from runtime import events as ev
 from runtime.agents import PermissionReply, PermissionRequest
 from runtime.telemetry import span
-from storage import Append, ApprovalRow, IsApproved, ReplyPermission, SaveApproval
+from storage import Append, ApprovalRow, IsApproved, Permission, ReplyPermission, SaveApproval
 
 __all__ = ["DurablePermissions"]
 
 _CANCEL_GRACE: Final = 5.0
 _REPLIES: Final = ("once", "always", "reject")
+_STORED_READS: Final = 5  # reads of a request in doubt, each after the store's restart
 
 
 class DurablePermissions:
@@ -39,7 +46,8 @@ class DurablePermissions:
         """Record *request* and wait for its reply.
 
         Cancellation records the request as rejected (shielded, bounded; unless a reply
-        was recorded first) and re-raises.
+        was recorded first) and re-raises. A reply whose write failed is looked up in the
+        store (waiting while it restarts); StorageError when the store cannot answer.
         """
         asked = ev.PermissionAsked(
             timestamp=self._now(), session_id=request.session_id, request_id=request.id,
@@ -54,7 +62,16 @@ class DurablePermissions:
         }  # fmt: skip
         try:
             with span("permission.wait", attributes):
-                await done.wait()
+                while True:
+                    await done.wait()
+                    if request.id in self._replies:
+                        break
+                    # A reply in doubt: its write failed, or it was refused as answered.
+                    done = self._waiting[request.id] = trio.Event()
+                    stored = await self._stored(request.id)
+                    if stored is not None and stored.status != "pending":
+                        self._replies[request.id] = stored.status
+                        break
         except BaseException:
             # However the wait ends without a reply, the call does not run. A reply that
             # raced the cancellation stands: the cancellation still propagates.
@@ -74,14 +91,31 @@ class DurablePermissions:
             InvalidInputError: an unknown reply.
             SessionNotFoundError: no such request in this session.
             PromptConflictError: the request was already answered.
+            StorageError: the reply's write failed (it may be in the store all the same:
+                the waiting call looks it up once the store serves again).
         """
         if reply not in _REPLIES:
             raise InvalidInputError(f"Unknown reply {reply!r}; use once, always or reject")
-        await self._record(session_id, request_id, reply)
+        try:
+            await self._record(session_id, request_id, reply)
+        except (StorageError, PromptConflictError):
+            waiting = self._waiting.get(request_id)
+            if waiting is not None:
+                waiting.set()  # in doubt: the waiting call reads the stored answer
+            raise
         waiting = self._waiting.get(request_id)
         if waiting is not None:
             self._replies[request_id] = reply
             waiting.set()
+
+    async def _stored(self, request_id: str) -> ev.PermissionInfo | None:
+        """The request as the store holds it, asked again (up to ``_STORED_READS`` times)
+        when the store restarts under the read. Raises the last StorageError."""
+        query = Permission(request_id=request_id)
+        for _ in range(_STORED_READS - 1):
+            with contextlib.suppress(StorageError):
+                return await self._storage.read(query)
+        return await self._storage.read(query)
 
     async def _record(self, session_id: str, request_id: str, reply: PermissionReply) -> None:
         replied = ev.PermissionReplied(

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
-from runtime import Location, Prompt, PromptConflictError, llm, open_runtime
+from runtime import Location, Prompt, PromptConflictError, StorageError, llm, open_runtime
 from runtime.agents import BUILTIN_AGENTS, AgentInfo, PermissionRule
 from runtime.agents._agent import compose_rules
+from storage import JournalFiles
 from tests.execution.conftest import answer, published, tool_calls
 
 CAREFUL = AgentInfo(
@@ -108,3 +112,46 @@ async def test_the_plan_agent_is_denied_edits_and_shell_without_asking(tmp_path:
         results = [m for m in client.requests[1].messages if isinstance(m, llm.ToolMessage)][-1]
         assert all(part.is_error for part in results.content)
         assert not (work / "a.txt").exists()
+
+
+class _OneFailedSync(JournalFiles):
+    """The journal's file operations; armed, the next fdatasync fails after the write
+    (the pages reached the file: the restarted store replays the record)."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def fdatasync(self, fd: int) -> None:  # type: ignore[override]
+        if self.armed:
+            self.armed = False
+            raise OSError(errno.EIO, "Input/output error")
+        os.fdatasync(fd)
+
+
+@pytest.mark.parametrize("reply", ["once", "reject"])
+async def test_a_reply_reported_failed_but_stored_reaches_the_waiting_call(
+    tmp_path: Path, reply: str
+) -> None:
+    files = _OneFailedSync()
+    client = llm.ScriptedLLM([tool_calls(("c1", "shell", {"command": "echo ran"})), answer()])
+    options: dict[str, Any] = {"journal_files": files}
+    async with open_runtime(
+        data_dir=tmp_path / "data", llm=client, agents=AGENTS, store_options=options
+    ) as rt:
+        sid = await _session(rt, tmp_path)
+        await _prompt_until_asked(rt, sid)
+        request = (await rt.sessions.permissions(sid))[0]
+        files.armed = True
+        with pytest.raises(StorageError):
+            await rt.sessions.reply_permission(sid, request.id, reply)  # type: ignore[arg-type]
+        # The store restarts and replays the reply; the waiting call hears of it.
+        with trio.fail_after(10):
+            await rt.sessions.wait_idle(sid)
+        assert rt.storage.statistics().restarts == 1
+        assert (await rt.sessions.permissions(sid))[0].status == reply
+        with pytest.raises(PromptConflictError):
+            await rt.sessions.reply_permission(sid, request.id, "once")
+        result = [m for m in client.requests[1].messages if isinstance(m, llm.ToolMessage)][-1]
+        assert result.content[0].is_error is (reply == "reject")
+        if reply == "once":
+            assert "ran" in _tool_text(client.requests[1])
