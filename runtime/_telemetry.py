@@ -65,14 +65,16 @@ class _WhereRecording(Sampler):
         links: Sequence[Link] | None = None,
         trace_state: TraceState | None = None,
     ) -> SamplingResult:
+        if _chosen.get():  # ``span`` decided already: its trace is recorded
+            return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
         where = _current.get()
         if where is None:
             return _DROP
         parent = trace.get_current_span(parent_context).get_span_context()
         if parent.is_valid:
             sampled = parent.trace_flags.sampled
-        else:  # a new trace: ``span(root=True)`` decided already, else by the trace id
-            sampled = _chosen.get() or (trace_id & 0xFFFFFFFFFFFFFFFF) < where.bound
+        else:  # a new trace: kept by its trace id
+            sampled = (trace_id & 0xFFFFFFFFFFFFFFFF) < where.bound
         if not sampled:
             return _DROP
         return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
@@ -165,14 +167,15 @@ def span(
     if where is None:
         yield trace.INVALID_SPAN
         return
-    if not root:
-        parent = trace.get_current_span()
-        context = parent.get_span_context()
-        if context.is_valid and not context.trace_flags.sampled:
+    parent = trace.get_current_span()
+    context = parent.get_span_context()
+    if not root and context.is_valid:
+        if not context.trace_flags.sampled:
             yield parent  # a trace not recorded: its children cost nothing more
             return
     elif getrandbits(64) >= where.bound:
-        # Not recorded: a non-recording root its children see, with no SDK span behind it.
+        # A new trace, not recorded: a non-recording span its children see, and no SDK
+        # span behind it (a top-level span is a new trace whether *root* or not).
         unsampled = SpanContext(getrandbits(128) or 1, getrandbits(64) or 1, is_remote=False)
         token = attach(trace.set_span_in_context(trace.NonRecordingSpan(unsampled)))
         try:
@@ -180,7 +183,7 @@ def span(
         finally:
             detach(token)
         return
-    chosen = _chosen.set(root)
+    chosen = _chosen.set(True)  # the sampler records it without deciding again
     try:
         current = tracer.start_span(
             name, context=_ROOT if root else None, attributes=attributes,

@@ -27,7 +27,7 @@ import duckdb
 import msgspec
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import Span as ApiSpan
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from runtime.telemetry import active_processor, tracer
 from storage._worker import Worker
@@ -396,53 +396,59 @@ def _count(conn: duckdb.DuckDBPyConnection) -> int:
 
 
 _encode = msgspec.json.Encoder().encode
+_STATUS: Final = {StatusCode.ERROR: "error", StatusCode.OK: "ok", StatusCode.UNSET: "unset"}
+_KINDS: Final = {kind: kind.name.lower() for kind in SpanKind}
 
 
 def _batch_json(spans: Iterable[ReadableSpan], *, record_text: bool) -> bytes:
-    """*spans* as one JSON array of row objects (the columns of ``_COLUMNS``)."""
-    rows = []
+    """*spans* as one JSON array of row objects (the columns of ``_COLUMNS``; a column
+    left out of a row, as NULL ones are, reads as NULL)."""
+    rows: list[dict[str, Any]] = []
+    append = rows.append
+    traces: dict[int, str] = {}  # spans of a trace mostly share a batch: format its id once
     for span in spans:
         context, parent, status = span.context, span.parent, span.status
-        attributes = dict(span.attributes) if span.attributes else {}
+        attributes = dict(span.attributes or ())
         if not record_text and not TEXT_ATTRIBUTES.isdisjoint(attributes):
             for key in TEXT_ATTRIBUTES & attributes.keys():
                 del attributes[key]
         start = span.start_time or 0
         end = span.end_time or start
-        code = status.status_code
         row: dict[str, Any] = {
-            "trace_id": f"{context.trace_id:032x}" if context else "",
-            "span_id": f"{context.span_id:016x}" if context else "",
-            "parent_id": f"{parent.span_id:016x}" if parent else None, "name": span.name,
-            "kind": span.kind.name.lower(), "start_ns": start, "end_ns": end,
-            "duration_ms": (end - start) / 1e6,
-            "status": "error" if code is StatusCode.ERROR else ("ok" if code is StatusCode.OK else "unset"),
-            "status_message": status.description, "attributes": attributes or None,
-            "events": _events(span), "links": _links(span),
+            "name": span.name, "kind": _KINDS[span.kind], "start_ns": start, "end_ns": end,
+            "duration_ms": (end - start) / 1e6, "status": _STATUS[status.status_code],
         }  # fmt: skip
-        for column, name in _COLUMN_ATTRIBUTES:
-            value = attributes.get(name)
-            if value is not None:
-                row[column] = value
-        rows.append(row)
+        if context is not None:
+            trace_id = context.trace_id
+            formatted = traces.get(trace_id)
+            if formatted is None:
+                formatted = traces[trace_id] = f"{trace_id:032x}"
+            row["trace_id"] = formatted
+            row["span_id"] = f"{context.span_id:016x}"
+        else:  # pragma: no cover - an SDK span always has a context
+            row["trace_id"] = row["span_id"] = ""
+        if parent is not None:
+            row["parent_id"] = f"{parent.span_id:016x}"
+        if status.description is not None:
+            row["status_message"] = status.description
+        if attributes:
+            row["attributes"] = attributes
+            for column, name in _COLUMN_ATTRIBUTES:
+                value = attributes.get(name)
+                if value is not None:
+                    row[column] = value
+        events, links = span.events, span.links
+        if events:
+            row["events"] = [
+                {"name": e.name, "time_ns": e.timestamp, **dict(e.attributes or ())} for e in events
+            ]
+        if links:
+            row["links"] = [
+                {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
+                for link in links
+            ]  # fmt: skip
+        append(row)
     return _encode(rows)
-
-
-def _events(span: ReadableSpan) -> list[dict[str, Any]] | None:
-    if not span.events:
-        return None
-    return [
-        {"name": e.name, "time_ns": e.timestamp, **dict(e.attributes or {})} for e in span.events
-    ]
-
-
-def _links(span: ReadableSpan) -> list[dict[str, str]] | None:
-    if not span.links:
-        return None
-    return [
-        {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
-        for link in span.links
-    ]
 
 
 def _span_json(row: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import trio.lowlevel
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runtime.telemetry import active_processor, recording, span, tracer
+from runtime.telemetry import active_processor, current_span_context, recording, span, tracer
 
 
 def test_spans_outside_recording_are_dropped() -> None:
@@ -77,3 +77,18 @@ def test_sampled_roots_of_the_span_helper_are_recorded_once_chosen() -> None:
     turns = [s for s in exporter.get_finished_spans() if s.name == "provider.turn"]
     assert 140 < len(drains) < 260  # one coin per trace: half of 400, give or take chance
     assert len(turns) == len(drains)
+
+
+def test_top_level_spans_of_the_helper_draw_once_and_their_children_follow() -> None:
+    exporter = InMemorySpanExporter()
+    with recording(SimpleSpanProcessor(exporter), sample=0.5):
+        for _ in range(400):
+            with span("admission") as top:  # no current span: a new trace, not root=True
+                assert (current_span_context() is not None) == top.is_recording()
+                with span("storage.batch") as child:
+                    assert child.is_recording() == top.is_recording()
+    tops = [s for s in exporter.get_finished_spans() if s.name == "admission"]
+    children = [s for s in exporter.get_finished_spans() if s.name == "storage.batch"]
+    assert 140 < len(tops) < 260  # half of 400, give or take chance
+    assert all(s.parent is None for s in tops)
+    assert {c.parent.span_id for c in children if c.parent} == {t.context.span_id for t in tops}
