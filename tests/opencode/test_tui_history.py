@@ -79,8 +79,10 @@ def test_the_ui_survives_kill_9_and_reopens_an_earlier_session(provider: Provide
         ui.type(first["title"].split()[-1])  # the search field: GET /session?search=
         ui.wait_for(lambda s: second["title"] not in s, 10, "the list narrowed to one")
         ui.keys("Enter")
-        screen = ui.wait_for(lambda s: "say hello first" in s, 10, "the earlier history")
-        assert "Hello from the mock." in screen and "third hello" not in screen
+        screen = ui.wait_for(
+            lambda s: "say hello first" in s and "Hello from the mock." in s, 10, "its history"
+        )
+        assert "third hello" not in screen
     finally:
         ui.close()
         if events is not None:
