@@ -36,6 +36,8 @@ from actors._runtime import open_runtime as open_runtime
 from actors._session import SessionActor as SessionActor
 from actors._session_tools import SessionTools as SessionTools
 from actors._sessions import Sessions as Sessions
+from actors._shell import USER_SHELL_TEXT as USER_SHELL_TEXT
+from actors._shell import run_user_shell as run_user_shell
 from actors._storage import StorageActor as StorageActor
 from actors._supervisor import DEFAULT_POLICY as DEFAULT_POLICY
 from actors._supervisor import Supervisor as Supervisor
@@ -73,6 +75,7 @@ __all__ = [
     "Subscription",
     "Supervisor",
     "SupervisorPolicy",
+    "USER_SHELL_TEXT",
     "call",
     "current_time",
     "fork_events",
@@ -81,4 +84,5 @@ __all__ = [
     "open_mailbox",
     "open_runtime",
     "run_root",
+    "run_user_shell",
 ]

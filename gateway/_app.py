@@ -124,6 +124,8 @@ class Gateway:
         self._known: OrderedDict[str, None] = OrderedDict()
         self._known_limit = known_sessions
         self.board: StatusBoard
+        self.shells: dict[str, trio.CancelScope] = {}
+        """The user shell command running per session (``POST /session/{id}/shell``)."""
         """Busy V1 sessions and their idle waiters (``gateway._v1_events``)."""
 
     async def check_session(self, session_id: str) -> None:

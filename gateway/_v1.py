@@ -233,7 +233,7 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         query=("directory",),
     )  # fmt: skip
     async def session_status() -> Response:
-        busy = set(rt.sessions.active()) | gw.board.waiting
+        busy = set(rt.sessions.active()) | gw.board.waiting | set(gw.shells)
         return _json({sid: {"type": "busy"} for sid in sorted(busy)})
 
     @table.get("/session/{sessionID}", "session.get", "A session", answer=_OBJECT)
@@ -341,6 +341,9 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
     )
     async def abort(session_id: str) -> Response:
         await gw.check_session(session_id)
+        shell = gw.shells.get(session_id)
+        if shell is not None:
+            shell.cancel()
         await rt.sessions.interrupt(session_id)
         return _json(True)
 

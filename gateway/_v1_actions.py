@@ -8,20 +8,32 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
+import trio
 from quart import Response
 
-from actors import fork_session
+from actors import fork_session, run_user_shell
 from gateway._opencode import session_json
 from gateway._routes import Answer, RouteTable
-from gateway._wire import encode
+from gateway._transcript import message_in, transcript
+from gateway._v1 import SETTLE_TIMEOUT, ModelIn
+from gateway._wire import GatewayError, encode
 from runtime import IdGenerator
 
 if TYPE_CHECKING:
     from gateway._app import Gateway
 
-__all__ = ["ForkBody", "v1_action_routes"]
+__all__ = ["ForkBody", "ShellBody", "v1_action_routes"]
 
 _OBJECT: Final = Answer(type=dict[str, Any])
+
+
+class ShellBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """OpenCode's shell: the command, the agent it runs as, the model the record names."""
+
+    command: str
+    agent: str | None = None
+    model: ModelIn | None = None
+    messageID: str | None = None  # noqa: N815 - OpenCode's field name
 
 
 class ForkBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -51,3 +63,42 @@ def v1_action_routes(table: RouteTable, gw: Gateway, *, max_messages: int) -> No
             now=int(time.time() * 1000),
         )  # fmt: skip
         return _json(session_json(info))
+
+    @table.post(
+        "/session/{sessionID}/shell", "session.shell",
+        "Run a command with the session's shell tool; the assistant message recording it",
+        body=ShellBody, answer=_OBJECT, query=("directory",),
+        errors=("InvalidRequestError", "SessionBusyError"),
+    )  # fmt: skip
+    async def shell(body: ShellBody, session_id: str) -> Response:
+        """Run the command (409 while the session runs a turn or another command), then
+        answer ``{info, parts}`` of the assistant message recording it once the V1 streams
+        sent it. Cancellation (client gone, abort) stops the command; its record, failed
+        "Tool execution interrupted", is still written."""
+        if not body.command.strip():
+            raise GatewayError("InvalidRequestError", "command must not be empty")
+        await gw.check_session(session_id)
+        if session_id in gw.shells or session_id in rt.sessions.active():
+            raise GatewayError(
+                "SessionBusyError", f"Session {session_id} is busy", status=409,
+                sessionID=session_id,
+            )  # fmt: skip
+        model = body.model.ref() if body.model is not None else None
+        with trio.CancelScope() as scope:
+            gw.shells[session_id] = scope
+            try:
+                _, assistant_id = await run_user_shell(
+                    rt, session_id, body.command, agent=body.agent, model=model, ids=ids,
+                    now=lambda: int(time.time() * 1000),
+                )  # fmt: skip
+            finally:
+                del gw.shells[session_id]
+        if scope.cancelled_caught:
+            assistant_id = ""
+        gw.board.busy(session_id)
+        with trio.move_on_after(SETTLE_TIMEOUT):
+            await gw.board.settled(session_id)
+        items = await transcript(rt, session_id, limit=max_messages)
+        if not assistant_id:  # interrupted: its record is the last message
+            return _json(items[-1])
+        return _json(message_in(items, session_id, assistant_id))

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from .conftest import assert_valid, response_schema, served
+from .v1 import v1_stream
 
 
 def _valid(r: httpx.Response, path: str, method: str = "get") -> Any:
@@ -96,3 +97,36 @@ async def test_fork_copies_the_history_before_a_message_durably(tmp_path: Any) -
         again = (await client.get(f"/session/{fork_id}/message")).json()
         assert [m["info"]["role"] for m in again] == ["user", "assistant"] * 2
         assert len((await client.get(f"/session/{whole_id}/message")).json()) == 4
+
+
+async def test_shell_runs_the_command_and_records_it_in_the_history(tmp_path: Any) -> None:
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _session(client)
+        async with v1_stream(g.url) as events:
+            body = {"agent": "build", "model": {"providerID": "p", "modelID": "m"},
+                    "command": "echo shell-said-hi"}  # fmt: skip
+            r = await client.post(f"/session/{sid}/shell", json=body, timeout=30)
+            answer = _valid(r, "/session/{sessionID}/shell", "post")
+            await events.until(
+                lambda p: (
+                    p["type"] == "session.status"
+                    and p["properties"] == {"sessionID": sid, "status": {"type": "idle"}}
+                )
+            )
+        assert answer["info"]["role"] == "assistant"
+        assert answer["info"]["modelID"] == "m" and answer["info"]["providerID"] == "p"
+        [tool] = [p for p in answer["parts"] if p["type"] == "tool"]
+        assert tool["tool"] == "bash" and tool["state"]["status"] == "completed"
+        assert "shell-said-hi" in tool["state"]["output"]
+        assert "shell-said-hi" in tool["state"]["metadata"]["output"]
+        assert events.parts(sid)[tool["id"]]["state"]["status"] == "completed"
+        listed = (await client.get(f"/session/{sid}/message")).json()
+        assert listed[0]["parts"][0]["text"] == "The following tool was executed by the user"
+        assert listed[1]["info"]["id"] == answer["info"]["id"]
+
+        # the next turn sees the command and its output (the echo counts messages)
+        reply = await _prompt(client, sid, "and now?")
+        assert reply["parts"][1]["text"] == "answer 4"
+
+        empty = await client.post(f"/session/{sid}/shell", json={"agent": "build", "command": " "})
+        assert empty.status_code == 400 and empty.json()["_tag"] == "InvalidRequestError"
