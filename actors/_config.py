@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import trio
 
+from actors._turn import report_retry
 from runtime import events as ev
 from runtime import llm
 from runtime.agents import AgentInfo, load_agents, resolve_agent
@@ -105,7 +106,9 @@ class ProviderClients:
         if self._http is None:
             self._http = llm.provider_http_client()
         catalog = self.catalog.with_config(data) if data else self.catalog
-        return llm.ProviderClient(catalog, self._auth, http_client=self._http)
+        return llm.ProviderClient(
+            catalog, self._auth, http_client=self._http, on_retry=report_retry
+        )
 
     async def aclose(self) -> None:
         """Close the shared HTTP client, if one was made."""

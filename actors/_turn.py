@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from contextvars import ContextVar
 from functools import partial
 from typing import Any, Final, Literal
 
@@ -33,7 +34,10 @@ from runtime.telemetry import records_text, span
 from runtime.tools import ToolContext, ToolFailure, ToolRegistry, ToolSettlement
 from runtime.tools import ToolSuccess as Succeeded
 
-__all__ = ["INTERRUPTED_TOOL", "NO_TOOLS", "Turn", "TurnOutcome", "run_turn", "turn_attributes"]
+__all__ = [
+    "INTERRUPTED_TOOL", "NO_TOOLS", "Turn", "TurnOutcome", "report_retry", "run_turn",
+    "turn_attributes",
+]  # fmt: skip
 
 _log = logging.getLogger("kittiwake.turn")
 INTERRUPTED_TOOL: Final = "Tool execution interrupted"
@@ -43,6 +47,20 @@ _UNWRITTEN_CALL: Final = "Tool call not run: its record was not written in time"
 _SETTLE_GRACE: Final = 10.0
 _CLOSE_GRACE: Final = 5.0  # seconds to close a provider stream the turn stopped reading
 _PartKind = Literal["text", "reasoning", "tool-input"]
+_RETRIES: ContextVar[Callable[[int, float, llm.ProviderError], None] | None] = ContextVar(
+    "kittiwake_turn_retries", default=None
+)
+
+
+def report_retry(attempt: int, delay: float, error: llm.ProviderError) -> None:
+    """A provider client's ``on_retry``: the provider turn running in this context (task)
+    publishes a live ``session.next.retried`` to its session's subscribers; outside a turn
+    (titles, compaction) nothing happens."""
+    report = _RETRIES.get()
+    if report is not None:
+        report(attempt, delay, error)
+
+
 _OUTPUT: Final = (
     llm.TextStart,
     llm.ReasoningStart,
@@ -127,6 +145,15 @@ class Turn:
         if writing.cancelled_caught:
             _log.error("turn events not written in time", extra={"session": self.session_id})
         return not writing.cancelled_caught
+
+    def retried(self, attempt: int, delay: float, error: llm.ProviderError) -> None:
+        """Publish that attempt *attempt* failed with *error* and the next starts in
+        *delay* seconds (live only)."""
+        now = self._now()
+        self._hub.publish_delta(ev.Retried(
+            **self._base(), attempt=attempt, error=ev.RetryError(message=error.message),
+            next=now + round(delay * 1000),
+        ))  # fmt: skip
 
     def start_step(self) -> None:
         self.buffer.append(ev.StepStarted(**self._ids(), agent=self.agent.name, model=self.model))
@@ -383,6 +410,14 @@ async def run_turn(*, client: llm.LLMClient, request: llm.LLMRequest, turn: Turn
     (returned as ``outcome.error``). Any other error (a storage write, a bug) also
     closes the step failed, as far as a bounded shielded write can, and propagates.
     """
+    retries = _RETRIES.set(turn.retried)  # the client's retries are this turn's
+    try:
+        return await _run(client, request, turn)
+    finally:
+        _RETRIES.reset(retries)
+
+
+async def _run(client: llm.LLMClient, request: llm.LLMRequest, turn: Turn) -> TurnOutcome:
     turn.offered = _offered(request)
     turn.start_step()
     events: AsyncIterator[llm.LLMEvent] | None = None

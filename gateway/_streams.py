@@ -16,6 +16,7 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
 from actors import OVERFLOWED
+from gateway._diff import session_diffs
 from gateway._opencode import session_json
 from gateway._routes import SSE, RouteTable
 from gateway._v1_events import Idle, Lookup, V1Projection
@@ -190,7 +191,10 @@ def v1_lookup(gw: Gateway) -> Lookup:
                 return item.id
         return None
 
-    return Lookup(rt.sessions.get, message, last_user, rt.execution.default_model)
+    async def diff(session_id: str) -> list[dict[str, Any]]:
+        return await session_diffs(rt, session_id)
+
+    return Lookup(rt.sessions.get, message, last_user, rt.execution.default_model, diff)
 
 
 def _v1_producer(gw: Gateway, *, envelope: bool) -> Producer:

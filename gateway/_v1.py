@@ -17,6 +17,7 @@ import msgspec
 import trio
 from quart import Response, request
 
+from gateway._diff import session_diffs
 from gateway._opencode import session_json
 from gateway._routes import Answer, RouteTable
 from gateway._transcript import message_in, replies_to, transcript
@@ -266,12 +267,12 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
 
     @table.get(
         "/session/{sessionID}/diff", "session.diff",
-        "File changes of the session (not tracked yet: empty)", answer=_LIST,
+        "Files the session's file tools changed (since messageID), as diffs", answer=_LIST,
         query=("messageID",),
     )  # fmt: skip
     async def diff(session_id: str) -> Response:
-        await gw.check_session(session_id)
-        return _json([])
+        message_id = request.args.get("messageID") or None
+        return _json(await session_diffs(rt, session_id, message_id=message_id))
 
     @table.get(
         "/session/{sessionID}/message", "session.messages", "Messages as {info, parts}",

@@ -73,11 +73,14 @@ class Lookup:
         self, session: Callable[[str], Awaitable[SessionInfo]],
         message: Callable[[str], Awaitable[tuple[str, msg.SessionMessage] | None]],
         last_user: Callable[[str], Awaitable[str | None]], default_model: Any,
+        diff: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None,
     ) -> None:  # fmt: skip
         self.session = session
         self.message = message
         self.last_user = last_user
         self.default_model = default_model
+        self.diff = diff
+        """The session's ``SnapshotFileDiff`` list (``session.diff``), if served."""
 
 
 Payload = dict[str, Any]
@@ -97,6 +100,10 @@ class V1Projection:
         self._messages: OrderedDict[str, _Message] = OrderedDict()
         self._users: dict[str, str] = {}
         self._busy: set[str] = set()
+        self._retrying: set[str] = set()
+        self._changed: set[str] = set()
+        """Sessions whose file tools changed files in the step under way."""
+        """Sessions whose last status sent was ``retry``: busy again at their next item."""
 
     def reset(self) -> None:
         """Forget everything (after the subscription overflowed)."""
@@ -105,13 +112,31 @@ class V1Projection:
 
     async def feed(self, item: StoredEvent | LiveDelta | Idle) -> list[Payload]:
         if isinstance(item, Idle):
+            self._retrying.discard(item.session_id)
             if item.session_id not in self._busy:
                 return []
             self._busy.discard(item.session_id)
             return [_status(item.session_id, "idle")]
+        if isinstance(item, ev.Retried):
+            return self._retry(item)
+        sid = item.aggregate_id if isinstance(item, StoredEvent) else item.session_id
+        again = [_status(sid, "busy")] if sid in self._retrying else []
+        self._retrying.discard(sid)
         if isinstance(item, StoredEvent):
-            return await self._durable(ev.decode_event(item.data))
-        return await self._delta(item)
+            return again + await self._durable(ev.decode_event(item.data))
+        return again + await self._delta(item)
+
+    def _retry(self, retried: ev.Retried) -> list[Payload]:
+        """OpenCode's ``retry`` status: the attempt that failed, why, when the next starts."""
+        out: list[Payload] = []
+        self._busy_now(retried.session_id, out)
+        self._retrying.add(retried.session_id)
+        status = {
+            "type": "retry", "attempt": retried.attempt, "message": retried.error.message,
+            "next": retried.next,
+        }  # fmt: skip
+        out.append(_payload("session.status", {"sessionID": retried.session_id, "status": status}))
+        return out
 
     def _busy_now(self, session_id: str, out: list[Payload]) -> None:
         if session_id not in self._busy:
@@ -121,7 +146,7 @@ class V1Projection:
 
     async def _delta(self, delta: LiveDelta) -> list[Payload]:
         out: list[Payload] = []
-        if isinstance(delta, ev.CompactionDelta):
+        if isinstance(delta, ev.CompactionDelta | ev.Retried):
             return out  # the checkpoint shows once the compaction ends
         sid = delta.session_id
         message = await self._assistant(sid, delta.assistant_message_id, delta.timestamp, out)
@@ -240,6 +265,12 @@ class V1Projection:
             case ev.StepEnded() | ev.StepFailed():
                 message = await self._assistant(sid, e.assistant_message_id, e.timestamp, out)
                 self._end_step(message, e, out)
+                if sid in self._changed and self._lookup.diff is not None:
+                    self._changed.discard(sid)
+                    diff = await self._lookup.diff(sid)
+                    out.append(_payload("session.diff", {"sessionID": sid, "diff": diff}))
+            case ev.FileBeforeImage():
+                self._changed.add(sid)
             case ev.RunFailed(error=error):
                 out.append(_payload("session.error", {
                     "sessionID": sid, "error": {"name": "UnknownError", "data": {"message": error.message}},

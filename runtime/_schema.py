@@ -49,6 +49,8 @@ __all__ = [
     "ReasoningEnded",
     "ReasoningStarted",
     "ResumeNeeded",
+    "Retried",
+    "RetryError",
     "RevertCommitted",
     "RevertInfo",
     "RunError",
@@ -635,7 +637,22 @@ class CompactionDelta(Event, frozen=True, tag="session.next.compaction.delta"):
     text: str
 
 
-LiveDelta = TextDelta | ReasoningDelta | ToolInputDelta | CompactionDelta
+class RetryError(Record, frozen=True):
+    message: str
+    is_retryable: bool = True
+
+
+class Retried(Event, frozen=True, tag="session.next.retried"):
+    """A provider turn's request failed retryably and is tried again (live only; OpenCode's
+    ``session.next.retried``): attempt *attempt* failed with *error*, the next starts at
+    *next* (ms since the epoch; Kittiwake's addition)."""
+
+    attempt: int
+    error: RetryError
+    next: int
+
+
+LiveDelta = TextDelta | ReasoningDelta | ToolInputDelta | CompactionDelta | Retried
 
 
 @cache

@@ -39,6 +39,8 @@ from runtime._schema import ReasoningDelta as ReasoningDelta
 from runtime._schema import ReasoningEnded as ReasoningEnded
 from runtime._schema import ReasoningStarted as ReasoningStarted
 from runtime._schema import ResumeNeeded as ResumeNeeded
+from runtime._schema import Retried as Retried
+from runtime._schema import RetryError as RetryError
 from runtime._schema import RevertCommitted as RevertCommitted
 from runtime._schema import RevertInfo as RevertInfo
 from runtime._schema import RunError as RunError
@@ -112,6 +114,8 @@ __all__ = [
     "ReasoningEnded",
     "ReasoningStarted",
     "ResumeNeeded",
+    "Retried",
+    "RetryError",
     "RevertCommitted",
     "RevertInfo",
     "RunError",

@@ -134,3 +134,25 @@ async def test_todo_and_question_events_reach_the_v1_streams(tmp_path: Any) -> N
     [replied] = events.of("question.replied", sid)
     assert replied["properties"] == {"sessionID": sid, "requestID": request_id,
                                      "answers": [["Red"]]}  # fmt: skip
+
+
+async def test_session_diff_lists_what_the_file_tools_changed(tmp_path: Any) -> None:
+    llm = ScriptedLLM([
+        _call("c1", "write", {"path": "notes.txt", "content": "one\ntwo\n"}),
+        _said("written"),
+    ])  # fmt: skip
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        async with v1_stream(g.url) as events:
+            sid = await _session(client)
+            assert (await client.get(f"/session/{sid}/diff")).json() == []
+            await _prompt(client, sid)
+            diffed = await events.until(lambda p: p["type"] == "session.diff")
+        r = await client.get(f"/session/{sid}/diff")
+        assert_valid(r.json(), response_schema("/session/{sessionID}/diff", "get", 200))
+        [changed] = r.json()
+        assert changed["file"] == "notes.txt" and changed["status"] == "added"
+        assert (changed["additions"], changed["deletions"]) == (2, 0)
+        assert "+two" in changed["patch"]
+        assert diffed["properties"]["diff"] == r.json()
+        (tmp_path / "notes.txt").unlink()  # the file is gone again: nothing differs
+        assert (await client.get(f"/session/{sid}/diff")).json() == []
