@@ -33,6 +33,7 @@ import msgspec
 import pykka
 import trio
 from opentelemetry import trace
+from opentelemetry.context import attach, detach
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
@@ -438,8 +439,12 @@ def _traced(processor: SpanProcessor | None, writes: list[_Write]) -> Iterator[N
     if processor is None or parent is None:
         yield
         return
-    with recording(processor), trace.use_span(NonRecordingSpan(parent)):
-        yield
+    with recording(processor):
+        token = attach(trace.set_span_in_context(NonRecordingSpan(parent)))
+        try:
+            yield
+        finally:
+            detach(token)
 
 
 def _then(store: _Backend, outcome: Outcome, then: Query[Any] | None) -> Outcome:

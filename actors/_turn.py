@@ -346,14 +346,15 @@ class Turn:
         if not current.is_recording():
             return
         usage, outcome = self.usage, self.outcome
-        current.set_attributes({
+        figures: dict[str, Any] = {
             "gen_ai.usage.input_tokens": usage.input, "gen_ai.usage.output_tokens": usage.output,
             "kittiwake.tokens.cached": usage.cache.read, "kittiwake.tokens.reasoning": usage.reasoning,
             "kittiwake.cost": self.cost, "gen_ai.response.finish_reasons": [outcome.finish or ""],
             "kittiwake.tools": outcome.local_tools,
-        })  # fmt: skip
+        }  # fmt: skip
         if self._first is not None:
-            current.set_attribute("kittiwake.ttft_ms", (self._first - self._started) * 1000)
+            figures["kittiwake.ttft_ms"] = (self._first - self._started) * 1000
+        current.set_attributes(figures)
         if outcome.error is not None:
             current.set_status(Status(StatusCode.ERROR, outcome.error))
         if records_text():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from random import getrandbits
 from typing import Final
 
@@ -150,59 +150,80 @@ def records_text() -> bool:
     return where is not None and where.record_text
 
 
-@contextmanager
 def span(
     name: str, attributes: Attributes = None, *, root: bool = False,
     links: Sequence[SpanContext] = (),
-) -> Iterator[trace.Span]:  # fmt: skip
+) -> AbstractContextManager[trace.Span]:  # fmt: skip
     """Run the block in a span named *name* (the current span for what it starts).
 
     When nothing records spans here it yields the invalid span at the cost of one
     context-variable read. *root* starts a new trace (linked to *links*) instead of a
-    child of the current span. Cancellation (``trio.Cancelled``, alone or in groups) ends
-    the span with ``kittiwake.outcome`` ``interrupted`` and its status unset; any other
-    exception sets the error status with the exception's type and message. Both propagate.
+    child of the current span; so does a span started where no span is current. A new
+    trace is recorded or not here, once (``recording(sample=...)``): one not recorded
+    costs a non-recording span its children see, and each child a context lookup.
+    Cancellation (``trio.Cancelled``, alone or in groups) ends the span with
+    ``kittiwake.outcome`` ``interrupted`` and its status unset; any other exception sets
+    the error status with the exception's type and message. Both propagate.
     """
-    where = _current.get()
-    if where is None:
-        yield trace.INVALID_SPAN
-        return
-    parent = trace.get_current_span()
-    context = parent.get_span_context()
-    if not root and context.is_valid:
-        if not context.trace_flags.sampled:
-            yield parent  # a trace not recorded: its children cost nothing more
-            return
-    elif getrandbits(64) >= where.bound:
-        # A new trace, not recorded: a non-recording span its children see, and no SDK
-        # span behind it (a top-level span is a new trace whether *root* or not).
-        unsampled = SpanContext(getrandbits(128) or 1, getrandbits(64) or 1, is_remote=False)
-        token = attach(trace.set_span_in_context(trace.NonRecordingSpan(unsampled)))
+    return _SpanBlock(name, attributes, root, links)
+
+
+class _SpanBlock:
+    """The context manager ``span`` returns (a class: cheaper than a generator's)."""
+
+    __slots__ = ("_name", "_attributes", "_root", "_links", "_token", "_span")
+
+    def __init__(
+        self, name: str, attributes: Attributes, root: bool, links: Sequence[SpanContext]
+    ) -> None:
+        self._name = name
+        self._attributes = attributes
+        self._root = root
+        self._links = links
+        self._token: contextvars.Token[Context] | None = None
+        self._span: trace.Span | None = None
+
+    def __enter__(self) -> trace.Span:
+        where = _current.get()
+        if where is None:
+            return trace.INVALID_SPAN
+        parent = trace.get_current_span()
+        context = parent.get_span_context()
+        if not self._root and context.is_valid:
+            if not context.trace_flags.sampled:
+                return parent  # a trace not recorded: its children cost nothing more
+        elif getrandbits(64) >= where.bound:
+            # A new trace, not recorded: a non-recording span its children see, and no
+            # SDK span behind it.
+            unsampled = SpanContext(getrandbits(128) or 1, getrandbits(64) or 1, is_remote=False)
+            self._token = attach(trace.set_span_in_context(trace.NonRecordingSpan(unsampled)))
+            return trace.INVALID_SPAN
+        links = self._links
+        chosen = _chosen.set(True)  # the sampler records it without deciding again
         try:
-            yield trace.INVALID_SPAN
+            current = tracer.start_span(
+                self._name, context=_ROOT if self._root else None, attributes=self._attributes,
+                links=[Link(c) for c in links if c.is_valid] if links else None,
+            )  # fmt: skip
         finally:
+            _chosen.reset(chosen)
+        self._span = current
+        self._token = attach(trace.set_span_in_context(current))
+        return current
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        current, token = self._span, self._token
+        if current is not None and exc is not None:
+            if _cancelled(exc):
+                current.set_attribute("kittiwake.outcome", "interrupted")
+            else:
+                current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        if token is not None:
             detach(token)
-        return
-    chosen = _chosen.set(True)  # the sampler records it without deciding again
-    try:
-        current = tracer.start_span(
-            name, context=_ROOT if root else None, attributes=attributes,
-            links=[Link(c) for c in links if c.is_valid] if links else None,
-        )  # fmt: skip
-    finally:
-        _chosen.reset(chosen)
-    token = attach(trace.set_span_in_context(current))
-    try:
-        yield current
-    except BaseException as exc:
-        if _cancelled(exc):
-            current.set_attribute("kittiwake.outcome", "interrupted")
-        else:
-            current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-        raise
-    finally:
-        detach(token)
-        current.end()
+        if current is not None:
+            current.end()
 
 
 def current_span_context() -> SpanContext | None:

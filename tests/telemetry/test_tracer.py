@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.lowlevel
+from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from runtime.telemetry import active_processor, current_span_context, recording, span, tracer
 
@@ -92,3 +95,21 @@ def test_top_level_spans_of_the_helper_draw_once_and_their_children_follow() -> 
     assert 140 < len(tops) < 260  # half of 400, give or take chance
     assert all(s.parent is None for s in tops)
     assert {c.parent.span_id for c in children if c.parent} == {t.context.span_id for t in tops}
+
+
+async def test_a_failed_block_is_an_error_and_a_cancelled_one_is_interrupted() -> None:
+    exporter = InMemorySpanExporter()
+    with recording(SimpleSpanProcessor(exporter)):
+        with pytest.raises(ValueError, match="boom"), span("tool"):
+            raise ValueError("boom")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            with span("provider.turn"):
+                await trio.sleep(1)
+        assert not trace.get_current_span().get_span_context().is_valid  # both detached
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert spans["tool"].status.status_code is StatusCode.ERROR
+    assert spans["tool"].status.description == "ValueError: boom"
+    assert spans["provider.turn"].status.status_code is StatusCode.UNSET
+    assert spans["provider.turn"].attributes == {"kittiwake.outcome": "interrupted"}
+    assert spans["provider.turn"].end_time is not None
