@@ -1,7 +1,7 @@
 """Gateway latency and throughput over real HTTP, cold start, idle memory.
 
 Run: .venv/bin/python bench/gateway.py [--sequential 50] [--concurrent 20] [--rounds 5]
-                                       [--runs 3] [--cold 5] [--telemetry]
+                                       [--runs 3] [--cold 5] [--telemetry] [--pairs 0]
 
 Every server is a child process (this file with ``--serve``): a runtime on a temporary
 DuckDB store served by Hypercorn's trio worker. Two providers are measured:
@@ -30,6 +30,13 @@ with httpx (one keep-alive pool), whose CPU per prompt is printed beside it:
 - idle RSS of that process one second after startup.
 
 Warm figures are the median over ``--runs`` fresh servers.
+
+``--pairs N`` measures telemetry's overhead instead: N pairs of fresh servers, telemetry
+off and on (``KITTIWAKE_BENCH_SAMPLE``, else the default sampling) in alternating order,
+each measured on the lean client's sequential and concurrent series (both providers) and
+the single requests; besides latency and prompts/s, the server's CPU (every thread, from
+``/proc``) per prompt over both series. Each figure is reported as medians and the median
+paired overhead (``bench/_pairs.py``).
 """
 
 from __future__ import annotations
@@ -534,6 +541,54 @@ async def _measure(args: argparse.Namespace) -> None:
         print(f"idle RSS after start: median {statistics.median(rss):.0f} MB")
 
 
+async def _one_side(args: argparse.Namespace, telemetry: bool) -> dict[str, float]:
+    """One server per provider with telemetry *telemetry*: the figures ``--pairs`` compares."""
+    if telemetry:  # the served children read it
+        os.environ["KITTIWAKE_BENCH_TELEMETRY"] = "1"
+    else:
+        os.environ.pop("KITTIWAKE_BENCH_TELEMETRY", None)
+    figures: dict[str, float] = {}
+    mock_port = _free_port()
+    mock = f"http://127.0.0.1:{mock_port}"
+    async with _child(["--mock-openai", str(mock_port)], mock, "/"):
+        for provider in ("openai", "scripted"):
+            with tempfile.TemporaryDirectory() as tmp:
+                port = _free_port()
+                url = f"http://127.0.0.1:{port}"
+                argv = ["--serve", str(port), tmp, mock if provider == "openai" else "scripted"]
+                async with _child(argv, url, "/api/health") as pid:
+                    cpu = _cpu_seconds(pid)
+                    series = await _http_series(url, args, lean=True)
+                    prompts = 5 + args.sequential + args.concurrent * args.rounds
+                    label = "OpenAI-compatible mock" if provider == "openai" else "ScriptedLLM"
+                    figures[f"{label}, server CPU per prompt"] = (_cpu_seconds(pid) - cpu) / prompts
+                    figures[f"{label}, sequential median"] = series.median
+                    figures[f"{label}, {args.concurrent} at once (prompts/s)"] = (
+                        series.concurrent or 0.0
+                    )
+                    if provider == "openai":
+                        costs = await _request_costs(url, pid, args.requests)
+                        for name, (_, server_cpu) in costs.items():
+                            figures[f"server CPU, {name}"] = server_cpu
+    return figures
+
+
+async def _pairs(args: argparse.Namespace) -> None:
+    from _pairs import first_is_off, pair_report  # this file's folder is on sys.path
+
+    sides: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    for pair in range(args.pairs):
+        for telemetry in (False, True) if first_is_off(pair) else (True, False):
+            sides[telemetry].append(await _one_side(args, telemetry))
+        print(f"pair {pair + 1} of {args.pairs} done", flush=True)
+    for name in sides[False][0]:
+        off = [run[name] for run in sides[False]]
+        on = [run[name] for run in sides[True]]
+        rate = name.endswith("(prompts/s)")
+        print(pair_report(name, off, on, unit="/s" if rate else "ms",
+                          scale=1.0 if rate else 1000.0, higher_is_better=rate))  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--serve", nargs=3, metavar=("PORT", "DATA_DIR", "PROVIDER"))
@@ -547,12 +602,17 @@ def main() -> None:
     parser.add_argument(
         "--telemetry", action="store_true", help="served runtimes record spans (telemetry on)"
     )
+    parser.add_argument(
+        "--pairs", type=int, default=0, help="telemetry off / on pairs (overhead, see above)"
+    )
     args = parser.parse_args()
     if args.telemetry:  # the served children read it
         os.environ["KITTIWAKE_BENCH_TELEMETRY"] = "1"
     try:
         if args.mock_openai:
             trio.run(_mock_openai, args.mock_openai)
+        elif args.pairs:
+            trio.run(_pairs, args)
         elif args.serve:
             sys.path.insert(0, str(ROOT))
             trio.run(_serve, int(args.serve[0]), args.serve[1], args.serve[2])

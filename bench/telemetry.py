@@ -1,7 +1,7 @@
 """Telemetry costs: a span's CPU, spans written per second, the summary query over many spans.
 
 Usage: .venv/bin/python bench/telemetry.py [--spans 50000] [--rows 1000000] [--prompts 300]
-                                          [--rounds 5]
+                                          [--rounds 5] [--pairs 0] [--sample 0.05]
 
 - span CPU: process time (every thread) per ``runtime.telemetry.span`` block with nothing
   recording, recorded into a processor that drops it (the SDK's cost), and recorded into the
@@ -12,6 +12,8 @@ Usage: .venv/bin/python bench/telemetry.py [--spans 50000] [--rows 1000000] [--p
   telemetry writer's) per prompt answered by a zero-latency ScriptedLLM with one tool call,
   ``--prompts`` sequential prompts in one session, telemetry off / on / sampled at 10% / 0%,
   interleaved ``--rounds`` times (CPU time is steadier than wall time on a shared machine);
+  with ``--pairs N`` instead, off against ``--sample`` only, N pairs in alternating order
+  (``bench/_pairs.py``: medians, the median paired overhead, the faster quartiles');
 - summary query: ``--rows`` spans generated in DuckDB (provider turns, tools and storage
   batches over 100 sessions, 4 models and 30 days), then ``TelemetryStore.summary`` by
   model, session and day, and ``spans(session_id=...)``: median of 5 wall times each.
@@ -20,16 +22,20 @@ Usage: .venv/bin/python bench/telemetry.py [--spans 50000] [--rows 1000000] [--p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._pairs import first_is_off, pair_report  # noqa: E402
 from runtime.telemetry import recording, span  # noqa: E402
 from storage import TelemetryOptions, TelemetryStore  # noqa: E402
 
@@ -188,15 +194,111 @@ def cpu_per_prompt(count: int, rounds: int) -> None:
               f" ({(median / off - 1) * 100:+.0f}%; runs {runs})")  # fmt: skip
 
 
+def _thread_cpu(threads: Iterable[threading.Thread]) -> float:
+    """CPU seconds *threads* used so far (each thread's own CPU clock; ended ones skipped)."""
+    total = 0.0
+    for thread in threads:
+        if thread.ident is not None and thread.is_alive():
+            with contextlib.suppress(OSError):
+                total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    return total
+
+
+async def _alternating(count: int, pairs: int, sample: float) -> tuple[list[float], list[float]]:
+    """CPU per prompt of two runtimes in this process, telemetry off and sampled at
+    *sample*, prompted in alternating blocks of *count* (see ``cpu_blocks``)."""
+    results: tuple[list[float], list[float]]
+    from bench.turn_overhead import echo_then_answer, scripted, tools
+    from runtime import Location, Prompt, open_runtime
+
+    async with contextlib.AsyncExitStack() as stack:
+        runtimes, owned, sids = [], [], []
+        for telemetry in (None, TelemetryOptions(sample=sample)):
+            directory = Path(tempfile.mkdtemp())
+            before = set(threading.enumerate())
+            options = {"telemetry": telemetry} if telemetry is not None else {}
+            rt = await stack.enter_async_context(
+                open_runtime(data_dir=directory, llm=scripted(echo_then_answer), tools=tools, **options)
+            )  # fmt: skip
+            runtimes.append(rt)
+            owned.append([t for t in set(threading.enumerate()) - before
+                          if not t.name.startswith("Trio thread")])  # fmt: skip
+            sids.append((await rt.sessions.create(location=Location(directory=str(directory)))).id)
+
+        async def block(side: int, prompts: int) -> None:
+            rt, sid = runtimes[side], sids[side]
+            for i in range(prompts):
+                await rt.sessions.prompt(sid, prompt=Prompt(text=f"turn {i}"))
+                await rt.sessions.wait_idle(sid)
+
+        for side in (0, 1):
+            await block(side, 20)  # warm up
+        main: tuple[list[float], list[float]] = ([], [])
+        background = [_thread_cpu(threads) for threads in owned]
+        for pair in range(pairs):
+            for side in (0, 1) if first_is_off(pair) else (1, 0):
+                started = time.thread_time()
+                await block(side, count)
+                main[side].append((time.thread_time() - started) / count)
+        # The threads' work comes in lumps (a write every linger period): their CPU over
+        # the whole run, per prompt, is added to each block's trio-thread figure.
+        per_prompt = [
+            (_thread_cpu(threads) - before) / (count * pairs)
+            for threads, before in zip(owned, background, strict=True)
+        ]
+        results = ([m + per_prompt[0] for m in main[0]], [m + per_prompt[1] for m in main[1]])
+        print(f"  trio thread: {pair_report('', main[0], main[1], unit='ms', scale=1000)}")
+        print(f"  own threads per prompt: off {per_prompt[0] * 1000:.2f} ms,"
+              f" on {per_prompt[1] * 1000:.2f} ms")  # fmt: skip
+    return results
+
+
+def cpu_blocks(count: int, pairs: int, sample: float) -> None:
+    """Off against *sample* in one process: two runtimes prompted in alternating blocks
+    of *count* sequential prompts (the order swapped every pair), so both sides of a pair
+    run within a second of each other on the same machine state. A side's CPU is the
+    trio thread's during its block plus its own threads' (store, applier, syncer,
+    telemetry writer) over the pair; what one runtime's threads do during the other's
+    block is still its own."""
+    import trio
+
+    off, on = trio.run(_alternating, count, pairs, sample)
+    label = f"CPU per prompt, alternating blocks of {count}, telemetry off / sampled {sample:g}"
+    print(pair_report(label, off, on, unit="ms", scale=1000), flush=True)
+
+
+def cpu_pairs(count: int, pairs: int, sample: float) -> None:
+    import trio
+
+    on_options = TelemetryOptions(sample=sample)
+    off: list[float] = []
+    on: list[float] = []
+    for pair in range(pairs):
+        for telemetry in (None, on_options) if first_is_off(pair) else (on_options, None):
+            (off if telemetry is None else on).append(trio.run(_prompts, count, telemetry))
+    label = f"CPU per prompt with a tool call, telemetry off / sampled {sample:g}"
+    print(pair_report(label, off, on, unit="ms", scale=1000), flush=True)
+    print("  off runs:", ", ".join(f"{v * 1000:.2f}" for v in off))
+    print("  on runs: ", ", ".join(f"{v * 1000:.2f}" for v in on))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spans", type=int, default=50_000)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--prompts", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=0, help="off / --sample pairs instead")
+    parser.add_argument("--blocks", type=int, default=0, help="off / --sample in one process")
+    parser.add_argument("--sample", type=float, default=TelemetryOptions().sample)
     args = parser.parse_args()
-    span_cpu(args.spans)
-    if args.prompts:
+    if args.spans:
+        span_cpu(args.spans)
+    if args.prompts and args.blocks:
+        cpu_blocks(args.prompts, args.blocks, args.sample)
+    elif args.prompts and args.pairs:
+        cpu_pairs(args.prompts, args.pairs, args.sample)
+    elif args.prompts:
         cpu_per_prompt(args.prompts, args.rounds)
     if args.rows:
         summary_query(args.rows)
