@@ -31,7 +31,13 @@ from runtime import events as ev
 from runtime import llm
 from runtime.agents import AgentInfo, PermissionGate
 from runtime.telemetry import records_text, span
-from runtime.tools import ToolContext, ToolFailure, ToolRegistry, ToolSettlement
+from runtime.tools import (
+    ToolContext,
+    ToolFailure,
+    ToolRegistry,
+    ToolSettlement,
+    reporting_output,
+)
 from runtime.tools import ToolSuccess as Succeeded
 
 __all__ = [
@@ -275,7 +281,10 @@ class Turn:
             "gen_ai.tool.call.id": call.call_id,
         }  # fmt: skip
         try:
-            with span("tool", attributes) as current:
+            with (
+                span("tool", attributes) as current,
+                reporting_output(partial(self._output, call.call_id)),
+            ):
                 settlement = await self._registry.settle(
                     call.name, call.input, ctx, agent=self.agent, permissions=self._permissions,
                     before_change=partial(self._before_change, call.call_id),
@@ -290,6 +299,10 @@ class Turn:
             raise
         with trio.move_on_after(_SETTLE_GRACE, shield=True):
             await self._append([self._settled(call, settlement)])
+
+    def _output(self, call_id: str, text: str) -> None:
+        """Publish output a running tool produced (live only)."""
+        self._hub.publish_delta(ev.ToolOutputDelta(**self._ids(), call_id=call_id, delta=text))
 
     async def _before_change(self, call_id: str, files: list[ev.FileImage]) -> None:
         """Make the previous content of the files call *call_id* is about to change durable

@@ -43,6 +43,8 @@ from storage import StoredEvent
 __all__ = ["Idle", "Lookup", "StatusBoard", "V1Projection"]
 
 _log = logging.getLogger("kittiwake.gateway.v1")
+_SHOWN: Final = 30_000
+"""Characters of a running tool's output its part shows (the last ones), as OpenCode's."""
 _REMEMBERED: Final = 256
 """Assistant messages one projection keeps the parts of (least recently seen dropped)."""
 
@@ -152,6 +154,14 @@ class V1Projection:
         message = await self._assistant(sid, delta.assistant_message_id, delta.timestamp, out)
         if isinstance(delta, ev.ToolInputDelta):
             _index(message, delta.call_id)  # announced with its name by tool.input.started
+            return out
+        if isinstance(delta, ev.ToolOutputDelta):
+            running = message.parts.get(delta.call_id)
+            if running is not None and running["state"]["status"] == "running":
+                state = running["state"]
+                shown = state.get("metadata", {}).get("output", "") + delta.delta
+                state["metadata"] = {**state.get("metadata", {}), "output": shown[-_SHOWN:]}
+                out.append(_part_updated(running, delta.timestamp))
             return out
         if isinstance(delta, ev.TextDelta):
             key, kind = delta.text_id, "text"

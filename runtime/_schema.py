@@ -51,6 +51,7 @@ __all__ = [
     "ResumeNeeded",
     "Retried",
     "RetryError",
+    "ToolOutputDelta",
     "RevertCommitted",
     "RevertInfo",
     "RunError",
@@ -630,6 +631,15 @@ class ToolInputDelta(Event, frozen=True, tag="session.next.tool.input.delta"):
     delta: str
 
 
+class ToolOutputDelta(Event, frozen=True, tag="session.next.tool.output.delta"):
+    """Output a running local tool produced (live only; Kittiwake's): the shell tool's
+    stdout and stderr as it reads them. The settled result holds what is kept."""
+
+    assistant_message_id: str
+    call_id: str
+    delta: str
+
+
 class CompactionDelta(Event, frozen=True, tag="session.next.compaction.delta"):
     """Progress of a compaction's summary (live only: ``compaction.ended`` holds it all)."""
 
@@ -652,7 +662,9 @@ class Retried(Event, frozen=True, tag="session.next.retried"):
     next: int
 
 
-LiveDelta = TextDelta | ReasoningDelta | ToolInputDelta | CompactionDelta | Retried
+LiveDelta = (
+    TextDelta | ReasoningDelta | ToolInputDelta | ToolOutputDelta | CompactionDelta | Retried
+)
 
 
 @cache

@@ -71,6 +71,7 @@ from runtime._schema import ToolFileContent as ToolFileContent
 from runtime._schema import ToolInputDelta as ToolInputDelta
 from runtime._schema import ToolInputEnded as ToolInputEnded
 from runtime._schema import ToolInputStarted as ToolInputStarted
+from runtime._schema import ToolOutputDelta as ToolOutputDelta
 from runtime._schema import ToolProvider as ToolProvider
 from runtime._schema import ToolResultsPruned as ToolResultsPruned
 from runtime._schema import ToolSuccess as ToolSuccess
@@ -146,6 +147,7 @@ __all__ = [
     "ToolInputDelta",
     "ToolInputEnded",
     "ToolInputStarted",
+    "ToolOutputDelta",
     "ToolProvider",
     "ToolResultsPruned",
     "ToolSuccess",

@@ -67,6 +67,7 @@ from runtime.tools._session_tools import session_tools as session_tools
 from runtime.tools._session_tools import task_description as task_description
 from runtime.tools._shell import ShellInput as ShellInput
 from runtime.tools._shell import ShellLimits as ShellLimits
+from runtime.tools._shell import reporting_output as reporting_output
 from runtime.tools._shell import shell_tool as shell_tool
 from runtime.tools._skill import Skill as Skill
 from runtime.tools._skill import SkillInput as SkillInput
@@ -176,6 +177,7 @@ __all__ = [
     "preview",
     "read_skill",
     "read_tool",
+    "reporting_output",
     "resolve_path",
     "run_tool_output_cleanup",
     "search_request",

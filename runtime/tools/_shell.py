@@ -8,9 +8,13 @@ then SIGKILL after a grace period. Cleanup is shielded and bounded.
 
 from __future__ import annotations
 
+import codecs
 import os
 import signal
 import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Final
 
 import msgspec
@@ -21,10 +25,25 @@ from runtime.tools._authority import resolve_path
 from runtime.tools._model import ToolContext, ToolEnvironment, ToolError, ToolOutput
 from runtime.tools._tool import Tool
 
-__all__ = ["ShellInput", "ShellLimits", "group_alive", "shell_tool"]
+__all__ = ["ShellInput", "ShellLimits", "group_alive", "reporting_output", "shell_tool"]
 
 _READ_CHUNK: Final = 65536
 _POLL: Final = 0.02
+_REPORT: ContextVar[Callable[[str], None] | None] = ContextVar(
+    "kittiwake_shell_output", default=None
+)
+
+
+@contextmanager
+def reporting_output(report: Callable[[str], None]) -> Iterator[None]:
+    """While in this block (this task and the tasks it starts), the shell tool passes
+    its output to *report* as it reads it: each chunk of stdout or stderr, decoded
+    (UTF-8, a character split between chunks kept whole). *report* must not block."""
+    token = _REPORT.set(report)
+    try:
+        yield
+    finally:
+        _REPORT.reset(token)
 
 
 class ShellInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -156,8 +175,12 @@ async def _close(proc: trio.Process) -> None:
 
 
 async def _drain(stream: trio.abc.ReceiveStream, capture: _Capture) -> None:
+    report = _REPORT.get()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     while chunk := await stream.receive_some(_READ_CHUNK):
         capture.add(chunk)
+        if report is not None and (text := decoder.decode(chunk)):
+            report(text)
 
 
 async def _kill_group(proc: trio.Process, grace: float) -> None:

@@ -3,6 +3,7 @@ todo, question, retry and diff events, each validated against OpenCode's schemas
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -156,3 +157,32 @@ async def test_session_diff_lists_what_the_file_tools_changed(tmp_path: Any) -> 
         assert diffed["properties"]["diff"] == r.json()
         (tmp_path / "notes.txt").unlink()  # the file is gone again: nothing differs
         assert (await client.get(f"/session/{sid}/diff")).json() == []
+
+
+async def test_a_running_shell_call_streams_its_output_into_metadata(tmp_path: Any) -> None:
+    command = "echo first; while [ ! -e go ]; do sleep 0.02; done; echo second"
+    llm = ScriptedLLM([_call("c1", "shell", {"command": command}), _said("ran")])
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        async with v1_stream(g.url) as events:
+            sid = await _session(client)
+            body = {"agent": "build", "parts": [{"type": "text", "text": "go"}]}
+            r = await client.post(f"/session/{sid}/prompt_async", json=body)
+            assert r.status_code == 204, r.text
+
+            def shows(text: str, status: str) -> Callable[[dict[str, Any]], bool]:
+                def test(p: dict[str, Any]) -> bool:
+                    part = p["properties"].get("part", {})
+                    state = part.get("state", {})
+                    return (
+                        p["type"] == "message.part.updated" and part.get("tool") == "bash"
+                        and state.get("status") == status
+                        and text in state.get("metadata", {}).get("output", "")
+                    )  # fmt: skip
+
+                return test
+
+            running = await events.until(shows("first", "running"))
+            assert "second" not in running["properties"]["part"]["state"]["metadata"]["output"]
+            (tmp_path / "go").touch()  # the command ends only now
+            done = await events.until(shows("second", "completed"))
+    assert done["properties"]["part"]["id"] == running["properties"]["part"]["id"]
