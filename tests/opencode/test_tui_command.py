@@ -5,6 +5,7 @@ on PATH, one line naming the npm package and a non-zero exit."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -114,3 +115,22 @@ def test_tui_without_opencode_names_the_package(provider: Provider, tmp_path):
     assert done.stderr.startswith("kittiwake: OpenCode's terminal UI is not installed")
     assert "npm install -g opencode-ai@1.18.33" in done.stderr
     assert not (tmp_path / "data" / "kittiwake.duckdb").exists()  # refused before opening
+
+
+def test_tui_says_why_its_server_did_not_start(provider: Provider, tmp_path):
+    setup = Kittiwake(tmp_path, provider)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway", "tui", "--port", str(port)], cwd=setup.project,
+            capture_output=True, text=True, timeout=60, env=_with_opencode(setup.env),
+        )  # fmt: skip
+    assert done.returncode == 1
+    log = tmp_path / "data" / "log" / "tui-serve.log"
+    assert done.stderr.splitlines()[-1] == (
+        f"kittiwake: the server did not start: cannot listen on 127.0.0.1:{port}: "
+        f"Address already in use (log: {log})"
+    )
+    assert not (tmp_path / "data" / "serving.json").exists()

@@ -67,10 +67,12 @@ def test_the_ui_survives_kill_9_and_reopens_an_earlier_session(provider: Provide
         # events sent before it is back are not replayed to it.
         _wait_for_subscribers(served.url, 2, timeout=45)
         ask("third hello")  # answered only through the UI's reconnected event stream
-        ui.wait_for(lambda s: s.count("Hello from the mock.") == 2, 20, "the answer after")
+        shown = ui.wait_for(
+            lambda s: "Hello from the mock." in s.partition("third hello")[2], 20, "its answer"
+        )
         messages = _get(served.url, f"/session/{second['id']}/message")
         texts = [m["parts"][0]["text"] for m in messages if m["info"]["role"] == "user"]
-        assert texts == ["second hello", "third hello"]
+        assert texts == ["second hello", "third hello"], (shown, messages)
 
         ui.type("/sessions")
         ui.wait_for(lambda s: "Switch session" in s, 10, "the /sessions command")
