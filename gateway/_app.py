@@ -35,7 +35,7 @@ from gateway._session_tools import session_tool_routes
 from gateway._streams import after_arg, stream_routes
 from gateway._telemetry import Samples, telemetry_routes
 from gateway._v1 import v1_session_routes
-from gateway._v1_actions import v1_action_routes
+from gateway._v1_actions import UserShell, v1_action_routes
 from gateway._v1_catalog import v1_catalog_routes
 from gateway._v1_events import StatusBoard
 from gateway._wire import (
@@ -124,7 +124,7 @@ class Gateway:
         self._known: OrderedDict[str, None] = OrderedDict()
         self._known_limit = known_sessions
         self.board: StatusBoard
-        self.shells: dict[str, trio.CancelScope] = {}
+        self.shells: dict[str, UserShell] = {}
         """The user shell command running per session (``POST /session/{id}/shell``)."""
         """Busy V1 sessions and their idle waiters (``gateway._v1_events``)."""
 
@@ -188,7 +188,17 @@ def create_app(
         origins=frozenset(cors_origins or ()), max_body=max_body, known_sessions=known_sessions,
     )  # fmt: skip
     app.extensions[_EXTENSION] = gw
-    gw.board = StatusBoard(rt.sessions.wait_idle, lambda: app.nursery)
+
+    async def idle(session_id: str) -> None:
+        """No drain runs and no user shell command (``POST .../shell``) either."""
+        while True:
+            await rt.sessions.wait_idle(session_id)
+            shell = gw.shells.get(session_id)
+            if shell is None:
+                return
+            await shell.ended.wait()
+
+    gw.board = StatusBoard(idle, lambda: app.nursery)
     install_guards(app, gw)
     install_errors(app)
     table = RouteTable()

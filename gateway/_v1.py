@@ -344,7 +344,7 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         await gw.check_session(session_id)
         shell = gw.shells.get(session_id)
         if shell is not None:
-            shell.cancel()
+            shell.scope.cancel()
         await rt.sessions.interrupt(session_id)
         return _json(True)
 

@@ -5,6 +5,7 @@ user runs a command through the session's shell tool)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -22,9 +23,18 @@ from runtime import IdGenerator
 if TYPE_CHECKING:
     from gateway._app import Gateway
 
-__all__ = ["ForkBody", "ShellBody", "v1_action_routes"]
+__all__ = ["ForkBody", "ShellBody", "UserShell", "v1_action_routes"]
 
 _OBJECT: Final = Answer(type=dict[str, Any])
+
+
+@dataclass
+class UserShell:
+    """A user's shell command running in a session: abort cancels *scope*; the V1 idle
+    waiter waits for *ended*."""
+
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    ended: trio.Event = field(default_factory=trio.Event)
 
 
 class ShellBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -84,18 +94,18 @@ def v1_action_routes(table: RouteTable, gw: Gateway, *, max_messages: int) -> No
                 sessionID=session_id,
             )  # fmt: skip
         model = body.model.ref() if body.model is not None else None
-        with trio.CancelScope() as scope:
-            gw.shells[session_id] = scope
-            try:
+        running = gw.shells[session_id] = UserShell()
+        gw.board.announce(session_id)  # busy now: the UI's spinner, and abort enabled
+        assistant_id = ""
+        try:
+            with running.scope:
                 _, assistant_id = await run_user_shell(
                     rt, session_id, body.command, agent=body.agent, model=model, ids=ids,
                     now=lambda: int(time.time() * 1000),
                 )  # fmt: skip
-            finally:
-                del gw.shells[session_id]
-        if scope.cancelled_caught:
-            assistant_id = ""
-        gw.board.busy(session_id)
+        finally:
+            del gw.shells[session_id]
+            running.ended.set()  # the streams' idle waiter goes on, after the record
         with trio.move_on_after(SETTLE_TIMEOUT):
             await gw.board.settled(session_id)
         items = await transcript(rt, session_id, limit=max_messages)

@@ -40,7 +40,7 @@ from runtime import events as ev
 from runtime import messages as msg
 from storage import StoredEvent
 
-__all__ = ["Idle", "Lookup", "StatusBoard", "V1Projection"]
+__all__ = ["Busy", "Idle", "Lookup", "StatusBoard", "V1Projection"]
 
 _log = logging.getLogger("kittiwake.gateway.v1")
 _SHOWN: Final = 30_000
@@ -51,6 +51,13 @@ _REMEMBERED: Final = 256
 
 class Idle(msgspec.Struct, frozen=True):
     """Offered into a V1 subscription when its session turned idle."""
+
+    session_id: str
+
+
+class Busy(msgspec.Struct, frozen=True):
+    """Offered into a V1 subscription when its session turned busy without an event
+    saying so (a user's shell command, recorded once it ends)."""
 
     session_id: str
 
@@ -112,7 +119,11 @@ class V1Projection:
         self._messages.clear()
         self._users.clear()
 
-    async def feed(self, item: StoredEvent | LiveDelta | Idle) -> list[Payload]:
+    async def feed(self, item: StoredEvent | LiveDelta | Idle | Busy) -> list[Payload]:
+        if isinstance(item, Busy):
+            out: list[Payload] = []
+            self._busy_now(item.session_id, out)
+            return out
         if isinstance(item, Idle):
             self._retrying.discard(item.session_id)
             if item.session_id not in self._busy:
@@ -450,6 +461,13 @@ class StatusBoard:
         for pending in self._undelivered.values():
             pending.discard(sub)
         self._bump()
+
+    def announce(self, session_id: str) -> None:
+        """Tell every V1 subscription *session_id* is busy (``Busy``); each stream then
+        watches it (``busy``) until it is idle."""
+        for sub in self._subs:
+            sub.offer(cast(Any, Busy(session_id)))
+        self.busy(session_id)
 
     def busy(self, session_id: str) -> None:
         """Watch *session_id* until it is idle (no-op while already watched)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import trio
 
 from .conftest import assert_valid, response_schema, served
 from .v1 import v1_stream
@@ -130,3 +131,38 @@ async def test_shell_runs_the_command_and_records_it_in_the_history(tmp_path: An
 
         empty = await client.post(f"/session/{sid}/shell", json={"agent": "build", "command": " "})
         assert empty.status_code == 400 and empty.json()["_tag"] == "InvalidRequestError"
+
+
+async def test_a_running_shell_command_is_busy_and_abort_stops_it(tmp_path: Any) -> None:
+    busy = {"sessionID": "", "status": {"type": "busy"}}
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _session(client)
+        busy["sessionID"] = sid
+        answers: list[httpx.Response] = []
+
+        async def run() -> None:
+            body = {"agent": "build", "command": "while true; do sleep 0.02; done"}
+            answers.append(await client.post(f"/session/{sid}/shell", json=body, timeout=30))
+
+        async with v1_stream(g.url) as events:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run)
+                await events.until(
+                    lambda p: p["type"] == "session.status" and p["properties"] == busy
+                )
+                status = await client.get("/session/status")
+                assert _valid(status, "/session/status")[sid] == {"type": "busy"}
+                body = {"agent": "build", "command": "true"}
+                again = await client.post(f"/session/{sid}/shell", json=body)
+                assert again.status_code == 409 and again.json()["_tag"] == "SessionBusyError"
+                schema = response_schema("/session/{sessionID}/shell", "post", 409)
+                assert_valid(again.json(), schema)
+                assert (await client.post(f"/session/{sid}/abort")).json() is True
+            idle = {"sessionID": sid, "status": {"type": "idle"}}
+            await events.until(lambda p: p["type"] == "session.status" and p["properties"] == idle)
+        [answer] = answers
+        parts = _valid(answer, "/session/{sessionID}/shell", "post")["parts"]
+        [tool] = [p for p in parts if p["type"] == "tool"]
+        assert tool["state"]["status"] == "error"
+        assert tool["state"]["error"] == "Tool execution interrupted"
+        assert sid not in (await client.get("/session/status")).json()
