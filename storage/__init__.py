@@ -16,6 +16,8 @@ from storage._journal import JournalCorrupt as JournalCorrupt
 from storage._journal import JournalError as JournalError
 from storage._journal import JournalFiles as JournalFiles
 from storage._journal import JournalHeld as JournalHeld
+from storage._pg_listen import Listener as Listener
+from storage._port import AcquireLease as AcquireLease
 from storage._port import AdmitAndOpen as AdmitAndOpen
 from storage._port import AdmitContext as AdmitContext
 from storage._port import AdmitPrompt as AdmitPrompt
@@ -40,15 +42,21 @@ from storage._port import History as History
 from storage._port import HistoryChanges as HistoryChanges
 from storage._port import InitializeEpoch as InitializeEpoch
 from storage._port import IsApproved as IsApproved
+from storage._port import Lease as Lease
+from storage._port import LeaseLost as LeaseLost
+from storage._port import LeaseOf as LeaseOf
 from storage._port import ListSessions as ListSessions
 from storage._port import MessageEntry as MessageEntry
 from storage._port import Messages as Messages
+from storage._port import Orphans as Orphans
 from storage._port import PendingInputs as PendingInputs
 from storage._port import Permission as Permission
 from storage._port import Permissions as Permissions
 from storage._port import PromoteInputs as PromoteInputs
 from storage._port import PutEpoch as PutEpoch
 from storage._port import Query as Query
+from storage._port import ReleaseLease as ReleaseLease
+from storage._port import RenewLease as RenewLease
 from storage._port import ReplaceEpoch as ReplaceEpoch
 from storage._port import ReplyPermission as ReplyPermission
 from storage._port import SaveApproval as SaveApproval
@@ -74,6 +82,7 @@ from storage._telemetry import TelemetryOptions as TelemetryOptions
 from storage._telemetry import TelemetryStore as TelemetryStore
 
 __all__ = [
+    "AcquireLease",
     "AdmitAndOpen",
     "AdmitContext",
     "AdmitPrompt",
@@ -94,10 +103,10 @@ __all__ = [
     "EpochRow",
     "EventStore",
     "Events",
-    "Footprint",
-    "ForkSession",
     "EventsOfType",
     "EventsTail",
+    "Footprint",
+    "ForkSession",
     "GetSession",
     "History",
     "HistoryChanges",
@@ -108,19 +117,26 @@ __all__ = [
     "JournalError",
     "JournalFiles",
     "JournalHeld",
+    "Lease",
+    "LeaseLost",
+    "LeaseOf",
+    "Listener",
     "ListSessions",
     "MessageEntry",
     "Messages",
     "OS_FILES",
+    "Orphans",
     "Outcome",
     "PendingInputs",
-    "PostgresStatistics",
-    "PostgresStore",
     "Permission",
     "Permissions",
+    "PostgresStatistics",
+    "PostgresStore",
     "PromoteInputs",
     "PutEpoch",
     "Query",
+    "ReleaseLease",
+    "RenewLease",
     "ReplaceEpoch",
     "ReplyPermission",
     "SaveApproval",
@@ -131,14 +147,14 @@ __all__ = [
     "Statistics",
     "Store",
     "StoreStatistics",
-    "Usage",
-    "UsageRow",
     "StoredEvent",
-    "WriteBatch",
     "SummaryKey",
     "TELEMETRY_FILE",
     "TEXT_ATTRIBUTES",
     "TelemetryOptions",
     "TelemetryStore",
+    "Usage",
+    "UsageRow",
+    "WriteBatch",
     "decode_stored",
 ]

@@ -24,6 +24,7 @@ from storage._caches import (
     input_from_row,
 )
 from storage._commands import apply
+from storage._leases import LEASE_COMMANDS, session_of
 from storage._port import AdmitAndOpen, AdmitPrompt, Command
 from storage._rows import RowSet
 from storage._state import DB_FILE
@@ -202,10 +203,23 @@ class WritePipeline(StoreCaches):
     def _plan(self, batch: WriteBatch, op: Command[Any] | Callable[[WriteBatch], Any]) -> Outcome:
         mark = batch.mark()
         try:
+            if isinstance(op, LEASE_COMMANDS):
+                return Outcome(value=self._lease_command(op))
+            fence = getattr(op, "fence", None)
+            if fence is not None:  # LeaseLost before anything of it is planned
+                self._check_fence(session_of(op), fence)
             return Outcome(value=apply(batch, op) if isinstance(op, Command) else op(batch))
         except Exception as exc:  # noqa: BLE001 - the error is the operation's answer
             batch.rollback(mark)
             return Outcome(error=exc)
+
+    def _lease_command(self, op: Command[Any]) -> Any:
+        """Carry out a lease command (``storage._leases``; in memory for DuckDB)."""
+        return self._leases.run(op)
+
+    def _check_fence(self, session_id: str | None, fence: int) -> None:
+        """Raise ``LeaseLost`` unless *fence* is the session's lease token."""
+        self._leases.check(session_id, fence)
 
     def _commit(self, batch: WriteBatch) -> None:
         """Journal and write *batch* synchronously (rebuilds; no applier work pending)."""

@@ -23,6 +23,7 @@ from runtime.history import HistoryDelta
 from storage._batch import ApprovalRow, EpochRow, StoredEvent
 
 __all__ = [
+    "AcquireLease",
     "AdmitAndOpen",
     "AdmitContext",
     "AdmitPrompt",
@@ -46,15 +47,21 @@ __all__ = [
     "HistoryChanges",
     "InitializeEpoch",
     "IsApproved",
+    "Lease",
+    "LeaseLost",
+    "LeaseOf",
     "ListSessions",
     "MessageEntry",
     "Messages",
+    "Orphans",
     "PendingInputs",
     "Permission",
     "Permissions",
     "PromoteInputs",
     "PutEpoch",
     "Query",
+    "ReleaseLease",
+    "RenewLease",
     "ReplaceEpoch",
     "ReplyPermission",
     "SaveApproval",
@@ -129,6 +136,8 @@ class PromoteInputs(Command[tuple[Pending, Pending]], frozen=True, tag="prompt.p
     session_id: str
     opening: bool
     timestamp: int
+    fence: int | None = None
+    """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
 
 
 class Append(Command[list[int]], frozen=True, tag="events.append"):
@@ -136,6 +145,8 @@ class Append(Command[list[int]], frozen=True, tag="events.append"):
 
     session_id: str
     events: list[ev.DurableEvent]
+    fence: int | None = None
+    """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
 
 
 class AppendWithPending(Command[Pending], frozen=True, tag="events.append_with_pending"):
@@ -143,6 +154,8 @@ class AppendWithPending(Command[Pending], frozen=True, tag="events.append_with_p
 
     session_id: str
     events: list[ev.DurableEvent]
+    fence: int | None = None
+    """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
 
 
 class ForkSession(Command[ev.SessionInfo], frozen=True, tag="session.fork"):
@@ -158,6 +171,8 @@ class AskPermission(Command[None], frozen=True, tag="permission.ask"):
     PromptConflictError when its id names another request."""
 
     asked: ev.PermissionAsked
+    fence: int | None = None
+    """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
 
 
 class ReplyPermission(Command[None], frozen=True, tag="permission.reply"):
@@ -181,6 +196,8 @@ class InitializeEpoch(Command[EpochRow], frozen=True, tag="epoch.initialize"):
     baseline: str
     snapshot: str
     agent: str
+    fence: int | None = None
+    """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
 
 
 class AdmitContext(Command[EpochRow], frozen=True, tag="epoch.admit_context"):
@@ -190,6 +207,8 @@ class AdmitContext(Command[EpochRow], frozen=True, tag="epoch.admit_context"):
     row: EpochRow
     expected_revision: int
     update: ev.ContextUpdated
+    fence: int | None = None
+    """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
 
 
 class ReplaceEpoch(Command[EpochRow], frozen=True, tag="epoch.replace"):
@@ -201,6 +220,8 @@ class ReplaceEpoch(Command[EpochRow], frozen=True, tag="epoch.replace"):
     snapshot: str
     agent: str
     expected_revision: int
+    fence: int | None = None
+    """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
 
 
 class PutEpoch(Command[None], frozen=True, tag="epoch.put"):
@@ -209,6 +230,8 @@ class PutEpoch(Command[None], frozen=True, tag="epoch.put"):
 
     row: EpochRow
     expected_revision: int | None = None
+    fence: int | None = None
+    """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
 
 
 class SetTitle(Command[ev.SessionInfo | None], frozen=True, tag="session.set_title"):
@@ -219,6 +242,57 @@ class SetTitle(Command[ev.SessionInfo | None], frozen=True, tag="session.set_tit
     title: str
     timestamp: int
     rename: bool = False
+
+
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    """A session's lease as acquired or renewed. Times are the store's clock: PostgreSQL's
+    ``now()``, never a worker's; the DuckDB store's own (monotonic) clock."""
+
+    session_id: str
+    owner: str
+    token: int
+    """The fencing token: one more at every acquisition of the session's lease."""
+    expires_at_ms: int
+    taken_over: bool = False
+    """The previous holder's lease was never released (it expired, or its holder's actor
+    was restarted): what it drove may have been cut short."""
+
+
+class LeaseLost(Exception):  # noqa: N818 - the design's name for it
+    """A write made under a lease (``fence``) another acquisition has since replaced:
+    nothing of it was written. The writer stops driving the session (interrupted by a
+    takeover, not failed)."""
+
+    tag = "LeaseLost"
+
+
+class AcquireLease(Command[Lease | None], frozen=True, tag="lease.acquire"):
+    """Take the session's lease for *ttl_ms*: granted (a new token) when it is free,
+    released, expired, or already *owner*'s; None when another owner holds it unexpired.
+    The DuckDB store keeps its leases in memory (one process: they end with it)."""
+
+    session_id: str
+    owner: str
+    ttl_ms: int
+
+
+class RenewLease(Command[Lease | None], frozen=True, tag="lease.renew"):
+    """Extend the lease *token* of *owner* by *ttl_ms* from now; None when it was released
+    or acquired again since (lost)."""
+
+    session_id: str
+    owner: str
+    token: int
+    ttl_ms: int
+
+
+class ReleaseLease(Command[None], frozen=True, tag="lease.release"):
+    """Release the lease *token* of *owner* (nothing if it is no longer that one). A
+    write fenced with a released token is refused (``LeaseLost``) as a replaced one is."""
+
+    session_id: str
+    owner: str
+    token: int
 
 
 # -- queries ----------------------------------------------------------------------------
@@ -347,6 +421,19 @@ class PendingInputs(Query[Pending], frozen=True, tag="inbox.pending"):
     """Unpromoted inbox rows of a session, in admission order."""
 
     session_id: str
+
+
+class LeaseOf(Query[Lease | None], frozen=True, tag="lease.of"):
+    """The session's live lease (held, unexpired), or None."""
+
+    session_id: str
+
+
+class Orphans(Query[list[str]], frozen=True, tag="lease.orphans"):
+    """At most *limit* sessions with work left and no live lease: unpromoted input, or a
+    lease that expired unreleased (its holder died driving)."""
+
+    limit: int
 
 
 class SessionsWithPending(Query[list[str]], frozen=True, tag="inbox.sessions_with_pending"):

@@ -13,29 +13,51 @@ the SQL they issue is portable, with DuckDB's ``?`` placeholders turned into
 psycopg's. The queries that use DuckDB's own functions (JSON, lists) and those that
 pass a parameter only to test it for null are written again here.
 
-One process per database: the caches assume no other writer, so the store's connection
-holds an advisory lock while it is open and a second opener is refused. Leases with fencing
-tokens, routing between workers and cross-worker recovery are not built yet.
+One process per database, unless opened as a cluster worker (``owner=``): then no
+exclusive lock, and every batch is one transaction that first locks the rows of the
+sessions it touches (``select ... for update``, in id order) and compares their
+``version`` with the one this store's caches are from; a session another worker wrote
+since has its cached state dropped and re-read before the batch is planned. Each batch
+that writes a session bumps its version and notifies (``storage._pg_listen``). Reads of a
+session compare its version the same way first; reads by message or request id read
+through. Leases and fencing: ``storage._leases``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar, cast
 
 import msgspec
 import psycopg
 
-from runtime import IdGenerator, SessionMessage, StorageError
-from runtime import events as ev
-from runtime.history import cut_short
+from runtime import IdGenerator, StorageError
 from storage._batch import StoredEvent, WriteBatch
-from storage._caches import CACHE_MESSAGES, decode_info, decode_message, input_from_row
+from storage._caches import CACHE_MESSAGES, decode_message, input_from_row
+from storage._leases import (
+    LEASE_SCHEMA,
+    pg_check_fence,
+    pg_lease_command,
+    pg_lease_of,
+    pg_orphans,
+    session_of,
+)
+from storage._pg_listen import notify
+from storage._pg_queries import PostgresQueries
 from storage._pipeline import Outcome, WritePipeline
-from storage._port import AdmitAndOpen, AdmitPrompt, Command, Query, UsageRow
-from storage._queries import _USAGE_TYPES, StoreQueries, _stored_from_row
+from storage._port import (
+    AdmitAndOpen,
+    AdmitPrompt,
+    Command,
+    IsApproved,
+    Lease,
+    MessageEntry,
+    Permission,
+    Query,
+)
 from storage._rows import _SESSION_ROWS, TABLES, RowSet
 from storage._telemetry import batch_span, end_batch_span
 
@@ -99,12 +121,24 @@ _SCHEMA: Final[list[list[str]]] = [
             resource text not null,
             time_created bigint not null)""",
     ],
+    LEASE_SCHEMA,
 ]
 SCHEMA_VERSION: Final = len(_SCHEMA)
 _SCHEMA_LOCK: Final = 0x4B697474  # an advisory lock key: one opener migrates at a time
 _OWNER_LOCK: Final = 0x4B697475
-"""A session-level advisory lock the store's connection holds while open: one process per
-database until leases exist (its caches assume no other writer)."""
+"""A session-level advisory lock the connection of a store opened without ``owner`` holds
+while open (its caches assume no other writer); cluster workers take it shared."""
+_ATTEMPTS: Final = 3
+"""How often a cluster batch is planned again after a conflict with another worker's
+commit (a key another worker inserted first, a deadlock) before it fails."""
+_RETRY: Final = (
+    psycopg.errors.UniqueViolation,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+)
+_KNOWN: Final = 65536
+"""Sessions whose version a cluster store remembers; one forgotten has its caches dropped
+and re-read the next time it is touched."""
 
 
 class PostgresStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -129,7 +163,7 @@ class _Placeholders:
         return self._conn.execute(sql.replace("?", "%s"), params)
 
 
-class PostgresStore(WritePipeline, StoreQueries):
+class PostgresStore(WritePipeline, PostgresQueries):
     """The store on PostgreSQL. Use :meth:`open`; close with :meth:`close`.
 
     Args:
@@ -139,15 +173,19 @@ class PostgresStore(WritePipeline, StoreQueries):
         connect_timeout: seconds to wait for the server at open.
         sync_thread: accepted for the StorageActor's threaded mode and ignored: a
             commit returns once it is durable, so there is no separate sync.
+        owner: open as a cluster worker with this owner id: other workers may write the
+            same database (see the module docstring). None: the one process on it.
     """
 
     @classmethod
     def open(cls, url: str, *, directory: Path, **options: Any) -> PostgresStore:
-        """Connect, bring the schema up to date and take the database's owner lock.
+        """Connect, bring the schema up to date and take the database's owner lock
+        (shared for a cluster worker, exclusive otherwise).
 
         Raises:
-            StorageError: the server cannot be reached, refused the schema, or another
-                open store (in any process) holds the database.
+            StorageError: the server cannot be reached, refused the schema, or a store
+                opened without ``owner`` holds the database (or, without ``owner``, any
+                other store does).
         """
         store = cls(url, directory=directory, **options)
         store._open()
@@ -155,9 +193,12 @@ class PostgresStore(WritePipeline, StoreQueries):
 
     def __init__(
         self, url: str, *, directory: Path, ids: IdGenerator | None = None,
-        connect_timeout: float = 10.0, sync_thread: bool = False,
+        connect_timeout: float = 10.0, sync_thread: bool = False, owner: str | None = None,
     ) -> None:  # fmt: skip
         super().__init__(Path(directory), ids=ids)
+        self.owner = owner
+        self._versions: OrderedDict[str, int | None] = OrderedDict()
+        """Cluster mode: the version of each session this store's caches are from."""
         self._url = url
         self._connect_timeout = connect_timeout
         self._pg: psycopg.Connection[Any] | None = None
@@ -168,7 +209,8 @@ class PostgresStore(WritePipeline, StoreQueries):
                 self._url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))
             )
             self._migrate()
-            held = self.pg.execute("select pg_try_advisory_lock(%s)", [_OWNER_LOCK]).fetchone()
+            lock = "pg_try_advisory_lock" if self.owner is None else "pg_try_advisory_lock_shared"
+            held = self.pg.execute(f"select {lock}(%s)", [_OWNER_LOCK]).fetchone()
         except psycopg.Error as exc:
             self.close()
             raise StorageError(f"PostgreSQL store did not open: {exc}") from exc
@@ -176,7 +218,7 @@ class PostgresStore(WritePipeline, StoreQueries):
             self.close()
             raise StorageError(
                 "PostgreSQL store did not open: another Kittiwake process uses this database "
-                "(one process per database; docs/cluster.md)"
+                "(one process per database, or cluster workers only; docs/cluster.md)"
             )
         # The shared read-through SQL only needs ``execute``; see _Placeholders.
         self._conn = cast(Any, _Placeholders(self._pg))
@@ -223,41 +265,135 @@ class PostgresStore(WritePipeline, StoreQueries):
     ) -> tuple[list[Outcome], list[StoredEvent]]:
         """Run *operations* as one group commit: one PostgreSQL transaction; answer each.
 
-        *on_written* then *on_durable* are called once the transaction committed (a
-        commit is durable when it returns). An operation that raises gets that error
-        and writes nothing; the others proceed. If the transaction fails, every
-        operation gets StorageError and the store is broken (reopen it): nothing of
-        the batch was written, so an exact retry is safe.
+        The batch is planned and written in one transaction (lease commands and fence
+        checks run in it too). A cluster worker's transaction first locks and
+        revalidates the sessions the batch touches, and a batch that conflicts with
+        another worker's commit (a key it inserted first, a deadlock) is planned again,
+        at most ``_ATTEMPTS`` times in all. *on_written* then *on_durable* are called
+        once the transaction committed (a commit is durable when it returns). An
+        operation that raises gets that error and writes nothing; the others proceed.
+        If the transaction fails, every operation gets StorageError and the store is
+        broken (reopen it): nothing of the batch was written, so an exact retry is safe.
         """
         if self.broken:
             raise StorageError("the PostgreSQL store failed a commit; reopen it")
-        batch = WriteBatch(self)
-        self._prefetch([a.message_id for a in map(_admission, operations) if a and not a.fresh])
-        outcomes = [self._plan(batch, op) for op in operations]
-        self._absent.clear()
-        lost = next((o.error for o in outcomes if isinstance(o.error, psycopg.Error)), None)
-        if lost is not None:  # a read while planning failed: the connection, not a command
-            return self._commit_failed(lost, len(operations), on_durable)
-        if batch.events or batch.epochs or batch.approvals:
-            started = time.perf_counter()
-            span = batch_span(len(operations), len(batch.events))
+        touched = sorted({sid for op in operations if (sid := session_of(op)) is not None})
+        started = time.perf_counter()
+        span = batch_span(len(operations), 0)  # the events are counted at the end
+        for attempt in range(1, _ATTEMPTS + 1):
             try:
-                self._write_rows(batch.rows())
+                with self.pg.transaction():
+                    batch, outcomes, versions = self._plan_and_write(operations, touched)
+            except _RETRY as exc:
+                if self.owner is None or attempt == _ATTEMPTS:
+                    end_batch_span(span, started, error=exc)
+                    return self._commit_failed(exc, len(operations), on_durable)
+                self._drop(touched)
+                continue
             except psycopg.Error as exc:
                 end_batch_span(span, started, error=exc)
                 return self._commit_failed(exc, len(operations), on_durable)
+            break
+        if batch.events or batch.epochs or batch.approvals:
             self._lsn += 1
-            self._adopt(batch, self._lsn)
             self._last_commit_ms = (time.perf_counter() - started) * 1000
-            end_batch_span(span, started)
-        else:
-            self._adopt(batch, self._lsn)
+        self._adopt(batch, self._lsn)
+        self._saw(versions)
+        if span is not None:
+            span.set_attribute("kittiwake.storage.events", len(batch.events))
+        end_batch_span(span, started)
         if on_written is not None:
             on_written(outcomes)
         if on_durable is not None:
             on_durable(outcomes, batch.events)
         self._count(len(operations), len(batch.events))
         return outcomes, batch.events
+
+    def _plan_and_write(
+        self, operations: Sequence[Command[Any] | Callable[[WriteBatch], Any]],
+        touched: list[str],
+    ) -> tuple[WriteBatch, list[Outcome], dict[str, int | None]]:  # fmt: skip
+        """Plan and write a batch in the open transaction; raise psycopg.Error to roll
+        it back."""
+        cluster = self.owner is not None
+        if cluster:
+            self._approvals = None  # other workers may have saved some
+            if touched:
+                self._revalidate(touched, lock=True)
+        batch = WriteBatch(self)
+        self._prefetch([a.message_id for a in map(_admission, operations) if a and not a.fresh])
+        outcomes = [self._plan(batch, op) for op in operations]
+        self._absent.clear()
+        lost = next((o.error for o in outcomes if isinstance(o.error, psycopg.Error)), None)
+        if lost is not None:  # a read while planning failed: the connection, not a command
+            raise lost
+        versions: dict[str, int | None] = {}
+        if batch.events or batch.epochs or batch.approvals:
+            self._write_rows(batch.rows())
+            if cluster:
+                written = {e.aggregate_id for e in batch.events} | set(batch.epochs)
+                versions = self._bump(sorted(written))
+                notify(self.pg, self.owner or "", batch.events)
+        return batch, outcomes, versions
+
+    # -- cluster mode: per-session cache validation ----------------------------------------
+
+    def _revalidate(self, session_ids: Sequence[str], *, lock: bool) -> None:
+        """Drop the cached state of every session another worker wrote since this store's
+        caches were filled; with *lock*, lock the sessions' rows until the transaction
+        ends first (in id order: two batches never deadlock on them)."""
+        ids = sorted(set(session_ids))
+        rows = self.pg.execute(
+            "select id, version from session where id = any(%s) order by id"
+            + (" for update" if lock else ""),
+            [ids],
+        ).fetchall()
+        found: dict[str, int | None] = {str(r[0]): int(r[1]) for r in rows}
+        for session_id in ids:
+            version = found.get(session_id)
+            if self._versions.get(session_id, -1) != version:
+                self._drop([session_id])
+            self._saw({session_id: version})
+
+    def _bump(self, session_ids: list[str]) -> dict[str, int | None]:
+        """Count a write to each session; the new versions (committed with the batch)."""
+        if not session_ids:
+            return {}
+        rows = self.pg.execute(
+            "update session set version = version + 1 where id = any(%s) returning id, version",
+            [session_ids],
+        ).fetchall()
+        found: dict[str, int | None] = {str(r[0]): int(r[1]) for r in rows}
+        return {sid: found.get(sid) for sid in session_ids}
+
+    def _saw(self, versions: dict[str, int | None]) -> None:
+        for session_id, version in versions.items():
+            self._versions[session_id] = version
+            self._versions.move_to_end(session_id)
+        while len(self._versions) > _KNOWN:
+            self._versions.popitem(last=False)
+
+    def _drop(self, session_ids: Sequence[str]) -> None:
+        """Drop *session_ids* from every cache (not as deleted: they are read again)."""
+        for session_id in session_ids:
+            deleted = session_id in self._deleted
+            self._forget(session_id)
+            if not deleted:
+                self._deleted.discard(session_id)
+            self._epochs.pop(session_id, None)
+            self._versions.pop(session_id, None)
+
+    def _lease_command(self, op: Command[Any]) -> Lease | None:
+        return pg_lease_command(self.pg, op)
+
+    def _check_fence(self, session_id: str | None, fence: int) -> None:
+        pg_check_fence(self.pg, session_id, fence)
+
+    def lease_of(self, session_id: str) -> Lease | None:
+        return pg_lease_of(self.pg, session_id)
+
+    def orphans(self, limit: int) -> list[str]:
+        return pg_orphans(self.pg, limit)
 
     def _commit_failed(
         self, exc: BaseException, operations: int,
@@ -278,18 +414,31 @@ class PostgresStore(WritePipeline, StoreQueries):
         reopen it), what answering raises otherwise.
         """
         try:
+            if self.owner is not None:
+                self._read_through(query)
             return super().answer(query)
         except psycopg.Error as exc:
             self.broken = True
             raise StorageError(f"PostgreSQL read failed: {exc}") from exc
+
+    def _read_through(self, query: Query[Any]) -> None:
+        """Cluster mode: drop what *query* would answer from a cache another worker may
+        have changed (a session's state when its version moved; by id: always)."""
+        if isinstance(query, MessageEntry):
+            self._messages.pop(query.message_id, None)
+        elif isinstance(query, Permission):
+            self._permissions.pop(query.request_id, None)
+        elif isinstance(query, IsApproved):
+            self._approvals = None
+        elif (session_id := session_of(query)) is not None:
+            self._revalidate([session_id], lock=False)
 
     def after_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         """Call *callback* at once: every commit was durable when it returned."""
         callback(None)
 
     def _write_rows(self, rows: RowSet) -> None:
-        pg = self.pg
-        with pg.transaction(), pg.cursor() as cur:
+        with self.pg.cursor() as cur:
             if rows.deleted:
                 ids = sorted(rows.deleted)
                 for table, column in _SESSION_ROWS:
@@ -340,93 +489,6 @@ class PostgresStore(WritePipeline, StoreQueries):
                 found.add(row[0])
         self._absent.update(set(wanted) - found)
 
-    # -- queries written for PostgreSQL ----------------------------------------------------
-
-    def list_sessions(self, *, limit: int, before: str | None) -> list[ev.SessionInfo]:
-        rows = self.pg.execute(
-            "select data from session where (%s::text is null or id < %s) order by id desc "
-            "limit %s",
-            [before, before, limit],
-        ).fetchall()
-        return [decode_info(r[0]) for r in rows]
-
-    def children(self, session_id: str) -> list[ev.SessionInfo]:
-        rows = self.pg.execute(
-            "select data from session where data::jsonb ->> 'parentID' = %s order by id",
-            [session_id],
-        ).fetchall()
-        return [decode_info(r[0]) for r in rows]
-
-    def sessions_needing_resume(self) -> list[str]:
-        pg = self.pg
-        marked = pg.execute(
-            "select id from session where data::jsonb ->> 'needsResume' = 'true'"
-        ).fetchall()
-        rows = pg.execute(
-            "select distinct on (session_id) session_id, data from session_message "
-            "where type in ('user', 'assistant', 'synthetic') order by session_id, seq desc"
-        ).fetchall()
-        out = {str(r[0]) for r in marked}
-        out.update(str(sid) for sid, data in rows if cut_short(decode_message(data)))
-        return sorted(out)
-
-    def messages(
-        self, session_id: str, *, limit: int, order: str, after_seq: int | None = None,
-        before_seq: int | None = None,
-    ) -> list[tuple[int, SessionMessage]]:  # fmt: skip
-        direction = "desc" if order == "desc" else "asc"
-        rows = self.pg.execute(
-            "select seq, data from session_message where session_id = %s "
-            "and (%s::bigint is null or seq > %s) and (%s::bigint is null or seq < %s) "
-            f"order by seq {direction} limit %s",
-            [session_id, after_seq, after_seq, before_seq, before_seq, limit],
-        ).fetchall()
-        return [(int(r[0]), decode_message(r[1])) for r in rows]
-
-    def events_of_type(
-        self, types: list[str], *, session_id: str | None, limit: int
-    ) -> list[StoredEvent]:
-        rows = self.pg.execute(
-            "select * from (select id, aggregate_id, seq, type, version, data from event "
-            "where left(type, length(type) - length(version::text) - 1) = any(%s) "
-            "and (%s::text is null or aggregate_id = %s) "
-            "order by aggregate_id desc, seq desc limit %s) t order by aggregate_id, seq",
-            [types, session_id, session_id, limit],
-        ).fetchall()
-        return [_stored_from_row(r) for r in rows]
-
-    def all_events(self) -> Iterator[StoredEvent]:
-        with self.pg.cursor(name="all_events") as cursor, self.pg.transaction():
-            cursor.execute(
-                "select id, aggregate_id, seq, type, version, data from event "
-                "order by aggregate_id, seq"
-            )
-            while rows := cursor.fetchmany(1000):
-                yield from (_stored_from_row(r) for r in rows)
-
-    def usage(self, by: str, *, since_ms: int | None) -> list[UsageRow]:
-        key = {
-            "model": "m.model", "session": "s.session_id",
-            "day": "to_char(to_timestamp(s.ts / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')",
-        }[by]  # fmt: skip
-        t = _USAGE_TYPES
-        rows = self.pg.execute(
-            _PG_USAGE.format(key=key),
-            [list(t.values()), t["started"], t["started"], since_ms or 0, t["ended"], t["failed"]],
-        ).fetchall()
-        return [
-            UsageRow(
-                key=r[0],
-                turns=int(r[1]),
-                tokens_in=int(r[2]),
-                tokens_out=int(r[3]),
-                tokens_cached=int(r[4]),
-                cost=round(float(r[5]), 6),
-                errors=int(r[6]),
-            )  # fmt: skip
-            for r in rows
-        ]
-
     def statistics(self) -> PostgresStatistics:  # type: ignore[override]
         row = self.pg.execute(
             "select pg_database_size(current_database()), "
@@ -444,33 +506,6 @@ class PostgresStore(WritePipeline, StoreQueries):
         row = self.pg.execute("select (pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint")
         found = row.fetchone()
         return int(found[0]) if found else 0
-
-
-_PG_USAGE: Final = """
-with steps as (
-    select aggregate_id as session_id, type, data::jsonb as j,
-        (data::jsonb ->> 'timestamp')::bigint as ts
-    from event where type = any(%s)
-), models as (
-    select session_id, j ->> 'assistantMessageID' as mid, max(j -> 'model' ->> 'id') as model
-    from steps where type = %s group by 1, 2
-), keyed as (
-    select {key} as key, s.type, s.j from steps s
-    left join models m on m.session_id = s.session_id and m.mid = s.j ->> 'assistantMessageID'
-    where s.type <> %s and s.ts >= %s
-), ended as (
-    select key, type, j, type = %s as ok from keyed
-)
-select key,
-    count(*) filter (where ok or type = %s),
-    coalesce(sum((j -> 'tokens' ->> 'input')::bigint) filter (where ok), 0),
-    coalesce(sum((j -> 'tokens' ->> 'output')::bigint) filter (where ok), 0),
-    coalesce(sum((j -> 'tokens' -> 'cache' ->> 'read')::bigint) filter (where ok), 0),
-    coalesce(sum((j ->> 'cost')::float8) filter (where ok), 0),
-    count(*) filter (where not ok)
-from ended group by key order by key nulls last
-"""
-"""``Usage`` (``storage._queries._USAGE``) in PostgreSQL's JSON operators."""
 
 
 def _insert(table: str, width: int) -> str:

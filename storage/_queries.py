@@ -76,6 +76,17 @@ class StoreQueries(StoreCaches):
         )
         return [decode_permission(r[0]) for r in rows]
 
+    def lease_of(self, session_id: str) -> p.Lease | None:
+        """The session's live lease (held, unexpired), or None."""
+        return self._leases.live(session_id)
+
+    def orphans(self, limit: int) -> list[str]:
+        """Sessions with unpromoted input and no live lease, or whose lease expired
+        unreleased; at most *limit*, by id."""
+        pending = [s for s in self.session_ids_with_pending() if self._leases.live(s) is None]
+        expired = [s for s in self._leases.expired() if self.session_row(s) is not None]
+        return sorted({*pending, *expired})[:limit]
+
     def get_session(self, session_id: str) -> ev.SessionInfo | None:
         row = self.session_row(session_id)
         return row.info if row else None
@@ -325,6 +336,8 @@ _HANDLERS: Final[dict[type[Any], Callable[[Any, Any], Any]]] = {
     p.SessionsNeedingResume: lambda s, q: s.sessions_needing_resume(),
     p.Footprint: lambda s, q: s.footprint(q.session_id),
     p.Usage: lambda s, q: s.usage(q.by, since_ms=q.since_ms),
+    p.LeaseOf: lambda s, q: s.lease_of(q.session_id),
+    p.Orphans: lambda s, q: s.orphans(q.limit),
     p.Statistics: lambda s, q: s.statistics(),
     p.Backup: lambda s, q: s.checkpoint_and_backup(),
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -13,6 +14,7 @@ from runtime import events as ev
 from storage._backup import DEFAULT_BACKUP_BATCHES, DEFAULT_BACKUP_JOURNAL_BYTES, BackupSchedule
 from storage._batch import EpochRow, WriteBatch
 from storage._journal import DEFAULT_SEGMENT_MAX_BYTES, OS_FILES, Journal, JournalFiles
+from storage._leases import LeaseTable, monotonic_ms
 from storage._worker import Applier, Syncer
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ class StoreState:
         journal_segment_bytes: int = DEFAULT_SEGMENT_MAX_BYTES,
         db_fsync: bool = False, db_memory_mb: int = 128, db_threads: int = 1,
         sync_thread: bool = False, journal_files: JournalFiles = OS_FILES,
-        ids: IdGenerator | None = None,
+        ids: IdGenerator | None = None, lease_clock: Callable[[], int] = monotonic_ms,
     ) -> None:  # fmt: skip
         self.directory = directory
         self._fsync = fsync
@@ -72,6 +74,8 @@ class StoreState:
         self._approvals: set[tuple[str, str, str]] | None = None
         self._deleted: set[str] = set()
         """Sessions deleted by this process: unread even while DuckDB still holds their rows."""
+        self._leases = LeaseTable(lease_clock)
+        """Leases (``storage._leases``): in memory here, one process holds the store."""
         self.broken = False
 
     @property

@@ -52,6 +52,7 @@ class EventStore(StoreRecovery, StoreQueries):
             threaded mode); off, :meth:`write_batch` syncs before it returns.
         journal_files: the journal's file operations (``storage.JournalFiles``; the OS's).
         ids: makes the ids of stored events (a seeded one in simulations).
+        lease_clock: the clock of the store's leases, in milliseconds (monotonic).
     """
 
     @classmethod
