@@ -17,6 +17,7 @@ from storage._journal import JournalError as JournalError
 from storage._journal import JournalFiles as JournalFiles
 from storage._journal import JournalHeld as JournalHeld
 from storage._pg_listen import Listener as Listener
+from storage._pg_listen import listen as listen
 from storage._port import AcquireLease as AcquireLease
 from storage._port import AdmitAndOpen as AdmitAndOpen
 from storage._port import AdmitContext as AdmitContext
@@ -157,4 +158,5 @@ __all__ = [
     "UsageRow",
     "WriteBatch",
     "decode_stored",
+    "listen",
 ]

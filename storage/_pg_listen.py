@@ -9,20 +9,30 @@ reach its event hub through its StorageActor. A notification says "events up to 
 seq are committed": a reader catches up by seq (``Events``) and never trusts the
 notification for the events themselves, so a notification lost with a listener's
 connection costs latency, not data, once the reader reads again.
+
+:func:`listen` runs a Listener for trio: it hands ``(session_id, first_seq, last_seq)``
+to a bounded memory channel, merging per session what does not fit while the consumer
+is behind (so nothing is dropped and the backlog is bounded by the number of sessions),
+and reconnects when the connection is lost.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
 import psycopg
+import trio
 
 from storage._batch import StoredEvent
 
-__all__ = ["CHANNEL", "Listener", "notify"]
+__all__ = ["CHANNEL", "Listener", "listen", "notify"]
 
 CHANNEL: Final = "kittiwake"
+_log = logging.getLogger("kittiwake.storage")
+_BEHIND_POLL: Final = 0.02
+"""Seconds between attempts to hand on a backlog while the consumer is behind."""
 
 
 def notify(pg: psycopg.Connection[Any], owner: str, events: Sequence[StoredEvent]) -> None:
@@ -75,3 +85,56 @@ class Listener:
     def close(self) -> None:
         """Close the connection; safe to call twice."""
         self._conn.close()
+
+
+async def listen(
+    url: str, owner: str, send: trio.MemorySendChannel[tuple[str, int, int]], *,
+    poll: float = 0.5, reconnect_after: float = 1.0,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:  # fmt: skip
+    """Hand other owners' commit notifications to *send* until cancelled.
+
+    Started with ``nursery.start``, it returns once listening: a commit made after that
+    is handed on. The connection waits on a worker thread at most *poll* seconds at a
+    time, so cancellation takes at most that long (``trio.Cancelled`` propagates; the
+    connection is closed). When *send* is full, notifications are merged per session
+    (first seq the lowest, last the highest) and handed on as room appears: none is
+    dropped. A lost connection (or a failed connect) is logged and opened again after
+    *reconnect_after* seconds; notifications sent meanwhile are lost, so a consumer
+    catches up by reading (streams by seq, a sweep for pending work). A closed *send*
+    ends the call.
+    """
+    backlog: dict[str, tuple[int, int]] = {}
+    started = False
+    while True:
+        try:
+            listener = await trio.to_thread.run_sync(Listener, url, owner)
+        except psycopg.Error as exc:
+            _log.warning("notification listener did not connect", exc_info=exc)
+            await trio.sleep(reconnect_after)
+            continue
+        try:
+            if not started:
+                started = True
+                task_status.started()
+            while True:
+                wait = _BEHIND_POLL if backlog else poll
+                for sid, first, last in await trio.to_thread.run_sync(listener.wait, wait):
+                    old = backlog.get(sid)
+                    backlog[sid] = (first, last) if old is None else (
+                        min(old[0], first), max(old[1], last)
+                    )  # fmt: skip
+                while backlog:
+                    sid, (first, last) = next(iter(backlog.items()))
+                    try:
+                        send.send_nowait((sid, first, last))
+                    except trio.WouldBlock:
+                        break
+                    except (trio.ClosedResourceError, trio.BrokenResourceError):
+                        return
+                    del backlog[sid]
+        except psycopg.Error as exc:
+            _log.warning("notification listener lost its connection", exc_info=exc)
+        finally:
+            listener.close()
+        await trio.sleep(reconnect_after)

@@ -2,15 +2,19 @@
 batch revalidates the sessions it touches, so stores writing the same session alternately
 or at once leave contiguous seqs and see each other's writes; reads of a session another
 store wrote are not served from stale caches; a store's fenced write is refused once
-another store took the lease over."""
+another store took the lease over; another store's commits reach a listener, merged per
+session when its consumer is behind, and a refused write notifies nothing."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import msgspec
 import pytest
+import trio
 
 from runtime import StorageError
 from runtime import events as ev
@@ -31,6 +35,7 @@ from storage import (
     PromoteInputs,
     Query,
     SetTitle,
+    listen,
 )
 
 
@@ -192,3 +197,101 @@ def test_a_single_process_store_and_cluster_workers_exclude_each_other(
             PostgresStore.open(postgres_database, directory=tmp_path, owner="w1")
     finally:
         alone.close()
+
+
+_ADMIT_SCRIPT = """
+import sys
+from pathlib import Path
+from storage import AdmitPrompt, PostgresStore
+from runtime import events as ev
+url, owner, count, directory = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+store = PostgresStore.open(url, directory=directory, owner=owner)
+for n in range(count):
+    mid = f"msg_{owner}_{n}"
+    command = AdmitPrompt(session_id="ses_a", message_id=mid, prompt=ev.Prompt(text=mid),
+                          delivery="queue", timestamp=2)
+    outcomes, _ = store.write_batch([command])
+    assert outcomes[0].error is None, outcomes[0].error
+store.close()
+"""
+
+
+def test_admissions_from_two_processes_are_each_admitted_once_in_contiguous_seqs(
+    postgres_database: str, tmp_path: Path
+) -> None:
+    store = PostgresStore.open(postgres_database, directory=tmp_path, owner="here")
+    try:
+        _write(store, CreateSession(info=_info("ses_a")))
+        assert _read(store, PendingInputs(session_id="ses_a")) == []  # cached: empty
+        count, owners = 20, ("p1", "p2")
+        processes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    _ADMIT_SCRIPT,
+                    postgres_database,
+                    owner,
+                    str(count),
+                    str(tmp_path),
+                ],
+                stderr=subprocess.PIPE,
+            )  # fmt: skip
+            for owner in owners
+        ]
+        for process in processes:
+            _, err = process.communicate(timeout=120)
+            assert process.returncode == 0, err.decode()
+        # This store's cache of the session is stale: it re-reads, then admits after them.
+        pending = _read(store, PendingInputs(session_id="ses_a"))
+        assert sorted(r.id for r in pending) == sorted(  # type: ignore[attr-defined]
+            f"msg_{o}_{n}" for o in owners for n in range(count)
+        )
+        receipt, _ = _write(store, _admit("ses_a", "msg_last"))  # type: ignore[misc]
+        assert receipt.admitted_seq == 2 * count + 1
+        assert _seqs(store, "ses_a") == list(range(2 * count + 2))
+    finally:
+        store.close()
+
+
+async def test_other_stores_commits_reach_a_listener_merged_when_it_is_behind(
+    two: list[PostgresStore], postgres_database: str
+) -> None:
+    a, b = two
+    send, receive = trio.open_memory_channel[tuple[str, int, int]](1)
+    got: list[tuple[str, int, int]] = []
+
+    async def upto(sid: str, seq: int) -> None:
+        while not any(s == sid and last >= seq for s, _, last in got):
+            got.append(await receive.receive())
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(listen, postgres_database, "w2", send)
+            _write(a, CreateSession(info=_info("ses_a")))
+            _write(b, CreateSession(info=_info("ses_b")))  # B's own: not handed to B
+            _write(a, CreateSession(info=_info("ses_c")))
+            await upto("ses_c", 0)
+            assert got == [("ses_a", 0, 0), ("ses_c", 0, 0)]
+            # The consumer is behind (room for one): A's commits merge per session.
+            for n in range(5):
+                _write(a, _admit("ses_a", f"msg_{n}"))
+            _write(a, _admit("ses_c", "msg_c"))
+            got.clear()
+            await upto("ses_a", 5)
+            await upto("ses_c", 1)
+            for sid, seqs in (("ses_a", range(1, 6)), ("ses_c", range(1, 2))):
+                ranges = [(first, last) for s, first, last in got if s == sid]
+                covered = [n for first, last in ranges for n in range(first, last + 1)]
+                assert covered == list(seqs)  # in order, none twice, none missing
+            assert len(got) < 6
+            # A write refused by its fence commits nothing and notifies nothing.
+            held = _write(b, AcquireLease(session_id="ses_a", owner="w2", ttl_ms=60_000))
+            with pytest.raises(LeaseLost):
+                _write(a, Append(session_id="ses_a", events=[], fence=held.token + 1))  # type: ignore[attr-defined]
+            interrupt = ev.InterruptRequested(timestamp=2, session_id="ses_a")
+            with pytest.raises(LeaseLost):
+                _write(a, Append(session_id="ses_a", events=[interrupt], fence=0))
+            _write(a, _admit("ses_a", "msg_after"))
+            assert await receive.receive() == ("ses_a", 6, 6)
+            nursery.cancel_scope.cancel()
