@@ -136,6 +136,8 @@ _RETRY: Final = (
     psycopg.errors.DeadlockDetected,
     psycopg.errors.SerializationFailure,
 )
+_INDEX_REBUILD: Final = 8 * CACHE_MESSAGES
+"""Keys indexed since the index was rebuilt from the caches (evicted keys linger)."""
 _KNOWN: Final = 65536
 """Sessions whose version a cluster store remembers; one forgotten has its caches dropped
 and re-read the next time it is touched."""
@@ -199,6 +201,9 @@ class PostgresStore(WritePipeline, PostgresQueries):
         self.owner = owner
         self._versions: OrderedDict[str, int | None] = OrderedDict()
         """Cluster mode: the version of each session this store's caches are from."""
+        self._keys: dict[str, set[str]] = {}
+        """Cluster mode: the keys each session has in the keyed caches (``_cache``)."""
+        self._indexed = 0
         self._url = url
         self._connect_timeout = connect_timeout
         self._pg: psycopg.Connection[Any] | None = None
@@ -374,14 +379,38 @@ class PostgresStore(WritePipeline, PostgresQueries):
             self._versions.popitem(last=False)
 
     def _drop(self, session_ids: Sequence[str]) -> None:
-        """Drop *session_ids* from every cache (not as deleted: they are read again)."""
+        """Drop *session_ids* from every cache (not as deleted: they are read again), by
+        the key index (``_cache``) instead of a scan of the caches."""
         for session_id in session_ids:
-            deleted = session_id in self._deleted
-            self._forget(session_id)
-            if not deleted:
-                self._deleted.discard(session_id)
+            self._sessions.pop(session_id, None)
+            self._histories.pop(session_id, None)
             self._epochs.pop(session_id, None)
             self._versions.pop(session_id, None)
+            for key in self._keys.pop(session_id, ()):
+                self._inputs.pop(key, None)
+                self._messages.pop(key, None)
+                self._permissions.pop(key, None)
+                self._pinned.pop(key, None)
+
+    def _cache(self, cache: OrderedDict[str, Any], key: str, value: Any, bound: int) -> None:
+        """Cache as the DuckDB store does; a cluster store also indexes the key by the
+        entry's session, so that dropping a session touches only its own entries."""
+        super()._cache(cache, key, value, bound)
+        if self.owner is None:
+            return
+        session_id = value[0] if cache is self._messages else value.session_id
+        self._keys.setdefault(session_id, set()).add(key)
+        self._indexed += 1
+        if self._indexed > _INDEX_REBUILD:  # evicted keys linger in the index: rebuild it
+            self._keys = {}
+            for entries, sid_of in (
+                (self._inputs, lambda row: row.session_id),
+                (self._messages, lambda entry: entry[0]),
+                (self._permissions, lambda info: info.session_id),
+            ):
+                for k, v in entries.items():
+                    self._keys.setdefault(sid_of(v), set()).add(k)
+            self._indexed = sum(map(len, self._keys.values()))
 
     def _lease_command(self, op: Command[Any]) -> Lease | None:
         return pg_lease_command(self.pg, op)

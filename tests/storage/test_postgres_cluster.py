@@ -117,7 +117,15 @@ def test_two_stores_admitting_alternately_get_contiguous_seqs_and_see_each_other
         ),
     )
     assert changes.full and [m.id for _, m in changes.entries] == ["msg_0", "msg_1"]  # type: ignore[attr-defined]
-    assert _seqs(a, "ses_a") == list(range(10))
+    # B cached msg_5's inbox row when it admitted it; A promotes it; B's exact retry of
+    # the admission answers the promoted row, not its stale copy.
+    promoted, _ = _write(a, PromoteInputs(session_id="ses_a", opening=True, timestamp=6))  # type: ignore[misc]
+    assert [r.id for r in promoted] == ["msg_2"]
+    for _ in range(3):  # msg_3, msg_4, msg_5
+        _write(a, PromoteInputs(session_id="ses_a", opening=True, timestamp=6))
+    receipt, created = _write(b, _admit("ses_a", "msg_5"))  # type: ignore[misc]
+    assert not created and receipt.promoted_seq == _seqs(a, "ses_a")[-1]
+    assert _seqs(a, "ses_a") == list(range(14))
 
 
 def test_admissions_racing_from_two_stores_are_each_admitted_once_in_contiguous_seqs(
