@@ -197,8 +197,22 @@ def v1_lookup(gw: Gateway) -> Lookup:
     return Lookup(rt.sessions.get, message, last_user, rt.execution.default_model, diff)
 
 
+async def _cut_short(gw: Gateway) -> list[dict[str, Any]]:
+    """``session.status`` idle for each session a crash cut short (``needs_resume``) that is
+    not running: OpenCode's UI does not reload a session when its event stream reconnects,
+    so one that saw the session busy before the server restarted would wait for this idle
+    forever. Raises what the storage read raises."""
+    busy = set(gw.rt.sessions.active()) | gw.board.waiting
+    return [
+        {"type": "session.status", "properties": {"sessionID": sid, "status": {"type": "idle"}}}
+        for sid in await gw.rt.sessions.needs_resume()
+        if sid not in busy
+    ]
+
+
 def _v1_producer(gw: Gateway, *, envelope: bool) -> Producer:
-    """A V1 stream: ``server.connected`` first, then the projected events, a
+    """A V1 stream: ``server.connected`` first, then ``session.status`` idle for each session
+    a crash cut short (``_cut_short``), then the projected events, a
     ``server.heartbeat`` every ``gw.heartbeat`` seconds. An item of a session deleted
     meanwhile is dropped."""
     rt = gw.rt
@@ -232,6 +246,8 @@ def _v1_producer(gw: Gateway, *, envelope: bool) -> Producer:
             gw.board.add(sub)
             try:
                 await send.send(await frame({"type": "server.connected", "properties": {}}))
+                for payload in await _cut_short(gw):
+                    await send.send(await frame(payload))
                 beat = trio.current_time() + gw.heartbeat
                 while True:
                     with trio.move_on_at(beat):

@@ -1,6 +1,6 @@
 """OpenCode's terminal UI across a crash: ``kill -9`` of ``kittiwake serve`` while the UI is
-attached, a restart on the same port and data dir, the UI prompting again on its reconnected
-event stream; then the session list shows the earlier sessions and opening one shows its
+attached and an answer streams, a restart on the same port and data dir, the UI idle again
+and prompting on its reconnected event stream; then the session list shows the earlier sessions and opening one shows its
 history, read from the restarted server. Every V1 answer and event seen is valid."""
 
 from __future__ import annotations
@@ -59,20 +59,24 @@ def test_the_ui_survives_kill_9_and_reopens_an_earlier_session(provider: Provide
         ui.wait_for(lambda s: "Hello from the mock." in s, 20, "the second answer")
         second, first = _get(served.url, "/session", roots="true")
 
-        served.kill()
+        ask("answer slow please")
+        ui.wait_for(lambda s: "and slowly" in s, 20, "the slow answer streaming")
+        served.kill()  # in the middle of the answer
         served.start()  # the same port and data dir
         events = EventLog(served.url, "/global/event")
         # This test's stream and the UI's, reconnected: OpenCode's UI retries its event
         # stream after 1, 2, 4, 8, 16 s (the delay doubles after each failed attempt), and
         # events sent before it is back are not replayed to it.
         _wait_for_subscribers(served.url, 2, timeout=45)
+        # the session the crash cut short is idle again on the reconnected stream
+        ui.wait_for(lambda s: "esc interrupt" not in s, 10, "the UI back to idle")
         ask("third hello")  # answered only through the UI's reconnected event stream
         shown = ui.wait_for(
             lambda s: "Hello from the mock." in s.partition("third hello")[2], 20, "its answer"
         )
         messages = _get(served.url, f"/session/{second['id']}/message")
         texts = [m["parts"][0]["text"] for m in messages if m["info"]["role"] == "user"]
-        assert texts == ["second hello", "third hello"], (shown, messages)
+        assert texts == ["second hello", "answer slow please", "third hello"], (shown, messages)
 
         ui.type("/sessions")
         ui.wait_for(lambda s: "Switch session" in s, 10, "the /sessions command")
