@@ -34,16 +34,16 @@ def _tui(tmp: Path, cwd: Path, env: dict[str, str], status: Path) -> Tmux:
 
 def _ask(ui: Tmux, text: str) -> None:
     ui.type(text)
-    ui.wait_for(lambda s: text in s, 10, "the typed prompt")
+    ui.wait_for(lambda s: text in s, 20, "the typed prompt")
     ui.keys("Enter")
 
 
 def _exit(ui: Tmux, status: Path) -> str:
     """Type ``/exit`` and return the command's exit status once it ended."""
     ui.type("/exit")
-    ui.wait_for(lambda s: "Exit the app" in s, 10, "the /exit command")
+    ui.wait_for(lambda s: "Exit the app" in s, 20, "the /exit command")
     ui.keys("Enter")
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not status.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return status.read_text().strip()
@@ -56,13 +56,13 @@ def test_tui_serves_the_data_dir_for_the_ui_and_stops_with_it(provider: Provider
     ui = _tui(tmp_path, setup.project, _with_opencode(setup.env), status)
     events: EventLog | None = None
     try:
-        ui.wait_for(lambda s: "Ask anything" in s and "Mock One" in s, 30, "the home screen")
+        ui.wait_for(lambda s: "Ask anything" in s and "Mock One" in s, 60, "the home screen")
         serving = msgspec.json.decode((data / "serving.json").read_bytes())
         url = serving["url"]
         assert httpx.get(url + "/api/health").status_code == 200
         events = EventLog(url, "/global/event")
         _ask(ui, "say hello")
-        ui.wait_for(lambda s: "Hello from the mock." in s, 20, "the streamed answer")
+        ui.wait_for(lambda s: "Hello from the mock." in s, 40, "the streamed answer")
         sessions = httpx.get(url + "/session").json()
         assert_valid(sessions, response_schema("/session", "get", 200))
         assert [s["directory"] for s in sessions] == [str(setup.project)]
@@ -89,9 +89,9 @@ def test_tui_attaches_to_the_serve_holding_the_data_dir(kittiwake: Kittiwake, tm
     env = _with_opencode({**client_env(tmp_path), **own})
     ui = _tui(tmp_path, elsewhere, env, status)
     try:
-        ui.wait_for(lambda s: "Ask anything" in s, 30, "the home screen")
+        ui.wait_for(lambda s: "Ask anything" in s, 60, "the home screen")
         _ask(ui, "hello from a subdirectory")
-        ui.wait_for(lambda s: "Hello from the mock." in s, 20, "the streamed answer")
+        ui.wait_for(lambda s: "Hello from the mock." in s, 40, "the streamed answer")
         assert _exit(ui, status) == "0"
     finally:
         ui.close()

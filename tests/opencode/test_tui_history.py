@@ -44,49 +44,49 @@ def test_the_ui_survives_kill_9_and_reopens_an_earlier_session(provider: Provide
 
     def ask(text: str) -> None:
         ui.type(text)
-        ui.wait_for(lambda s: text in s, 10, "the typed prompt")
+        ui.wait_for(lambda s: text in s, 20, "the typed prompt")
         ui.keys("Enter")
 
     try:
-        ui.wait_for(lambda s: "Ask anything" in s and "Mock One" in s, 30, "the home screen")
+        ui.wait_for(lambda s: "Ask anything" in s and "Mock One" in s, 60, "the home screen")
         ask("say hello first")
-        ui.wait_for(lambda s: "Hello from the mock." in s, 20, "the first answer")
+        ui.wait_for(lambda s: "Hello from the mock." in s, 40, "the first answer")
         ui.type("/new")
-        ui.wait_for(lambda s: "New session" in s or "/new" in s, 10, "the /new command")
+        ui.wait_for(lambda s: "New session" in s or "/new" in s, 20, "the /new command")
         ui.keys("Enter")
-        ui.wait_for(lambda s: "Ask anything" in s and "say hello first" not in s, 10, "home")
+        ui.wait_for(lambda s: "Ask anything" in s and "say hello first" not in s, 20, "home")
         ask("second hello")
-        ui.wait_for(lambda s: "Hello from the mock." in s, 20, "the second answer")
+        ui.wait_for(lambda s: "Hello from the mock." in s, 40, "the second answer")
         second, first = _get(served.url, "/session", roots="true")
 
         ask("answer slow please")
-        ui.wait_for(lambda s: "and slowly" in s, 20, "the slow answer streaming")
+        ui.wait_for(lambda s: "and slowly" in s, 40, "the slow answer streaming")
         served.kill()  # in the middle of the answer
         served.start()  # the same port and data dir
         events = EventLog(served.url, "/global/event")
         # This test's stream and the UI's, reconnected: OpenCode's UI retries its event
         # stream after 1, 2, 4, 8, 16 s (the delay doubles after each failed attempt), and
         # events sent before it is back are not replayed to it.
-        _wait_for_subscribers(served.url, 2, timeout=45)
+        _wait_for_subscribers(served.url, 2, timeout=75)
         # the session the crash cut short is idle again on the reconnected stream
-        ui.wait_for(lambda s: "esc interrupt" not in s, 10, "the UI back to idle")
+        ui.wait_for(lambda s: "esc interrupt" not in s, 20, "the UI back to idle")
         ask("third hello")  # answered only through the UI's reconnected event stream
         shown = ui.wait_for(
-            lambda s: "Hello from the mock." in s.partition("third hello")[2], 20, "its answer"
+            lambda s: "Hello from the mock." in s.partition("third hello")[2], 40, "its answer"
         )
         messages = _get(served.url, f"/session/{second['id']}/message")
         texts = [m["parts"][0]["text"] for m in messages if m["info"]["role"] == "user"]
         assert texts == ["second hello", "answer slow please", "third hello"], (shown, messages)
 
         ui.type("/sessions")
-        ui.wait_for(lambda s: "Switch session" in s, 10, "the /sessions command")
+        ui.wait_for(lambda s: "Switch session" in s, 20, "the /sessions command")
         ui.keys("Enter")
-        ui.wait_for(lambda s: first["title"] in s and second["title"] in s, 10, "both in the list")
+        ui.wait_for(lambda s: first["title"] in s and second["title"] in s, 20, "both in the list")
         ui.type(first["title"].split()[-1])  # the search field: GET /session?search=
-        ui.wait_for(lambda s: second["title"] not in s, 10, "the list narrowed to one")
+        ui.wait_for(lambda s: second["title"] not in s, 20, "the list narrowed to one")
         ui.keys("Enter")
         screen = ui.wait_for(
-            lambda s: "say hello first" in s and "Hello from the mock." in s, 10, "its history"
+            lambda s: "say hello first" in s and "Hello from the mock." in s, 20, "its history"
         )
         assert "third hello" not in screen
     finally:
