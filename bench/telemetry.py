@@ -212,7 +212,7 @@ async def _alternating(count: int, pairs: int, sample: float) -> tuple[list[floa
     from runtime import Location, Prompt, open_runtime
 
     async with contextlib.AsyncExitStack() as stack:
-        runtimes, owned, sids = [], [], []
+        runtimes, owned, directories = [], [], []
         for telemetry in (None, TelemetryOptions(sample=sample)):
             directory = Path(tempfile.mkdtemp())
             before = set(threading.enumerate())
@@ -223,22 +223,28 @@ async def _alternating(count: int, pairs: int, sample: float) -> tuple[list[floa
             runtimes.append(rt)
             owned.append([t for t in set(threading.enumerate()) - before
                           if not t.name.startswith("Trio thread")])  # fmt: skip
-            sids.append((await rt.sessions.create(location=Location(directory=str(directory)))).id)
+            directories.append(directory)
 
-        async def block(side: int, prompts: int) -> None:
-            rt, sid = runtimes[side], sids[side]
+        async def session(side: int) -> str:
+            # A fresh session each block: a session's turns cost more as its history grows.
+            location = Location(directory=str(directories[side]))
+            return (await runtimes[side].sessions.create(location=location)).id
+
+        async def block(side: int, sid: str, prompts: int) -> None:
+            rt = runtimes[side]
             for i in range(prompts):
                 await rt.sessions.prompt(sid, prompt=Prompt(text=f"turn {i}"))
                 await rt.sessions.wait_idle(sid)
 
         for side in (0, 1):
-            await block(side, 20)  # warm up
+            await block(side, await session(side), 20)  # warm up
         main: tuple[list[float], list[float]] = ([], [])
         background = [_thread_cpu(threads) for threads in owned]
         for pair in range(pairs):
             for side in (0, 1) if first_is_off(pair) else (1, 0):
+                sid = await session(side)
                 started = time.thread_time()
-                await block(side, count)
+                await block(side, sid, count)
                 main[side].append((time.thread_time() - started) / count)
         # The threads' work comes in lumps (a write every linger period): their CPU over
         # the whole run, per prompt, is added to each block's trio-thread figure.

@@ -1,7 +1,7 @@
 """Runtime overhead of provider turns and tool round trips, with a zero-latency ScriptedLLM.
 
 Usage: .venv/bin/python bench/turn_overhead.py [--dir DIR] [--turns N] [--idle N]
-                                              [--event-checkpoints] [--telemetry]
+                                              [--event-checkpoints] [--telemetry] [--pairs N]
 
 The ScriptedLLM delivers each answer whole, as one read of a zero-latency provider's SSE
 body does; ``--event-checkpoints`` makes it yield to the scheduler after every event
@@ -15,6 +15,12 @@ instead (how the figures before the HTTP/1.1 transport work were taken).
 - throughput: 20 sessions prompted at once, each prompt awaited to idle;
 - memory: peak RSS of a fresh process that activated N idle sessions (create, one
   prompt with ``resume=True`` answered by the ScriptedLLM, then idle).
+
+``--pairs N`` measures telemetry's overhead instead (no memory figure): the three
+sequential and concurrent figures, N times with telemetry off and on
+(``KITTIWAKE_BENCH_SAMPLE``, else the default sampling) in alternating order in this
+process, plus the process's CPU (every thread) per prompt of the prompt-with-a-tool-call
+series; medians and the median paired overhead (``bench/_pairs.py``).
 """
 
 from __future__ import annotations
@@ -103,10 +109,17 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def sequential(directory: Path, script: Script, turns: int) -> list[list[float]]:
-    """Per prompt, the perf_counter offsets (from the prompt call) of each durable step.ended."""
+async def sequential(
+    directory: Path, script: Script, turns: int, options: dict[str, Any] | None = None,
+    cpu: list[float] | None = None, warm: int = 20,
+) -> list[list[float]]:  # fmt: skip
+    """Per prompt, the perf_counter offsets (from the prompt call) of each durable step.ended.
+
+    With *cpu*, the process's CPU seconds per prompt after the first *warm* are appended to it.
+    """
     results: list[list[float]] = []
-    async with open_runtime(data_dir=directory, llm=scripted(script), tools=tools, **OPTIONS) as rt:
+    options = OPTIONS if options is None else options
+    async with open_runtime(data_dir=directory, llm=scripted(script), tools=tools, **options) as rt:
         sid = (await rt.sessions.create(location=Location(directory=str(directory)))).id
         ended: list[float] = []
         step = trio.Condition()
@@ -122,7 +135,10 @@ async def sequential(directory: Path, script: Script, turns: int) -> list[list[f
         async with trio.open_nursery() as nursery:
             nursery.start_soon(follow)
             expected = 2 if script is echo_then_answer else 1
+            cpu_started = 0.0
             for i in range(turns):
+                if i == warm:
+                    cpu_started = time.process_time()
                 ended.clear()
                 started = time.perf_counter()
                 await rt.sessions.prompt(sid, prompt=Prompt(text=f"turn {i}"))
@@ -131,13 +147,18 @@ async def sequential(directory: Path, script: Script, turns: int) -> list[list[f
                         await step.wait()
                 results.append([t - started for t in ended])
                 await rt.sessions.wait_idle(sid)
+            if cpu is not None and turns > warm:
+                cpu.append((time.process_time() - cpu_started) / (turns - warm))
             nursery.cancel_scope.cancel()
     return results
 
 
-async def concurrent(directory: Path, sessions: int, seconds: float) -> float:
+async def concurrent(
+    directory: Path, sessions: int, seconds: float, options: dict[str, Any] | None = None
+) -> float:
     """Prompts per second with *sessions* sessions each prompted again as soon as idle."""
-    async with open_runtime(data_dir=directory, llm=scripted(answer), tools=tools, **OPTIONS) as rt:
+    options = OPTIONS if options is None else options
+    async with open_runtime(data_dir=directory, llm=scripted(answer), tools=tools, **options) as rt:
         loc = Location(directory=str(directory))
         sids = [(await rt.sessions.create(location=loc)).id for _ in range(sessions)]
         for sid in sids:  # warm every session once
@@ -215,6 +236,46 @@ def _ms(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1000:.2f} ms, p95 {_percentile(values, 0.95) * 1000:.2f} ms"
 
 
+def _side(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, float]:
+    """The figures ``--pairs`` compares, with *options* (telemetry or not)."""
+    warm = 20
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(dir=args.dir) as name:
+        plain = trio.run(sequential, Path(name), answer, args.turns + warm, options)[warm:]
+    figures["prompt to answer, median"] = statistics.median(r[0] for r in plain)
+    cpu: list[float] = []
+    with tempfile.TemporaryDirectory(dir=args.dir) as name:
+        tool = trio.run(
+            sequential, Path(name), echo_then_answer, args.turns + warm, options, cpu, warm
+        )[warm:]
+    figures["tool round trip, median"] = statistics.median(r[1] - r[0] for r in tool)
+    figures["prompt with one tool call, median"] = statistics.median(r[1] for r in tool)
+    figures["prompt with one tool call, process CPU per prompt"] = cpu[0]
+    with tempfile.TemporaryDirectory(dir=args.dir) as name:
+        figures["20 sessions at once (prompts/s)"] = trio.run(
+            concurrent, Path(name), 20, args.seconds, options
+        )
+    return figures
+
+
+def pairs(args: argparse.Namespace) -> None:
+    """Telemetry off against on, ``--pairs`` times in alternating order (see the docstring)."""
+    from _pairs import first_is_off, pair_report  # this file's folder is on sys.path
+
+    on_options: dict[str, Any] = {"telemetry": TelemetryOptions(sample=_SAMPLE)}
+    sides: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    for pair in range(args.pairs):
+        for on in (False, True) if first_is_off(pair) else (True, False):
+            sides[on].append(_side(args, on_options if on else {}))
+    print(f"telemetry off / sampled {_SAMPLE:g}, {args.pairs} pairs, {args.turns} turns each:")
+    for name in sides[False][0]:
+        off = [run[name] for run in sides[False]]
+        on_runs = [run[name] for run in sides[True]]
+        rate = name.endswith("(prompts/s)")
+        print(pair_report(name, off, on_runs, unit="/s" if rate else "ms",
+                          scale=1.0 if rate else 1000.0, higher_is_better=rate))  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", type=Path, default=None, help="parent of the run directories")
@@ -226,7 +287,11 @@ def main() -> None:
         "--event-checkpoints", action="store_true", help="yield after every scripted event"
     )
     parser.add_argument("--telemetry", action="store_true", help="record spans (telemetry on)")
+    parser.add_argument("--pairs", type=int, default=0, help="telemetry off / on pairs")
     args = parser.parse_args()
+    if args.pairs:
+        pairs(args)
+        return
     if args.idle_child is not None:
         print(json.dumps(trio.run(idle_sessions, args.idle_child, args.idle)))
         return
