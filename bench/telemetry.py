@@ -22,13 +22,10 @@ Usage: .venv/bin/python bench/telemetry.py [--spans 50000] [--rows 1000000] [--p
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -194,85 +191,6 @@ def cpu_per_prompt(count: int, rounds: int) -> None:
               f" ({(median / off - 1) * 100:+.0f}%; runs {runs})")  # fmt: skip
 
 
-def _thread_cpu(threads: Iterable[threading.Thread]) -> float:
-    """CPU seconds *threads* used so far (each thread's own CPU clock; ended ones skipped)."""
-    total = 0.0
-    for thread in threads:
-        if thread.ident is not None and thread.is_alive():
-            with contextlib.suppress(OSError):
-                total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
-    return total
-
-
-async def _alternating(count: int, pairs: int, sample: float) -> tuple[list[float], list[float]]:
-    """CPU per prompt of two runtimes in this process, telemetry off and sampled at
-    *sample*, prompted in alternating blocks of *count* (see ``cpu_blocks``)."""
-    results: tuple[list[float], list[float]]
-    from bench.turn_overhead import echo_then_answer, scripted, tools
-    from runtime import Location, Prompt, open_runtime
-
-    async with contextlib.AsyncExitStack() as stack:
-        runtimes, owned, directories = [], [], []
-        for telemetry in (None, TelemetryOptions(sample=sample)):
-            directory = Path(tempfile.mkdtemp())
-            before = set(threading.enumerate())
-            options = {"telemetry": telemetry} if telemetry is not None else {}
-            rt = await stack.enter_async_context(
-                open_runtime(data_dir=directory, llm=scripted(echo_then_answer), tools=tools, **options)
-            )  # fmt: skip
-            runtimes.append(rt)
-            owned.append([t for t in set(threading.enumerate()) - before
-                          if not t.name.startswith("Trio thread")])  # fmt: skip
-            directories.append(directory)
-
-        async def session(side: int) -> str:
-            # A fresh session each block: a session's turns cost more as its history grows.
-            location = Location(directory=str(directories[side]))
-            return (await runtimes[side].sessions.create(location=location)).id
-
-        async def block(side: int, sid: str, prompts: int) -> None:
-            rt = runtimes[side]
-            for i in range(prompts):
-                await rt.sessions.prompt(sid, prompt=Prompt(text=f"turn {i}"))
-                await rt.sessions.wait_idle(sid)
-
-        for side in (0, 1):
-            await block(side, await session(side), 20)  # warm up
-        main: tuple[list[float], list[float]] = ([], [])
-        background = [_thread_cpu(threads) for threads in owned]
-        for pair in range(pairs):
-            for side in (0, 1) if first_is_off(pair) else (1, 0):
-                sid = await session(side)
-                started = time.thread_time()
-                await block(side, sid, count)
-                main[side].append((time.thread_time() - started) / count)
-        # The threads' work comes in lumps (a write every linger period): their CPU over
-        # the whole run, per prompt, is added to each block's trio-thread figure.
-        per_prompt = [
-            (_thread_cpu(threads) - before) / (count * pairs)
-            for threads, before in zip(owned, background, strict=True)
-        ]
-        results = ([m + per_prompt[0] for m in main[0]], [m + per_prompt[1] for m in main[1]])
-        print(f"  trio thread: {pair_report('', main[0], main[1], unit='ms', scale=1000)}")
-        print(f"  own threads per prompt: off {per_prompt[0] * 1000:.2f} ms,"
-              f" on {per_prompt[1] * 1000:.2f} ms")  # fmt: skip
-    return results
-
-
-def cpu_blocks(count: int, pairs: int, sample: float) -> None:
-    """Off against *sample* in one process: two runtimes prompted in alternating blocks
-    of *count* sequential prompts (the order swapped every pair), so both sides of a pair
-    run within a second of each other on the same machine state. A side's CPU is the
-    trio thread's during its block plus its own threads' (store, applier, syncer,
-    telemetry writer) over the pair; what one runtime's threads do during the other's
-    block is still its own."""
-    import trio
-
-    off, on = trio.run(_alternating, count, pairs, sample)
-    label = f"CPU per prompt, alternating blocks of {count}, telemetry off / sampled {sample:g}"
-    print(pair_report(label, off, on, unit="ms", scale=1000), flush=True)
-
-
 def cpu_pairs(count: int, pairs: int, sample: float) -> None:
     import trio
 
@@ -295,14 +213,11 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pairs", type=int, default=0, help="off / --sample pairs instead")
-    parser.add_argument("--blocks", type=int, default=0, help="off / --sample in one process")
     parser.add_argument("--sample", type=float, default=TelemetryOptions().sample)
     args = parser.parse_args()
     if args.spans:
         span_cpu(args.spans)
-    if args.prompts and args.blocks:
-        cpu_blocks(args.prompts, args.blocks, args.sample)
-    elif args.prompts and args.pairs:
+    if args.prompts and args.pairs:
         cpu_pairs(args.prompts, args.pairs, args.sample)
     elif args.prompts:
         cpu_per_prompt(args.prompts, args.rounds)
