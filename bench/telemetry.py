@@ -4,8 +4,9 @@ Usage: .venv/bin/python bench/telemetry.py [--spans 50000] [--rows 1000000] [--p
                                           [--rounds 5] [--pairs 0] [--sample 0.05]
 
 - span CPU: process time (every thread) per ``runtime.telemetry.span`` block with nothing
-  recording, recorded into a processor that drops it (the SDK's cost), and recorded into the
-  ``TelemetryStore`` until written (the SDK plus the write);
+  recording, recorded into a processor that drops it (the SDK's cost), recorded into the
+  ``TelemetryStore`` until written (the SDK plus the write), and sampled out: a new trace
+  not recorded (its random draw), a span inside one;
 - spans written per second: wall time from the first span started to the last one
   committed in ``telemetry.duckdb``, spans made as fast as one thread can;
 - CPU per prompt: process time (every thread: the runtime's, the store's, DuckDB's, the
@@ -73,6 +74,16 @@ def span_cpu(count: int) -> None:
                 processor.force_flush()
             per = (time.process_time() - started) / count * 1e6
             print(f"span CPU, {label}: {per:.1f} us")
+        with recording(_Drop(), sample=0.0):
+            started = time.process_time()
+            _spans(count)  # each one a new trace, drawn and not recorded
+            per = (time.process_time() - started) / count * 1e6
+            print(f"span CPU, a new trace not recorded: {per:.1f} us")
+            with span("drain", root=True):
+                started = time.process_time()
+                _spans(count)
+                per = (time.process_time() - started) / count * 1e6
+            print(f"span CPU, a span in a trace not recorded: {per:.1f} us")
         started = time.perf_counter()
         before = store.written
         with recording(store):
