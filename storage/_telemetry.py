@@ -10,7 +10,8 @@ yet flushed, and nothing here can hold up or damage an event write.
 Retention runs on the same thread at open and every ``retention_every`` seconds: spans older
 than ``retention_days`` go, then the oldest ones until the data fits ``max_bytes``.
 Queries (:meth:`TelemetryStore.spans`, :meth:`TelemetryStore.summary`) are DuckDB SQL on a
-cursor of their own; call them from a worker thread.
+cursor of their own, after the spans still queued are written; call them from a worker
+thread.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ TEXT_ATTRIBUTES: Final = frozenset({"kittiwake.prompt", "kittiwake.answer"})
 """Attributes holding prompt or answer text: kept only with ``record_text``."""
 SummaryKey = Literal["model", "session", "day"]
 _NS_PER_DAY: Final = 86_400 * 10**9
+_QUERY_FLUSH_MS: Final = 5_000
+"""How long a query waits for the queued spans to be written before it reads without them."""
 
 _SCHEMA: Final = """
 create table if not exists spans (
@@ -107,8 +110,9 @@ class TelemetryOptions(msgspec.Struct, frozen=True, kw_only=True):
     """The oldest spans are deleted while the tables take more than this."""
     record_text: bool = False
     """Whether prompt and answer text attributes are kept (``TEXT_ATTRIBUTES``)."""
-    flush_interval: float = 1.0
-    """Seconds spans gather before a write (fewer, larger transactions)."""
+    flush_interval: float = 5.0
+    """Seconds spans gather before a write: fewer, larger transactions (a write costs
+    some 3 ms of CPU whatever its size). The queries write what is queued first."""
     batch_max: int = 4096
     """Queued spans that start a write at once, gathering or not."""
     buffer_max: int = 65_536
@@ -184,6 +188,8 @@ class TelemetryStore(SpanProcessor):
         within the timeout (or the writer stopped)."""
         if self._closed:
             return True
+        if self._worker.error is not None:
+            return False
         written = threading.Event()
         worker = self._worker
         worker.submit(written)
@@ -272,7 +278,8 @@ class TelemetryStore(SpanProcessor):
     ) -> list[dict[str, Any]]:  # fmt: skip
         """Stored spans, oldest first: those of the traces that touch *session_id* (every
         span of such a trace, storage batches included), of *trace_id*, started at or
-        after *since_ns*; at most *limit*."""
+        after *since_ns*; at most *limit*. Spans ended before the call are written first."""
+        self.force_flush(_QUERY_FLUSH_MS)
         where, params = ["start_ns >= ?"], list[Any]([since_ns or 0])
         if session_id is not None:
             where.append("trace_id in (select distinct trace_id from spans where session_id = ?)")
@@ -295,8 +302,9 @@ class TelemetryStore(SpanProcessor):
         p50/p95/p99 of time to first token and of turn, tool and commit durations (ms).
 
         A tool or storage span counts under the model of the turn it ran in (its parent)
-        and under the session of its trace.
+        and under the session of its trace. Spans ended before the call are written first.
         """
+        self.force_flush(_QUERY_FLUSH_MS)
         key, join = {
             "model": (
                 "coalesce(s.model, p.model)",
@@ -338,7 +346,9 @@ class TelemetryStore(SpanProcessor):
         return [_summary_json(dict(zip(names, row, strict=True))) for row in rows]
 
     def errors(self, *, limit: int = 20) -> list[dict[str, Any]]:
-        """The latest spans that ended in error, newest first: name, session, message, when."""
+        """The latest spans that ended in error, newest first: name, session, message, when
+        (spans ended before the call are written first)."""
+        self.force_flush(_QUERY_FLUSH_MS)
         cursor = self._conn.cursor()
         try:
             rows = cursor.execute(

@@ -1,5 +1,6 @@
 """Retention by age and size; a SIGKILL loses at most the unflushed spans, never an event,
-and leaves both the telemetry tables and the event store readable."""
+and leaves both the telemetry tables and the event store readable; queries read every
+span ended before them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import msgspec
+from opentelemetry.trace import Status, StatusCode
 
 from runtime import open_runtime
 from runtime.telemetry import recording, tracer
@@ -97,3 +99,19 @@ async def test_sigkill_loses_at_most_unflushed_spans_and_never_an_event(tmp_path
     stored = b"".join(e.data for e in events)
     for message_id in admitted:  # every admitted prompt survived the kill
         assert message_id.encode() in stored, message_id
+
+
+def test_queries_write_the_queued_spans_first(tmp_path: Path) -> None:
+    store = TelemetryStore.open(tmp_path, TelemetryOptions(flush_interval=3600))
+    try:
+        with recording(store):
+            span = tracer.start_span("tool", attributes={"session.id": "ses_q"})
+            span.set_status(Status(StatusCode.ERROR, "failed"))
+            span.end()
+        assert store.statistics()["queued"] == 1  # an hour before the writer would write
+        assert [s["name"] for s in store.spans(session_id="ses_q")] == ["tool"]
+        assert store.statistics()["queued"] == 0 and store.written == 1
+        assert [e["message"] for e in store.errors()] == ["failed"]
+        assert [row["key"] for row in store.summary("session")] == ["ses_q"]
+    finally:
+        store.shutdown()
