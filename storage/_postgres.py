@@ -128,6 +128,7 @@ _SCHEMA_LOCK: Final = 0x4B697474  # an advisory lock key: one opener migrates at
 _OWNER_LOCK: Final = 0x4B697475
 """A session-level advisory lock the connection of a store opened without ``owner`` holds
 while open (its caches assume no other writer); cluster workers take it shared."""
+DEFAULT_STALLED_TRANSACTION_MS: Final = 5_000
 _ATTEMPTS: Final = 3
 """How often a cluster batch is planned again after a conflict with another worker's
 commit (a key another worker inserted first, a deadlock) before it fails."""
@@ -177,6 +178,11 @@ class PostgresStore(WritePipeline, PostgresQueries):
             commit returns once it is durable, so there is no separate sync.
         owner: open as a cluster worker with this owner id: other workers may write the
             same database (see the module docstring). None: the one process on it.
+        stalled_transaction_ms: a cluster worker's connection that stays this long inside
+            a batch's transaction without sending anything (the process stopped or
+            partitioned mid-batch) is ended by the server (PostgreSQL's
+            ``idle_in_transaction_session_timeout``): its batch rolls back and the rows it
+            locked are free for the other workers.
     """
 
     @classmethod
@@ -196,9 +202,11 @@ class PostgresStore(WritePipeline, PostgresQueries):
     def __init__(
         self, url: str, *, directory: Path, ids: IdGenerator | None = None,
         connect_timeout: float = 10.0, sync_thread: bool = False, owner: str | None = None,
+        stalled_transaction_ms: int = DEFAULT_STALLED_TRANSACTION_MS,
     ) -> None:  # fmt: skip
         super().__init__(Path(directory), ids=ids)
         self.owner = owner
+        self._stalled_ms = stalled_transaction_ms
         self._versions: OrderedDict[str, int | None] = OrderedDict()
         """Cluster mode: the version of each session this store's caches are from."""
         self._keys: dict[str, set[str]] = {}
@@ -216,6 +224,11 @@ class PostgresStore(WritePipeline, PostgresQueries):
             self._migrate()
             lock = "pg_try_advisory_lock" if self.owner is None else "pg_try_advisory_lock_shared"
             held = self.pg.execute(f"select {lock}(%s)", [_OWNER_LOCK]).fetchone()
+            if self.owner is not None:  # a stopped worker must not hold its rows' locks
+                self.pg.execute(
+                    "select set_config('idle_in_transaction_session_timeout', %s, false)",
+                    [str(self._stalled_ms)],
+                )
         except psycopg.Error as exc:
             self.close()
             raise StorageError(f"PostgreSQL store did not open: {exc}") from exc
@@ -290,6 +303,7 @@ class PostgresStore(WritePipeline, PostgresQueries):
                 with self.pg.transaction():
                     batch, outcomes, versions = self._plan_and_write(operations, touched)
             except _RETRY as exc:
+                self._absent.clear()
                 if self.owner is None or attempt == _ATTEMPTS:
                     end_batch_span(span, started, error=exc)
                     return self._commit_failed(exc, len(operations), on_durable)

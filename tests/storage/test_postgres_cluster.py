@@ -303,3 +303,39 @@ async def test_other_stores_commits_reach_a_listener_merged_when_it_is_behind(
             _write(a, _admit("ses_a", "msg_after"))
             assert await receive.receive() == ("ses_a", 6, 6)
             nursery.cancel_scope.cancel()
+
+
+def test_a_worker_stopped_inside_a_batch_loses_its_connection_and_frees_the_session(
+    postgres_database: str, tmp_path: Path
+) -> None:
+    a = PostgresStore.open(
+        postgres_database, directory=tmp_path, owner="w1", stalled_transaction_ms=300
+    )
+    b = PostgresStore.open(postgres_database, directory=tmp_path, owner="w2")
+    try:
+        _write(a, CreateSession(info=_info("ses_a")))
+        stopped, resume = threading.Event(), threading.Event()
+
+        def stall(batch: object) -> None:  # A stops mid-batch, its session row locked
+            stopped.set()
+            resume.wait(30)
+
+        result: list[object] = []
+        thread = threading.Thread(
+            target=lambda: result.append(a.write_batch([_admit("ses_a", "msg_a"), stall]))
+        )
+        thread.start()
+        assert stopped.wait(30)
+        # B waits for A's lock until the server ends A's stalled transaction.
+        receipt, created = _write(b, _admit("ses_a", "msg_b"))  # type: ignore[misc]
+        assert created and receipt.admitted_seq == 1
+        resume.set()
+        thread.join(30)
+        ((outcomes, events),) = result  # type: ignore[misc]
+        assert events == [] and all(isinstance(o.error, StorageError) for o in outcomes)
+        assert a.broken  # reopened by its StorageActor: nothing of A's batch was written
+        assert [r.id for r in _read(b, PendingInputs(session_id="ses_a"))] == ["msg_b"]  # type: ignore[attr-defined]
+    finally:
+        resume.set()
+        a.close()
+        b.close()
