@@ -3,7 +3,8 @@
 ``STORES`` names each implementation by a factory that opens a ``Store`` on a fresh
 directory (and, for PostgreSQL, a fresh database of the test's temporary cluster);
 every test runs against each: the DuckDB store behind the StorageActor, on its own
-thread and inline (the simulation mode), and the PostgreSQL store behind it.
+thread and inline (the simulation mode), and the PostgreSQL store behind it, alone on
+its database and as a cluster worker (``owner``: locked, revalidated batches).
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ STORES: dict[str, _Factory] = {
     "duckdb-inline": lambda d, _: _runtime_store(d, "inline"),
     "postgresql": lambda d, request: _runtime_store(
         d, "threaded", request.getfixturevalue("postgres_database")
+    ),
+    "postgresql-worker": lambda d, request: _runtime_store(
+        d, "threaded", request.getfixturevalue("postgres_database"), {"owner": "w1"}
     ),
 }
 
@@ -441,13 +445,14 @@ def lease_store(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> tuple[AbstractAsyncContextManager[Store], Callable[[], Any]]:
     """A store and an async callable that lets a ``_SHORT_TTL`` lease expire on its clock."""
-    if request.param == "postgresql":
+    if request.param.startswith("postgresql"):
         url = request.getfixturevalue("postgres_database")
 
         async def wait_out() -> None:
             await trio.sleep(_SHORT_TTL / 1e3)
 
-        return _runtime_store(tmp_path, "threaded", url), wait_out
+        options = {"owner": "w1"} if request.param == "postgresql-worker" else None
+        return _runtime_store(tmp_path, "threaded", url, options), wait_out
     clock = _Clock()
 
     async def elapse() -> None:
