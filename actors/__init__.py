@@ -8,6 +8,7 @@ from actors._actor import ActorState as ActorState
 from actors._actor import ActorStatistics as ActorStatistics
 from actors._actor import call as call
 from actors._actor import current_time as current_time
+from actors._cluster import ClusterOptions as ClusterOptions
 from actors._config import Configuration as Configuration
 from actors._config import ProviderClients as ProviderClients
 from actors._directory import ActorDirectory as ActorDirectory
@@ -54,6 +55,7 @@ __all__ = [
     "ActorStatistics",
     "ActorStopped",
     "ActorTreeNode",
+    "ClusterOptions",
     "Configuration",
     "DEFAULT_POLICY",
     "DuplicateActor",

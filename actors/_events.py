@@ -93,6 +93,10 @@ class EventHub:
         """Offer a live-only delta; it is never stored."""
         self._offer(delta.session_id, delta)
 
+    def follows(self, session_id: str) -> bool:
+        """Whether anyone here subscribes to *session_id*'s events (or to every session's)."""
+        return bool(self._by_session.get(session_id) or self._by_session.get(None))
+
     def subscriber_count(self) -> int:
         return sum(len(subs) for subs in self._by_session.values())
 

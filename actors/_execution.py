@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, NoReturn
 import trio
 
 from actors._actor import call, held
+from actors._cluster import ClusterOptions
 from actors._config import Configuration, LocationSettings, instructions_producer, location_watch
 from actors._context import ContextFactory
 from actors._directory import ActorDirectory
@@ -113,6 +114,8 @@ class SessionExecution:
         location_loads: where a Location's blocking reads run (its files, its custom
             tools' imports): ``"threaded"`` in a worker thread, ``"inline"`` on the trio
             thread (simulations under an autojump clock, which must not see threads).
+        cluster: cluster mode (a worker among others on one database): drains run under
+            the session's lease (``actors._cluster``); ``None`` in one process.
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class SessionExecution:
         policy: SupervisorPolicy,
         title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
         configuration: Configuration | None = None, location_loads: LocationLoads = "threaded",
+        cluster: ClusterOptions | None = None,
     ) -> None:  # fmt: skip
         self.supervisor = _ExecutionSupervisor(self, policy=policy, directory=directory)
         self.title_model = title_model
@@ -171,7 +175,7 @@ class SessionExecution:
             current_location=self.current_location,
             client_for=self.client_for, now_ms=now_ms, ids=ids,
             default_model=default_model, max_turns=max_turns, title_model=title_model,
-            title_limits=self.title_limits,
+            title_limits=self.title_limits, cluster=cluster,
         )  # fmt: skip
         """What each SessionActor is given (it does not see this router)."""
 
@@ -442,6 +446,10 @@ class SessionExecution:
 
     def active_sessions(self) -> list[SessionActor]:
         return list(self._sessions.values())
+
+    def active(self, session_id: str) -> SessionActor | None:
+        """The session's SessionActor when it is active in this process."""
+        return self._sessions.get(session_id)
 
     # -- activation -----------------------------------------------------------------------
 

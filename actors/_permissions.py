@@ -117,6 +117,14 @@ class DurablePermissions:
                 return await self._storage.read(query)
         return await self._storage.read(query)
 
+    def replied_elsewhere(self, request_id: str, reply: PermissionReply) -> None:
+        """A reply another worker recorded (cluster mode): the tool call waiting here for
+        *request_id*, if any, proceeds with it."""
+        waiting = self._waiting.get(request_id)
+        if waiting is not None and not waiting.is_set():
+            self._replies[request_id] = reply
+            waiting.set()
+
     async def _record(self, session_id: str, request_id: str, reply: PermissionReply) -> None:
         replied = ev.PermissionReplied(
             timestamp=self._now(), session_id=session_id, request_id=request_id, reply=reply

@@ -19,6 +19,7 @@ from runtime.titles import TitleLimits
 from runtime.tools import ToolRegistry
 
 if TYPE_CHECKING:
+    from actors._cluster import ClusterOptions
     from actors._config import LocationSettings
     from actors._events import EventHub
     from actors._permissions import DurablePermissions
@@ -59,6 +60,8 @@ class SessionPorts:
         max_turns: the provider-turn allowance of one drain.
         title_model / title_limits: the title request's model (``None``: no titles)
             and its bounds.
+        cluster: this worker's identity and lease timings in cluster mode (drains run
+            under the session's lease, ``actors._cluster``); ``None`` in one process.
     """
 
     storage: StorageActor
@@ -75,3 +78,4 @@ class SessionPorts:
     max_turns: int
     title_model: TitleModel | None
     title_limits: TitleLimits
+    cluster: ClusterOptions | None = None

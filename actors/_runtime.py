@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import trio
 
+from actors._cluster import ClusterOptions, Relay, listen, sweep
 from actors._config import Configuration
 from actors._context import ContextFactory, default_context
 from actors._directory import ActorDirectory
@@ -49,6 +50,8 @@ _log = logging.getLogger("kittiwake.runtime")
 DEFAULT_MODEL: Final = ModelRef(id="default", provider_id="kittiwake")
 RESTART_POLICY: Final = SupervisorPolicy(5, 10.0)
 _SHUTDOWN_GRACE: Final = 10.0
+_RELAY_BUFFER: Final = 4096
+"""Other workers' commit notifications waiting for the relay (cluster mode)."""
 
 
 class _Root(Supervisor):
@@ -108,7 +111,7 @@ async def open_runtime(
     configuration: Configuration | None = None, location_loads: LocationLoads = "threaded",
     telemetry: TelemetryOptions | None = None,
     max_tasks: int = DEFAULT_MAX_TASKS, store_url: str | None = None,
-    telemetry_dir: Path | str | None = None,
+    telemetry_dir: Path | str | None = None, cluster: ClusterOptions | None = None,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -147,10 +150,14 @@ async def open_runtime(
             ``rt.telemetry`` then answers span and summary queries.
         telemetry_dir: where ``telemetry.duckdb`` goes instead of *data_dir* (one per
             process: each ``--workers`` worker has its own).
+        cluster: with *store_url*, run as one worker among others on that database
+            (``docs/cluster.md``): drains only under the session's lease, other workers'
+            commits relayed here, sessions whose lease expired with work left recovered
+            by a periodic sweep instead of at start-up.
         max_tasks: subagent tasks (``task`` tool calls) one session runs at once; further
             calls wait for a slot.
         store_url: a PostgreSQL URL (``postgresql://...``): the store is there instead of
-            ``kittiwake.duckdb`` (one process per database; ``docs/cluster.md``).
+            ``kittiwake.duckdb`` (with *cluster*, one worker of many; ``docs/cluster.md``).
     """
     options = dict(locals())
     if telemetry is None:
@@ -178,7 +185,7 @@ async def _open_runtime(
     tool_output_cleanup_every: float | None, storage_max_batch: int,
     title_model: TitleModel | None, title_limits: TitleLimits | None,
     configuration: Configuration | None, location_loads: LocationLoads, max_tasks: int,
-    store_url: str | None, **_: Any,
+    store_url: str | None, cluster: ClusterOptions | None, **_: Any,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """``open_runtime`` without telemetry's set-up (see there)."""
     data, project = _prepare(Path(data_dir))
@@ -186,6 +193,8 @@ async def _open_runtime(
     id_gen = ids or IdGenerator()
     hub = EventHub()
     directory = ActorDirectory()
+    if cluster is not None:
+        store_options = {**(store_options or {}), "owner": cluster.owner}
     storage = StorageActor(
         data, hub=hub, mode=storage_mode, store_options=store_options,
         max_batch=storage_max_batch, store_url=store_url,
@@ -198,11 +207,12 @@ async def _open_runtime(
         ids=id_gen,
         directory=directory, policy=RESTART_POLICY,
         title_model=title_model, title_limits=title_limits, configuration=configuration,
-        location_loads=location_loads,
+        location_loads=location_loads, cluster=cluster,
     )  # fmt: skip
     sessions = Sessions(
-        storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock, project_id=project
-    )
+        storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock,
+        project_id=project, cluster=cluster,
+    )  # fmt: skip
     tools_api = SessionTools(
         storage=storage, execution=execution, now_ms=clock, max_tasks=max_tasks
     )
@@ -221,7 +231,12 @@ async def _open_runtime(
             sessions=sessions, storage=storage, execution=execution, hub=hub,
             directory=directory, data_dir=data, tools=tools_api,
         )  # fmt: skip
-        if recover:
+        if cluster is not None and store_url is not None:  # recovery under each lease
+            send, receive = trio.open_memory_channel[tuple[str, int, int]](_RELAY_BUFFER)
+            nursery.start_soon(listen, store_url, cluster.owner, send)
+            nursery.start_soon(Relay(storage, hub, execution).run, receive)
+            nursery.start_soon(sweep, storage, execution, cluster)
+        elif recover:
             await _recover_and_wake(rt, clock)
         try:
             yield rt

@@ -12,6 +12,7 @@ from storage.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
@@ -20,6 +21,7 @@ from msgspec.structs import replace
 from opentelemetry.trace import SpanContext
 
 from actors._actor import Actor, ActorStatistics
+from actors._cluster import SessionLease
 from actors._compaction import RequestBudget, attempt_for, compact, prune
 from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
@@ -32,11 +34,10 @@ from actors._recovery import (
     recover_session,
 )
 from actors._session_messages import CompactSoon, Interrupt, Message, Opened, Run, Wake
-from actors._titles import write_title
-from actors._turn import Turn, TurnOutcome, run_turn, turn_attributes
+from actors._titles import first_prompt, write_title
+from actors._turn import Turn, TurnOutcome, failure_tag, run_turn, turn_attributes, turn_report
 from runtime import SessionInfo, llm
 from runtime import events as ev
-from runtime import messages as m
 from runtime.agents import AgentInfo, system_prompt
 from runtime.compaction import plan_checkpoint
 from runtime.drain import (
@@ -54,13 +55,11 @@ from runtime.drain import (
     Promote,
     Promoted,
     RequestTurn,
-    TurnEnded,
     begin_drain,
     plan,
 )
 from runtime.history import HistoryView, to_llm_model, visible_history
 from runtime.telemetry import current_span_context, span
-from runtime.titles import needs_title
 from storage import AppendWithPending, HistoryChanges, PromoteInputs
 
 if TYPE_CHECKING:
@@ -72,7 +71,6 @@ _log = logging.getLogger("kittiwake.session")
 DEFAULT_MAX_TURNS: Final = 25
 MAILBOX_BOUND: Final = 64
 _MAX_LINKS: Final = 16
-_PROVIDER_TAGS: Final = {"context_overflow": "ContextOverflowError", "auth": "ProviderAuthError"}
 
 
 class SessionActor(Actor[Message]):
@@ -115,6 +113,15 @@ class SessionActor(Actor[Message]):
         self._compact_asked = False
         """A manual compaction waits for the next safe boundary."""
         self._budget = RequestBudget()
+        self._lease = (
+            SessionLease(ports.storage, session_id, ports.cluster) if ports.cluster else None
+        )
+        """Cluster mode: the session's lease, held while a drain chain runs here."""
+
+    @property
+    def driving(self) -> bool:
+        """Whether this actor holds its session's lease (cluster mode; False otherwise)."""
+        return self._lease is not None and self._lease.held
 
     def statistics(self) -> ActorStatistics:
         """The actor's snapshot, with ``last_error``: the last failed drain's reason."""
@@ -130,6 +137,8 @@ class SessionActor(Actor[Message]):
         from, or None. Until :meth:`release_opening` or :meth:`hand_opened` the actor
         does not count as idle, so it is not passivated meanwhile."""
         if not (self.lane.idle and self._recovered and self._has_epoch) or self._openings:
+            return None
+        if self._lease is not None:  # cluster mode: the lease is taken by the drain first
             return None
         if self._opened is not None or self.state != "running":
             return None
@@ -247,8 +256,16 @@ class SessionActor(Actor[Message]):
         nursery.start_soon(self._drain_chain, mode)
 
     async def _drain_chain(self, mode: DrainMode | None) -> None:
-        """Run drains back to back while the lane has a follow-up, then report idle."""
+        """Run drains back to back while the lane has a follow-up, then report idle. In
+        cluster mode only under the session's lease: without it (another worker drives)
+        the lane's work is left to that worker; the lease is released at the end."""
+        rewoken = False
         while mode is not None:
+            if self._lease is not None:
+                if not await self._lease.acquire():
+                    self._stand_down()
+                    break
+                self._adopt_lease(self._lease)
             self._scope = scope = trio.CancelScope()
             self._drain_done = done = trio.Event()
             waiters, self._run_waiters = (self._run_waiters, []) if mode == "run" else ([], [])
@@ -256,11 +273,11 @@ class SessionActor(Actor[Message]):
             attributes = {"session.id": self.session_id, "kittiwake.drain.mode": mode}
             try:
                 with scope, span("drain", attributes, root=True, links=links):
-                    await self._drain(force=mode == "run")
-            except Exception as exc:  # noqa: BLE001 - a failed drain is reported, actor lives
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                _log.error("drain failed", extra={"session": self.session_id}, exc_info=exc)
-                await self._record_failure(exc)
+                    async with self._lease.driving(scope) if self._lease else nullcontext():
+                        try:
+                            await self._drain(force=mode == "run")
+                        except Exception as exc:  # noqa: BLE001 - reported, the actor lives
+                            await self._drain_failed(exc)
             finally:
                 self._scope = None
                 self.set_activity("")
@@ -268,9 +285,44 @@ class SessionActor(Actor[Message]):
                 done.set()
                 for reply in waiters:
                     reply.send(None)
+            if self._lease is not None and self._lease.lost:  # taken over: interrupted
+                self._recovered = False
+                self._stand_down()
+                break
             mode = self.lane.finished()
+            if mode is None and self._lease is not None:
+                await self._lease.release()
+                # Input admitted elsewhere between the drain's last look and the release
+                # is this worker's to drive (once: input that cannot be promoted waits).
+                if not rewoken and await self._lease.input_pending():
+                    rewoken, mode = True, "wake" if self.lane.wake(WAKE_ANY) == "start" else None
         self._answer_idle_waiters()
         self.last_active = trio.current_time()
+
+    async def _drain_failed(self, exc: Exception) -> None:
+        """Report a failed drain durably (under the lease, in cluster mode), unless the
+        store refused its writes because another worker took the lease over."""
+        if self._lease is not None and self._lease.fenced_off(exc):
+            _log.warning("lease taken over; writes refused", extra={"session": self.session_id})
+            return
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        _log.error("drain failed", extra={"session": self.session_id}, exc_info=exc)
+        await self._record_failure(exc)
+
+    def _stand_down(self) -> None:
+        """Drop the lane's work: another worker drives the session (cluster mode) and
+        hears of that work from the store."""
+        while self.lane.finished() is not None:
+            pass
+
+    def _adopt_lease(self, lease: SessionLease) -> None:
+        """After another worker drove the session, forget what this actor remembers of it
+        (read again); after a takeover of a dead holder's lease, recover the session as a
+        restart does."""
+        if lease.fresh:
+            self._history, self._has_epoch, self._epochs.row = HistoryView(), False, None
+        if lease.taken_over:
+            self._recovered = False
 
     # -- the drain ----------------------------------------------------------------------
 
@@ -291,7 +343,7 @@ class SessionActor(Actor[Message]):
                     if isinstance(outcome, OverBudget):
                         report = outcome
                     else:
-                        report = self._turn_ended(outcome, auto=self._budget.auto)
+                        report = turn_report(outcome, auto=self._budget.auto)
                 case Compact(reason=reason, overflow=overflow):
                     report = await self._compact(reason, overflow=overflow)
                 case Open() | Promote():
@@ -306,22 +358,6 @@ class SessionActor(Actor[Message]):
         asked, self._compact_asked = self._compact_asked, False
         return asked
 
-    @staticmethod
-    def _turn_ended(outcome: TurnOutcome, *, auto: bool) -> TurnEnded:
-        """The planner's report of *outcome*: a context overflow before any output counts
-        as one only while automatic compaction (*auto*) is on."""
-        steers = queued = False
-        for row in outcome.pending:
-            if row.delivery == "steer":
-                steers = True
-            else:
-                queued = True
-        overflow = auto and outcome.error_kind == "context_overflow" and not outcome.output
-        return TurnEnded(
-            failed=outcome.error is not None, local_tools=outcome.local_tools,
-            steers_pending=steers, queued_pending=queued, overflow=overflow,
-        )  # fmt: skip
-
     async def _promote_step(self, *, opening: bool) -> Promoted | Blocked:
         """At a safe boundary: apply configuration edits, make sure the Context Epoch
         exists, then promote (see :meth:`_promote`); report what the planner needs."""
@@ -332,7 +368,10 @@ class SessionActor(Actor[Message]):
         promoted, _ = await self._promote(opening=opening)
         if promoted and not self._title_checked:
             self._title_checked = True
-            self._title_prompt = self._first_prompt(promoted)
+            self._title_prompt = first_prompt(
+                self._p.title_model, self._p.session_info(self.session_id), self._history.rows,
+                promoted,
+            )  # fmt: skip
         max_turns = self._agent().steps or self._p.max_turns
         return Promoted(
             count=len(promoted), max_turns=max_turns, compact=self._take_compact_request()
@@ -455,7 +494,17 @@ class SessionActor(Actor[Message]):
             directory=info.location.directory, permissions=self._p.permissions,
         )  # fmt: skip
         if self._title_prompt is not None:
-            self._start_title(self._title_prompt, model)
+            assert self._p.title_model is not None  # a prompt to title was kept: titles are on
+            location = self._location()
+            small = location.settings.small_model or self._p.title_model(model)
+            if small is not None and self._nursery is not None:
+                self._nursery.start_soon(
+                    partial(
+                        write_title, session_id=sid, prompt=self._title_prompt, model=small,
+                        client=self._p.client_for(location), storage=self._p.storage,
+                        now_ms=self._p.now_ms, limits=self._p.title_limits,
+                    )
+                )  # fmt: skip
             self._title_prompt = None
         self._turn, self._turn_open = turn, True
         with span("provider.turn", turn_attributes(sid, model, step)) as current_span:
@@ -498,33 +547,6 @@ class SessionActor(Actor[Message]):
             return ev.ModelRef(id=model_id, provider_id=provider)
         return settings.model or self._p.default_model
 
-    def _first_prompt(self, promoted: list[ev.InputAdmitted]) -> str | None:
-        """The text of the session's first prompt if *promoted* holds it and a title is to
-        be written for the session; else None."""
-        if self._p.title_model is None or not needs_title(self._p.session_info(self.session_id)):
-            return None
-        ids = {row.id for row in promoted}
-        for _, message in self._history.rows:
-            if isinstance(message, m.UserMessage) and message.id not in ids:
-                return None  # an earlier prompt: the session is not new
-        return promoted[0].prompt.text
-
-    def _start_title(self, prompt: str, model: ev.ModelRef) -> None:
-        """Write the session's title beside its first turn, never delaying it (the task
-        runs in the actor's nursery; stopping the actor cancels it)."""
-        assert self._p.title_model is not None
-        location = self._location()
-        small = location.settings.small_model or self._p.title_model(model)
-        if small is None or self._nursery is None:
-            return
-        self._nursery.start_soon(
-            partial(
-                write_title, session_id=self.session_id, prompt=prompt, model=small,
-                client=self._p.client_for(location), storage=self._p.storage, now_ms=self._p.now_ms,
-                limits=self._p.title_limits,
-            )
-        )  # fmt: skip
-
     async def _append(self, events: list[ev.DurableEvent]) -> list[ev.InputAdmitted]:
         """Append *events*; return the inbox rows still pending after them. A failed step
         among them (a provider error ended the turn) also fails the run: ``run.failed``
@@ -532,7 +554,7 @@ class SessionActor(Actor[Message]):
         sid = self.session_id
         for event in events:
             if isinstance(event, ev.StepFailed):
-                tag = self._failure_tag()
+                tag = failure_tag(self._turn)
                 error = ev.RunError(tag=tag, message=event.error.message)
                 self.last_error = f"{tag}: {error.message}"
                 events = [
@@ -541,14 +563,6 @@ class SessionActor(Actor[Message]):
                 ]
                 break
         return await self._p.storage.write(AppendWithPending(session_id=sid, events=events))
-
-    def _failure_tag(self) -> str:
-        """The ``_tag`` of the current turn's failed step: the provider's error by its kind,
-        else an internal error (``run_turn`` closed the step on an escaping exception)."""
-        outcome = self._turn.outcome if self._turn is not None else None
-        if outcome is None or outcome.error is None:
-            return "InternalError"
-        return _PROVIDER_TAGS.get(outcome.error_kind, "ProviderError")
 
     async def _record_failure(self, exc: Exception) -> None:
         """Make a failed drain durable and visible: a ``step.failed`` on the step it cut

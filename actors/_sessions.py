@@ -10,6 +10,7 @@ from typing import Any, Final, Literal
 import trio
 from msgspec import UNSET
 
+from actors._cluster import ClusterOptions, wait_elsewhere
 from actors._events import OVERFLOWED, EventHub
 from actors._execution import SessionExecution
 from actors._location import check_directory
@@ -81,7 +82,9 @@ class Sessions:
     def __init__(
         self, *, storage: StorageActor, hub: EventHub, execution: SessionExecution,
         ids: IdGenerator, now_ms: Callable[[], int], project_id: str,
+        cluster: ClusterOptions | None = None,
     ) -> None:  # fmt: skip
+        self._cluster = cluster
         self._storage = storage
         self._hub = hub
         self._x = execution
@@ -415,8 +418,11 @@ class Sessions:
             await self._x.start_run(session_id)
 
     async def wait_idle(self, session_id: str) -> None:
-        """Wait until the session has no active or pending drain."""
+        """Wait until the session has no active or pending drain; in cluster mode on any
+        worker (``actors._cluster.wait_elsewhere``)."""
         await self._x.wait_idle(session_id)
+        if self._cluster is not None:
+            await wait_elsewhere(self._storage, self._hub, session_id, self._cluster)
 
     async def check_input(
         self, location: Location, *, agent: str | None = None, model: ModelRef | None = None,

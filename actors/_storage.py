@@ -26,6 +26,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, overload
 
@@ -45,13 +46,27 @@ from runtime import StorageError
 from runtime.telemetry import active_processor, current_span_context, recording
 from storage import Command, EventStore, Outcome, PostgresStore, Query, StoredEvent
 
-__all__ = ["StorageActor", "StorageMode"]
+__all__ = ["DRAIN_FENCE", "StorageActor", "StorageMode"]
 
 T = TypeVar("T")
 U = TypeVar("U")
 StorageMode = Literal["threaded", "inline"]
 DEFAULT_MAILBOX: Final = 8192
 DEFAULT_MAX_BATCH: Final = 1024
+
+
+DRAIN_FENCE: ContextVar[tuple[str, int] | None] = ContextVar("kittiwake_drain_fence", default=None)
+"""The session the current task drives under a lease (cluster mode), and the lease's
+fencing token: :meth:`StorageActor.write` stamps the token on that session's commands that
+carry a ``fence``, so the store refuses them once another worker took the lease over."""
+
+
+def _fenced(command: Command[Any], session_id: str, token: int) -> Command[Any]:
+    if "fence" not in type(command).__struct_fields__:
+        return command
+    if getattr(command, "session_id", session_id) != session_id:
+        return command  # another session's (a subagent's): its own lease fences it
+    return msgspec.structs.replace(command, fence=token)
 
 
 class _Write(msgspec.Struct, frozen=True):
@@ -195,6 +210,9 @@ class StorageActor(Actor[Any]):
         wait; the write may still commit.
         """
         caller = current_span_context() if self._processor is not None else None
+        fence = DRAIN_FENCE.get()
+        if fence is not None:
+            command = _fenced(command, *fence)
         return await self._submit(_Write(command, Reply(), durable, then, caller))
 
     async def read(self, query: Query[T]) -> T:

@@ -3,24 +3,41 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import trio
 
 from actors._storage import StorageActor
-from runtime import SessionInfo, llm
+from runtime import SessionInfo, UserMessage, llm
 from runtime import events as ev
 from runtime.history import to_llm_model
-from runtime.titles import TitleLimits, clean_title, title_request
+from runtime.titles import TitleLimits, clean_title, needs_title, title_request
 from storage import SetTitle
 
-__all__ = ["TitleModel", "write_title"]
+__all__ = ["TitleModel", "first_prompt", "write_title"]
 
 TitleModel = Callable[[ev.ModelRef], ev.ModelRef | None]
 """Given the model of a session's first turn, the model that writes its title (None: no
 title is written)."""
 
 _log = logging.getLogger("kittiwake.titles")
+
+
+def first_prompt(
+    title_model: TitleModel | None, info: SessionInfo, rows: Sequence[tuple[int, Any]],
+    promoted: list[ev.InputAdmitted],
+) -> str | None:  # fmt: skip
+    """The text of the session's first prompt if *promoted* holds it (no user message of
+    the history *rows* precedes it) and a title is to be written (*title_model*); else
+    None."""
+    if title_model is None or not needs_title(info):
+        return None
+    ids = {row.id for row in promoted}
+    for _, message in rows:
+        if isinstance(message, UserMessage) and message.id not in ids:
+            return None  # an earlier prompt: the session is not new
+    return promoted[0].prompt.text
 
 
 async def write_title(

@@ -30,6 +30,7 @@ from actors._events import EventHub
 from runtime import events as ev
 from runtime import llm
 from runtime.agents import AgentInfo, PermissionGate
+from runtime.drain import TurnEnded
 from runtime.telemetry import records_text, span
 from runtime.tools import (
     ToolContext,
@@ -39,10 +40,11 @@ from runtime.tools import (
     reporting_output,
 )
 from runtime.tools import ToolSuccess as Succeeded
+from storage import LeaseLost
 
 __all__ = [
-    "INTERRUPTED_TOOL", "NO_TOOLS", "Turn", "TurnOutcome", "report_retry", "run_turn",
-    "turn_attributes",
+    "INTERRUPTED_TOOL", "NO_TOOLS", "Turn", "TurnOutcome", "failure_tag", "report_retry",
+    "run_turn", "turn_attributes", "turn_report",
 ]  # fmt: skip
 
 _log = logging.getLogger("kittiwake.turn")
@@ -375,6 +377,34 @@ class Turn:
             current.set_attribute("kittiwake.answer", answer)
 
 
+_PROVIDER_TAGS: Final = {"context_overflow": "ContextOverflowError", "auth": "ProviderAuthError"}
+
+
+def failure_tag(turn: Turn | None) -> str:
+    """The ``_tag`` of *turn*'s failed step: the provider's error by its kind, else an
+    internal error (``run_turn`` closed the step on an escaping exception)."""
+    outcome = turn.outcome if turn is not None else None
+    if outcome is None or outcome.error is None:
+        return "InternalError"
+    return _PROVIDER_TAGS.get(outcome.error_kind, "ProviderError")
+
+
+def turn_report(outcome: TurnOutcome, *, auto: bool) -> TurnEnded:
+    """The drain planner's report of *outcome*: a context overflow before any output counts
+    as one only while automatic compaction (*auto*) is on."""
+    steers = queued = False
+    for row in outcome.pending:
+        if row.delivery == "steer":
+            steers = True
+        else:
+            queued = True
+    overflow = auto and outcome.error_kind == "context_overflow" and not outcome.output
+    return TurnEnded(
+        failed=outcome.error is not None, local_tools=outcome.local_tools,
+        steers_pending=steers, queued_pending=queued, overflow=overflow,
+    )  # fmt: skip
+
+
 def turn_attributes(session_id: str, model: ev.ModelRef, step: int) -> dict[str, Any]:
     """The attributes a provider turn's span starts with."""
     return {
@@ -456,6 +486,8 @@ async def _run(client: llm.LLMClient, request: llm.LLMRequest, turn: Turn) -> Tu
                     error = ev.SessionError(message=f"Internal error: {_describe(exc)}")
                     turn.buffer.append(ev.StepFailed(**turn._ids(), error=error))
                 await turn.flush()
+            except LeaseLost:  # cluster mode: another worker drives the session now
+                _log.warning("the cut step was not closed: the lease was taken over")
             except Exception as closing:  # noqa: BLE001 - the original exception goes on
                 _log.error("could not close the cut step", exc_info=closing)
         raise

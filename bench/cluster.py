@@ -26,8 +26,12 @@ Measured for each server:
   ``session.next.text.ended``, and the delay is its arrival minus the last chunk's sending:
   what the server added to the streamed answer (median and p95 over the sessions).
 
-At the end, a paper estimate for 32 cores and ten machines from the measured CPU per prompt
-and commits per prompt (see ``docs/benchmarks.md``).
+Before the servers: PostgreSQL's own commit rate, one-row insert transactions back to back
+from 1, 4 and 16 connections (``--commit-connections``), the ceiling a cluster's commits
+share.
+
+``docs/benchmarks.md`` makes its paper estimate for 32 cores and ten machines from the
+CPU and commits per prompt and the commit rate measured here.
 """
 
 from __future__ import annotations
@@ -331,6 +335,30 @@ async def _stream_delays(url: str, n: int) -> tuple[float, float] | None:
     return statistics.median(delays), delays[int(len(delays) * 0.95)]
 
 
+def _commit_rate(url: str, connections: int, seconds: float) -> float:
+    """PostgreSQL's commits/s with *connections* threads each committing one-row inserts
+    (``synchronous_commit`` on, as the store runs) back to back for *seconds*."""
+    import threading
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("create table if not exists bench_commit (n bigint)")
+    counts = [0] * connections
+    stop = time.perf_counter() + seconds
+
+    def loop(i: int) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            while time.perf_counter() < stop:
+                conn.execute("insert into bench_commit values (%s)", [i])
+                counts[i] += 1
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / seconds
+
+
 # -- the run -------------------------------------------------------------------------------
 
 
@@ -344,6 +372,10 @@ async def _measure(args: argparse.Namespace) -> None:
     cluster = await trio.to_thread.run_sync(PostgresCluster.start)
     rows: list[tuple[str, dict[str, Any]]] = []
     try:
+        scratch = cluster.create_database()
+        for n in args.commit_connections:
+            rate = await trio.to_thread.run_sync(_commit_rate, scratch, n, 3.0)
+            print(f"PostgreSQL commits/s with {n} connections: {rate:.0f}", flush=True)
         mock_url = f"http://127.0.0.1:{mock_port}"
         targets: list[int | None] = [None, *args.workers]
         for workers in targets:
@@ -415,6 +447,10 @@ def main() -> None:
     parser.add_argument(
         "--streams", default="100,200", type=lambda s: [int(x) for x in s.split(",") if x]
     )
+    parser.add_argument(
+        "--commit-connections", default="1,4,16",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sequential", type=int, default=50)
     args = parser.parse_args()

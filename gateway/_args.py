@@ -102,6 +102,11 @@ def parser() -> argparse.ArgumentParser:
         "--workers", type=_count, metavar="N", help="with --store: bind once and serve with N "
         "worker processes, each restarted if it dies (docs/cluster.md)",
     )  # fmt: skip
+    serve.add_argument(
+        "--lease-ttl", type=float, default=10.0, metavar="SECONDS",
+        help="with --store: how long a session's lease lasts unrenewed, so how soon another "
+        "worker takes over the sessions of one that died (default 10)",
+    )  # fmt: skip
     for hidden in ("--owner", "--worker-slot", "--listen-fd", "--ready-fd", "--lifeline-fd"):
         # What a --workers parent tells each worker (gateway/_workers.py).
         serve.add_argument(hidden, help=argparse.SUPPRESS, type=str if hidden == "--owner" else int)

@@ -37,6 +37,7 @@ from typing import Final
 import msgspec
 import trio
 
+from actors import ClusterOptions
 from gateway._datadir import CliError, forget_serving, record_serving
 from runtime import StorageError
 from storage import PostgresStore
@@ -45,6 +46,7 @@ __all__ = [
     "WorkerLimits",
     "announce_ready",
     "check_store_url",
+    "cluster_options",
     "new_owner",
     "reach_store",
     "serve_with_workers",
@@ -79,6 +81,21 @@ def new_owner(slot: int | None = None) -> str:
     return f"{socket.gethostname()}-{where}-{secrets.token_hex(4)}"
 
 
+def cluster_options(args: argparse.Namespace) -> ClusterOptions:
+    """The runtime's cluster options of a ``serve --store`` worker: its owner id (the
+    parent's, else a new one) and lease timings from ``--lease-ttl``: renewed every quarter
+    of it, orphaned sessions looked for every half.
+
+    Raises:
+        CliError: a ``--lease-ttl`` that is not a positive number of seconds (status 2).
+    """
+    ttl = args.lease_ttl
+    if not ttl > 0:
+        raise CliError(f"--lease-ttl must be a positive number of seconds, not {ttl}", 2)
+    owner = args.owner or new_owner()
+    return ClusterOptions(owner=owner, lease_ttl=ttl, renew_every=ttl / 4, sweep_every=ttl / 2)
+
+
 def worker_telemetry_dir(data_dir: Path, slot: int | None) -> Path:
     """Where a worker keeps ``telemetry.duckdb``: one DuckDB file per process, so the
     worker in *slot* of ``--workers`` uses ``<data dir>/workers/<slot>`` (a restarted
@@ -92,9 +109,10 @@ def check_store_url(url: str | None) -> None:
         raise CliError(f"--store takes a PostgreSQL URL (postgresql://...), not {url!r}")
 
 
-async def reach_store(url: str | None, data_dir: Path) -> None:
-    """Open and close the PostgreSQL store at *url* once (creating its schema), so that an
-    unreachable server is one line, not the storage actor's restarts.
+async def reach_store(url: str | None, data_dir: Path, owner: str) -> None:
+    """Open and close the PostgreSQL store at *url* once as cluster worker *owner*
+    (creating its schema), so that an unreachable server, or a database a single-process
+    store holds, is one line, not the storage actor's restarts.
 
     Raises:
         CliError: the server cannot be reached or refused the schema.
@@ -103,7 +121,7 @@ async def reach_store(url: str | None, data_dir: Path) -> None:
         return
     try:
         store = await trio.to_thread.run_sync(
-            lambda: PostgresStore.open(url, directory=data_dir, connect_timeout=5)
+            lambda: PostgresStore.open(url, directory=data_dir, connect_timeout=5, owner=owner)
         )
     except StorageError as exc:
         raise CliError(" ".join(str(exc).split())) from None
@@ -123,7 +141,7 @@ async def serve_with_workers(args: argparse.Namespace, data_dir: Path) -> int:
             "--workers needs --store postgresql://...: the DuckDB store in a data dir is "
             "served by one process", 2,
         )  # fmt: skip
-    await reach_store(args.store, data_dir)  # the schema is made once, here
+    await reach_store(args.store, data_dir, new_owner())  # the schema is made once, here
     argv = [
         sys.executable, "-m", "gateway", "serve", "--data-dir", str(data_dir),
         "--directory", str(args.directory), "--store", args.store,

@@ -44,6 +44,7 @@ from gateway._terminal import RunFailed, Runner, RunOptions, check, read_prompt
 from gateway._workers import (
     announce_ready,
     check_store_url,
+    cluster_options,
     reach_store,
     serve_with_workers,
     wait_for_stop,
@@ -255,8 +256,10 @@ async def _serve(args: argparse.Namespace) -> int:
                 return 2
             options: dict[str, Any] = provider.options() if provider is not None else {}
             options["telemetry"] = telemetry_options(config.config.telemetry)
-            await reach_store(args.store, data_dir)
             options["store_url"] = args.store
+            if args.store is not None:
+                options["cluster"] = cluster_options(args)
+                await reach_store(args.store, data_dir, options["cluster"].owner)
             if args.worker_slot is not None and options["telemetry"] is not None:
                 options["telemetry_dir"] = worker_telemetry_dir(data_dir, args.worker_slot)
             async with open_runtime(
@@ -571,6 +574,11 @@ def _report(exc: BaseException, args: argparse.Namespace) -> int:
         if found is not None:
             print(f"kittiwake: {found}", file=sys.stderr)
             return found.code if isinstance(found, CliError) else 1
+    duckdb = sys.modules.get("duckdb")  # a telemetry file another process holds
+    held_file = _find(exc, duckdb.IOException) if duckdb is not None else None
+    if held_file is not None:
+        print(f"kittiwake: {str(held_file).splitlines()[0]}", file=sys.stderr)
+        return 1
     # httpx is imported only by commands that talk HTTP; no other can raise its errors.
     httpx = sys.modules.get("httpx")
     found = _find(exc, httpx.HTTPError) if httpx is not None else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 from collections.abc import AsyncIterator
@@ -143,10 +144,17 @@ class Node:
 
     @classmethod
     @asynccontextmanager
-    async def running(cls, cli: Cli, store: str, *extra: str) -> AsyncIterator[Node]:
-        """Serve until the block ends (SIGTERM, unless the test ended it another way)."""
+    async def running(cls, cli: Cli, store: str, *extra: str, name: str) -> AsyncIterator[Node]:
+        """Serve until the block ends (SIGTERM, unless the test ended it another way), with
+        a data dir of its own, ``<cli.data>-<name>`` (a machine's: its telemetry file is
+        its own), holding the local provider's catalog."""
+        data = cli.data.with_name(f"{cli.data.name}-{name}")
+        data.mkdir(exist_ok=True)
+        catalog = cli.data / "models-dev.json"
+        if catalog.exists():
+            shutil.copy(catalog, data / catalog.name)
         process = await trio.lowlevel.open_process(
-            cli.argv("serve", "--port", "0", "--store", store, *extra),
+            cli.argv("serve", "--port", "0", "--store", store, "--data-dir", str(data), *extra),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=cli.project, env=cli.env,
         )  # fmt: skip

@@ -47,28 +47,32 @@ async def test_workers_serve_one_socket_a_killed_one_is_restarted_and_sigterm_st
 ) -> None:
     cli = Cli(tmp_path, provider)
     answer_each(provider)
-    async with Workers.running(cli, postgres_database, 1) as cluster:
+    async with Workers.running(cli, postgres_database, 2) as cluster:
         first = cluster.worker_pids()
-        assert len(first) == 1
-        async with httpx.AsyncClient(base_url=cluster.url) as client:
+        assert len(first) == 2
+        fresh = httpx.Limits(max_keepalive_connections=0)  # no connection to a killed worker
+        async with httpx.AsyncClient(base_url=cluster.url, timeout=30, limits=fresh) as client:
             sid = (await client.post(S, json={"model": MODEL})).json()["data"]["id"]
             await prompt_and_wait(client, sid, "one")
-            os.kill(first[0], signal.SIGKILL)
+            for pid in first:  # both: the next request can only be served by a restarted one
+                os.kill(pid, signal.SIGKILL)
             await eventually(lambda: b"restarting" in cluster.stderr)
             assert b"exited with status -9" in cluster.stderr
             # The socket stayed bound and listening: the next request waits in its queue
             # for the restarted worker.
             await prompt_and_wait(client, sid, "two")
             assert await texts(client, sid) == ["one", "re: one", "two", "re: two"]
+        await eventually(lambda: cluster.stderr.count(b"restarting") == 2)
         second = cluster.worker_pids()
-        assert len(second) == 1 and second != first
+        assert len(second) == 2 and not set(second) & set(first)
         await cluster.stop()
     assert cluster.process.returncode == 0
     assert all(gone(pid) for pid in second)
-    assert b"stopping 1 workers (signal 15)" in cluster.stderr
+    assert b"stopping 2 workers (signal 15)" in cluster.stderr
     assert not (cli.data / "serving.json").exists()
     # Each worker slot keeps its own telemetry file; the data dir holds no store.
-    assert (cli.data / "workers" / "0" / "telemetry.duckdb").exists()
+    for slot in ("0", "1"):
+        assert (cli.data / "workers" / slot / "telemetry.duckdb").exists()
     assert not (cli.data / "kittiwake.duckdb").exists()
 
 

@@ -1,0 +1,366 @@
+"""Cluster mode: this runtime is one worker among others on one PostgreSQL database.
+
+Every worker may *write* any session (an admission, a reply, an interrupt is durable first,
+from the worker that received it); only the holder of a session's lease *drives* it (runs
+its drains). ``docs/cluster.md`` tells the whole model; this module holds the actors' side:
+
+- :class:`SessionLease`: one SessionActor's lease. Acquired at the start of a drain chain,
+  renewed every ``ClusterOptions.renew_every`` seconds while it runs (a lost lease cancels
+  the drain: interrupted by a takeover, not failed), released when the chain ends.
+- :data:`DRAIN_FENCE`: the token of the lease the current task drives under. The
+  StorageActor stamps it on every command with a ``fence`` field written from that task or
+  the tasks it starts, so a stale driver's writes are refused by the store (``LeaseLost``).
+- :class:`Relay`: feeds this worker with what other workers commit, from the store's
+  notifications plus catch-up reads by seq: the event hub (streams on this worker see every
+  worker's events, with no gap and no duplicate), and the sessions this worker drives (a
+  prompt admitted elsewhere wakes them, an interrupt stops them, a permission reply
+  reaches the waiting tool call).
+- :func:`sweep`: every ``sweep_every`` seconds, sessions whose lease expired with work left
+  (pending input, or a drain cut short) are woken here; the wake acquires the lease and
+  the actor recovers the session exactly as a restart does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+import psycopg
+import trio
+
+from actors._events import EventHub
+from actors._storage import DRAIN_FENCE, StorageActor
+from runtime import StorageError
+from runtime import events as ev
+from runtime.drain import WAKE_ANY
+from runtime.events import decode_event
+from storage import (
+    AcquireLease,
+    EventsTail,
+    LeaseLost,
+    LeaseOf,
+    Listener,
+    Orphans,
+    PendingInputs,
+    ReleaseLease,
+    RenewLease,
+    StoredEvent,
+)
+
+if TYPE_CHECKING:
+    from actors._execution import SessionExecution
+
+__all__ = [
+    "DRAIN_FENCE",
+    "ClusterOptions",
+    "Relay",
+    "SessionLease",
+    "listen",
+    "sweep",
+    "wait_elsewhere",
+]
+
+_log = logging.getLogger("kittiwake.cluster")
+_PAGE: Final = 500
+_ADMITTED: Final = ev.PromptAdmitted.__struct_config__.tag
+_INTERRUPTED: Final = ev.InterruptRequested.__struct_config__.tag
+_REPLIED: Final = ev.PermissionReplied.__struct_config__.tag
+
+DEFAULT_LEASE_TTL: Final = 10.0
+DEFAULT_RENEW_EVERY: Final = 3.0
+DEFAULT_SWEEP_EVERY: Final = 5.0
+
+
+class ClusterOptions(msgspec.Struct, frozen=True):
+    """A worker's identity and its lease timings (seconds).
+
+    ``renew_every`` must stay under a third of ``lease_ttl``, so that two renewals can fail
+    (a slow commit, a busy event loop) before the lease expires.
+    """
+
+    owner: str
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    renew_every: float = DEFAULT_RENEW_EVERY
+    sweep_every: float = DEFAULT_SWEEP_EVERY
+    sweep_limit: int = 100
+    """Sessions one sweep wakes at most."""
+    wait_poll: float = 0.05
+    """How often a ``wait`` on a worker that does not drive the session looks again
+    (a release commits no event to wake it)."""
+
+    def __post_init__(self) -> None:
+        if not self.owner:
+            raise ValueError("a cluster worker needs an owner id")
+        if not 0 < self.renew_every * 3 <= self.lease_ttl:
+            raise ValueError("renew_every must be positive and at most a third of lease_ttl")
+
+
+class SessionLease:
+    """One SessionActor's lease on its session (cluster mode); see the module doc.
+
+    ``token`` is the fencing token while held, else None. ``taken_over`` says the last
+    acquisition found the previous holder's lease expired unreleased (its drain may have
+    been cut short: the actor recovers the session as a restart would).
+    """
+
+    def __init__(self, storage: StorageActor, session_id: str, options: ClusterOptions) -> None:
+        self._storage = storage
+        self._session_id = session_id
+        self._options = options
+        self.token: int | None = None
+        self._last = -1
+        """The token of this actor's previous lease."""
+        self.fresh = True
+        """Another worker held the lease between this one's last and this acquisition."""
+        self.taken_over = False
+        self.lost = False
+        """The lease was lost while driving (a renewal refused, or a write fenced off)."""
+
+    @property
+    def held(self) -> bool:
+        return self.token is not None and not self.lost
+
+    async def acquire(self) -> bool:
+        """Take the lease; False when another worker holds it unexpired (it drives), or
+        when the acquisition failed to commit (logged; if it did commit, the lease expires
+        and the sweep finds the session). Sets ``fresh`` when another worker held the
+        lease since this one last did (tokens grow by one per acquisition) and
+        ``taken_over``. Cancellation abandons the wait (an acquisition that committed
+        expires)."""
+        try:
+            lease = await self._storage.write(
+                AcquireLease(
+                    session_id=self._session_id, owner=self._options.owner,
+                    ttl_ms=int(self._options.lease_ttl * 1000),
+                )
+            )  # fmt: skip
+        except StorageError as exc:
+            _log.warning("lease not acquired", extra={"session": self._session_id}, exc_info=exc)
+            lease = None
+        self.lost = False
+        if lease is None:
+            self.token = None
+            return False
+        self.fresh = lease.token != self._last + 1
+        self.token = self._last = lease.token
+        self.taken_over = lease.taken_over
+        return True
+
+    @asynccontextmanager
+    async def driving(self, scope: trio.CancelScope) -> AsyncIterator[None]:
+        """Drive under the lease for the block: the task's writes carry its token
+        (:data:`DRAIN_FENCE`) and a background task renews it every ``renew_every``
+        seconds. A renewal the store refuses marks the lease ``lost`` and cancels
+        *scope* (the drain stops: interrupted by a takeover). A renewal that fails to
+        commit is tried again at the next interval (the lease may expire meanwhile: then
+        the next renewal is refused)."""
+        assert self.token is not None, "acquire the lease first"
+        reset = DRAIN_FENCE.set((self._session_id, self.token))
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._renew, scope)
+                try:
+                    yield
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            DRAIN_FENCE.reset(reset)
+
+    async def _renew(self, scope: trio.CancelScope) -> None:
+        while True:
+            await trio.sleep(self._options.renew_every)
+            try:
+                lease = await self._storage.write(
+                    RenewLease(
+                        session_id=self._session_id, owner=self._options.owner,
+                        token=self.token or 0, ttl_ms=int(self._options.lease_ttl * 1000),
+                    )
+                )  # fmt: skip
+            except StorageError as exc:
+                _log.warning(
+                    "lease renewal failed", extra={"session": self._session_id}, exc_info=exc
+                )
+                continue
+            if lease is None:
+                self.lost = True
+                _log.warning(
+                    "lease lost to another worker; writes refused",
+                    extra={"session": self._session_id},
+                )
+                scope.cancel()
+                return
+
+    def fenced_off(self, exc: BaseException) -> bool:
+        """Whether *exc* (or an exception it groups) is the store refusing a write by
+        this lease's token; marks the lease lost if so."""
+        if isinstance(exc, LeaseLost) or (
+            isinstance(exc, BaseExceptionGroup) and exc.subgroup(LeaseLost) is not None
+        ):
+            self.lost = True
+        return self.lost
+
+    async def release(self) -> None:
+        """Release the lease (bounded, shielded: a release that fails lets it expire)."""
+        token, self.token = self.token, None
+        if token is None or self.lost:
+            return
+        with trio.move_on_after(self._options.renew_every, shield=True):
+            try:
+                await self._storage.write(
+                    ReleaseLease(
+                        session_id=self._session_id, owner=self._options.owner, token=token
+                    )
+                )
+            except StorageError as exc:
+                _log.warning(
+                    "lease release failed; it expires",
+                    extra={"session": self._session_id},
+                    exc_info=exc,
+                )
+
+    async def input_pending(self) -> bool:
+        """Whether the session has unpromoted input (read after a release: a prompt
+        admitted elsewhere meanwhile is this worker's to drive, if it acquires first)."""
+        try:
+            rows = await self._storage.read(PendingInputs(session_id=self._session_id))
+        except StorageError:
+            return False  # the sweep finds it once no lease covers it
+        return bool(rows)
+
+
+class Relay:
+    """Feeds this worker with other workers' commits (see the module doc).
+
+    For each notification ``(session_id, first, last)`` of a session this worker cares
+    about (a stream follows it, every session's stream is open, or its actor is active
+    here), the events from the last one relayed (else *first*) through *last* are read by
+    seq, published to the hub and dispatched: an admission wakes the session's actor when
+    it drives here, an interrupt interrupts it, a permission reply reaches the tool call
+    waiting for it. A session no one here cares about costs no read.
+    """
+
+    def __init__(self, storage: StorageActor, hub: EventHub, execution: SessionExecution) -> None:
+        self._storage = storage
+        self._hub = hub
+        self._x = execution
+        self._relayed: dict[str, int] = {}
+
+    def _cares(self, session_id: str) -> bool:
+        return self._hub.follows(session_id) or self._x.active(session_id) is not None
+
+    async def run(self, notifications: trio.MemoryReceiveChannel[tuple[str, int, int]]) -> None:
+        """Relay until cancelled. A read that fails is logged; the streams re-read the
+        store on the next gap, and a missed wake is found by the sweep."""
+        async with trio.open_nursery() as nursery:
+            async for session_id, first, last in notifications:
+                if not self._cares(session_id):
+                    self._relayed.pop(session_id, None)
+                    continue
+                after = max(self._relayed.get(session_id, first - 1), first - 1)
+                if last <= after:
+                    continue
+                try:
+                    events = await self._read(session_id, after, last)
+                except StorageError as exc:
+                    _log.warning("relay read failed", extra={"session": session_id}, exc_info=exc)
+                    continue
+                self._relayed[session_id] = last
+                self._hub.publish(events)
+                self._dispatch(nursery, session_id, events)
+
+    async def _read(self, session_id: str, after: int, last: int) -> list[StoredEvent]:
+        events: list[StoredEvent] = []
+        while after < last:
+            page, _ = await self._storage.read(
+                EventsTail(session_id=session_id, after=after, limit=_PAGE)
+            )
+            if not page:
+                break
+            events += [e for e in page if e.seq <= last]
+            after = page[-1].seq
+        return events
+
+    def _dispatch(self, nursery: trio.Nursery, session_id: str, events: list[StoredEvent]) -> None:
+        actor = self._x.active(session_id)
+        if actor is None:
+            return
+        for stored in events:
+            if stored.type == _ADMITTED and actor.driving:
+                nursery.start_soon(self._x.wake, session_id, stored.seq)
+            elif stored.type == _INTERRUPTED and actor.driving:
+                nursery.start_soon(self._x.interrupt, session_id, stored.seq)
+            elif stored.type == _REPLIED:
+                event = decode_event(stored.data)
+                assert isinstance(event, ev.PermissionReplied)
+                self._x.permissions.replied_elsewhere(event.request_id, event.reply)
+
+
+async def listen(
+    url: str, owner: str, send: trio.MemorySendChannel[tuple[str, int, int]],
+    *, poll: float = 0.5,
+) -> None:  # fmt: skip
+    """Hand other workers' commit notifications (``storage.Listener``) to *send* until
+    cancelled. The listener's connection waits in a worker thread, at most *poll* seconds
+    at a time (so cancellation takes at most that long). A notification the relay has no
+    room for is dropped (streams re-read the store at the next gap; the sweep finds missed
+    work); a lost connection is logged and opened again a second later."""
+    while True:
+        try:
+            listener = await trio.to_thread.run_sync(Listener, url, owner)
+        except psycopg.Error as exc:
+            _log.warning("notification listener did not connect", exc_info=exc)
+            await trio.sleep(1.0)
+            continue
+        try:
+            while True:
+                for item in await trio.to_thread.run_sync(listener.wait, poll):
+                    try:
+                        send.send_nowait(item)
+                    except trio.WouldBlock:
+                        _log.warning(
+                            "relay behind: a notification dropped", extra={"session": item[0]}
+                        )
+        except psycopg.Error as exc:
+            _log.warning("notification listener lost its connection", exc_info=exc)
+            await trio.sleep(1.0)
+        finally:
+            listener.close()
+
+
+async def sweep(
+    storage: StorageActor, execution: SessionExecution, options: ClusterOptions
+) -> None:
+    """Wake, every ``sweep_every`` seconds (the first time at once), the sessions whose
+    lease expired (or was never taken) with work left: unpromoted input, or a drain cut
+    short. The wake acquires the lease; the actor recovers the session as a restart does.
+    A failed read is logged and tried at the next interval. Runs until cancelled."""
+    while True:
+        try:
+            orphans = await storage.read(Orphans(limit=options.sweep_limit))
+        except StorageError as exc:
+            _log.warning("the sweep for orphaned sessions failed", exc_info=exc)
+            orphans = []
+        for session_id in orphans:
+            await execution.wake(session_id, WAKE_ANY)
+        await trio.sleep(options.sweep_every)
+
+
+async def wait_elsewhere(
+    storage: StorageActor, hub: EventHub, session_id: str, options: ClusterOptions
+) -> None:
+    """Wait until no worker drives the session and none has input of it to drive: no live
+    lease and no unpromoted input. Re-checked after each of the session's events relayed
+    here, and every ``wait_poll`` seconds (a release commits no event). Cancellation ends
+    the wait."""
+    with hub.subscribe(session_id) as sub:
+        while True:
+            lease = await storage.read(LeaseOf(session_id=session_id))
+            if lease is None:
+                rows = await storage.read(PendingInputs(session_id=session_id))
+                if not rows:
+                    return
+            with trio.move_on_after(options.wait_poll):
+                await sub.receive()
