@@ -32,6 +32,8 @@ from actors._mailbox import Reply as Reply
 from actors._mailbox import open_mailbox as open_mailbox
 from actors._pages import Page as Page
 from actors._pages import SessionEvent as SessionEvent
+from actors._revert import Reverted as Reverted
+from actors._revert import Reverts as Reverts
 from actors._runtime import Runtime as Runtime
 from actors._runtime import open_runtime as open_runtime
 from actors._session import SessionActor as SessionActor
@@ -67,6 +69,8 @@ __all__ = [
     "Page",
     "ProviderClients",
     "Reply",
+    "Reverted",
+    "Reverts",
     "Runtime",
     "SessionActor",
     "SessionEvent",

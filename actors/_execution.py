@@ -331,6 +331,20 @@ class SessionExecution:
     def session_info(self, session_id: str) -> SessionInfo:
         return self._infos[session_id]
 
+    def known_info(self, session_id: str) -> SessionInfo | None:
+        """The info of a session whose actor is active, else None (nothing is read)."""
+        return self._infos.get(session_id)
+
+    def refresh_info(self, info: SessionInfo) -> None:
+        """Hand an active session's actor its info after a change outside its drains (a
+        revert); no-op for an inactive session."""
+        if info.id in self._infos:
+            self._infos[info.id] = info
+
+    def busy_sessions(self) -> set[str]:
+        """Sessions whose drain runs or is pending in this process now."""
+        return {a.id for a in self.active_sessions() if not a.idle}
+
     def location_for(self, directory: str) -> LocationState:
         """The Location of *directory*, opened already: every drain and entry point opens
         its Location with :meth:`location` first, so nothing is read here.

@@ -59,6 +59,7 @@ from runtime.drain import (
     plan,
 )
 from runtime.history import HistoryView, to_llm_model, visible_history
+from runtime.revert import hidden_ranges
 from runtime.telemetry import current_span_context, span
 from storage import AppendWithPending, HistoryChanges, PromoteInputs
 
@@ -452,6 +453,7 @@ class SessionActor(Actor[Message]):
         starts again from a freshly rendered baseline."""
         sid = self.session_id
         info = self._p.session_info(sid)
+        self._history.hide(hidden_ranges(info))  # messages a revert hides or dropped
         location = await self._p.location(info.location.directory)  # open before _agent()
         agent = self._agent()
         model = self._model(info, agent, location.settings)
@@ -523,6 +525,7 @@ class SessionActor(Actor[Message]):
         client = self._p.client_for(location)
         self.set_activity(f"compacting ({reason})")
         await self._refresh_history()
+        self._history.hide(hidden_ranges(info))
         attempt = attempt_for(
             self.session_id, reason, overflow=overflow, rows=list(self._history.rows),
             model=model, settings=location.settings, client=client, tokens_before=self._budget.estimate,

@@ -15,6 +15,7 @@ from actors._events import OVERFLOWED, EventHub
 from actors._execution import SessionExecution
 from actors._location import check_directory
 from actors._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
+from actors._revert import Reverts
 from actors._session import SessionActor
 from actors._session_messages import Opened
 from actors._storage import StorageActor
@@ -36,6 +37,7 @@ from runtime import events as ev
 from runtime.agents import PermissionAction, decide
 from runtime.history import to_llm_model, visible_history
 from runtime.inbox import check_id, check_prompt
+from runtime.revert import visible_rows
 from runtime.telemetry import records_text, span
 from runtime.titles import default_title
 from storage import (
@@ -91,6 +93,8 @@ class Sessions:
         self._ids = ids
         self._now = now_ms
         self._project = project_id
+        self.reverts = Reverts(storage=storage, execution=execution, now_ms=now_ms)
+        """Revert, unrevert and commit (``actors.Reverts``)."""
 
     @property
     def project_id(self) -> str:
@@ -154,6 +158,8 @@ class Sessions:
         check_prompt(prompt, delivery)
         if id is not None:
             check_id("msg", id)
+        if await self.reverts.standing(session_id):
+            await self.reverts.commit(session_id)  # the reverted messages go for good
         op = AdmitPrompt(
             session_id=session_id, message_id=id or self._ids.new("msg"), prompt=prompt,
             delivery=delivery, timestamp=self._now(), fresh=id is None,
@@ -221,7 +227,7 @@ class Sessions:
         Raises SessionNotFoundError, InvalidInputError (bad limit or cursor).
         """
         check_limit(limit)
-        await self.get(session_id)
+        info = await self.get(session_id)
         if cursor is not None:
             order, seq = parse_cursor(cursor)
         else:
@@ -235,13 +241,14 @@ class Sessions:
         rows = rows[:limit]
         nxt = f"{order}:{rows[-1][0]}" if more and rows else None
         prev = f"{'desc' if order == 'asc' else 'asc'}:{rows[0][0]}" if rows and cursor else None
-        return Page(data=[message for _, message in rows], next=nxt, previous=prev)
+        shown = visible_rows(rows, info)  # a page may come out short: reverted messages
+        return Page(data=[message for _, message in shown], next=nxt, previous=prev)
 
     async def context(self, session_id: str) -> builtins.list[SessionMessage]:
         """The model-visible history, chronological. Raises SessionNotFoundError."""
-        await self.get(session_id)
+        info = await self.get(session_id)
         rows, epoch = await self._storage.read(ContextView(session_id=session_id))
-        visible = visible_history(rows, epoch.baseline_seq if epoch else None)
+        visible = visible_history(visible_rows(rows, info), epoch.baseline_seq if epoch else None)
         return [message for _, message in visible]
 
     async def events(

@@ -21,6 +21,7 @@ from gateway._inspector import INSPECTOR_HTML
 from gateway._lsp import lsp_routes
 from gateway._openapi import openapi_document
 from gateway._project import FileLimits, project_routes
+from gateway._revert import revert_routes
 from gateway._routes import (
     HTML,
     JSON,
@@ -211,6 +212,7 @@ def create_app(
     session_tool_routes(table, gw, max_messages=limits.max_messages)
     lsp_routes(table, gw)
     v1_session_routes(table, gw, max_sessions=limits.max_sessions, max_messages=limits.max_messages)
+    revert_routes(table, gw)
     v1_catalog_routes(table, gw, max_walk=limits.max_walk)
     v1_action_routes(table, gw, max_messages=limits.max_messages)
     gw.routes = tuple(table.routes)
@@ -481,13 +483,6 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
     async def reply(body: PermissionReplyBody, session_id: str, request_id: str) -> Response:
         await reply_permission(rt, session_id, request_id, body)
         return _no_content()
-
-    @table.post(
-        "/api/session/{sessionID}/revert/{action}", "kittiwake.session.revert",
-        "Revert: stage, commit or clear (501)", errors=("NotImplementedError",),
-    )  # fmt: skip
-    async def revert(session_id: str, action: str) -> Response:
-        raise GatewayError("NotImplementedError", "Revert is not implemented", status=501)
 
     async def share(session_id: str) -> Response:
         raise GatewayError("NotImplementedError", "Sharing is not implemented", status=501)

@@ -77,6 +77,8 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
         model = info.model
         assert not isinstance(model, msgspec.UnsetType)
         body["model"] = {"id": model.id, "providerID": model.provider_id}
+    if _defined(info.revert):
+        body["revert"] = msgspec.to_builtins(info.revert)
     return body
 
 

@@ -18,6 +18,7 @@ from quart import Response, request
 from gateway._config import config_routes
 from gateway._files import file_routes, inside
 from gateway._opencode import agent_json, project_json, session_json
+from gateway._revert import RevertIn, revert_session
 from gateway._routes import NO_CONTENT, Answer, RouteTable
 from gateway._transcript import message_in, reply_of, transcript
 from gateway._v1 import located
@@ -330,17 +331,23 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
 
     @table.post(
         "/project/{projectID}/session/{sessionID}/revert", "project.session.revert",
-        "Revert (501)", errors=("NotImplementedError",),
+        "Roll the session back to a message (as POST /session/{id}/revert)", body=RevertIn,
+        answer=Answer(type=dict[str, Any]),
+        errors=("NotFoundError", "InvalidRequestError", "MessageNotFoundError", "SessionBusyError"),
     )  # fmt: skip
-    async def project_revert(project_id: str, session_id: str) -> Response:
-        raise _not_implemented("Revert")
+    async def project_revert(body: RevertIn, project_id: str, session_id: str) -> Response:
+        await session_of(project_id, session_id)
+        reverted = await revert_session(rt, session_id, body.messageID, body.partID)
+        return _json(session_json(reverted.info))
 
     @table.post(
         "/project/{projectID}/session/{sessionID}/unrevert", "project.session.unrevert",
-        "Unrevert (501)", errors=("NotImplementedError",),
+        "Undo the session's revert", answer=Answer(type=dict[str, Any]),
+        errors=("NotFoundError", "SessionBusyError"),
     )  # fmt: skip
     async def project_unrevert(project_id: str, session_id: str) -> Response:
-        raise _not_implemented("Unrevert")
+        await session_of(project_id, session_id)
+        return _json(session_json(await rt.sessions.reverts.unrevert(session_id)))
 
     @table.get(
         "/project/{projectID}/session/{sessionID}/message", "project.session.messages",

@@ -96,6 +96,9 @@ def after_arg() -> int | None:
         raise GatewayError("InvalidRequestError", "after must be an integer seq") from None
 
 
+_BEFORE_IMAGE: Final = "session.tool.file.before"
+
+
 def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
     if isinstance(item, StoredEvent) and item.type == _SESSION_UPDATED:
         # OpenCode's ``session.updated``: the client replaces its copy of the session.
@@ -108,6 +111,8 @@ def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
     if isinstance(item, StoredEvent):
         data = msgspec.json.decode(item.data)
         kind = data.pop("type", item.type)
+        if kind == _BEFORE_IMAGE:  # the paths, not the files' content (up to 1 MiB each)
+            data["files"] = [{"path": f["path"]} for f in data.get("files", [])]
         body = {"id": item.id, "type": kind, "properties": data, "seq": item.seq}
     else:
         payload = delta_json(item)

@@ -324,8 +324,25 @@ class V1Projection:
                 out.append(_payload("permission.replied", {
                     "sessionID": sid, "requestID": e.request_id, "reply": e.reply,
                 }))  # fmt: skip
+            case ev.SessionReverted() | ev.SessionUnreverted() | ev.RevertCommitted():
+                out.extend(await self._reverted(e))
             case _:
                 pass
+        return out
+
+    async def _reverted(
+        self, e: ev.SessionReverted | ev.SessionUnreverted | ev.RevertCommitted
+    ) -> list[Payload]:
+        """A revert's change: ``message.removed`` for each message it dropped for good, then
+        ``session.updated`` with the session's ``revert`` as it is now."""
+        out: list[Payload] = []
+        if isinstance(e, ev.RevertCommitted):
+            for message_id in e.message_ids:
+                self._messages.pop(message_id, None)
+                out.append(_payload("message.removed", {
+                    "sessionID": e.session_id, "messageID": message_id,
+                }))  # fmt: skip
+        out.append(_session("session.updated", await self._lookup.session(e.session_id)))
         return out
 
     def _tool(self, message: _Message, e: Any) -> Payload:

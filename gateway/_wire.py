@@ -24,6 +24,7 @@ from runtime import (
     SessionNotFoundError,
 )
 from runtime import events as ev
+from runtime.revert import MessageNotFoundError, SessionBusyError
 
 __all__ = [
     "STATUS_BY_TAG",
@@ -57,6 +58,7 @@ STATUS_BY_TAG: Final[dict[str, int]] = {
     "NotFoundError": 404,
     "ConflictError": 409,
     "ResumeNotNeededError": 409,
+    "SessionBusyError": 409,
     "PayloadTooLargeError": 413,
     "ServiceUnavailableError": 503,
     "OperationUnavailableError": 503,
@@ -92,6 +94,12 @@ def error_for(exc: KittiwakeError) -> GatewayError:
         return GatewayError(tag, exc.message, status=status, sessionID=exc.session_id)
     if isinstance(exc, InvalidSessionInputError):
         return GatewayError(tag, exc.message, status=status, field=exc.field)
+    if isinstance(exc, MessageNotFoundError):
+        return GatewayError(
+            tag, exc.message, status=status, sessionID=exc.session_id, messageID=exc.message_id
+        )
+    if isinstance(exc, SessionBusyError):
+        return GatewayError(tag, exc.message, status=status, sessionID=exc.session_id)
     return GatewayError(tag, exc.message, status=status)
 
 

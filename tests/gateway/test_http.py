@@ -160,7 +160,10 @@ async def test_doc_describes_the_routes_it_serves(tmp_path):
         ):
             assert_valid(body, {**schema, "components": doc["components"]})
         r = await client.post(f"{S}/{sid}/revert/stage", json={})
-        assert r.status_code == 501
+        assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
+        r = await client.post(f"{S}/{sid}/revert/stage", json={"messageID": "msg_nothere"})
+        assert r.status_code == 404 and r.json()["_tag"] == "MessageNotFoundError"
+        assert r.json()["sessionID"] == sid and r.json()["messageID"] == "msg_nothere"
 
 
 async def test_history_pages_the_durable_events(tmp_path):

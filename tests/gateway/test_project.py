@@ -88,14 +88,15 @@ async def test_project_sessions_and_messages_as_info_and_parts(tmp_path):
 
         r = await client.post(f"/project/{pid}/session/{sid}/abort")
         assert r.status_code == 200 and r.json() is True
-        for method, path, status in (
-            ("POST", "/share", 501), ("DELETE", "/share", 501), ("POST", "/revert", 501),
-            ("POST", "/unrevert", 501),
-        ):  # fmt: skip
+        for method, path, status in (("POST", "/share", 501), ("DELETE", "/share", 501)):
             r = await client.request(method, f"/project/{pid}/session/{sid}{path}")
             assert r.status_code == status, (method, path)
             assert r.json()["_tag"] in ("NotImplementedError", "ServiceUnavailableError")
             assert r.json()["message"]
+        r = await client.post(f"/project/{pid}/session/{sid}/revert", json={})
+        assert r.status_code == 400 and r.json()["_tag"] == "InvalidRequestError"
+        r = await client.post(f"/project/{pid}/session/{sid}/unrevert")
+        assert r.status_code == 200 and r.json()["id"] == sid and "revert" not in r.json()
         r = await client.get(f"/project/{pid}/session/{sid}")
         assert r.status_code == 200  # none of those changed it
 
