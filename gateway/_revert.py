@@ -75,12 +75,20 @@ def revert_routes(table: RouteTable, gw: Gateway) -> None:
     """Declare the V1 and V2 revert routes."""
     rt = gw.rt
 
+    def idle(session_id: str) -> None:
+        if session_id in gw.shells:  # a user's shell command runs
+            raise GatewayError(
+                "SessionBusyError", f"Session {session_id} is busy; wait until it is idle or "
+                "abort it", status=409, sessionID=session_id,
+            )  # fmt: skip
+
     @table.post(
         "/session/{sessionID}/revert", "session.revert",
         "Roll the session back to a message, restoring the files Kittiwake's file tools "
         "changed after it", body=RevertIn, answer=_OBJECT, errors=_ERRORS,
     )  # fmt: skip
     async def revert(body: RevertIn, session_id: str) -> Response:
+        idle(session_id)
         reverted = await revert_session(rt, session_id, body.messageID, body.partID)
         return _json(session_json(reverted.info))
 
@@ -90,6 +98,7 @@ def revert_routes(table: RouteTable, gw: Gateway) -> None:
         answer=_OBJECT, errors=("SessionBusyError",),
     )  # fmt: skip
     async def unrevert(session_id: str) -> Response:
+        idle(session_id)
         return _json(session_json(await rt.sessions.reverts.unrevert(session_id)))
 
     @table.post(
@@ -98,6 +107,7 @@ def revert_routes(table: RouteTable, gw: Gateway) -> None:
         answer=Answer(type=dict[str, Any], envelope="data"), errors=_ERRORS,
     )  # fmt: skip
     async def stage(body: StageIn, session_id: str) -> Response:
+        idle(session_id)
         reverted = await revert_session(rt, session_id, body.messageID, files=body.files)
         return _json({"data": revert_json(reverted)})
 
@@ -115,6 +125,7 @@ def revert_routes(table: RouteTable, gw: Gateway) -> None:
         errors=("SessionBusyError",),
     )  # fmt: skip
     async def clear(session_id: str) -> Response:
+        idle(session_id)
         await rt.sessions.reverts.unrevert(session_id)
         return Response(b"", status=204)
 

@@ -94,6 +94,8 @@ def v1_action_routes(table: RouteTable, gw: Gateway, *, max_messages: int) -> No
                 sessionID=session_id,
             )  # fmt: skip
         model = body.model.ref() if body.model is not None else None
+        if await rt.sessions.reverts.standing(session_id):
+            await rt.sessions.reverts.commit(session_id)  # as a prompt does: drop the tail
         running = gw.shells[session_id] = UserShell()
         gw.board.announce(session_id)  # busy now: the UI's spinner, and abort enabled
         assistant_id = ""
