@@ -118,6 +118,7 @@ class SessionActor(Actor[Message]):
             SessionLease(ports.storage, session_id, ports.cluster) if ports.cluster else None
         )
         """Cluster mode: the session's lease, held while a drain chain runs here."""
+        self._releasing = False
 
     @property
     def driving(self) -> bool:
@@ -130,7 +131,9 @@ class SessionActor(Actor[Message]):
 
     @property
     def idle(self) -> bool:
-        return self.lane.idle and self._openings == 0 and self._opened is None
+        return (
+            self.lane.idle and not self._releasing and self._openings == 0 and self._opened is None
+        )
 
     def reserve_opening(self) -> tuple[int, int] | None:
         """Let an admission open the next activity in its own batch, if the actor is idle
@@ -195,7 +198,7 @@ class SessionActor(Actor[Message]):
 
     def _idle_through(self, after: int) -> bool:
         """Whether the actor handled its mailbox's messages up to *after* and is idle."""
-        return self.lane.idle and self.mailbox.received >= after
+        return self.lane.idle and not self._releasing and self.mailbox.received >= after
 
     def _answer_idle_waiters(self) -> None:
         """Answer the idle waits the actor now satisfies (see :meth:`idle_waiter`)."""
@@ -292,11 +295,13 @@ class SessionActor(Actor[Message]):
                 break
             mode = self.lane.finished()
             if mode is None and self._lease is not None:
+                self._releasing = True  # not idle until released: a wait sees it free
                 await self._lease.release()
                 # Input admitted elsewhere between the drain's last look and the release
                 # is this worker's to drive (once: input that cannot be promoted waits).
                 if not rewoken and await self._lease.input_pending():
                     rewoken, mode = True, "wake" if self.lane.wake(WAKE_ANY) == "start" else None
+                self._releasing = False
         self._answer_idle_waiters()
         self.last_active = trio.current_time()
 

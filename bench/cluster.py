@@ -26,6 +26,10 @@ Measured for each server:
   ``session.next.text.ended``, and the delay is its arrival minus the last chunk's sending:
   what the server added to the streamed answer (median and p95 over the sessions).
 
+After them, the lease takeover time: two ``serve --store --lease-ttl T`` processes, the one
+driving a session SIGKILLed inside a provider turn, a prompt admitted through the other;
+the seconds from the kill to its answer (``--lease-ttl``, default 2 and 10 s).
+
 Before the servers: PostgreSQL's own commit rate, one-row insert transactions back to back
 from 1, 4 and 16 connections (``--commit-connections``), the ceiling a cluster's commits
 share.
@@ -110,6 +114,8 @@ async def _mock(stream: trio.SocketStream) -> None:
                     return
                 buffer += more
             body, buffer = buffer[end + 4 : end + 4 + length], buffer[end + 4 + length :]
+            if b'"hang"' in body and _last_user(body) == "hang":
+                await trio.sleep(3600)  # a turn the driver is killed in
             if STREAMED.encode() not in body:
                 await stream.send_all(fast)
                 continue
@@ -124,6 +130,12 @@ async def _mock(stream: trio.SocketStream) -> None:
             await stream.send_all(_stream_chunk(True) + b"data: [DONE]\n\n")
     except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError):
         return
+
+
+def _last_user(body: bytes) -> str:
+    users = [m for m in json.loads(body)["messages"] if m["role"] == "user"]
+    content = users[-1]["content"] if users else ""
+    return content if isinstance(content, str) else ""
 
 
 async def _serve_mock(port: int) -> None:
@@ -359,6 +371,47 @@ def _commit_rate(url: str, connections: int, seconds: float) -> float:
     return sum(counts) / seconds
 
 
+async def _takeover(tmp: Path, mock_url: str, store: str, ttl: float) -> float:
+    """Seconds from SIGKILL of the worker driving a session (inside a provider turn) to
+    the answer of a prompt admitted through another worker right after: the lease's
+    expiry, the survivor's sweep, recovery and one turn. Two lone ``serve --store``."""
+    procs: list[trio.Process] = []
+    urls: list[str] = []
+    try:
+        for name in ("a", "b"):
+            env = _environment(tmp / name, mock_url)
+            argv = [
+                sys.executable, "-m", "gateway", "serve", "--port", str(_free_port()),
+                "--store", store, "--lease-ttl", str(ttl),
+            ]  # fmt: skip
+            proc = await trio.lowlevel.open_process(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, env=env, cwd=tmp / name,
+            )  # fmt: skip
+            procs.append(proc)
+            assert proc.stdout is not None
+            seen = b""
+            with trio.fail_after(120):
+                while b"serving http" not in seen or not seen.endswith(b"\n"):
+                    seen += await proc.stdout.receive_some(4096)
+            urls.append(seen.split(b"serving ")[1].split()[0].decode())
+        a, b = urls
+        async with httpx.AsyncClient(timeout=120) as client:
+            body = {"model": {"id": FAST, "providerID": "mock"}}
+            sid = (await client.post(a + "/api/session", json=body)).json()["data"]["id"]
+            await client.post(f"{a}/api/session/{sid}/prompt", json={"prompt": {"text": "hang"}})
+            await trio.sleep(0.5)  # the driver is inside the turn
+            procs[0].kill()
+            killed = time.perf_counter()
+            await client.post(f"{b}/api/session/{sid}/prompt", json={"prompt": {"text": "hi"}})
+            await client.post(f"{b}/api/session/{sid}/wait")
+            return time.perf_counter() - killed
+    finally:
+        for proc in procs:
+            proc.kill()
+            await proc.wait()
+
+
 # -- the run -------------------------------------------------------------------------------
 
 
@@ -404,6 +457,10 @@ async def _measure(args: argparse.Namespace) -> None:
                     )
             rows.append((name, row))
             print(name, msgspec.json.encode(row).decode(), flush=True)
+        for ttl in args.lease_ttl:
+            with tempfile.TemporaryDirectory() as tmp:
+                took = await _takeover(Path(tmp), mock_url, cluster.create_database(), ttl)
+            print(f"takeover with --lease-ttl {ttl:g}: {took:.2f} s", flush=True)
     finally:
         mock.terminate()
         await mock.wait()
@@ -451,6 +508,9 @@ def main() -> None:
         "--commit-connections", default="1,4,16",
         type=lambda s: [int(x) for x in s.split(",") if x],
     )  # fmt: skip
+    parser.add_argument(
+        "--lease-ttl", default="2,10", type=lambda s: [float(x) for x in s.split(",") if x]
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sequential", type=int, default=50)
     args = parser.parse_args()

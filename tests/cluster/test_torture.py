@@ -27,7 +27,7 @@ __all__ = ["provider"]  # the fixture, imported for the tests here
 S = "/api/session"
 MODEL = {"id": "m1", "providerID": "local"}
 SESSIONS = 3
-KILLS = 8
+KILLS = 6
 
 
 async def test_sigkill_loop_against_three_workers_loses_and_doubles_nothing(
