@@ -14,8 +14,9 @@ import pytest
 import trio
 
 from tests.cluster.harness import Node, answer_each, last_user_text
-from tests.gateway.test_cli_run import Cli, provider
-from tests.llm.conftest import LocalServer
+from tests.gateway.test_cli_run import Cli, chunk, provider, said
+from tests.llm.conftest import LocalServer, Recorded, Reply
+from tests.llm.streams import sse
 from tests.waiting import eventually
 
 __all__ = ["provider"]  # the fixture, imported for the tests here
@@ -95,3 +96,42 @@ async def test_prompts_through_different_workers_are_admitted_once_answered_in_o
     for seen in streams:
         assert seen[: len(durable)] == durable
     assert [t for _, t in durable].count("session.next.prompt.admitted") == len(texts)
+
+
+async def test_an_interrupt_through_another_worker_stops_the_driving_one(
+    tmp_path: Path, provider: LocalServer, postgres_database: str
+) -> None:
+    cli = Cli(tmp_path, provider)
+    streaming = trio.Event()
+
+    def respond(request: Recorded) -> Reply:
+        if last_user_text(request) == "long":
+            streaming.set()  # an answer that never ends: only the interrupt stops it
+            return Reply(chunks=[sse(chunk({"role": "assistant", "content": "so far"}))], hang=True)
+        return said(f"re: {last_user_text(request)}")
+
+    provider.responder = respond
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Node.running(cli, postgres_database, name="a"))
+        b = await stack.enter_async_context(Node.running(cli, postgres_database, name="b"))
+        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
+        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+        sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
+        assert (await ca.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "long"}})).is_success
+        with trio.fail_after(20):
+            await streaming.wait()
+        assert (await cb.post(f"{S}/{sid}/interrupt")).is_success
+        with trio.fail_after(20):
+            assert (await cb.post(f"{S}/{sid}/wait")).status_code == 204
+        events = (await cb.get(f"{S}/{sid}/history", params={"limit": 1000})).json()["data"]
+        # The session goes on, driven by whichever worker takes it next.
+        assert (await cb.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "after"}})).is_success
+        assert (await ca.post(f"{S}/{sid}/wait")).status_code == 204
+        context = (await ca.get(f"{S}/{sid}/context")).json()["data"]
+    kinds = [e["type"] for e in events]
+    assert "session.next.interrupt.requested" in kinds
+    # The driving worker heard of it and closed its step as interrupted, under its lease.
+    assert kinds[-1] == "session.next.step.ended"
+    assert events[-1]["data"]["finish"] == "interrupted"
+    assert context[-1]["content"][0]["text"] == "re: after"
+    assert provider.disconnects >= 1  # the driver closed the interrupted provider stream
