@@ -21,6 +21,7 @@ from runtime._ids import ID_PATTERNS as ID_PATTERNS
 from runtime._ids import IdGenerator as IdGenerator
 from runtime._ids import IdPrefix as IdPrefix
 from runtime._ids import is_valid_id as is_valid_id
+from runtime._live import LiveDelta as LiveDelta
 from runtime._messages import AssistantMessage as AssistantMessage
 from runtime._messages import SessionMessage as SessionMessage
 from runtime._messages import SystemMessage as SystemMessage
@@ -28,7 +29,6 @@ from runtime._messages import UserMessage as UserMessage
 from runtime._schema import Delivery as Delivery
 from runtime._schema import DurableEvent as DurableEvent
 from runtime._schema import InputAdmitted as InputAdmitted
-from runtime._schema import LiveDelta as LiveDelta
 from runtime._schema import Location as Location
 from runtime._schema import ModelRef as ModelRef
 from runtime._schema import Prompt as Prompt

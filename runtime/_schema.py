@@ -16,7 +16,6 @@ from msgspec import UNSET, UnsetType
 __all__ = [
     "AgentAttachment",
     "AgentSwitched",
-    "CompactionDelta",
     "CompactionEnded",
     "CompactionReason",
     "CompactionStarted",
@@ -28,7 +27,6 @@ __all__ = [
     "FileImage",
     "InputAdmitted",
     "InterruptRequested",
-    "LiveDelta",
     "Location",
     "ModelRef",
     "ModelSwitched",
@@ -45,13 +43,9 @@ __all__ = [
     "QuestionRejected",
     "QuestionReplied",
     "QuestionTool",
-    "ReasoningDelta",
     "ReasoningEnded",
     "ReasoningStarted",
     "ResumeNeeded",
-    "Retried",
-    "RetryError",
-    "ToolOutputDelta",
     "RevertCommitted",
     "RevertInfo",
     "RunError",
@@ -68,7 +62,6 @@ __all__ = [
     "StepFailed",
     "StepStarted",
     "Synthetic",
-    "TextDelta",
     "TextEnded",
     "TextStarted",
     "Todo",
@@ -79,7 +72,6 @@ __all__ = [
     "ToolContent",
     "ToolFailed",
     "ToolFileContent",
-    "ToolInputDelta",
     "ToolInputEnded",
     "ToolInputStarted",
     "ToolProvider",
@@ -607,63 +599,6 @@ DurableEvent = (
     | SessionReverted
     | SessionUnreverted
     | RevertCommitted
-)
-
-
-# -- live-only deltas: streamed to subscribers, never stored ------------------------------
-
-
-class TextDelta(Event, frozen=True, tag="session.next.text.delta"):
-    assistant_message_id: str
-    text_id: str
-    delta: str
-
-
-class ReasoningDelta(Event, frozen=True, tag="session.next.reasoning.delta"):
-    assistant_message_id: str
-    reasoning_id: str
-    delta: str
-
-
-class ToolInputDelta(Event, frozen=True, tag="session.next.tool.input.delta"):
-    assistant_message_id: str
-    call_id: str
-    delta: str
-
-
-class ToolOutputDelta(Event, frozen=True, tag="session.next.tool.output.delta"):
-    """Output a running local tool produced (live only; Kittiwake's): the shell tool's
-    stdout and stderr as it reads them. The settled result holds what is kept."""
-
-    assistant_message_id: str
-    call_id: str
-    delta: str
-
-
-class CompactionDelta(Event, frozen=True, tag="session.next.compaction.delta"):
-    """Progress of a compaction's summary (live only: ``compaction.ended`` holds it all)."""
-
-    message_id: str
-    text: str
-
-
-class RetryError(Record, frozen=True):
-    message: str
-    is_retryable: bool = True
-
-
-class Retried(Event, frozen=True, tag="session.next.retried"):
-    """A provider turn's request failed retryably and is tried again (live only; OpenCode's
-    ``session.next.retried``): attempt *attempt* failed with *error*, the next starts at
-    *next* (ms since the epoch; Kittiwake's addition)."""
-
-    attempt: int
-    error: RetryError
-    next: int
-
-
-LiveDelta = (
-    TextDelta | ReasoningDelta | ToolInputDelta | ToolOutputDelta | CompactionDelta | Retried
 )
 
 

@@ -4,9 +4,16 @@ Every event is a frozen msgspec Struct tagged by its OpenCode wire ``type``;
 :func:`decode_event` reads one back from its stored JSON.
 """
 
+from runtime._live import CompactionDelta as CompactionDelta
+from runtime._live import LiveDelta as LiveDelta
+from runtime._live import ReasoningDelta as ReasoningDelta
+from runtime._live import Retried as Retried
+from runtime._live import RetryError as RetryError
+from runtime._live import TextDelta as TextDelta
+from runtime._live import ToolInputDelta as ToolInputDelta
+from runtime._live import ToolOutputDelta as ToolOutputDelta
 from runtime._schema import AgentAttachment as AgentAttachment
 from runtime._schema import AgentSwitched as AgentSwitched
-from runtime._schema import CompactionDelta as CompactionDelta
 from runtime._schema import CompactionEnded as CompactionEnded
 from runtime._schema import CompactionReason as CompactionReason
 from runtime._schema import CompactionStarted as CompactionStarted
@@ -18,7 +25,6 @@ from runtime._schema import FileBeforeImage as FileBeforeImage
 from runtime._schema import FileImage as FileImage
 from runtime._schema import InputAdmitted as InputAdmitted
 from runtime._schema import InterruptRequested as InterruptRequested
-from runtime._schema import LiveDelta as LiveDelta
 from runtime._schema import Location as Location
 from runtime._schema import ModelRef as ModelRef
 from runtime._schema import ModelSwitched as ModelSwitched
@@ -35,12 +41,9 @@ from runtime._schema import QuestionOption as QuestionOption
 from runtime._schema import QuestionRejected as QuestionRejected
 from runtime._schema import QuestionReplied as QuestionReplied
 from runtime._schema import QuestionTool as QuestionTool
-from runtime._schema import ReasoningDelta as ReasoningDelta
 from runtime._schema import ReasoningEnded as ReasoningEnded
 from runtime._schema import ReasoningStarted as ReasoningStarted
 from runtime._schema import ResumeNeeded as ResumeNeeded
-from runtime._schema import Retried as Retried
-from runtime._schema import RetryError as RetryError
 from runtime._schema import RevertCommitted as RevertCommitted
 from runtime._schema import RevertInfo as RevertInfo
 from runtime._schema import RunError as RunError
@@ -57,7 +60,6 @@ from runtime._schema import StepEnded as StepEnded
 from runtime._schema import StepFailed as StepFailed
 from runtime._schema import StepStarted as StepStarted
 from runtime._schema import Synthetic as Synthetic
-from runtime._schema import TextDelta as TextDelta
 from runtime._schema import TextEnded as TextEnded
 from runtime._schema import TextStarted as TextStarted
 from runtime._schema import Todo as Todo
@@ -68,10 +70,8 @@ from runtime._schema import ToolCalled as ToolCalled
 from runtime._schema import ToolContent as ToolContent
 from runtime._schema import ToolFailed as ToolFailed
 from runtime._schema import ToolFileContent as ToolFileContent
-from runtime._schema import ToolInputDelta as ToolInputDelta
 from runtime._schema import ToolInputEnded as ToolInputEnded
 from runtime._schema import ToolInputStarted as ToolInputStarted
-from runtime._schema import ToolOutputDelta as ToolOutputDelta
 from runtime._schema import ToolProvider as ToolProvider
 from runtime._schema import ToolResultsPruned as ToolResultsPruned
 from runtime._schema import ToolSuccess as ToolSuccess
