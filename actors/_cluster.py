@@ -13,8 +13,8 @@ its drains). ``docs/cluster.md`` tells the whole model; this module holds the ac
 - :class:`Relay`: feeds this worker with what other workers commit, from the store's
   notifications plus catch-up reads by seq: the event hub (streams on this worker see every
   worker's events, with no gap and no duplicate), and the sessions this worker drives (a
-  prompt admitted elsewhere wakes them, an interrupt stops them, a permission reply
-  reaches the waiting tool call).
+  prompt admitted elsewhere wakes them, an interrupt stops them, a permission reply or a
+  question's answer reaches the waiting tool call).
 - :func:`sweep`: every ``sweep_every`` seconds, sessions whose lease expired with work left
   (pending input, or a drain cut short) are woken here; the wake acquires the lease and
   the actor recovers the session exactly as a restart does.
@@ -52,6 +52,7 @@ from storage import (
 
 if TYPE_CHECKING:
     from actors._execution import SessionExecution
+    from actors._questions import DurableQuestions
 
 __all__ = [
     "DRAIN_FENCE",
@@ -68,6 +69,10 @@ _PAGE: Final = 500
 _ADMITTED: Final = ev.PromptAdmitted.__struct_config__.tag
 _INTERRUPTED: Final = ev.InterruptRequested.__struct_config__.tag
 _REPLIED: Final = ev.PermissionReplied.__struct_config__.tag
+_ANSWERED: Final = (
+    ev.QuestionReplied.__struct_config__.tag,
+    ev.QuestionRejected.__struct_config__.tag,
+)
 
 DEFAULT_LEASE_TTL: Final = 10.0
 DEFAULT_RENEW_EVERY: Final = 3.0
@@ -242,7 +247,11 @@ class Relay:
     waiting for it. A session no one here cares about costs no read.
     """
 
-    def __init__(self, storage: StorageActor, hub: EventHub, execution: SessionExecution) -> None:
+    def __init__(
+        self, storage: StorageActor, hub: EventHub, execution: SessionExecution,
+        questions: DurableQuestions | None = None,
+    ) -> None:  # fmt: skip
+        self._questions = questions
         self._storage = storage
         self._hub = hub
         self._x = execution
@@ -296,6 +305,11 @@ class Relay:
                 event = decode_event(stored.data)
                 assert isinstance(event, ev.PermissionReplied)
                 self._x.permissions.replied_elsewhere(event.request_id, event.reply)
+            elif stored.type in _ANSWERED and self._questions is not None:
+                event = decode_event(stored.data)
+                answers = event.answers if isinstance(event, ev.QuestionReplied) else None
+                assert isinstance(event, ev.QuestionReplied | ev.QuestionRejected)
+                self._questions.replied_elsewhere(event.request_id, answers)
 
 
 async def listen(

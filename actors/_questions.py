@@ -159,6 +159,12 @@ class DurableQuestions:
             await self._storage.write(Append(session_id=session_id, events=[rejected]))
         return self._wake(request_id, None)
 
+    def replied_elsewhere(self, request_id: str, answers: list[list[str]] | None) -> None:
+        """An answer (None: a rejection) another worker recorded (cluster mode): the tool
+        call waiting here for *request_id*, if any, goes on with it."""
+        if request_id not in self._answers:
+            self._wake(request_id, answers)
+
     def _wake(self, request_id: str, answers: list[list[str]] | None) -> bool:
         waiting = self._waiting.get(request_id)
         if waiting is None:

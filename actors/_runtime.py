@@ -234,7 +234,8 @@ async def _open_runtime(
         if cluster is not None and store_url is not None:  # recovery under each lease
             send, receive = trio.open_memory_channel[tuple[str, int, int]](_RELAY_BUFFER)
             nursery.start_soon(listen, store_url, cluster.owner, send)
-            nursery.start_soon(Relay(storage, hub, execution).run, receive)
+            relay = Relay(storage, hub, execution, questions=tools_api.questions)
+            nursery.start_soon(relay.run, receive)
             nursery.start_soon(sweep, storage, execution, cluster)
         elif recover:
             await _recover_and_wake(rt, clock)
