@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -49,6 +50,7 @@ _log = logging.getLogger("kittiwake.revert")
 DEFAULT_MAX_IMAGES: Final = 10_000
 """Before-image events a revert reads (the latest ones); a revert reaching further back
 than the oldest of them is refused."""
+_CLEAR_KEPT: Final = 65_536
 _IMAGE: Final = "session.tool.file.before"
 _REVERTED: Final = "session.reverted"
 _decode_image = msgspec.json.Decoder(ev.FileBeforeImage).decode
@@ -85,16 +87,28 @@ class Reverts:
         self._max_images = max_images
         self._locks: dict[str, trio.Lock] = {}
         self._standing: set[str] = set()
+        self._clear: OrderedDict[str, None] = OrderedDict()
+        """Sessions seen without a revert (at most ``_CLEAR_KEPT``, least recent dropped)."""
 
     async def standing(self, session_id: str) -> bool:
         """Whether a revert of the session stands (or one is being made): a prompt must
-        commit it first. Reads the store only for a session whose actor is not active."""
+        commit it first. Reads the store at most once per session (while remembered) and
+        only for a session whose actor is not active; reverts made by this object keep
+        the answer current."""
         if session_id in self._standing or session_id in self._locks:
             return True
+        if session_id in self._clear:
+            return False
         info = self._x.known_info(session_id)
         if info is None:
             info = await self._storage.read(GetSession(session_id=session_id))
-        return info is not None and info.revert is not UNSET
+        if info is not None and info.revert is not UNSET:
+            self._standing.add(session_id)
+            return True
+        self._clear[session_id] = None
+        if len(self._clear) > _CLEAR_KEPT:
+            self._clear.popitem(last=False)
+        return False
 
     async def revert(
         self, session_id: str, message_id: str, part_id: str | None = None, *, files: bool = True
@@ -137,6 +151,7 @@ class Reverts:
                 event = msgspec.structs.replace(event, files=previous.files if previous else [])
             await self._storage.write(Append(session_id=session_id, events=[event]))
             self._standing.add(session_id)
+            self._clear.pop(session_id, None)
             changes: list[FileChange] = []
             skipped = list(plan.skipped)
             if files:
