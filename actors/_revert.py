@@ -111,11 +111,13 @@ class Reverts:
         return False
 
     async def revert(
-        self, session_id: str, message_id: str, part_id: str | None = None, *, files: bool = True
-    ) -> Reverted:
+        self, session_id: str, message_id: str, part_id: str | None = None, *, files: bool = True,
+        part_name: str | None = None,
+    ) -> Reverted:  # fmt: skip
         """Roll the session back to *message_id* (and *part_id*, a content id of that
         assistant message); with *files*, restore the files its file tools changed after
-        that point. A standing revert moves (back, or forward: OpenCode's redo).
+        that point. A standing revert moves (back, or forward: OpenCode's redo). The
+        session's ``revert.part_id`` is *part_name* when given (the client's id of the part).
 
         Raises:
             SessionNotFoundError, SessionBusyError (a drain runs or prompts wait),
@@ -147,6 +149,9 @@ class Reverts:
                 previous=previous, current=current, timestamp=self._now(),
             )  # fmt: skip
             event = plan.event
+            if part_name is not None and part_id is not None:
+                revert = msgspec.structs.replace(event.revert, part_id=part_name)
+                event = msgspec.structs.replace(event, revert=revert)
             if not files:
                 event = msgspec.structs.replace(event, files=previous.files if previous else [])
             await self._storage.write(Append(session_id=session_id, events=[event]))

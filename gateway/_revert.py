@@ -57,7 +57,9 @@ async def revert_session(
     content = None
     if part_id is not None:
         content = await _content_id(rt, session_id, message_id, part_id)
-    return await rt.sessions.reverts.revert(session_id, message_id, content, files=files)
+    return await rt.sessions.reverts.revert(
+        session_id, message_id, content, files=files, part_name=part_id
+    )
 
 
 def revert_json(reverted: Reverted) -> dict[str, Any]:

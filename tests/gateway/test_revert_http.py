@@ -131,6 +131,25 @@ async def test_v2_stage_commit_clear_and_bad_input(tmp_path) -> None:
         first = await _prompt(client, sid, "write it")
         second = await _prompt(client, sid, "edit it")
 
+        # To a part: the edit's tool part; its message stays, the edit is undone.
+        items = await _messages(client, sid)
+        step = next(
+            i for i in items
+            if any(p["type"] == "tool" and p["tool"] == "edit" for p in i["parts"])
+        )  # fmt: skip
+        tool = next(p for p in step["parts"] if p["type"] == "tool")
+        r = await client.post(
+            f"/session/{sid}/revert", json={"messageID": step["info"]["id"], "partID": tool["id"]}
+        )
+        assert r.status_code == 200, r.text
+        assert_valid(r.json(), response_schema("/session/{sessionID}/revert", "post", 200))
+        assert r.json()["revert"] == {"messageID": step["info"]["id"], "partID": tool["id"]}
+        assert notes.read_text() == "v1\n"
+        shown = [m["info"]["id"] for m in await _messages(client, sid)]
+        assert shown[-1] == step["info"]["id"] and len(shown) == 5
+        assert (await client.post(f"/session/{sid}/unrevert")).status_code == 200
+        assert notes.read_text() == "v2\n"
+
         base = f"/api/session/{sid}/revert"
         r = await client.post(f"{base}/stage", json={"messageID": second, "files": False})
         assert r.status_code == 200, r.text
