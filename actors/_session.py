@@ -211,6 +211,7 @@ class SessionActor(Actor[Message]):
 
     async def run(self) -> None:
         self.lane = Lane()
+        self._releasing = False
         self._recovered = False
         self._has_epoch = False
         self._history = HistoryView()
