@@ -28,7 +28,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 import msgspec
-import psycopg
 import trio
 
 from actors._events import EventHub
@@ -42,7 +41,6 @@ from storage import (
     EventsTail,
     LeaseLost,
     LeaseOf,
-    Listener,
     Orphans,
     PendingInputs,
     ReleaseLease,
@@ -59,7 +57,6 @@ __all__ = [
     "ClusterOptions",
     "Relay",
     "SessionLease",
-    "listen",
     "sweep",
     "wait_elsewhere",
 ]
@@ -310,38 +307,6 @@ class Relay:
                 answers = event.answers if isinstance(event, ev.QuestionReplied) else None
                 assert isinstance(event, ev.QuestionReplied | ev.QuestionRejected)
                 self._questions.replied_elsewhere(event.request_id, answers)
-
-
-async def listen(
-    url: str, owner: str, send: trio.MemorySendChannel[tuple[str, int, int]],
-    *, poll: float = 0.5,
-) -> None:  # fmt: skip
-    """Hand other workers' commit notifications (``storage.Listener``) to *send* until
-    cancelled. The listener's connection waits in a worker thread, at most *poll* seconds
-    at a time (so cancellation takes at most that long). A notification the relay has no
-    room for is dropped (streams re-read the store at the next gap; the sweep finds missed
-    work); a lost connection is logged and opened again a second later."""
-    while True:
-        try:
-            listener = await trio.to_thread.run_sync(Listener, url, owner)
-        except psycopg.Error as exc:
-            _log.warning("notification listener did not connect", exc_info=exc)
-            await trio.sleep(1.0)
-            continue
-        try:
-            while True:
-                for item in await trio.to_thread.run_sync(listener.wait, poll):
-                    try:
-                        send.send_nowait(item)
-                    except trio.WouldBlock:
-                        _log.warning(
-                            "relay behind: a notification dropped", extra={"session": item[0]}
-                        )
-        except psycopg.Error as exc:
-            _log.warning("notification listener lost its connection", exc_info=exc)
-            await trio.sleep(1.0)
-        finally:
-            listener.close()
 
 
 async def sweep(

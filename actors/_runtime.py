@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import trio
 
-from actors._cluster import ClusterOptions, Relay, listen, sweep
+from actors._cluster import ClusterOptions, Relay, sweep
 from actors._config import Configuration
 from actors._context import ContextFactory, default_context
 from actors._directory import ActorDirectory
@@ -42,7 +42,7 @@ from runtime.tools import (
     run_tool_output_cleanup,
     session_tools,
 )
-from storage import SessionsWithPending, TelemetryOptions, TelemetryStore
+from storage import SessionsWithPending, TelemetryOptions, TelemetryStore, listen
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -233,7 +233,7 @@ async def _open_runtime(
         )  # fmt: skip
         if cluster is not None and store_url is not None:  # recovery under each lease
             send, receive = trio.open_memory_channel[tuple[str, int, int]](_RELAY_BUFFER)
-            nursery.start_soon(listen, store_url, cluster.owner, send)
+            await nursery.start(listen, store_url, cluster.owner, send)
             relay = Relay(storage, hub, execution, questions=tools_api.questions)
             nursery.start_soon(relay.run, receive)
             nursery.start_soon(sweep, storage, execution, cluster)
