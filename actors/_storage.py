@@ -17,7 +17,10 @@ The trio task of the actor owns the backend's lifecycle: it opens it, and
 crashes (to be restarted by its supervisor, which reopens the store from the
 journal) when the store fails a commit. Operations still queued then are
 dropped and their callers get ``StorageError`` (not written; an exact retry is
-safe).
+safe). A batch whose journal write or fdatasync failed was not published, yet its pages
+may have reached the file: once the store is reopened, and before it serves anything
+newer, the events of such batches that it holds are published (per session, in seq
+order), so a subscriber sees no gap.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from actors._events import EventHub
 from actors._mailbox import Reply, open_mailbox
 from runtime import StorageError
 from runtime.telemetry import active_processor, current_span_context, recording
-from storage import Command, EventStore, Outcome, PostgresStore, Query, StoredEvent
+from storage import Command, Events, EventStore, Outcome, PostgresStore, Query, StoredEvent
 
 __all__ = ["DRAIN_FENCE", "StorageActor", "StorageMode"]
 
@@ -169,6 +172,8 @@ class StorageActor(Actor[Any]):
         self._wake = trio.Event()
         self._failure: str | None = None
         self._failed = trio.Event()
+        self._in_doubt: deque[tuple[str, int]] = deque()
+        """(session, seq) of events of failed batches, not published: see the docstring."""
         self._token: trio.lowlevel.TrioToken | None = None
         self.batches = 0
         self.last_batch = 0
@@ -279,6 +284,7 @@ class StorageActor(Actor[Any]):
         self._token = trio.lowlevel.current_trio_token()
         await self._start_backend()
         try:
+            await self._publish_in_doubt()
             self.mark_running()
             self.ready.set()
             with self._lock:
@@ -385,6 +391,8 @@ class StorageActor(Actor[Any]):
             self._post(_answer_all, replies, answers, events, self._hub)
             failed = next((o.error for o in outcomes if isinstance(o.error, StorageError)), None)
             if failed is not None:
+                while store.in_doubt:  # deques: appended and taken on the failing thread
+                    self._in_doubt.append(store.in_doubt.popleft())
                 self._report_failure(str(failed))
 
         with _traced(self._processor, writes):
@@ -440,6 +448,56 @@ class StorageActor(Actor[Any]):
             with trio.CancelScope(shield=True):
                 await self._stop_backend()
             raise StorageError(f"the store did not open: {error[0]}") from error[0]
+
+    async def _publish_in_doubt(self) -> None:
+        """Publish the events of failed batches that the reopened store holds.
+
+        Runs before the store serves anything, so they come before every newer event.
+        Raises StorageError when the store fails the read (they are tried again at the
+        next start). Not cancellable (a bounded read of the store).
+        """
+        if not self._in_doubt:
+            return
+        wanted: dict[str, set[int]] = {}
+        for session_id, seq in self._in_doubt:
+            wanted.setdefault(session_id, set()).add(seq)
+        queries = [
+            Events(session_id=sid, after=min(seqs) - 1, limit=max(seqs) - min(seqs) + 1)
+            for sid, seqs in sorted(wanted.items())
+        ]
+        found = await self._on_store(lambda store: [store.answer(q) for q in queries])
+        self._in_doubt.clear()
+        events = [e for page in found for e in page if e.seq in wanted[e.aggregate_id]]
+        if events:
+            self._hub.publish(events)
+
+    async def _on_store(self, job: Callable[[_Backend], U]) -> U:
+        """Run *job* on the open store (on its thread in threaded mode); return its
+        answer or raise what it raised (StorageError when the store did not open)."""
+        if self._mode == "inline":
+            assert self._inline is not None
+            return job(self._inline)
+        assert self._thread is not None
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+        outcome: list[Outcome] = []
+
+        def run(store: _Backend | Exception) -> None:
+            try:
+                if isinstance(store, Exception):
+                    raise StorageError(f"the store did not open: {store}") from store
+                outcome.append(Outcome(value=job(store)))
+            except Exception as exc:  # noqa: BLE001 - raised on the trio thread
+                outcome.append(Outcome(error=exc))
+            token.run_sync_soon(done.set)
+
+        self._thread.tell(run)
+        with trio.CancelScope(shield=True):
+            await done.wait()
+        if outcome[0].error is not None:
+            raise outcome[0].error
+        value: U = outcome[0].value
+        return value
 
     async def _stop_backend(self) -> None:
         if self._inline is not None:

@@ -86,7 +86,8 @@ class WritePipeline(StoreCaches):
         An operation that raises gets that error and writes nothing; the others
         proceed. If the journal append (or its fdatasync) fails, every operation gets
         a StorageError (those already answered by *on_written* cannot be; the store
-        is then broken and must be reopened, which rescans the journal). If the
+        is then broken and must be reopened, which rescans the journal); the batch's
+        events are noted in ``in_doubt``, since its pages may have reached the file. If the
         DuckDB transaction fails after the journal append, StorageError is raised
         and the store must be reopened (the journal keeps the batch).
         """
@@ -102,7 +103,7 @@ class WritePipeline(StoreCaches):
                 lsn = self._append_journal(batch, sync=False)
             except Exception as exc:
                 end_batch_span(span, started, error=exc)
-                return self._journal_failed(exc, len(operations), on_durable)
+                return self._journal_failed(exc, len(operations), on_durable, batch.events)
             journaled = time.perf_counter()
             applied_through, self._lsn = self._lsn, lsn
             self._adopt(batch, lsn)
@@ -118,7 +119,7 @@ class WritePipeline(StoreCaches):
             def complete(error: BaseException | None) -> None:
                 if error is not None:
                     end_batch_span(span, started, journaled, error=error)
-                    self._journal_failed(error, len(operations), on_durable)
+                    self._journal_failed(error, len(operations), on_durable, batch.events)
                     return
                 if on_durable is not None:
                     on_durable(outcomes, batch.events)
@@ -132,7 +133,7 @@ class WritePipeline(StoreCaches):
                 try:
                     self._sync_journal()
                 except Exception as exc:
-                    return self._journal_failed(exc, len(operations), on_durable)
+                    return self._journal_failed(exc, len(operations), on_durable, batch.events)
                 complete(None)
         else:
             self._adopt(batch, self._lsn)
@@ -167,8 +168,10 @@ class WritePipeline(StoreCaches):
         exc: BaseException,
         operations: int,
         on_durable: Callable[[list[Outcome], list[StoredEvent]], None] | None,
+        events: list[StoredEvent],
     ) -> tuple[list[Outcome], list[StoredEvent]]:
         self.broken = True
+        self.in_doubt.extend((e.aggregate_id, e.seq) for e in events)
         failed = self._failed(exc, operations)
         if on_durable is not None:
             on_durable(failed, [])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -77,6 +77,11 @@ class StoreState:
         self._leases = LeaseTable(lease_clock)
         """Leases (``storage._leases``): in memory here, one process holds the store."""
         self.broken = False
+        self.in_doubt: deque[tuple[str, int]] = deque()
+        """(session, seq) of events in batches whose callers were told they failed, yet
+        may be in the store once it is reopened (the pages reached the file). Appended
+        by the thread that failed the batch, before its callers are answered; taken by
+        the StorageActor, which publishes the ones the reopened store holds."""
 
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
