@@ -126,7 +126,10 @@ class Journal:
         self._next_lsn = next_lsn
         self._segment_max_bytes = segment_max_bytes
         self._fsync = fsync
-        self._unsynced = False
+        # What the last segment holds at open may not be durable (a killed process's
+        # pages, or pages a failed fdatasync left in the file): the first sync covers it,
+        # and a rotation syncs it before records go to the next segment.
+        self._unsynced = active_size > 0
         # Held by sync, rotation and close: a sync may run on another thread than
         # appends (which never close the descriptor it uses).
         self._fd_lock = threading.RLock()

@@ -16,6 +16,7 @@ the queries (``_queries``) on the caches. Commands of the port are carried out i
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,14 @@ class EventStore(StoreRecovery, StoreQueries):
             StorageError: the database and journal together cannot be made consistent.
         """
         store = cls(Path(directory), **options)
-        store._open()
+        try:
+            store._open()
+        except BaseException:
+            # Release what opened (the journal's lock above all): a supervisor's next try
+            # in this process would find the directory held.
+            with contextlib.suppress(Exception):
+                store.close()
+            raise
         return store
 
     @staticmethod

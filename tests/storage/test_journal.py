@@ -477,3 +477,40 @@ def test_appends_go_through_the_injected_file_operations(tmp_path: Path) -> None
         payloads = [p for _, p in reopened.read()]
     assert payloads[:2] == [b"kept", b"after"]  # the unsynced batch may or may not be there
     assert b"refused" not in payloads and b"never" not in payloads
+
+
+class _SyncLog(JournalFiles):
+    """Records which files were fdatasynced and written, in order."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+
+    def fdatasync(self, fd: int) -> None:  # type: ignore[override]
+        self.log.append(("sync", os.readlink(f"/proc/self/fd/{fd}")))
+        os.fdatasync(fd)
+
+    def pwrite(self, fd: int, data: Any, offset: int) -> int:  # type: ignore[override]
+        if bytes(data[:1]) != b"\x00":
+            self.log.append(("write", os.readlink(f"/proc/self/fd/{fd}")))
+        return os.pwrite(fd, data, offset)
+
+
+def test_a_tail_a_failed_fdatasync_left_is_synced_before_the_next_segment(
+    tmp_path: Path,
+) -> None:
+    files = _FailingFiles()
+    with Journal.open(tmp_path, files=files, segment_max_bytes=400) as journal:
+        journal.append([payload(0)])
+        files.fail_sync = True
+        with pytest.raises(JournalError, match="fdatasync failed"):
+            journal.append([payload(1, size=300)])  # the pages stay in the file
+    log = _SyncLog()
+    with Journal.open(tmp_path, files=log, segment_max_bytes=400) as reopened:
+        assert reopened.next_lsn == 2  # the unsynced batch is found and kept
+        reopened.append([payload(2)])  # past the segment's size: a new segment
+    first, second = (str(path) for path in segment_files(tmp_path))
+    # The kept tail is made durable before anything lands in the next segment: a power
+    # loss would otherwise cut LSN 1 out from under LSN 2, and the journal never opens.
+    assert log.log[:2] == [("sync", first), ("write", second)]
+    with Journal.open(tmp_path) as again:
+        assert [lsn for lsn, _ in again.read()] == [0, 1, 2]
