@@ -127,8 +127,7 @@ class Journal:
         self._segment_max_bytes = segment_max_bytes
         self._fsync = fsync
         # What the last segment holds at open may not be durable (a killed process's
-        # pages, or pages a failed fdatasync left in the file): the first sync covers it,
-        # and a rotation syncs it before records go to the next segment.
+        # pages, or pages a failed fdatasync left in the file): ``open`` syncs it.
         self._unsynced = active_size > 0
         # Held by sync, rotation and close: a sync may run on another thread than
         # appends (which never close the descriptor it uses).
@@ -153,7 +152,9 @@ class Journal:
     ) -> Journal:
         """Open (creating if needed) the journal in *directory* and repair a torn tail.
 
-        The last segment is read whole and truncated back to its last complete, valid batch;
+        The last segment is read whole, truncated back to its last complete, valid batch
+        and fdatasynced (a killed process's pages, or pages a failed fdatasync left in the
+        file, become durable before anything builds on them);
         earlier segments are checked only when :meth:`read` or :meth:`verify` reaches them.
 
         Args:
@@ -168,6 +169,7 @@ class Journal:
 
         Raises:
             JournalHeld: another open journal holds the directory.
+            JournalError: the fdatasync of what the last segment holds failed.
             JournalCorrupt: the last segment is damaged before its final batch (more than one
                 complete batch follows the damage), or its records do not start at its name's
                 LSN while it holds data.
@@ -186,7 +188,7 @@ class Journal:
                 segments = [(0, _create_segment(directory, dir_fd, 0, fsync=fsync))]
             first_lsn, path = segments[-1]
             size, next_lsn = _repair_tail(path, first_lsn, fsync=fsync)
-            return cls(
+            journal = cls(
                 directory=directory,
                 dir_fd=dir_fd,
                 segments=segments,
@@ -200,6 +202,14 @@ class Journal:
         except BaseException:
             os.close(dir_fd)
             raise
+        try:
+            # Make the tail durable before anything builds on it (a database caught up
+            # from pages the kernel then drops would be ahead of the journal).
+            journal.sync()
+        except BaseException:
+            journal.close()
+            raise
+        return journal
 
     @staticmethod
     def check_free(directory: Path) -> None:
