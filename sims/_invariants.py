@@ -105,7 +105,9 @@ class Checker:
         elif isinstance(event, ev.StepEnded):
             if event.finish != "tool-calls":
                 s.turns = 0
-        elif isinstance(event, ev.StepFailed):
+        elif isinstance(event, ev.StepFailed | ev.ResumeNeeded):
+            # A crash's recovery ends the activity (ResumeNeeded): an explicit resume
+            # opens a new one, with the agent's whole allowance.
             s.turns = 0
         elif isinstance(event, ev.ToolCalled):
             s.called[event.call_id] = event.assistant_message_id

@@ -276,6 +276,7 @@ class _Simulation:
                 # Its deletion was in flight at the crash: the store says how it ended.
                 if await self._read(GetSession(session_id=client.sid)) is None:
                     client.deleted = True
+                    self.w.log(f"{self._alias(client.sid)} deletion in flight at the crash: kept")
         deleted = {sid for sid, s in self.checker.sessions.items() if s.deleted}
         deleted |= {c.sid for c in self.clients if c.deleted}
         for sid, seen in self.published.items():

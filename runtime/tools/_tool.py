@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, TypeAlias, TypeVar, final
@@ -14,6 +15,7 @@ from runtime.tools._model import ToolContext, ToolEnvironment, ToolOutput
 
 __all__ = ["ResourceExtractor", "TOOL_NAME_PATTERN", "Tool", "ToolHandler", "input_schema"]
 
+_SCHEMA_CACHE: Final = 512  # tool input types whose schemas are kept
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
 InputT = TypeVar("InputT")
@@ -107,8 +109,17 @@ def input_schema(input_type: Any) -> dict[str, Any]:
     """JSON schema of *input_type* with the top-level ``$ref`` inlined.
 
     Providers expect an object schema at the top; nested definitions stay in
-    ``$defs`` when something still refers to them.
+    ``$defs`` when something still refers to them. Each call returns a fresh dict;
+    the schema of a type is worked out once (tool registries are built per Location).
     """
+    try:
+        encoded = _cached_schema(input_type)
+    except TypeError:  # an unhashable type expression
+        encoded = _encoded_schema(input_type)
+    return msgspec.json.decode(encoded)
+
+
+def _encoded_schema(input_type: Any) -> bytes:
     schema = msgspec.json.schema(input_type)
     defs: dict[str, Any] = dict(schema.pop("$defs", {}))
     ref = schema.get("$ref", "")
@@ -116,4 +127,7 @@ def input_schema(input_type: Any) -> dict[str, Any]:
         schema = dict(defs[ref.removeprefix("#/$defs/")])
     if defs and "#/$defs/" in msgspec.json.encode(schema).decode():
         schema["$defs"] = defs
-    return schema
+    return msgspec.json.encode(schema)
+
+
+_cached_schema = functools.lru_cache(maxsize=_SCHEMA_CACHE)(_encoded_schema)
