@@ -271,12 +271,7 @@ class _Simulation:
         by_session: dict[str, dict[int, str]] = {}
         for e in events:
             by_session.setdefault(e.aggregate_id, {})[e.seq] = e.id
-        for client in self.clients:
-            if client.deleting and not client.deleted:
-                # Its deletion was in flight at the crash: the store says how it ended.
-                if await self._read(GetSession(session_id=client.sid)) is None:
-                    client.deleted = True
-                    self.w.log(f"{self._alias(client.sid)} deletion in flight at the crash: kept")
+        await self._resolve_deletions("in flight at the crash")
         deleted = {sid for sid, s in self.checker.sessions.items() if s.deleted}
         deleted |= {c.sid for c in self.clients if c.deleted}
         for sid, seen in self.published.items():
@@ -296,6 +291,15 @@ class _Simulation:
         self.checker.feed(events)
         self.checker.compactions = old.compactions
         self.published = by_session
+
+    async def _resolve_deletions(self, why: str) -> None:
+        """Deletions whose outcome the client does not know (in flight at a crash, or
+        reported failed though their write may have reached the file): the store says."""
+        for client in self.clients:
+            if client.deleting and not client.deleted:
+                if await self._read(GetSession(session_id=client.sid)) is None:
+                    client.deleted = True
+                    self.w.log(f"{self._alias(client.sid)} deletion {why}: kept")
 
     async def _read(self, query: Any) -> Any:
         """A read of the checks, tried again while the store restarts after a fault."""
@@ -331,6 +335,7 @@ class _Simulation:
         w.stop_faults()
         w.block_output(False)
         w.log("faults stop")
+        await self._resolve_deletions("reported failed")
         live = [c for c in self.clients if c.created and not c.deleted]
         with trio.move_on_after(LIVENESS_BOUND) as bound:
             waiting = list(live)
