@@ -58,7 +58,10 @@ REGRESSIONS = [
     # store after the restart, but the tool call waiting for it never heard of it; the
     # session stayed busy. Fixed in actors._permissions (the waiting call reads the stored
     # answer; tests/execution/test_permissions.py).
-    # REPLY_SEED
+    # Seed 3028 reaches the situation again (a reply's fdatasync fails, the pages are kept,
+    # the waiting call reads the stored answer); without the fix its session is freed
+    # another way, so the direct test is what shows the bug.
+    (3028, 4, (3, 9), True, "s1 reply once -> StorageError"),
     # From the long run: the events of a batch reported failed (its fdatasync failed, the
     # pages were kept) were in the store after the restart but never published: the
     # checker saw a seq gap. Fixed in actors._storage (published once the store reopens,
@@ -79,10 +82,19 @@ REGRESSIONS = [
     # request (the same as 1001682).
     (1001766, 2, (2, 5), True, "session.next.compaction.ended"),
     (1002378, 2, (2, 5), True, "session.next.compaction.ended"),
+    # From the long run (1004643, which later changes moved away), simulator: a deletion
+    # reported failed (its fdatasync failed, the pages were kept) was in the store; the
+    # client now asks the store when faults stop.
+    (1004215, 2, (2, 5), True, "s0 deletion reported failed: kept"),
     # Simulator: the turn cap counted turns across a crash and the explicit resume after it.
     (143, 2, (2, 5), True, "s0 resume -> ok"),
 ]
-FAULTS: dict[int, str] = {65: "storage.crash", 143: "storage.crash"}
+FAULTS: dict[int, str] = {
+    65: "storage.crash",
+    143: "storage.crash",
+    3028: "storage.fsync",
+    1004215: "storage.fsync",
+}
 
 
 @pytest.mark.parametrize(("seed", "sessions", "actions", "compaction", "marker"), REGRESSIONS)
