@@ -4,7 +4,7 @@ provider retries)."""
 
 from __future__ import annotations
 
-from runtime._schema import Event, Record
+from runtime._record import Event, Record
 
 __all__ = [
     "CompactionDelta",

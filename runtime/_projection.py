@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from msgspec import UNSET
 from msgspec.structs import replace
 
-from runtime import _schema as ev
+from runtime import events as ev
 from runtime._messages import (
     AgentSwitchedMessage,
     AssistantContent,

@@ -23,7 +23,8 @@ from msgspec import UNSET
 
 from runtime._errors import KittiwakeError
 from runtime._messages import AssistantMessage, SessionMessage
-from runtime._schema import FileBeforeImage, FileImage, RevertInfo, SessionInfo, SessionReverted
+from runtime._revert_records import FileBeforeImage, FileImage, RevertInfo, SessionReverted
+from runtime._schema import SessionInfo
 
 __all__ = [
     "FileChange",

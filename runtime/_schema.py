@@ -13,6 +13,22 @@ from typing import Any, ClassVar, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from runtime._asks import (
+    PermissionAsked,
+    PermissionReplied,
+    QuestionAsked,
+    QuestionRejected,
+    QuestionReplied,
+)
+from runtime._record import Event, Record
+from runtime._revert_records import (
+    FileBeforeImage,
+    RevertCommitted,
+    RevertInfo,
+    SessionReverted,
+    SessionUnreverted,
+)
+
 __all__ = [
     "AgentAttachment",
     "AgentSwitched",
@@ -23,40 +39,25 @@ __all__ = [
     "Delivery",
     "DurableEvent",
     "FileAttachment",
-    "FileBeforeImage",
-    "FileImage",
     "InputAdmitted",
     "InterruptRequested",
     "Location",
     "ModelRef",
     "ModelSwitched",
     "Moved",
-    "PermissionAsked",
-    "PermissionInfo",
-    "PermissionReplied",
     "Prompt",
     "PromptAdmitted",
     "PromptPromoted",
-    "QuestionAsked",
-    "QuestionInfo",
-    "QuestionOption",
-    "QuestionRejected",
-    "QuestionReplied",
-    "QuestionTool",
     "ReasoningEnded",
     "ReasoningStarted",
     "ResumeNeeded",
-    "RevertCommitted",
-    "RevertInfo",
     "RunError",
     "RunFailed",
     "SessionCreated",
     "SessionDeleted",
     "SessionError",
     "SessionInfo",
-    "SessionReverted",
     "SessionTime",
-    "SessionUnreverted",
     "SessionUpdated",
     "StepEnded",
     "StepFailed",
@@ -79,24 +80,10 @@ __all__ = [
     "ToolTextContent",
     "ToolResultsPruned",
     "decode_event",
-    "wire_name",
 ]
 
 Delivery = Literal["steer", "queue"]
 CompactionReason = Literal["auto", "manual"]
-
-
-def wire_name(name: str) -> str:
-    """Spell a snake-case field the way OpenCode's JSON does (``call_id`` -> ``callID``)."""
-    head, *rest = name.split("_")
-    return head + "".join("ID" if part == "id" else part.capitalize() for part in rest)
-
-
-class Record(msgspec.Struct, frozen=True, kw_only=True, rename=wire_name, gc=False):
-    """Base of every durable record: frozen, keyword-only, OpenCode field names.
-
-    Optional wire fields default to ``UNSET`` and are then left out of the JSON.
-    """
 
 
 class ModelRef(Record, frozen=True):
@@ -137,15 +124,6 @@ class TokenUsage(Record, frozen=True):
     output: int = 0
     reasoning: int = 0
     cache: TokenCache = TokenCache()
-
-
-class RevertInfo(Record, frozen=True):
-    """OpenCode's ``Session.revert``: the message (and part) the session is rolled back to."""
-
-    message_id: str
-    part_id: str | UnsetType = UNSET
-    snapshot: str | UnsetType = UNSET
-    diff: str | UnsetType = UNSET
 
 
 class SessionTime(Record, frozen=True):
@@ -225,22 +203,6 @@ ToolContent = ToolTextContent | ToolFileContent
 class ToolProvider(Record, frozen=True):
     executed: bool = False
     metadata: dict[str, Any] | UnsetType = UNSET
-
-
-# -- durable events ------------------------------------------------------------------------
-
-
-class Event(Record, frozen=True, tag_field="type"):
-    """Base of durable session events; ``version`` is stored beside the type.
-
-    ``LOCAL_FIELDS`` names fields that are Kittiwake's own: stored with the event but,
-    on the wire, carried in the envelope's ``metadata`` rather than in OpenCode's ``data``.
-    """
-
-    VERSION: ClassVar[int] = 1
-    LOCAL_FIELDS: ClassVar[tuple[str, ...]] = ()
-    timestamp: int
-    session_id: str
 
 
 class SessionCreated(Event, frozen=True, tag="session.created"):
@@ -428,44 +390,6 @@ class ToolResultsPruned(Event, frozen=True, tag="session.tool.results.pruned"):
     calls: list[tuple[str, str]]
 
 
-class PermissionAsked(Event, frozen=True, tag="permission.v2.asked"):
-    """A local tool call waits for a client to allow it (durable pending request), or a
-    client asked for approval itself (``tool`` is then empty)."""
-
-    request_id: str
-    agent: str
-    tool: str
-    call_id: str
-    permission: str
-    resources: list[str]
-    save: list[str] | UnsetType = UNSET
-    """What an "always" reply approves for the project, when not the resources."""
-    message_id: str | UnsetType = UNSET
-    metadata: dict[str, Any] | UnsetType = UNSET
-
-
-class PermissionReplied(Event, frozen=True, tag="permission.v2.replied"):
-    request_id: str
-    reply: Literal["once", "always", "reject"]
-
-
-class PermissionInfo(Record, frozen=True):
-    """A permission request as clients list it."""
-
-    id: str
-    session_id: str
-    agent: str
-    tool: str
-    call_id: str
-    permission: str
-    resources: list[str]
-    time_created: int
-    status: Literal["pending", "once", "always", "reject"] = "pending"
-    save: list[str] | UnsetType = UNSET
-    message_id: str | UnsetType = UNSET
-    metadata: dict[str, Any] | UnsetType = UNSET
-
-
 class Todo(Record, frozen=True):
     """One item of a session's todo list (OpenCode's ``Todo``)."""
 
@@ -478,86 +402,6 @@ class TodoUpdated(Event, frozen=True, tag="todo.updated"):
     """The session's whole todo list after a ``todowrite`` call."""
 
     todos: list[Todo]
-
-
-class QuestionOption(Record, frozen=True):
-    label: str
-    description: str
-
-
-class QuestionInfo(Record, frozen=True):
-    """One structured question: choices, whether several may be picked (``multiple``),
-    and whether a typed answer is accepted too (``custom``, on unless false)."""
-
-    question: str
-    header: str
-    options: list[QuestionOption]
-    multiple: bool | UnsetType = UNSET
-    custom: bool | UnsetType = UNSET
-
-
-class QuestionTool(Record, frozen=True):
-    message_id: str
-    call_id: str
-
-
-class QuestionAsked(Event, frozen=True, tag="question.v2.asked"):
-    """A pending question to the user (durable until replied or rejected)."""
-
-    id: str
-    questions: list[QuestionInfo]
-    tool: QuestionTool | UnsetType = UNSET
-
-
-class QuestionReplied(Event, frozen=True, tag="question.v2.replied"):
-    """The user's answers, one list of chosen labels (or typed text) per question."""
-
-    request_id: str
-    answers: list[list[str]]
-
-
-class QuestionRejected(Event, frozen=True, tag="question.v2.rejected"):
-    request_id: str
-
-
-class FileImage(Record, frozen=True):
-    """One file's content at a moment: ``content`` is ``None`` when it did not exist;
-    ``omitted`` when it was over the recording limit (then ``content`` is ``None`` too
-    and the file is never restored from this image)."""
-
-    path: str
-    """Absolute path."""
-    content: bytes | None
-    omitted: bool = False
-
-
-class FileBeforeImage(Event, frozen=True, tag="session.tool.file.before"):
-    """The previous content of the files a file tool call is about to change, durable
-    before the change (Kittiwake's; revert restores from it)."""
-
-    assistant_message_id: str
-    call_id: str
-    files: list[FileImage]
-
-
-class SessionReverted(Event, frozen=True, tag="session.reverted"):
-    """The session is rolled back to ``revert``: messages from seq ``hidden_from`` on are
-    hidden. ``files`` is the content each restored file had before any revert, which
-    unrevert writes back."""
-
-    revert: RevertInfo
-    hidden_from: int
-    files: list[FileImage]
-
-
-class SessionUnreverted(Event, frozen=True, tag="session.unreverted"):
-    """The standing revert is undone: hidden messages show again."""
-
-
-class RevertCommitted(Event, frozen=True, tag="session.revert.committed"):
-    """The standing revert's hidden messages are dropped for good (a new prompt came)."""
-
-    message_ids: list[str]
 
 
 DurableEvent = (

@@ -4,6 +4,15 @@ Every event is a frozen msgspec Struct tagged by its OpenCode wire ``type``;
 :func:`decode_event` reads one back from its stored JSON.
 """
 
+from runtime._asks import PermissionAsked as PermissionAsked
+from runtime._asks import PermissionInfo as PermissionInfo
+from runtime._asks import PermissionReplied as PermissionReplied
+from runtime._asks import QuestionAsked as QuestionAsked
+from runtime._asks import QuestionInfo as QuestionInfo
+from runtime._asks import QuestionOption as QuestionOption
+from runtime._asks import QuestionRejected as QuestionRejected
+from runtime._asks import QuestionReplied as QuestionReplied
+from runtime._asks import QuestionTool as QuestionTool
 from runtime._live import CompactionDelta as CompactionDelta
 from runtime._live import LiveDelta as LiveDelta
 from runtime._live import ReasoningDelta as ReasoningDelta
@@ -12,6 +21,13 @@ from runtime._live import RetryError as RetryError
 from runtime._live import TextDelta as TextDelta
 from runtime._live import ToolInputDelta as ToolInputDelta
 from runtime._live import ToolOutputDelta as ToolOutputDelta
+from runtime._record import wire_name as wire_name
+from runtime._revert_records import FileBeforeImage as FileBeforeImage
+from runtime._revert_records import FileImage as FileImage
+from runtime._revert_records import RevertCommitted as RevertCommitted
+from runtime._revert_records import RevertInfo as RevertInfo
+from runtime._revert_records import SessionReverted as SessionReverted
+from runtime._revert_records import SessionUnreverted as SessionUnreverted
 from runtime._schema import AgentAttachment as AgentAttachment
 from runtime._schema import AgentSwitched as AgentSwitched
 from runtime._schema import CompactionEnded as CompactionEnded
@@ -21,40 +37,25 @@ from runtime._schema import ContextUpdated as ContextUpdated
 from runtime._schema import Delivery as Delivery
 from runtime._schema import DurableEvent as DurableEvent
 from runtime._schema import FileAttachment as FileAttachment
-from runtime._schema import FileBeforeImage as FileBeforeImage
-from runtime._schema import FileImage as FileImage
 from runtime._schema import InputAdmitted as InputAdmitted
 from runtime._schema import InterruptRequested as InterruptRequested
 from runtime._schema import Location as Location
 from runtime._schema import ModelRef as ModelRef
 from runtime._schema import ModelSwitched as ModelSwitched
 from runtime._schema import Moved as Moved
-from runtime._schema import PermissionAsked as PermissionAsked
-from runtime._schema import PermissionInfo as PermissionInfo
-from runtime._schema import PermissionReplied as PermissionReplied
 from runtime._schema import Prompt as Prompt
 from runtime._schema import PromptAdmitted as PromptAdmitted
 from runtime._schema import PromptPromoted as PromptPromoted
-from runtime._schema import QuestionAsked as QuestionAsked
-from runtime._schema import QuestionInfo as QuestionInfo
-from runtime._schema import QuestionOption as QuestionOption
-from runtime._schema import QuestionRejected as QuestionRejected
-from runtime._schema import QuestionReplied as QuestionReplied
-from runtime._schema import QuestionTool as QuestionTool
 from runtime._schema import ReasoningEnded as ReasoningEnded
 from runtime._schema import ReasoningStarted as ReasoningStarted
 from runtime._schema import ResumeNeeded as ResumeNeeded
-from runtime._schema import RevertCommitted as RevertCommitted
-from runtime._schema import RevertInfo as RevertInfo
 from runtime._schema import RunError as RunError
 from runtime._schema import RunFailed as RunFailed
 from runtime._schema import SessionCreated as SessionCreated
 from runtime._schema import SessionDeleted as SessionDeleted
 from runtime._schema import SessionError as SessionError
 from runtime._schema import SessionInfo as SessionInfo
-from runtime._schema import SessionReverted as SessionReverted
 from runtime._schema import SessionTime as SessionTime
-from runtime._schema import SessionUnreverted as SessionUnreverted
 from runtime._schema import SessionUpdated as SessionUpdated
 from runtime._schema import StepEnded as StepEnded
 from runtime._schema import StepFailed as StepFailed
@@ -77,7 +78,6 @@ from runtime._schema import ToolResultsPruned as ToolResultsPruned
 from runtime._schema import ToolSuccess as ToolSuccess
 from runtime._schema import ToolTextContent as ToolTextContent
 from runtime._schema import decode_event as decode_event
-from runtime._schema import wire_name as wire_name
 
 __all__ = [
     "AgentAttachment",
