@@ -56,10 +56,13 @@ async def run_user_shell(
     The agent's rules decide the call (an ``ask`` rule waits for a reply like a model's
     call). Raises ``SessionNotFoundError``. Cancellation stops the command; its record,
     failed "Tool execution interrupted", is still written (bounded shield), then the
-    cancellation propagates.
+    cancellation propagates: the session and Location lookups before the call are
+    shielded, so a cancellation that comes during them is delivered to the call and
+    recorded too.
     """
-    info = await rt.sessions.get(session_id)
-    location = await rt.execution.current_location(info.location.directory)
+    with trio.CancelScope(shield=True):  # two reads: the record needs what they answer
+        info = await rt.sessions.get(session_id)
+        location = await rt.execution.current_location(info.location.directory)
     chosen = agent if agent is not None else (info.agent if isinstance(info.agent, str) else None)
     agent_info = resolve_agent(location.agents, chosen)
     ran_model = model or (info.model if isinstance(info.model, ModelRef) else None)
