@@ -105,7 +105,7 @@ class Commands:
         chosen = agent or command.agent
         if chosen is not None and chosen != info.agent:
             await sessions.switch_agent(session_id, chosen)
-        picked = model or _model(command.model)
+        picked = model or ModelRef.parse(command.model)
         if picked is not None and picked != info.model:
             await sessions.switch_model(session_id, picked)
         return await sessions.prompt(session_id, prompt=Prompt(text=text), id=message_id)
@@ -147,8 +147,3 @@ class Commands:
             raw = handle.read(self.limits.mention_bytes + 1)
         text = raw[: self.limits.mention_bytes].decode("utf-8", errors="replace")
         return text + _TRUNCATED if len(raw) > self.limits.mention_bytes else text
-
-
-def _model(text: str | None) -> ModelRef | None:
-    provider, _, model_id = (text or "").partition("/")
-    return ModelRef(id=model_id, provider_id=provider) if provider and model_id else None

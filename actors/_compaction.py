@@ -134,9 +134,7 @@ def attempt_for(
     the ``compaction`` agent's prompt and model when it has them, else the built-in prompt
     and *model*."""
     configured = settings.agents.get("compaction")
-    provider, _, model_id = ((configured.model if configured else None) or "").partition("/")
-    if provider and model_id:
-        model = ev.ModelRef(id=model_id, provider_id=provider)
+    model = ev.ModelRef.parse(configured.model if configured else None) or model
     limit = model_limit(client, model)
     return CompactionAttempt(
         session_id=session_id, reason=reason, overflow=overflow, rows=rows, model=model,

@@ -14,8 +14,8 @@ import msgspec
 import trio
 
 from actors._turn import report_retry
+from runtime import SessionInfo, llm
 from runtime import events as ev
-from runtime import llm
 from runtime.agents import AgentInfo, load_agents, resolve_agent
 from runtime.compaction import CompactionSettings
 from runtime.config import (
@@ -41,7 +41,13 @@ from runtime.tools import (
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["Configuration", "LocationSettings", "ProviderClients", "location_watch"]
+__all__ = [
+    "Configuration",
+    "LocationSettings",
+    "ProviderClients",
+    "location_watch",
+    "session_model",
+]
 
 _log = logging.getLogger("kittiwake.config")
 _PROVIDER_KEYS: Final = ("provider", "enabled_providers", "disabled_providers")
@@ -241,9 +247,9 @@ def _read(
     if configuration is not None:
         model = configuration.pinned_model
         if model is None and loaded.config.model:
-            model = _model(loaded.config.model)
+            model = ev.ModelRef.parse(loaded.config.model)
         client = configuration.client_for(data)
-    small = _model(loaded.config.small_model) if loaded.config.small_model else None
+    small = ev.ModelRef.parse(loaded.config.small_model)
     settings = LocationSettings(
         loaded=loaded, agents=agents, model=model, small_model=small,
         default_agent=loaded.config.default_agent,
@@ -268,11 +274,6 @@ def _agent_files(folder: str) -> list[str]:
         return [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".md")]
     except OSError:
         return []
-
-
-def _model(text: str) -> ev.ModelRef | None:
-    provider, _, model = text.partition("/")
-    return ev.ModelRef(id=model, provider_id=provider) if provider and model else None
 
 
 def instructions_producer(
@@ -302,3 +303,13 @@ class _Failing:
 
     async def stream(self, request: llm.LLMRequest) -> AsyncIterator[llm.LLMEvent]:
         yield llm.ProviderError(kind="terminal", message=self._message, code="config")
+
+
+def session_model(
+    info: SessionInfo, agent: AgentInfo, settings: LocationSettings, default: ev.ModelRef
+) -> ev.ModelRef:
+    """The model a session's turn runs on: the session's selected model, else its agent's,
+    else the Location's configured ``model``, else *default* (the runtime's)."""
+    if isinstance(info.model, ev.ModelRef):
+        return info.model
+    return ev.ModelRef.parse(agent.model) or settings.model or default

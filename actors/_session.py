@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from contextlib import nullcontext
 from functools import partial
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import trio
 from msgspec.structs import replace
@@ -23,6 +23,7 @@ from opentelemetry.trace import SpanContext
 from actors._actor import Actor, ActorStatistics
 from actors._cluster import SessionLease
 from actors._compaction import RequestBudget, attempt_for, compact, prune
+from actors._config import session_model
 from actors._context import EpochKeeper
 from actors._mailbox import Reply, open_mailbox
 from actors._ports import SessionLocation, SessionPorts
@@ -36,8 +37,8 @@ from actors._recovery import (
 from actors._session_messages import CompactSoon, Interrupt, Message, Opened, Run, Wake
 from actors._titles import first_prompt, write_title
 from actors._turn import Turn, TurnOutcome, failure_tag, run_turn, turn_attributes, turn_report
-from runtime import SessionInfo, llm
 from runtime import events as ev
+from runtime import llm
 from runtime.agents import AgentInfo, system_prompt
 from runtime.compaction import plan_checkpoint
 from runtime.drain import (
@@ -62,9 +63,6 @@ from runtime.history import HistoryView, to_llm_model, visible_history
 from runtime.revert import hidden_ranges
 from runtime.telemetry import current_span_context, span
 from storage import AppendWithPending, HistoryChanges, PromoteInputs
-
-if TYPE_CHECKING:
-    from actors._config import LocationSettings
 
 __all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError"]
 
@@ -268,7 +266,7 @@ class SessionActor(Actor[Message]):
         while mode is not None:
             if self._lease is not None:
                 if not await self._lease.acquire():
-                    self._stand_down()
+                    self.lane.stand_down()
                     break
                 self._adopt_lease(self._lease)
             self._scope = scope = trio.CancelScope()
@@ -292,7 +290,7 @@ class SessionActor(Actor[Message]):
                     reply.send(None)
             if self._lease is not None and self._lease.lost:  # taken over: interrupted
                 self._recovered = False
-                self._stand_down()
+                self.lane.stand_down()
                 break
             mode = self.lane.finished()
             if mode is None and self._lease is not None:
@@ -315,12 +313,6 @@ class SessionActor(Actor[Message]):
         self.last_error = f"{type(exc).__name__}: {exc}"
         _log.error("drain failed", extra={"session": self.session_id}, exc_info=exc)
         await self._record_failure(exc)
-
-    def _stand_down(self) -> None:
-        """Drop the lane's work: another worker drives the session (cluster mode) and
-        hears of that work from the store."""
-        while self.lane.finished() is not None:
-            pass
 
     def _adopt_lease(self, lease: SessionLease) -> None:
         """After another worker drove the session, forget what this actor remembers of it
@@ -462,7 +454,7 @@ class SessionActor(Actor[Message]):
         self._history.hide(hidden_ranges(info))  # messages a revert hides or dropped
         location = await self._p.location(info.location.directory)  # open before _agent()
         agent = self._agent()
-        model = self._model(info, agent, location.settings)
+        model = session_model(info, agent, location.settings, self._p.default_model)
         settings = location.settings.compaction()
         self.set_activity("reconciling context")
         known = self._epochs.row
@@ -527,7 +519,7 @@ class SessionActor(Actor[Message]):
         completed."""
         info = self._p.session_info(self.session_id)
         location = await self._p.location(info.location.directory)
-        model = self._model(info, self._agent(), location.settings)
+        model = session_model(info, self._agent(), location.settings, self._p.default_model)
         client = self._p.client_for(location)
         self.set_activity(f"compacting ({reason})")
         await self._refresh_history()
@@ -543,18 +535,6 @@ class SessionActor(Actor[Message]):
         if outcome == "completed":
             await self._refresh_history()
         return Compacted(completed=outcome == "completed")
-
-    def _model(
-        self, info: SessionInfo, agent: AgentInfo, settings: LocationSettings
-    ) -> ev.ModelRef:
-        """The session's selected model, else its agent's, else the Location's configured
-        ``model``, else the runtime's default."""
-        if isinstance(info.model, ev.ModelRef):
-            return info.model
-        provider, _, model_id = (agent.model or "").partition("/")
-        if provider and model_id:
-            return ev.ModelRef(id=model_id, provider_id=provider)
-        return settings.model or self._p.default_model
 
     async def _append(self, events: list[ev.DurableEvent]) -> list[ev.InputAdmitted]:
         """Append *events*; return the inbox rows still pending after them. A failed step
@@ -609,10 +589,9 @@ class SessionActor(Actor[Message]):
     def _failed_step_start(self, message_id: str, now: int) -> ev.StepStarted:
         """The start of an empty step that carries a failure outside any provider turn."""
         try:
-            info = self._p.session_info(self.session_id)
-            agent = self._agent()
+            info, agent = self._p.session_info(self.session_id), self._agent()
             settings = self._p.location_for(info.location.directory).settings
-            name, model = agent.name, self._model(info, agent, settings)
+            name, model = agent.name, session_model(info, agent, settings, self._p.default_model)
         except Exception:  # noqa: BLE001 - the failure may be this very lookup
             name, model = "build", self._p.default_model
         return ev.StepStarted(

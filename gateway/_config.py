@@ -16,6 +16,7 @@ from actors import Runtime
 from gateway._opencode import model_v2_json, provider_json, provider_v2_json
 from gateway._routes import Answer, RouteTable
 from gateway._wire import GatewayError, encode
+from runtime import ModelRef
 from runtime import llm as llm_package
 from runtime.config import (
     ConfigError,
@@ -174,10 +175,9 @@ def config_routes(
             if provider.models
             for chosen in [llm_package.provider_default_model(catalog, pid)]
         }
-        if model is not None:
-            provider_id, _, model_id = model.partition("/")
-            if model_id in catalog.providers.get(provider_id, _NO_PROVIDER).models:
-                default[provider_id] = model_id
+        if (ref := ModelRef.parse(model)) is not None:
+            if ref.id in catalog.providers.get(ref.provider_id, _NO_PROVIDER).models:
+                default[ref.provider_id] = ref.id
         return every, default, connected
 
     @table.get(

@@ -338,9 +338,8 @@ def agent_json(agent: AgentInfo) -> dict[str, Any]:
         body["prompt"] = agent.prompt
     if agent.steps is not None:
         body["steps"] = agent.steps
-    if agent.model and "/" in agent.model:
-        provider_id, _, model_id = agent.model.partition("/")
-        body["model"] = {"providerID": provider_id, "modelID": model_id}
+    if (model := ModelRef.parse(agent.model)) is not None:
+        body["model"] = {"providerID": model.provider_id, "modelID": model.id}
     return body
 
 
@@ -414,7 +413,6 @@ def agent_v2_json(agent: AgentInfo) -> dict[str, Any]:
         body["system"] = agent.prompt
     if agent.steps is not None:
         body["steps"] = agent.steps
-    if agent.model and "/" in agent.model:
-        provider_id, _, model_id = agent.model.partition("/")
-        body["model"] = {"id": model_id, "providerID": provider_id}
+    if (model := ModelRef.parse(agent.model)) is not None:
+        body["model"] = {"id": model.id, "providerID": model.provider_id}
     return body

@@ -195,19 +195,18 @@ def command_v2_json(command: CommandInfo) -> dict[str, Any]:
     for key in ("description", "agent"):
         if getattr(command, key) is not None:
             body[key] = getattr(command, key)
-    provider, _, model_id = (command.model or "").partition("/")
-    if provider and model_id:
-        body["model"] = {"id": model_id, "providerID": provider}
+    if (model := ModelRef.parse(command.model)) is not None:
+        body["model"] = {"id": model.id, "providerID": model.provider_id}
     return body
 
 
 def _model_ref(text: str | None) -> ModelRef | None:
     if text is None:
         return None
-    provider, _, model_id = text.partition("/")
-    if not provider or not model_id:
+    model = ModelRef.parse(text)
+    if model is None:
         raise GatewayError("InvalidRequestError", "model must be provider/model")
-    return ModelRef(id=model_id, provider_id=provider)
+    return model
 
 
 class QuestionReplyBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -76,6 +76,12 @@ class Lane(msgspec.Struct, kw_only=True):
             self._activate(follow, seq)
         return follow
 
+    def stand_down(self) -> None:
+        """End the active drain and drop its follow-up (another worker drives the session,
+        in cluster mode, and hears of that work from the store)."""
+        self.active, self.active_seq = None, -1
+        self.pending, self.pending_seq = None, -1
+
     @property
     def idle(self) -> bool:
         return self.active is None and self.pending is None

@@ -91,6 +91,13 @@ class ModelRef(Record, frozen=True):
     provider_id: str
     variant: str | UnsetType = UNSET
 
+    @classmethod
+    def parse(cls, text: str | None) -> ModelRef | None:
+        """``provider/model`` (as configuration and OpenCode's clients write it) as a
+        ModelRef; None when either part is missing. The model id may contain ``/``."""
+        provider, _, model_id = (text or "").partition("/")
+        return cls(id=model_id, provider_id=provider) if provider and model_id else None
+
 
 class Location(Record, frozen=True):
     directory: str
