@@ -26,6 +26,12 @@ Measured for each server:
   ``session.next.text.ended``, and the delay is its arrival minus the last chunk's sending:
   what the server added to the streamed answer (median and p95 over the sessions).
 
+Then ``opencode serve --pure`` (``bench/_opencode.py``, offline, ``make opencode``) on the
+same mock, measured by the same client through OpenCode's V1 routes (``POST /session``,
+``POST /session/{id}/message``, which answers when the turn has ended): one prompt's
+latency and S sessions at once, each capped at ``--opencode-timeout`` seconds (0 skips it);
+no streaming delay for it.
+
 After them, the lease takeover time: two ``serve --store --lease-ttl T`` processes, the one
 driving a session SIGKILLed inside a provider turn, a prompt admitted through the other;
 the seconds from the kill to its answer (``--lease-ttl``, default 2 and 10 s).
@@ -71,6 +77,7 @@ from bench.gateway import (  # noqa: E402 - after the path is set
 FAST, STREAMED = "mock-model", "stream-model"
 CHUNKS, SPACING = 10, 0.02
 _PROMPT = msgspec.json.encode({"prompt": {"text": "hi"}})
+_V1_PROMPT = msgspec.json.encode({"parts": [{"type": "text", "text": "hi"}]})
 
 
 # -- the mock provider: the lean answer, or a timed stream ------------------------------------
@@ -221,28 +228,35 @@ async def _serving(
 # -- measures ------------------------------------------------------------------------------
 
 
-async def _sessions(url: str, n: int, model: str = FAST) -> list[str]:
+async def _sessions(url: str, n: int, model: str = FAST, v1: bool = False) -> list[str]:
     body = {"model": {"id": model, "providerID": "mock"}}
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        if v1:  # OpenCode's routes: its configured default model
+            return [(await client.post("/session", json={})).json()["id"] for _ in range(n)]
         return [
             (await client.post("/api/session", json=body)).json()["data"]["id"] for _ in range(n)
         ]
 
 
-async def _prompt(client: _LeanClient, sid: str) -> float:
+async def _prompt(client: _LeanClient, sid: str, v1: bool = False) -> float:
+    """One prompt to its answer: V2 ``/prompt`` then ``/wait``, or V1 ``/message`` (which
+    answers when the turn has ended)."""
     start = time.perf_counter()
+    if v1:
+        await client.post(f"/session/{sid}/message", _V1_PROMPT)
+        return time.perf_counter() - start
     await client.post(f"/api/session/{sid}/prompt", _PROMPT)
     await client.post(f"/api/session/{sid}/wait")
     return time.perf_counter() - start
 
 
-async def _sequential(url: str, n: int) -> tuple[float, float]:
-    (sid,) = await _sessions(url, 1)
+async def _sequential(url: str, n: int, v1: bool = False) -> tuple[float, float]:
+    (sid,) = await _sessions(url, 1, v1=v1)
     client = await _LeanClient.open(url)
     try:
         for _ in range(5):
-            await _prompt(client, sid)
-        samples = sorted([await _prompt(client, sid) for _ in range(n)])
+            await _prompt(client, sid, v1)
+        samples = sorted([await _prompt(client, sid, v1) for _ in range(n)])
     finally:
         await client.aclose()
     return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.95))]
@@ -258,9 +272,14 @@ class Costs(msgspec.Struct):
 
 
 async def _at_once(
-    url: str, n: int, rounds: int, pids: list[int], pg: tuple[str, list[int]] | None
+    url: str,
+    n: int,
+    rounds: int,
+    pids: list[int],
+    pg: tuple[str, list[int]] | None,
+    v1: bool = False,
 ) -> Costs:
-    sids = await _sessions(url, n)
+    sids = await _sessions(url, n, v1=v1)
     clients = [await _LeanClient.open(url) for _ in sids]
     try:
 
@@ -268,7 +287,7 @@ async def _at_once(
             start = time.perf_counter()
             async with trio.open_nursery() as nursery:
                 for c, s in zip(clients, sids, strict=True):
-                    nursery.start_soon(_prompt, c, s)
+                    nursery.start_soon(_prompt, c, s, v1)
             return time.perf_counter() - start
 
         await round_()  # warm
@@ -457,6 +476,8 @@ async def _measure(args: argparse.Namespace) -> None:
                     )
             rows.append((name, row))
             print(name, msgspec.json.encode(row).decode(), flush=True)
+        if args.opencode_timeout > 0:
+            rows.append(("OpenCode 1.18.33", await _opencode_row(mock_port, args)))
         for ttl in args.lease_ttl:
             with tempfile.TemporaryDirectory() as tmp:
                 took = await _takeover(Path(tmp), mock_url, cluster.create_database(), ttl)
@@ -466,6 +487,40 @@ async def _measure(args: argparse.Namespace) -> None:
         await mock.wait()
         await trio.to_thread.run_sync(cluster.stop)
     _report(rows, args)
+
+
+async def _opencode_row(mock_port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """``opencode serve --pure`` on the same mock, through its V1 routes (``POST /session``,
+    ``POST /session/{id}/message``), the same client; each measure capped at
+    ``--opencode-timeout`` seconds (a capped one is recorded as ``None``). CPU is the
+    ``opencode`` process's and its children's. No streaming delay: its V1 events carry no
+    durable ``text.ended`` of ours to time."""
+    from bench._opencode import OpenCodeServe
+
+    row: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        serve = OpenCodeServe(Path(tmp), mock_port, (FAST,))
+        try:
+            await trio.to_thread.run_sync(serve.start)
+            assert serve.process is not None
+            pids = [serve.process.pid, *_children(serve.process.pid)]
+            with trio.move_on_after(args.opencode_timeout):
+                row["sequential"] = await _sequential(serve.url, args.sequential, v1=True)
+            for n in args.sessions:
+                row[f"at_once_{n}"] = None
+                with trio.move_on_after(args.opencode_timeout):
+                    row[f"at_once_{n}"] = await _at_once(
+                        serve.url, n, args.rounds, pids, None, v1=True
+                    )
+                print(f"OpenCode {n} at once: {row[f'at_once_{n}']}", flush=True)
+        except RuntimeError as exc:
+            row["error"] = str(exc).strip().splitlines()[-1] if str(exc).strip() else "failed"
+        finally:
+            await trio.to_thread.run_sync(serve.stop)
+    for n in args.streams:
+        row[f"streams_{n}"] = "not measured"
+    print("OpenCode", row, flush=True)
+    return row
 
 
 def _report(rows: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) -> None:
@@ -479,16 +534,24 @@ def _report(rows: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) ->
         if "error" in row:
             print(f"| {name} | {row['error']} |")
             continue
-        median, p95 = row["sequential"]
-        cells = [name, f"{median * 1000:.1f} ms ({p95 * 1000:.1f} ms)"]
+        if row.get("sequential") is None:
+            cells = [name, "timed out"]
+        else:
+            median, p95 = row["sequential"]
+            cells = [name, f"{median * 1000:.1f} ms ({p95 * 1000:.1f} ms)"]
         for n in args.sessions:
-            c: Costs = row[f"at_once_{n}"]
+            c: Costs | None = row[f"at_once_{n}"]
+            if c is None:
+                cells.append(f"timed out after {args.opencode_timeout:g} s")
+                continue
             cells.append(f"{c.rate:.0f}/s, {c.cpu_ms:.2f} ({c.pg_cpu_ms:.2f}), {c.commits:.2f}")
         for n in args.streams:
             s = row[f"streams_{n}"]
             cells.append(
                 "no answer on the streams"
                 if s is None
+                else s
+                if isinstance(s, str)
                 else f"{s[0] * 1000:.0f} ms ({s[1] * 1000:.0f} ms)"
             )
         print("| " + " | ".join(cells) + " |")
@@ -511,6 +574,10 @@ def main() -> None:
     parser.add_argument(
         "--lease-ttl", default="2,10", type=lambda s: [float(x) for x in s.split(",") if x]
     )
+    parser.add_argument(
+        "--opencode-timeout", type=float, default=300.0,
+        help="seconds each OpenCode measure may take (0: OpenCode is not run)",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sequential", type=int, default=50)
     args = parser.parse_args()

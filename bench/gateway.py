@@ -248,14 +248,31 @@ class _LeanClient:
         head = bytes(buffer[:end]).lower()
         del buffer[: end + 4]
         _, found, rest = head.partition(b"\r\ncontent-length:")
-        length = int(rest.split(b"\r\n", 1)[0]) if found else 0
-        while len(buffer) < length:
-            buffer += await self._receive()
-        answer = bytes(buffer[:length])
-        del buffer[:length]
+        if not found and b"transfer-encoding: chunked" in head:
+            answer = await self._chunked()
+        else:
+            length = int(rest.split(b"\r\n", 1)[0]) if found else 0
+            while len(buffer) < length:
+                buffer += await self._receive()
+            answer = bytes(buffer[:length])
+            del buffer[:length]
         if not head.startswith(b"http/1.1 2"):
             raise RuntimeError(f"{path}: {head[:12]!r} {answer[:200]!r}")
         return answer
+
+    async def _chunked(self) -> bytes:
+        """A chunked body (OpenCode's answers to ``POST /session/{id}/message``)."""
+        buffer, body = self._buffer, bytearray()
+        while True:
+            while (end := buffer.find(b"\r\n")) < 0:
+                buffer += await self._receive()
+            size = int(bytes(buffer[:end]).split(b";", 1)[0], 16)
+            while len(buffer) < end + 2 + size + 2:
+                buffer += await self._receive()
+            body += buffer[end + 2 : end + 2 + size]
+            del buffer[: end + 2 + size + 2]
+            if size == 0:
+                return bytes(body)
 
     async def _receive(self) -> bytes:
         data = await self._stream.receive_some(65536)

@@ -53,6 +53,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._opencode import OpenCodeServe  # noqa: E402
 from tests.llm.conftest import Recorded, Reply  # noqa: E402
 from tests.opencode.harness import (  # noqa: E402
     OPENCODE,
@@ -60,21 +61,10 @@ from tests.opencode.harness import (  # noqa: E402
     Provider,
     Tmux,
     client_env,
-    free_port,
     last_user_text,
     respond,
     said,
 )
-
-OFFLINE = {
-    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-    "OPENCODE_DISABLE_CLAUDE_CODE": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
-    "npm_config_registry": "http://127.0.0.1:9/",
-}  # fmt: skip
-"""On top of ``client_env``'s (no autoupdate, no models.dev fetch, no sharing). ``opencode
-serve`` installs ``@opencode-ai/plugin`` into its configuration directory in the background
-(npm, whatever the flags); an unreachable registry makes that fail at once (a warning in its
-log) instead of downloading while prompts are measured."""
 
 
 def responder(chunks: int, delay: float) -> Callable[[Recorded], Reply]:
@@ -89,57 +79,6 @@ def responder(chunks: int, delay: float) -> Callable[[Recorded], Reply]:
         return respond(request)
 
     return answer
-
-
-class OpenCodeServe:
-    """``opencode serve --pure`` in a project configured for the mock provider."""
-
-    def __init__(self, tmp: Path, provider: Provider) -> None:
-        self.project = tmp / "project"
-        self.project.mkdir(parents=True)
-        config: dict[str, Any] = {
-            "$schema": "https://opencode.ai/config.json",
-            "model": "local/m1", "share": "disabled", "autoupdate": False,
-            "provider": {"local": {
-                "npm": "@ai-sdk/openai-compatible", "name": "Local",
-                "options": {"baseURL": f"http://127.0.0.1:{provider.port}/v1"},
-                "models": {"m1": {"name": "Mock One", "tool_call": True,
-                                  "limit": {"context": 8000, "output": 1000}}},
-            }},
-        }  # fmt: skip
-        (self.project / "opencode.json").write_text(json.dumps(config))
-        self.env = {**client_env(tmp), **OFFLINE}
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / "opencode-serve.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 180.0) -> OpenCodeServe:
-        command = [str(OPENCODE), "serve", "--pure", "--port", str(self.port), "--print-logs"]
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                command, cwd=self.project, env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("opencode serve exited:\n" + self.log.read_text())
-            try:
-                if httpx.get(self.url + "/global/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("opencode serve did not start:\n" + self.log.read_text())
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def remote_peers(markers: tuple[str, ...]) -> list[str]:
@@ -264,7 +203,7 @@ def main(runs: int, chunks: int, delay: float, poll: float) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
     provider = Provider(responder(chunks, delay)).start()
     kittiwake = Kittiwake(tmp / "kittiwake", provider)
-    opencode = OpenCodeServe(tmp / "opencode", provider)
+    opencode = OpenCodeServe(tmp / "opencode", provider.port)
     uis: list[Ui] = []
     wires: list[Wire] = []
     try:
