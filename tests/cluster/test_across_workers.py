@@ -135,3 +135,84 @@ async def test_an_interrupt_through_another_worker_stops_the_driving_one(
     assert events[-1]["data"]["finish"] == "interrupted"
     assert context[-1]["content"][0]["text"] == "re: after"
     assert provider.disconnects >= 1  # the driver closed the interrupted provider stream
+
+
+async def follow_v1(
+    url: str, kinds: list[str], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Read the V1 ``/event`` stream on *url* into *kinds* (each event's type) until
+    cancelled; started once its first event (``server.connected``) arrived."""
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=None) as client,
+        client.stream("GET", "/event") as response,
+    ):
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                kinds.append(json.loads(line[6:])["type"])
+                if len(kinds) == 1:
+                    task_status.started()
+
+
+def calls_shell(command: str) -> Reply:
+    """A provider answer calling the shell tool with *command*."""
+    call = {
+        "index": 0, "id": "call_1", "type": "function",
+        "function": {"name": "shell", "arguments": json.dumps({"command": command})},
+    }  # fmt: skip
+    return Reply(chunks=[sse(chunk({"tool_calls": [call]}), chunk({}, finish="tool_calls"))])
+
+
+async def test_a_permission_replied_through_another_worker_runs_the_tool_on_the_driving_one(
+    tmp_path: Path, provider: LocalServer, postgres_database: str
+) -> None:
+    cli = Cli(tmp_path, provider)
+    (cli.project / "kittiwake.json").write_text(json.dumps({"permission": {"bash": "ask"}}))
+    provider.queue(calls_shell("echo ran >> ran.txt"), said("done"))
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Node.running(cli, postgres_database, name="a"))
+        b = await stack.enter_async_context(Node.running(cli, postgres_database, name="b"))
+        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
+        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+        sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
+        seen: list[tuple[int, str]] = []
+        v1: list[str] = []
+        done = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow, b.url, sid, seen, done)
+            await nursery.start(follow_v1, b.url, v1)
+            r = await ca.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "run it"}})
+            assert r.is_success, r.text
+
+            async def asked() -> list[dict]:
+                return (await cb.get(f"{S}/{sid}/permission")).json()["data"]
+
+            await eventually(lambda: "permission.asked" in v1)  # relayed to B's stream
+            pending = await asked()
+            assert [(p["action"], p["resources"]) for p in pending] == [
+                ("bash", ["echo ran >> ran.txt"])
+            ]
+            assert not (cli.project / "ran.txt").exists()  # the call waits for the reply
+            assert len(provider.requests) == 1
+            reply = f"{S}/{sid}/permission/{pending[0]['id']}/reply"
+            assert (await cb.post(reply, json={"reply": "once"})).status_code == 204
+            with trio.fail_after(20):
+                assert (await cb.post(f"{S}/{sid}/wait")).status_code == 204
+            durable = await history(cb, sid)
+            await eventually(lambda: len(seen) >= len(durable) and "permission.replied" in v1)
+            done.set()
+            nursery.cancel_scope.cancel()
+        assert await asked() == []
+        context = (await cb.get(f"{S}/{sid}/context")).json()["data"]
+    # The tool ran once, on the driving worker, and the answer completed.
+    assert (cli.project / "ran.txt").read_text() == "ran\n"
+    tool_results = [m for m in provider.requests[1].json()["messages"] if m["role"] == "tool"]
+    assert len(provider.requests) == 2 and len(tool_results) == 1
+    assert context[-1]["content"][0]["text"] == "done"
+    kinds = [t for _, t in durable]
+    assert kinds.count("session.next.tool.success") == 1
+    assert durable[-1][1] == "session.next.step.ended"
+    # B's V1 stream told of the request and of its reply, in that order.
+    assert v1.index("permission.asked") < v1.index("permission.replied")
+    # B's stream is the durable history: no gap, no duplicate, same order.
+    assert seen[: len(durable)] == durable
