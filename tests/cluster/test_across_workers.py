@@ -216,3 +216,47 @@ async def test_a_permission_replied_through_another_worker_runs_the_tool_on_the_
     assert v1.index("permission.asked") < v1.index("permission.replied")
     # B's stream is the durable history: no gap, no duplicate, same order.
     assert seen[: len(durable)] == durable
+
+
+async def test_a_question_answered_through_another_worker_reaches_the_driving_one(
+    tmp_path: Path, provider: LocalServer, postgres_database: str
+) -> None:
+    cli = Cli(tmp_path, provider)
+    color = {
+        "question": "Which color?", "header": "Color",
+        "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}],
+    }  # fmt: skip
+    call = {
+        "index": 0, "id": "call_1", "type": "function",
+        "function": {"name": "question", "arguments": json.dumps({"questions": [color]})},
+    }  # fmt: skip
+    provider.queue(
+        Reply(chunks=[sse(chunk({"tool_calls": [call]}), chunk({}, finish="tool_calls"))]),
+        said("blue then"),
+    )
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Node.running(cli, postgres_database, name="a"))
+        b = await stack.enter_async_context(Node.running(cli, postgres_database, name="b"))
+        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
+        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+        sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
+        v1: list[str] = []
+        async with trio.open_nursery() as nursery:
+            await nursery.start(follow_v1, b.url, v1)
+            r = await ca.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "pick"}})
+            assert r.is_success, r.text
+            await eventually(lambda: "question.asked" in v1)  # relayed to B's stream
+            pending = (await cb.get(f"{S}/{sid}/question")).json()["data"]
+            assert [q["questions"][0]["question"] for q in pending] == ["Which color?"]
+            assert len(provider.requests) == 1  # the call waits for the answer
+            reply = f"{S}/{sid}/question/{pending[0]['id']}/reply"
+            assert (await cb.post(reply, json={"answers": [["Blue"]]})).status_code == 204
+            with trio.fail_after(20):
+                assert (await cb.post(f"{S}/{sid}/wait")).status_code == 204
+            await eventually(lambda: "question.replied" in v1)
+            nursery.cancel_scope.cancel()
+        context = (await cb.get(f"{S}/{sid}/context")).json()["data"]
+    tool_results = [m for m in provider.requests[1].json()["messages"] if m["role"] == "tool"]
+    assert len(provider.requests) == 2 and "Blue" in str(tool_results)
+    assert context[-1]["content"][0]["text"] == "blue then"
+    assert v1.index("question.asked") < v1.index("question.replied")
