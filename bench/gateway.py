@@ -591,7 +591,8 @@ async def _one_side(args: argparse.Namespace, telemetry: bool) -> dict[str, floa
 
 
 async def _pairs(args: argparse.Namespace) -> None:
-    from _pairs import first_is_off, pair_report  # this file's folder is on sys.path
+    sys.path.insert(0, str(ROOT))
+    from bench._pairs import first_is_off, pair_report
 
     sides: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     for pair in range(args.pairs):

@@ -260,7 +260,8 @@ def _side(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, float]
 
 def pairs(args: argparse.Namespace) -> None:
     """Telemetry off against on, ``--pairs`` times in alternating order (see the docstring)."""
-    from _pairs import first_is_off, pair_report  # this file's folder is on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench._pairs import first_is_off, pair_report
 
     on_options: dict[str, Any] = {"telemetry": TelemetryOptions(sample=_SAMPLE)}
     sides: dict[bool, list[dict[str, float]]] = {False: [], True: []}

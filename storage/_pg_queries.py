@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import psycopg
 
-from runtime import SessionMessage
+from runtime import SessionMessage, StorageError
 from runtime import events as ev
 from runtime.history import cut_short
 from storage._batch import StoredEvent
@@ -22,9 +22,15 @@ __all__ = ["PostgresQueries"]
 class PostgresQueries(StoreQueries):
     """The reads of :class:`storage.PostgresStore` written for PostgreSQL."""
 
+    _pg: psycopg.Connection[Any] | None = None
+    """The store's connection, while it is open."""
+
     @property
     def pg(self) -> psycopg.Connection[Any]:
-        raise NotImplementedError  # the store's connection
+        """The open connection; raises StorageError once the store is closed."""
+        if self._pg is None:
+            raise StorageError("store is closed")
+        return self._pg
 
     def list_sessions(self, *, limit: int, before: str | None) -> list[ev.SessionInfo]:
         rows = self.pg.execute(

@@ -259,12 +259,6 @@ class PostgresStore(WritePipeline, PostgresQueries):
                     "insert into schema_version values (%s, %s)", [version, time.time_ns() // 10**6]
                 )
 
-    @property
-    def pg(self) -> psycopg.Connection[Any]:
-        if self._pg is None:
-            raise StorageError("store is closed")
-        return self._pg
-
     def close(self) -> None:
         """Close the connection; safe to call twice."""
         self._conn = None
