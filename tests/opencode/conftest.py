@@ -35,15 +35,19 @@ def kittiwake(provider: Provider, tmp_path_factory: pytest.TempPathFactory) -> I
 
 class EventLog:
     """Every frame of one V1 SSE stream but heartbeats, read on a thread; each is checked
-    against OpenCode's schema (``GlobalEvent`` or ``Event``) as it arrives."""
+    against OpenCode's schema (``GlobalEvent`` or ``Event``) as it arrives. Made once the
+    stream's first frame (``server.connected``) arrived, so no later event is missed."""
 
-    def __init__(self, url: str, path: str) -> None:
+    def __init__(self, url: str, path: str, *, connect_timeout: float = 30) -> None:
         self.frames: list[dict[str, Any]] = []
         self.invalid: list[str] = []
         self._schema = component("GlobalEvent" if path == "/global/event" else "Event")
         self._stop = threading.Event()
+        self._connected = threading.Event()
         self._thread = threading.Thread(target=self._read, args=(url + path,), daemon=True)
         self._thread.start()
+        if not self._connected.wait(connect_timeout):
+            raise TimeoutError(f"no first frame on {url + path} in {connect_timeout} s")
 
     def _read(self, url: str) -> None:
         try:
@@ -53,6 +57,7 @@ class EventLog:
                         return
                     if line.startswith("data: "):
                         frame = json.loads(line[6:])
+                        self._connected.set()
                         if frame.get("payload", frame)["type"] == "server.heartbeat":
                             continue  # sent by OpenCode too, but not in its document
                         try:

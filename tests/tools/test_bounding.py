@@ -197,10 +197,9 @@ async def test_cleanup_loop_sweeps_periodically(tmp_path):
             lambda: run_tool_output_cleanup(str(tmp_path), every=0.01, retention=5, clock=clock)
         )
         with trio.fail_after(10):
-            await started[1].wait()  # the first sweep is over
+            await started[1].wait()  # the first sweep is over (the second may be running)
             old.write_text("x")
             os.utime(old, (1, 1))
-            assert old.exists()
             await started[3].wait()  # the third sweep began after the file existed, and is over
         nursery.cancel_scope.cancel()
     assert not old.exists()
