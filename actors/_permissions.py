@@ -4,11 +4,8 @@
 (``reply``), which is recorded as ``permission.v2.replied``. A request whose call
 is cancelled while waiting is recorded as rejected: the call never ran.
 
-A reply whose write is reported failed may still be in the store (the fdatasync failed
-but the pages reached the file, and the restarted store replays them); a reply refused
-as already answered names such a reply too. Either wakes the waiting call, which then
-reads the request's durable state once the store serves again: answered, it goes on
-with that answer; still pending, it waits on.
+A reply whose write is reported failed, or refused as already answered, puts the request
+in doubt: the waiting call reads its durable state (``actors._replies``).
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ from typing import Final
 
 import trio
 
+from actors._replies import AwaitedReplies, Stored
 from actors._storage import StorageActor
 from runtime import InvalidInputError, PromptConflictError, SessionNotFoundError, StorageError
 from runtime import events as ev
@@ -30,7 +28,6 @@ __all__ = ["DurablePermissions"]
 
 _CANCEL_GRACE: Final = 5.0
 _REPLIES: Final = ("once", "always", "reject")
-_STORED_READS: Final = 5  # reads of a request in doubt, each after the store's restart
 
 
 class DurablePermissions:
@@ -39,8 +36,7 @@ class DurablePermissions:
     def __init__(self, storage: StorageActor, now_ms: Callable[[], int]) -> None:
         self._storage = storage
         self._now = now_ms
-        self._waiting: dict[str, trio.Event] = {}
-        self._replies: dict[str, PermissionReply] = {}
+        self._replies: AwaitedReplies[PermissionReply] = AwaitedReplies()
 
     async def ask(self, request: PermissionRequest) -> PermissionReply:
         """Record *request* and wait for its reply.
@@ -54,35 +50,27 @@ class DurablePermissions:
             agent=request.agent, tool=request.tool, call_id=request.call_id,
             permission=request.permission, resources=request.resources,
         )  # fmt: skip
-        done = self._waiting.setdefault(request.id, trio.Event())
-        await self._storage.write(Append(session_id=request.session_id, events=[asked]))
-        attributes = {
-            "session.id": request.session_id, "kittiwake.permission": request.permission,
-            "gen_ai.tool.name": request.tool,
-        }  # fmt: skip
+        self._replies.expect(request.id)
         try:
-            with span("permission.wait", attributes):
-                while True:
-                    await done.wait()
-                    if request.id in self._replies:
-                        break
-                    # A reply in doubt: its write failed, or it was refused as answered.
-                    done = self._waiting[request.id] = trio.Event()
-                    stored = await self._stored(request.id)
-                    if stored is not None and stored.status != "pending":
-                        self._replies[request.id] = stored.status
-                        break
-        except BaseException:
-            # However the wait ends without a reply, the call does not run. A reply that
-            # raced the cancellation stands: the cancellation still propagates.
-            with trio.move_on_after(_CANCEL_GRACE, shield=True):
-                with contextlib.suppress(PromptConflictError, SessionNotFoundError):
-                    await self._record(request.session_id, request.id, "reject")
-            self._replies.pop(request.id, None)
-            raise
+            await self._storage.write(Append(session_id=request.session_id, events=[asked]))
+            attributes = {
+                "session.id": request.session_id, "kittiwake.permission": request.permission,
+                "gen_ai.tool.name": request.tool,
+            }  # fmt: skip
+            try:
+                with span("permission.wait", attributes):
+                    return await self._replies.wait(request.id, lambda: self._stored(request.id))
+            except BaseException:
+                # However the wait ends without a reply, the call does not run. A reply
+                # that raced the cancellation stands: the cancellation still propagates.
+                with trio.move_on_after(_CANCEL_GRACE, shield=True):
+                    with contextlib.suppress(
+                        PromptConflictError, SessionNotFoundError, StorageError
+                    ):
+                        await self._record(request.session_id, request.id, "reject")
+                raise
         finally:
-            self._waiting.pop(request.id, None)
-        return self._replies.pop(request.id)
+            self._replies.forget(request.id)
 
     async def reply(self, session_id: str, request_id: str, reply: PermissionReply) -> None:
         """Resolve a pending request with once / always / reject.
@@ -99,31 +87,21 @@ class DurablePermissions:
         try:
             await self._record(session_id, request_id, reply)
         except (StorageError, PromptConflictError):
-            waiting = self._waiting.get(request_id)
-            if waiting is not None:
-                waiting.set()  # in doubt: the waiting call reads the stored answer
+            self._replies.doubt(request_id)  # the waiting call reads the stored answer
             raise
-        waiting = self._waiting.get(request_id)
-        if waiting is not None:
-            self._replies[request_id] = reply
-            waiting.set()
+        self._replies.deliver(request_id, reply)
 
-    async def _stored(self, request_id: str) -> ev.PermissionInfo | None:
-        """The request as the store holds it, asked again (up to ``_STORED_READS`` times)
-        when the store restarts under the read. Raises the last StorageError."""
-        query = Permission(request_id=request_id)
-        for _ in range(_STORED_READS - 1):
-            with contextlib.suppress(StorageError):
-                return await self._storage.read(query)
-        return await self._storage.read(query)
+    async def _stored(self, request_id: str) -> Stored[PermissionReply] | None:
+        """The request's answer as the store holds it (None: pending or unknown)."""
+        info = await self._storage.read(Permission(request_id=request_id))
+        if info is None or info.status == "pending":
+            return None
+        return Stored(info.status)
 
     def replied_elsewhere(self, request_id: str, reply: PermissionReply) -> None:
         """A reply another worker recorded (cluster mode): the tool call waiting here for
         *request_id*, if any, proceeds with it."""
-        waiting = self._waiting.get(request_id)
-        if waiting is not None and not waiting.is_set():
-            self._replies[request_id] = reply
-            waiting.set()
+        self._replies.deliver(request_id, reply)
 
     async def _record(self, session_id: str, request_id: str, reply: PermissionReply) -> None:
         replied = ev.PermissionReplied(

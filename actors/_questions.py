@@ -5,6 +5,10 @@
 ``question.v2.rejected``). A question whose call is cancelled while waiting is recorded as
 rejected. A question left pending by a crash stays pending (listed, answerable): its tool
 call was closed as interrupted, so ``reply`` then tells the caller nobody waits for it.
+
+An answer whose write is reported failed, or refused because the question is no longer
+pending, puts the question in doubt: the waiting call reads its durable state, as a
+permission request's does (``actors._replies``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Final
 
 import trio
 
+from actors._replies import AwaitedReplies, Stored
 from actors._storage import StorageActor
 from runtime import (
     IdGenerator,
@@ -22,6 +27,7 @@ from runtime import (
     PromptConflictError,
     QuestionNotFoundError,
     SessionNotFoundError,
+    StorageError,
 )
 from runtime import events as ev
 from runtime.tools import QuestionDismissed
@@ -31,6 +37,9 @@ __all__ = ["DurableQuestions", "pending_questions"]
 
 _CANCEL_GRACE: Final = 5.0
 _TYPES: Final = ["question.v2.asked", "question.v2.replied", "question.v2.rejected"]
+_ANSWERS: Final = _TYPES[1:]
+
+Answers = list[list[str]] | None  # None: rejected
 
 
 def pending_questions(events: Sequence[ev.DurableEvent]) -> list[ev.QuestionAsked]:
@@ -76,8 +85,7 @@ class DurableQuestions:
         self._ids = ids
         self._limit = limit
         self._closing = closing
-        self._waiting: dict[str, trio.Event] = {}
-        self._answers: dict[str, list[list[str]] | None] = {}
+        self._answers: AwaitedReplies[Answers] = AwaitedReplies()
         self._lock = trio.Lock()
 
     async def ask(
@@ -94,21 +102,23 @@ class DurableQuestions:
             timestamp=self._now(), session_id=session_id, id=request_id, questions=questions,
             tool=tool,
         )  # fmt: skip
-        done = self._waiting[request_id] = trio.Event()
+        self._answers.expect(request_id)
         try:
             await self._storage.write(Append(session_id=session_id, events=[asked]))
-            await done.wait()
+            answers = await self._answers.wait(
+                request_id, lambda: self._stored(session_id, request_id)
+            )
         except BaseException:
-            if request_id not in self._answers and not self._closing():
+            if not self._answers.answered(request_id) and not self._closing():
                 with trio.move_on_after(_CANCEL_GRACE, shield=True):
                     with contextlib.suppress(
-                        PromptConflictError, SessionNotFoundError, QuestionNotFoundError
-                    ):
+                        PromptConflictError, SessionNotFoundError, QuestionNotFoundError,
+                        StorageError,
+                    ):  # fmt: skip
                         await self.reject(session_id, request_id)
             raise
         finally:
-            self._waiting.pop(request_id, None)
-            answers = self._answers.pop(request_id, None)
+            self._answers.forget(request_id)
         if answers is None:
             raise QuestionDismissed(request_id)
         return answers
@@ -122,10 +132,13 @@ class DurableQuestions:
 
     async def find(self, request_id: str, session_id: str | None = None) -> ev.QuestionAsked:
         """The pending question *request_id*. Raises QuestionNotFoundError when there is
-        none (in *session_id*, when given)."""
+        none (in *session_id*, when given). A question a call of this process still waits
+        for that the store no longer lists was answered by a write reported failed: the
+        waiting call reads that answer."""
         for asked in await self.pending(session_id):
             if asked.id == request_id:
                 return asked
+        self._answers.doubt(request_id)
         raise QuestionNotFoundError(request_id)
 
     async def reply(self, session_id: str, request_id: str, answers: list[list[str]]) -> bool:
@@ -135,6 +148,8 @@ class DurableQuestions:
         Raises:
             QuestionNotFoundError: no such pending question in the session.
             InvalidInputError: answers that do not fit the questions.
+            StorageError: the answer's write failed (it may be in the store all the same:
+                the waiting call looks it up once the store serves again).
         """
         async with self._lock:
             asked = await self.find(request_id, session_id)
@@ -143,35 +158,45 @@ class DurableQuestions:
                 timestamp=self._now(), session_id=session_id, request_id=request_id,
                 answers=answers,
             )  # fmt: skip
-            await self._storage.write(Append(session_id=session_id, events=[replied]))
-        return self._wake(request_id, answers)
+            await self._write(session_id, request_id, replied)
+        return self._answers.deliver(request_id, answers)
 
     async def reject(self, session_id: str, request_id: str) -> bool:
         """Reject a pending question; True when a tool call was waiting for it.
 
-        Raises QuestionNotFoundError: no such pending question in the session.
+        Raises:
+            QuestionNotFoundError: no such pending question in the session.
+            StorageError: the rejection's write failed (in doubt, as for ``reply``).
         """
         async with self._lock:
             await self.find(request_id, session_id)
             rejected = ev.QuestionRejected(
                 timestamp=self._now(), session_id=session_id, request_id=request_id
             )
-            await self._storage.write(Append(session_id=session_id, events=[rejected]))
-        return self._wake(request_id, None)
+            await self._write(session_id, request_id, rejected)
+        return self._answers.deliver(request_id, None)
 
-    def replied_elsewhere(self, request_id: str, answers: list[list[str]] | None) -> None:
+    async def _write(self, session_id: str, request_id: str, event: ev.DurableEvent) -> None:
+        try:
+            await self._storage.write(Append(session_id=session_id, events=[event]))
+        except StorageError:
+            self._answers.doubt(request_id)  # the waiting call reads the stored answer
+            raise
+
+    async def _stored(self, session_id: str, request_id: str) -> Stored[Answers] | None:
+        """The question's answer as the store holds it (None: still pending)."""
+        query = EventsOfType(types=_ANSWERS, session_id=session_id, limit=self._limit)
+        for event in [_decode(s) for s in await self._storage.read(query)]:
+            if isinstance(event, ev.QuestionReplied) and event.request_id == request_id:
+                return Stored(event.answers)
+            if isinstance(event, ev.QuestionRejected) and event.request_id == request_id:
+                return Stored(None)
+        return None
+
+    def replied_elsewhere(self, request_id: str, answers: Answers) -> None:
         """An answer (None: a rejection) another worker recorded (cluster mode): the tool
         call waiting here for *request_id*, if any, goes on with it."""
-        if request_id not in self._answers:
-            self._wake(request_id, answers)
-
-    def _wake(self, request_id: str, answers: list[list[str]] | None) -> bool:
-        waiting = self._waiting.get(request_id)
-        if waiting is None:
-            return False
-        self._answers[request_id] = answers
-        waiting.set()
-        return True
+        self._answers.deliver(request_id, answers)
 
 
 def _decode(stored: StoredEvent) -> ev.DurableEvent:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from runtime import AssistantMessage, Location, Prompt, llm, open_runtime
 from runtime import messages as m
 from runtime.tools import ToolEnvironment, ToolRegistry
 from runtime.tools.testing import TestingGates, testing_registry
+from storage import JournalFiles
 from tests.provider_rules import request_problems as request_problems  # one copy of the rules
 from tests.waiting import eventually as eventually
 from tests.waiting import published as published
@@ -33,6 +35,20 @@ def answer(text: str = "done") -> list[llm.LLMEvent]:
         llm.TextEnd(id="t1"),
         llm.StepFinish(finish_reason="stop", usage=llm.Usage(input_tokens=3, output_tokens=1)),
     ]
+
+
+class OneFailedSync(JournalFiles):
+    """The journal's file operations; armed, the next fdatasync fails after the write
+    (the pages reached the file: the restarted store replays the record)."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def fdatasync(self, fd: int) -> None:  # type: ignore[override]
+        if self.armed:
+            self.armed = False
+            raise OSError(errno.EIO, "Input/output error")
+        os.fdatasync(fd)
 
 
 def tool_calls(*calls: tuple[str, str, dict[str, Any]]) -> list[llm.LLMEvent]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import errno
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +11,7 @@ import trio
 from runtime import Location, Prompt, PromptConflictError, StorageError, llm, open_runtime
 from runtime.agents import BUILTIN_AGENTS, AgentInfo, PermissionRule
 from runtime.agents._agent import compose_rules
-from storage import JournalFiles
-from tests.execution.conftest import answer, published, tool_calls
+from tests.execution.conftest import OneFailedSync, answer, published, tool_calls
 
 CAREFUL = AgentInfo(
     name="careful", permission=compose_rules((), (PermissionRule(permission="bash", action="ask"),))
@@ -114,25 +111,11 @@ async def test_the_plan_agent_is_denied_edits_and_shell_without_asking(tmp_path:
         assert not (work / "a.txt").exists()
 
 
-class _OneFailedSync(JournalFiles):
-    """The journal's file operations; armed, the next fdatasync fails after the write
-    (the pages reached the file: the restarted store replays the record)."""
-
-    def __init__(self) -> None:
-        self.armed = False
-
-    def fdatasync(self, fd: int) -> None:  # type: ignore[override]
-        if self.armed:
-            self.armed = False
-            raise OSError(errno.EIO, "Input/output error")
-        os.fdatasync(fd)
-
-
 @pytest.mark.parametrize("reply", ["once", "reject"])
 async def test_a_reply_reported_failed_but_stored_reaches_the_waiting_call(
     tmp_path: Path, reply: str
 ) -> None:
-    files = _OneFailedSync()
+    files = OneFailedSync()
     client = llm.ScriptedLLM([tool_calls(("c1", "shell", {"command": "echo ran"})), answer()])
     options: dict[str, Any] = {"journal_files": files}
     async with open_runtime(

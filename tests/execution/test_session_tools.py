@@ -9,12 +9,12 @@ import msgspec
 import pytest
 import trio
 
-from runtime import Location, Prompt, QuestionNotFoundError, llm, open_runtime
+from runtime import Location, Prompt, QuestionNotFoundError, StorageError, llm, open_runtime
 from runtime import messages as m
 from runtime.agents import BUILD, BUILTIN_AGENTS, PermissionRule, compose_rules
 from runtime.tools import PLAN_EXIT_QUESTION
 from storage import Events
-from tests.execution.conftest import answer, published, tool_calls
+from tests.execution.conftest import OneFailedSync, answer, published, tool_calls
 
 TODOS = [
     {"content": "read the code", "status": "completed", "priority": "high"},
@@ -216,3 +216,34 @@ async def test_skill_is_listed_loaded_and_denied_by_a_rule(tmp_path: Path) -> No
         assert error and "Permission denied" in text and "skill on secret" in text
         text, error = tool_result(client.requests[3])
         assert error and "Unknown skill 'later'" in text
+
+
+@pytest.mark.parametrize("rejected", [False, True])
+async def test_an_answer_reported_failed_but_stored_reaches_the_waiting_call(
+    tmp_path: Path, rejected: bool
+) -> None:
+    files = OneFailedSync()
+    client = llm.ScriptedLLM([tool_calls(("c1", "question", {"questions": [COLOR]})), answer()])
+    options: dict[str, Any] = {"journal_files": files}
+    async with open_runtime(data_dir=tmp_path / "data", llm=client, store_options=options) as rt:
+        sid = await session(rt, tmp_path)
+        [asked] = await ask_and_wait(rt, sid)
+        files.armed = True
+        with pytest.raises(StorageError):
+            if rejected:
+                await rt.tools.reject_question(sid, asked.id)
+            else:
+                await rt.tools.reply_question(sid, asked.id, [["Blue"]])
+        # The store restarts and replays the answer; the waiting call hears of it.
+        with trio.fail_after(10):
+            await rt.sessions.wait_idle(sid)
+        assert rt.storage.statistics().restarts == 1
+        assert await rt.tools.pending_questions(sid) == []
+        with pytest.raises(QuestionNotFoundError):
+            await rt.tools.reply_question(sid, asked.id, [["Red"]])
+        text, error = tool_result(client.requests[1])
+        if rejected:
+            assert error and "dismissed" in text
+        else:
+            assert not error and '"Which color?"="Blue"' in text
+        assert len(client.requests) == 2  # no prompt with the answers: the call had them
