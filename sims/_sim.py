@@ -24,6 +24,7 @@ import trio
 
 from actors import Escalation
 from runtime import Location, ModelRef, Prompt, SessionNotFoundError, StorageError, open_runtime
+from sims._database import SHARED_DATABASE
 from sims._faults import ALL_FAULTS, choose_faults
 from sims._invariants import CHECKS, Checker, fold, same_history
 from sims._planted import RERUN
@@ -157,6 +158,8 @@ class _Simulation:
             if w.plan.enabled("storage.crash") and self.crashes < _MAX_CRASHES:
                 self._keep_database()
             await self._generation()
+            for name in SHARED_DATABASE.detach_all():  # before its files are replaced
+                self.checker.fail("storage.closed_at_exit", f"database {name} left open")
             if w.dead:
                 self.crashes += 1
                 self._restore()
@@ -171,7 +174,8 @@ class _Simulation:
             storage_mode="inline", location_loads="inline", now_ms=w.now_ms, ids=w.ids,
             tools=w.tools, context=w.context, tool_output_cleanup_every=None,
             agents=sim_agents(), max_turns=4,
-            store_options=dict(journal_files=files, ids=w.event_ids, backup_every=1 << 40,
+            store_options=dict(journal_files=files, ids=w.event_ids, database=SHARED_DATABASE,
+                               backup_every=1 << 40,
                                backup_journal_bytes=1 << 50, journal_segment_bytes=64 * 1024),
         )  # fmt: skip
         w.log(f"generation {w.generation} opens")

@@ -10,6 +10,8 @@ from storage._batch import EpochConflictError as EpochConflictError
 from storage._batch import EpochRow as EpochRow
 from storage._batch import StoredEvent as StoredEvent
 from storage._batch import WriteBatch as WriteBatch
+from storage._database import OS_DATABASE as OS_DATABASE
+from storage._database import DatabaseOpener as DatabaseOpener
 from storage._journal import OS_FILES as OS_FILES
 from storage._journal import Journal as Journal
 from storage._journal import JournalCorrupt as JournalCorrupt
@@ -98,6 +100,7 @@ __all__ = [
     "ContextView",
     "CreateSession",
     "DB_FILE",
+    "DatabaseOpener",
     "DeleteSession",
     "Epoch",
     "EpochConflictError",
@@ -125,6 +128,7 @@ __all__ = [
     "ListSessions",
     "MessageEntry",
     "Messages",
+    "OS_DATABASE",
     "OS_FILES",
     "Orphans",
     "Outcome",

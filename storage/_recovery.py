@@ -76,8 +76,8 @@ class StoreRecovery(WritePipeline):
             "database older than the journal, restoring the verified backup",
             extra={"database_lsn": self.journal_lsn(), "journal_first": self._journal.first_lsn},
         )
-        self.conn.close()
-        self._conn = None
+        conn, self._conn = self.conn, None
+        self._database.close(conn)
         self._set_aside(path)
         self._rebuilt = True
         shutil.copyfile(backup, path)
@@ -97,7 +97,7 @@ class StoreRecovery(WritePipeline):
         return config
 
     def _connect(self, path: Path) -> duckdb.DuckDBPyConnection:
-        conn = duckdb.connect(str(path), config=self._db_config())
+        conn = self._database.connect(path, self._db_config())
         try:
             # A session setting (not accepted at connect), inherited by cursors: without it a
             # statement running past 2 s (opening a large database, a checkpoint) draws a
@@ -109,7 +109,7 @@ class StoreRecovery(WritePipeline):
             if found:
                 check_tables(conn)
         except BaseException:
-            conn.close()
+            self._database.close(conn)
             raise
         return conn
 

@@ -13,6 +13,7 @@ from runtime import IdGenerator, SessionMessage, StorageError
 from runtime import events as ev
 from storage._backup import DEFAULT_BACKUP_BATCHES, DEFAULT_BACKUP_JOURNAL_BYTES, BackupSchedule
 from storage._batch import EpochRow, WriteBatch
+from storage._database import OS_DATABASE, DatabaseOpener
 from storage._journal import DEFAULT_SEGMENT_MAX_BYTES, OS_FILES, Journal, JournalFiles
 from storage._leases import LeaseTable, monotonic_ms
 from storage._worker import Applier, Syncer
@@ -38,6 +39,7 @@ class StoreState:
         db_fsync: bool = False, db_memory_mb: int = 128, db_threads: int = 1,
         sync_thread: bool = False, journal_files: JournalFiles = OS_FILES,
         ids: IdGenerator | None = None, lease_clock: Callable[[], int] = monotonic_ms,
+        database: DatabaseOpener = OS_DATABASE,
     ) -> None:  # fmt: skip
         self.directory = directory
         self._fsync = fsync
@@ -60,6 +62,7 @@ class StoreState:
         self._rebuilt = False
         self._ids = ids or IdGenerator()
         self._journal_files = journal_files
+        self._database = database
         self._absent: set[str] = set()
         self._applier: Applier | None = None
         self._pinned: dict[str, int] = {}

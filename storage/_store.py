@@ -52,6 +52,8 @@ class EventStore(StoreRecovery, StoreQueries):
             planned and written while the previous one syncs (the StorageActor's
             threaded mode); off, :meth:`write_batch` syncs before it returns.
         journal_files: the journal's file operations (``storage.JournalFiles``; the OS's).
+        database: how the database file is opened as DuckDB connections
+            (``storage.DatabaseOpener``; by default a DuckDB instance per opening).
         ids: makes the ids of stored events (a seeded one in simulations).
         lease_clock: the clock of the store's leases, in milliseconds (monotonic).
     """
@@ -96,7 +98,7 @@ class EventStore(StoreRecovery, StoreQueries):
         self._restore_if_behind()
         self._catch_up()
         self._lsn = self.journal_lsn()
-        self._applier = Applier(self._conn.cursor(), self._lsn)
+        self._applier = Applier(self._database.cursor(self._conn), self._lsn)
         # A crash loop never reaches the threshold's batch: back up now, before serving.
         self._maybe_backup()
         if self._sync_thread:
@@ -109,13 +111,16 @@ class EventStore(StoreRecovery, StoreQueries):
             syncer.stop()
         if self._applier is not None:
             applier, self._applier = self._applier, None
-            applier.stop()
+            try:
+                applier.stop()
+            finally:
+                self._database.close(applier.conn)
         if self._conn is not None:
             try:
                 self._conn.execute("checkpoint")
             finally:
-                self._conn.close()
-                self._conn = None
+                conn, self._conn = self._conn, None
+                self._database.close(conn)
         if self._journal is not None:
             self._journal.close()
             self._journal = None

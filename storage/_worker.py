@@ -177,7 +177,8 @@ class Applier:
         self, conn: duckdb.DuckDBPyConnection, applied_lsn: int, *,
         linger: float = DEFAULT_LINGER, max_backlog: int = DEFAULT_MAX_BACKLOG,
     ) -> None:  # fmt: skip
-        self._conn = conn
+        self.conn = conn
+        """The applier's connection; its owner releases it after :meth:`stop`."""
         self.applied_lsn = applied_lsn
         self.batches = 0
         self._worker: Worker[tuple[RowSet, int]] = Worker(
@@ -228,7 +229,7 @@ class Applier:
         merged = RowSet()
         for rows, _ in work:
             merged.merge(rows)
-        conn = self._conn
+        conn = self.conn
         conn.execute("begin")
         try:
             for sql, columns in merged.statements():
