@@ -204,8 +204,9 @@ async def compact(
                 return outcome
             summary = summary[: settings.summary_tokens * 4]
             recent = recent_context(
-                plan, keep_tokens=settings.keep_tokens, tool_chars=settings.tool_chars
-            )
+                plan, keep_tokens=settings.keep_tokens, tool_chars=settings.tool_chars,
+                tail_turns=settings.tail_turns,
+            )  # fmt: skip
             ended = ev.CompactionEnded(
                 timestamp=now_ms(), session_id=sid, message_id=message_id, reason=attempt.reason,
                 text=summary, recent=recent, boundary_seq=plan.boundary_seq,

@@ -167,6 +167,7 @@ class LocationSettings:
                 if configured.preserve_recent_tokens is None
                 else configured.preserve_recent_tokens
             ),
+            tail_turns=configured.tail_turns,
         )
 
     def lsp_limits(self) -> LspLimits:

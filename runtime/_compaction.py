@@ -5,9 +5,10 @@ A checkpoint replaces every message of the model-visible history up to the last
 complete turn (the trailing prompts and System messages of the pending turn stay as
 they are). It holds a structured rolling summary, written by the session's model under
 the ``compaction`` agent, and the newest compacted messages serialized as text within
-a token budget: provider-native assistant, reasoning and tool messages never cross
-the boundary. A later compaction hands the previous summary to the summariser with
-the messages compacted since, so the summary is updated rather than re-summarised.
+a token budget (and, when configured, a number of turns): provider-native assistant,
+reasoning and tool messages never cross the boundary. A later compaction hands the
+previous summary to the summariser with the messages compacted since, so the summary
+is updated rather than re-summarised.
 
 Token counts are estimated as characters / 4 unless the provider reported usage for
 the same request prefix (:func:`estimate_request`).
@@ -75,6 +76,9 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
         buffer: headroom kept free below the model's window (the reserve is the greater
             of this and the model's output allowance).
         keep_tokens: the serialized recent context's budget.
+        tail_turns: at most this many of the newest turns (a prompt and what followed it)
+            in the recent context, within ``keep_tokens``; None bounds it by tokens alone,
+            0 leaves it empty (the checkpoint is the summary alone).
         summary_tokens: the summary's output bound.
         tool_chars: one tool result's characters in serialized context.
         summary_input_tokens: the summarising request's input bound when the model's
@@ -87,6 +91,7 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     prune: bool = False
     buffer: int = 20_000
     keep_tokens: int = 8_000
+    tail_turns: int | None = None
     summary_tokens: int = 4_096
     tool_chars: int = 2_000
     summary_input_tokens: int = 100_000
@@ -209,18 +214,38 @@ def serialize_message(message: m.SessionMessage, tool_chars: int) -> str:
     return "\n".join(parts)
 
 
-def _blocks(plan: CheckpointPlan, tool_chars: int) -> list[str]:
-    blocks = (serialize_message(message, tool_chars) for _, message in plan.compacted)
+def _blocks(messages: Sequence[m.SessionMessage], tool_chars: int) -> list[str]:
+    blocks = (serialize_message(message, tool_chars) for message in messages)
     return [block for block in blocks if block]
 
 
-def recent_context(plan: CheckpointPlan, *, keep_tokens: int, tool_chars: int) -> str:
-    """The newest compacted messages serialized, at most *keep_tokens* tokens (the
-    newest one cut from its start when it alone is over)."""
+def _tail_turns(messages: list[m.SessionMessage], turns: int | None) -> list[m.SessionMessage]:
+    """The messages of the newest *turns* turns (all with None). A turn starts at a prompt
+    (user or synthetic); messages before the first prompt end a turn begun before the
+    previous checkpoint and count as one."""
+    if turns is None:
+        return messages
+    if turns <= 0:
+        return []
+    starts = [
+        i for i, x in enumerate(messages) if isinstance(x, m.UserMessage | m.SyntheticMessage)
+    ]
+    if not starts or starts[0] > 0:
+        starts.insert(0, 0)
+    return messages[starts[max(0, len(starts) - turns)] :]
+
+
+def recent_context(
+    plan: CheckpointPlan, *, keep_tokens: int, tool_chars: int, tail_turns: int | None = None
+) -> str:
+    """The newest compacted messages serialized: those of the newest *tail_turns* turns
+    (every turn with None, none with 0), at most *keep_tokens* tokens of them, newest
+    first (the newest one cut from its start when it alone is over)."""
+    messages = _tail_turns([message for _, message in plan.compacted], tail_turns)
     budget = keep_tokens * 4
     kept: list[str] = []
     used = 0
-    for block in reversed(_blocks(plan, tool_chars)):
+    for block in reversed(_blocks(messages, tool_chars)):
         if used + len(block) + 2 > budget:
             if not kept and budget > 0:
                 kept.append("[...]" + block[len(block) - budget + 5 :])
@@ -251,7 +276,7 @@ def summary_request(
         else "\n\nSummarize the conversation above."
     )
     budget = max(0, (window - estimate_tokens(len(prompt) + len(head) + len(ask))) * 4)
-    blocks = _blocks(plan, settings.tool_chars)
+    blocks = _blocks([message for _, message in plan.compacted], settings.tool_chars)
     kept: list[str] = []
     used = 0
     for block in reversed(blocks):

@@ -169,8 +169,9 @@ class AgentConfig(_Section, frozen=True):
 class CompactionConfig(_Section, frozen=True):
     """``compaction``: automatic compaction (``auto``), old tool-result pruning
     (``prune``), the headroom kept below the model's window (``buffer``, or OpenCode's
-    ``reserved``) and the recent context's budget (``preserve_recent_tokens``).
-    ``tail_turns`` is checked and kept, not acted on."""
+    ``reserved``), the recent context's budget (``preserve_recent_tokens``) and the most
+    turns it holds (``tail_turns``: the newest turns, within that budget; 0 keeps none;
+    unset bounds it by the budget alone)."""
 
     auto: bool | None = None
     prune: bool | None = None

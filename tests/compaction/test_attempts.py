@@ -144,6 +144,32 @@ def test_compaction_settings_come_from_the_configuration(tmp_path):
                         "preserve_recent_tokens": 0}}
     )  # fmt: skip
     assert (chosen.auto, chosen.prune, chosen.buffer, chosen.keep_tokens) == (False, True, 7, 0)
+    assert chosen.tail_turns is None
+    assert settings({"compaction": {"tail_turns": 0}}).tail_turns == 0
+
+
+async def test_tail_turns_in_the_configuration_bounds_the_checkpoints_recent_context(tmp_path):
+    async def recent(config: dict, name: str) -> str:
+        client = llm.ScriptedLLM([answer("one"), answer("two"), _summary("## Goal\nG")])
+        (tmp_path / name / "work").mkdir(parents=True)
+        (tmp_path / name / "work" / "kittiwake.json").write_text(json.dumps(config))
+        configuration = Configuration(env={"HOME": str(tmp_path)})
+        async with running(tmp_path / name, client, configuration=configuration) as rt:
+            sid = rt.test_session
+            for text in ("FIRST-PROMPT", "SECOND-PROMPT"):
+                await rt.sessions.prompt(sid, prompt=prompt(text))
+                await rt.sessions.wait_idle(sid)
+            await rt.sessions.compact(sid)
+            await rt.sessions.wait_idle(sid)
+            [checkpoint] = await rt.sessions.context(sid)
+        assert isinstance(checkpoint, m.CompactionMessage) and checkpoint.summary == "## Goal\nG"
+        return checkpoint.recent
+
+    unbounded = await recent({}, "unset")
+    assert "FIRST-PROMPT" in unbounded and "SECOND-PROMPT" in unbounded
+    last_turn = await recent({"compaction": {"tail_turns": 1}}, "one")
+    assert "FIRST-PROMPT" not in last_turn and "SECOND-PROMPT" in last_turn and "two" in last_turn
+    assert await recent({"compaction": {"tail_turns": 0}}, "none") == ""
 
 
 async def test_auto_off_neither_compacts_over_budget_nor_after_an_overflow(tmp_path):

@@ -154,6 +154,40 @@ def test_the_checkpoint_keeps_the_pending_turn_and_never_crosses_native_messages
     assert plan_checkpoint(rows) is None  # nothing complete after the checkpoint
 
 
+def test_tail_turns_bounds_the_recent_context_by_turns_within_its_token_budget() -> None:
+    checkpoint = m.CompactionMessage(
+        id="k0", time=TIME, reason="auto", summary="S", recent="",
+        metadata=m.CompactionMetadata(boundary_seq=1),
+    )  # fmt: skip
+    rows = [
+        (0, _user("u1", "first")),
+        (1, _answer("a1", "step one", _tool("c1", "contents"))),
+        (2, checkpoint),  # replaced u1 and a1 mid-turn: a1b ends that turn
+        (3, _answer("a1b", "one done")),
+        (4, _user("u2", "second")),
+        (5, _answer("a2", "two")),
+        (6, m.SyntheticMessage(id="y3", time=TIME, session_id="s", text="third")),
+        (7, _answer("a3", "three")),
+        (8, _user("u4", "pending")),
+    ]
+    plan = plan_checkpoint(rows)
+    assert plan is not None and plan.boundary_seq == 7
+
+    def recent(turns: int | None, keep_tokens: int = 1000) -> str:
+        return recent_context(plan, keep_tokens=keep_tokens, tool_chars=100, tail_turns=turns)
+
+    everything = "[assistant]\none done\n\n[user]\nsecond\n\n[assistant]\ntwo\n\n"
+    assert (
+        recent(None) == recent(3) == recent(9) == everything + "[user]\nthird\n\n[assistant]\nthree"
+    )
+    assert recent(2) == "[user]\nsecond\n\n[assistant]\ntwo\n\n[user]\nthird\n\n[assistant]\nthree"
+    assert recent(1) == "[user]\nthird\n\n[assistant]\nthree"
+    assert recent(0) == ""
+    # The token budget still bounds the turns kept: newest messages first.
+    assert recent(2, keep_tokens=9) == "[user]\nthird\n\n[assistant]\nthree"
+    assert recent(None, keep_tokens=9) == recent(1, keep_tokens=9)
+
+
 def test_the_summary_request_stays_within_the_window_and_names_the_previous_summary() -> None:
     rows = [(i, _user(f"u{i}", "x" * 4000)) for i in range(0, 40, 2)]
     rows += [(41, _answer("a", "done"))]
