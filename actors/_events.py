@@ -8,8 +8,9 @@ live-only deltas may be.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final, Literal
 
 import trio
@@ -22,6 +23,7 @@ __all__ = ["OVERFLOWED", "EventHub", "HubItem", "Subscription"]
 OVERFLOWED: Final = "overflowed"
 HubItem = StoredEvent | LiveDelta | Literal["overflowed"]
 DEFAULT_SUBSCRIBER_BUFFER: Final = 1024
+_log = logging.getLogger("kittiwake.hub")
 
 
 class Subscription:
@@ -73,7 +75,19 @@ class EventHub:
 
     def __init__(self) -> None:
         self._by_session: dict[str | None, set[Subscription]] = {}
+        self._observers: list[Callable[[StoredEvent | LiveDelta], None]] = []
         self.published = 0
+
+    def add_observer(self, observe: Callable[[StoredEvent | LiveDelta], None]) -> None:
+        """Call *observe* with every item, synchronously, before any subscriber is offered
+        it (a projection every subscriber then reads is never behind them). It must not
+        block; an exception it raises is logged and the item is still offered."""
+        self._observers.append(observe)
+
+    def remove_observer(self, observe: Callable[[StoredEvent | LiveDelta], None]) -> None:
+        """Stop calling *observe* (no-op when it is not added)."""
+        if observe in self._observers:
+            self._observers.remove(observe)
 
     def subscribe(
         self, session_id: str | None, *, max_buffer: int = DEFAULT_SUBSCRIBER_BUFFER
@@ -100,7 +114,12 @@ class EventHub:
     def subscriber_count(self) -> int:
         return sum(len(subs) for subs in self._by_session.values())
 
-    def _offer(self, session_id: str, item: HubItem) -> None:
+    def _offer(self, session_id: str, item: StoredEvent | LiveDelta) -> None:
+        for observe in self._observers:
+            try:
+                observe(item)
+            except Exception:  # noqa: BLE001 - an observer's fault never stops the fan-out
+                _log.exception("hub observer failed", extra={"session": session_id})
         for sub in self._by_session.get(session_id, ()):
             sub.offer(item)
         for sub in self._by_session.get(None, ()):

@@ -39,6 +39,7 @@ from gateway._v1 import v1_session_routes
 from gateway._v1_actions import UserShell, v1_action_routes
 from gateway._v1_catalog import v1_catalog_routes
 from gateway._v1_events import StatusBoard
+from gateway._v1_live import LiveAnswers
 from gateway._wire import (
     AgentBody,
     CreateBody,
@@ -107,7 +108,7 @@ class Gateway:
     def __init__(
         self, rt: Runtime, *, password: str | None, heartbeat: float, sse_buffer: int,
         ws_limits: WebsocketLimits, directory: Path, origins: frozenset[str], max_body: int,
-        known_sessions: int = DEFAULT_KNOWN_SESSIONS,
+        known_sessions: int = DEFAULT_KNOWN_SESSIONS, live: LiveAnswers | None = None,
     ) -> None:  # fmt: skip
         self.rt = rt
         self.password = password
@@ -125,6 +126,9 @@ class Gateway:
         self._known: OrderedDict[str, None] = OrderedDict()
         self._known_limit = known_sessions
         self.board: StatusBoard
+        self.live = live or LiveAnswers()
+        """Part numbers and the assistant messages being written (``gateway._v1_live``),
+        fed by the hub while served."""
         self.shells: dict[str, UserShell] = {}
         """The user shell command running per session (``POST /session/{id}/shell``)."""
         """Busy V1 sessions and their idle waiters (``gateway._v1_events``)."""
@@ -165,7 +169,7 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY, heartbeat: float = DEFAULT_HEARTBEAT,
     sse_buffer: int = DEFAULT_SSE_BUFFER, ws_limits: WebsocketLimits | None = None,
     directory: Path | None = None, file_limits: FileLimits | None = None,
-    known_sessions: int = DEFAULT_KNOWN_SESSIONS,
+    known_sessions: int = DEFAULT_KNOWN_SESSIONS, live: LiveAnswers | None = None,
 ) -> QuartTrio:  # fmt: skip
     """Build the app serving *rt*. Nothing runs until Hypercorn serves it (see ``serve``).
 
@@ -179,6 +183,8 @@ def create_app(
         file_limits: bounds of the file and project message routes.
         known_sessions: how many session ids seen to exist are remembered, sparing the
             existence check of later requests a store lookup.
+        live: the bounds of the assistant messages being written that the V1 message
+            routes list (``gateway._v1_live.LiveAnswers``; its defaults when not given).
     """
     app = QuartTrio("kittiwake", static_folder=None)  # every page is inline; no /static
     app.config["MAX_CONTENT_LENGTH"] = max_body
@@ -187,6 +193,7 @@ def create_app(
         rt, password=password, heartbeat=heartbeat, sse_buffer=sse_buffer,
         ws_limits=ws_limits or WebsocketLimits(), directory=directory or Path.cwd(),
         origins=frozenset(cors_origins or ()), max_body=max_body, known_sessions=known_sessions,
+        live=live,
     )  # fmt: skip
     app.extensions[_EXTENSION] = gw
 
@@ -196,6 +203,7 @@ def create_app(
             await rt.sessions.wait_idle(session_id)
             shell = gw.shells.get(session_id)
             if shell is None:
+                gw.live.idle(session_id)
                 return
             await shell.ended.wait()
 

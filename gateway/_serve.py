@@ -123,6 +123,7 @@ async def serve(
     if active_processor() is not None:  # each request a span (never built otherwise)
         inner = Traced(inner, gw.routes)
     asgi = ReraiseCancellation(WebsocketMessageLimit(inner, max_body))
+    rt.hub.add_observer(gw.live.feed)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sample_forever, rt, gw.samples, stop)
@@ -133,6 +134,7 @@ async def serve(
             _log.info("serving", extra={"binds": binds})
             task_status.started(server)
     finally:
+        rt.hub.remove_observer(gw.live.feed)
         gateway_of(app).close_streams()
 
 

@@ -246,7 +246,7 @@ def _v1_producer(gw: Gateway, *, envelope: bool) -> Producer:
 
     async def produce(send: trio.MemorySendChannel[bytes]) -> None:
         since = int(time.time() * 1000)
-        projection = V1Projection(v1_lookup(gw), gw.board.busy, since=since)
+        projection = V1Projection(v1_lookup(gw), gw.live, gw.board.busy, since=since)
         with rt.hub.subscribe(None) as sub:
             gw.board.add(sub)
             try:

@@ -2,7 +2,9 @@
 runtime for OpenCode's own clients: the terminal UI, ``opencode run --attach`` and the SDK.
 
 Sessions, messages and permissions are the runtime's; nothing here keeps state of its own
-but the busy/idle board the V1 event streams share (``gateway._v1_events.StatusBoard``).
+but the busy/idle board the V1 event streams share (``gateway._v1_events.StatusBoard``) and
+the assistant messages being written (``gateway._v1_live.LiveAnswers``), which the message
+list and get add to what the store holds.
 The Location of a request is the ``x-opencode-directory`` header (URL-encoded), else the
 ``directory`` query parameter, else the server's directory.
 """
@@ -21,6 +23,7 @@ from gateway._diff import session_diffs
 from gateway._opencode import session_json
 from gateway._routes import Answer, RouteTable
 from gateway._transcript import message_in, replies_to, transcript
+from gateway._v1_live import live_items
 from gateway._wire import GatewayError, encode
 from runtime import Location, ModelRef, Prompt, SessionInfo
 from runtime import events as ev
@@ -184,7 +187,15 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         return out[:max_sessions]
 
     async def projections(session_id: str) -> list[dict[str, Any]]:
-        return await transcript(rt, session_id, limit=max_messages)
+        """The stored messages, and the assistant message being written when the store
+        does not hold it all yet (taken before the store is read, so a step ending
+        meanwhile is in what the store answers)."""
+        live = gw.live.held(session_id)
+        items = await transcript(rt, session_id, limit=max_messages)
+        if live is None:
+            return items
+        info = await rt.sessions.get(session_id)
+        return live_items(items, live, info, rt.execution.default_model)
 
     @table.get(
         "/session", "session.list", "Sessions, newest first", answer=_LIST,

@@ -2,8 +2,9 @@
 
 ``V1Projection`` folds one subscriber's hub items into V1 payloads (``message.updated``,
 ``message.part.updated``, ``message.part.delta``, ``session.status``, ...). Part ids are the
-ones ``GET /session/{id}/message`` answers (``gateway._opencode.part_id``): a part's index is
-the order in which the projection first sees it (its first delta, else its durable start).
+ones ``GET /session/{id}/message`` answers (``gateway._opencode.part_id``), their indices
+the gateway's one numbering (``gateway._v1_live.LiveAnswers``): the order in which each part
+was first published (its first delta, else its durable start).
 
 ``StatusBoard`` tells the streams when a busy session turns idle: one waiter per busy
 session offers an ``Idle`` marker into every V1 subscription, after the events that came
@@ -35,6 +36,7 @@ from gateway._opencode import (
     user_json,
 )
 from gateway._session_tools import question_json
+from gateway._v1_live import LiveAnswers
 from runtime import LiveDelta, SessionInfo, SessionNotFoundError
 from runtime import events as ev
 from runtime import messages as msg
@@ -68,9 +70,6 @@ class _Message:
     info: dict[str, Any]
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Part by its content item id (text, reasoning or call id; ``step-start``)."""
-    indices: dict[str, int] = field(default_factory=dict)
-    """Part index by content item id, in the order the items were first seen."""
-    next_index: int = 1
     tools: dict[str, str] = field(default_factory=dict)
     """The runtime's tool name by call id."""
 
@@ -98,10 +97,14 @@ Payload = dict[str, Any]
 class V1Projection:
     """One V1 stream's projection state. ``feed`` answers the payloads (``{type,
     properties}``) an item becomes; it reads the runtime (through *lookup*) only for
-    sessions and messages it has not seen. Raises what a lookup raises."""
+    sessions and messages it has not seen; part indices from *live*. Raises what a lookup
+    raises."""
 
-    def __init__(self, lookup: Lookup, on_busy: Callable[[str], None], *, since: int) -> None:
+    def __init__(
+        self, lookup: Lookup, live: LiveAnswers, on_busy: Callable[[str], None], *, since: int
+    ) -> None:
         self._lookup = lookup
+        self._live = live
         self._since = since
         """When the subscription began (ms): a message created earlier may have parts this
         projection never saw start, so it is read from the store."""
@@ -164,8 +167,7 @@ class V1Projection:
         sid = delta.session_id
         message = await self._assistant(sid, delta.assistant_message_id, delta.timestamp, out)
         if isinstance(delta, ev.ToolInputDelta):
-            _index(message, delta.call_id)  # announced with its name by tool.input.started
-            return out
+            return out  # numbered (``LiveAnswers``); announced with its name by tool.input.started
         if isinstance(delta, ev.ToolOutputDelta):
             running = message.parts.get(delta.call_id)
             if running is not None and running["state"]["status"] == "running":
@@ -192,7 +194,7 @@ class V1Projection:
     def _open_part(
         self, message: _Message, key: str, kind: str, now: int, out: list[Payload]
     ) -> dict[str, Any]:
-        index = _index(message, key)
+        index = self._live.index(message.info["id"], key)
         part = {
             "id": part_id(message.info["id"], index), "sessionID": message.session_id,
             "messageID": message.info["id"], "type": kind, "text": "", "time": {"start": now},
@@ -214,12 +216,9 @@ class V1Projection:
             parent = self._users.get(sid) or await self._lookup.last_user(sid) or mid
             item = assistant_json(stored[1], info, parent)
             message = _Message(sid, item["info"])
-            for n, (content, part) in enumerate(
-                zip(stored[1].content, item["parts"][1:], strict=False)
-            ):
+            self._live.seed(mid, [content.id for content in stored[1].content])
+            for content, part in zip(stored[1].content, item["parts"][1:], strict=False):
                 message.parts[content.id] = part
-                message.indices[content.id] = n + 1
-            message.next_index = len(stored[1].content) + 1
         else:
             parent = self._users.get(sid) or await self._lookup.last_user(sid) or mid
             model = (
@@ -349,7 +348,7 @@ class V1Projection:
         """The tool part of *e*'s call, updated to the state *e* moves it to."""
         part = message.parts.get(e.call_id)
         if part is None:
-            index = _index(message, e.call_id)
+            index = self._live.index(message.info["id"], e.call_id)
             part = {
                 "id": part_id(message.info["id"], index), "sessionID": message.session_id,
                 "messageID": message.info["id"], "type": "tool", "callID": e.call_id,
@@ -395,7 +394,7 @@ class V1Projection:
             info["finish"] = e.finish
             info["cost"] = e.cost
             info["tokens"] = tokens_json(e.tokens)
-            index = _index(message, "step-finish")
+            index = self._live.index(info["id"], "step-finish")
             finish = step_finish_json(
                 info["id"], message.session_id, index, e.finish, e.cost, e.tokens
             )
@@ -417,14 +416,6 @@ def _created_ms(message_id: str) -> int:
         return int(message_id.split("_", 1)[1][:14], 16) >> 12
     except (IndexError, ValueError):
         return 0
-
-
-def _index(message: _Message, key: str) -> int:
-    """The part index of content item *key*: given in the order items are first seen."""
-    if key not in message.indices:
-        message.indices[key] = message.next_index
-        message.next_index += 1
-    return message.indices[key]
 
 
 def _payload(kind: str, properties: dict[str, Any]) -> Payload:

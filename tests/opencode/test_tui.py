@@ -1,6 +1,7 @@
 """OpenCode's terminal UI (``opencode attach``) under tmux against ``kittiwake serve``: the
-home screen, a streamed answer, a completed tool call, a permission prompt answered "allow
-once", Esc Esc aborting a slow answer; every V1 event on ``/global/event`` is valid."""
+home screen, a new session's first answer streaming and Esc Esc aborting it, a streamed
+answer, a completed tool call, a permission prompt answered "allow once"; every V1 event on
+``/global/event`` is valid."""
 
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ def test_the_terminal_ui_drives_a_session(kittiwake: Kittiwake, tmp_path):
             ui.wait_for(lambda s: text in s, 10, "the typed prompt")
             ui.keys("Enter")
 
+        # A brand-new session's first answer streams into view (60 s of it: shown within
+        # 20 s, it was not shown whole at the step's end), then Esc Esc aborts it.
+        ask("answer slow please")
+        ui.wait_for(lambda s: "and slowly" in s, 20, "the first answer streaming")
+        ui.keys("Escape")  # the UI asks for a second press; two at once read as one key
+        ui.wait_for(lambda s: "again to interrupt" in s, 10, "the first Esc")
+        ui.keys("Escape")
+        ui.wait_for(lambda s: "interrupted" in s, 20, "the abort")
+
         ask("say hello")
         ui.wait_for(lambda s: "Hello from the mock." in s, 20, "the streamed answer")
 
@@ -31,13 +41,6 @@ def test_the_terminal_ui_drives_a_session(kittiwake: Kittiwake, tmp_path):
         ui.keys("Enter")  # Allow once
         screen = ui.wait_for(lambda s: s.count("Tool done.") == 2, 20, "the tool's answer")
         assert "$ echo permitted" in screen
-
-        ask("answer slow please")
-        ui.wait_for(lambda s: "and slowly" in s, 20, "the slow answer streaming")
-        ui.keys("Escape")  # the UI asks for a second press; two at once read as one key
-        ui.wait_for(lambda s: "again to interrupt" in s, 10, "the first Esc")
-        ui.keys("Escape")
-        ui.wait_for(lambda s: "interrupted" in s, 20, "the abort")
         assert ui.alive()
     finally:
         ui.close()
