@@ -96,6 +96,7 @@ def run_seed(
         return sim.result()
     finally:
         RERUN.clear()
+        SHARED_DATABASE.detach_all()  # a run that raised may have left its store open
         shutil.rmtree(root, ignore_errors=True)
 
 
