@@ -74,12 +74,16 @@ class Reverts:
         max_image_bytes: the largest current file content a revert keeps for unrevert
             (over it, that file is left as it is), as ``ToolEnvironment.before_image_max_bytes``.
         max_images: see ``DEFAULT_MAX_IMAGES``.
+        shared: other processes write the same store (a cluster): a revert one of them
+            made is not seen here, so ``standing`` reads the store every time.
     """
 
     def __init__(
         self, *, storage: StorageActor, execution: SessionExecution, now_ms: Callable[[], int],
         max_image_bytes: int = 1024 * 1024, max_images: int = DEFAULT_MAX_IMAGES,
+        shared: bool = False,
     ) -> None:  # fmt: skip
+        self._shared = shared
         self._storage = storage
         self._x = execution
         self._now = now_ms
@@ -94,12 +98,13 @@ class Reverts:
         """Whether a revert of the session stands (or one is being made): a prompt must
         commit it first. Reads the store at most once per session (while remembered) and
         only for a session whose actor is not active; reverts made by this object keep
-        the answer current."""
+        the answer current. When ``shared``, reads the store every time: another worker
+        may have reverted the session."""
         if session_id in self._standing or session_id in self._locks:
             return True
-        if session_id in self._clear:
+        if session_id in self._clear and not self._shared:
             return False
-        info = self._x.known_info(session_id)
+        info = None if self._shared else self._x.known_info(session_id)
         if info is None:
             info = await self._storage.read(GetSession(session_id=session_id))
         if info is not None and info.revert is not UNSET:

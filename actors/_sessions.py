@@ -93,7 +93,9 @@ class Sessions:
         self._ids = ids
         self._now = now_ms
         self._project = project_id
-        self.reverts = Reverts(storage=storage, execution=execution, now_ms=now_ms)
+        self.reverts = Reverts(
+            storage=storage, execution=execution, now_ms=now_ms, shared=cluster is not None
+        )
         """Revert, unrevert and commit (``actors.Reverts``)."""
 
     @property

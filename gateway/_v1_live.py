@@ -37,6 +37,8 @@ from storage import StoredEvent
 
 __all__ = ["LiveAnswer", "LiveAnswers", "live_items"]
 
+_CHUNKS: Final = 256
+"""Deltas a held part keeps apart before joining them (many small strings cost more)."""
 _FINISH: Final = "step-finish"
 """The key of a message's step-finish part: numbered after its content."""
 
@@ -218,6 +220,8 @@ class LiveAnswers:
             kept = delta[: self.max_text - part.size]
             part.chunks.append(kept)
             part.size += len(kept)
+            if len(part.chunks) > _CHUNKS:
+                part.chunks = ["".join(part.chunks)]
 
     def _durable(self, e: ev.DurableEvent) -> None:
         match e:

@@ -138,10 +138,12 @@ async def test_an_interrupt_through_another_worker_stops_the_driving_one(
 
 
 async def follow_v1(
-    url: str, kinds: list[str], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-) -> None:
-    """Read the V1 ``/event`` stream on *url* into *kinds* (each event's type) until
-    cancelled; started once its first event (``server.connected``) arrived."""
+    url: str, kinds: list[str], payloads: list[dict] | None = None, *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:  # fmt: skip
+    """Read the V1 ``/event`` stream on *url* into *kinds* (each event's type) and
+    *payloads* (when given) until cancelled; started once its first event
+    (``server.connected``) arrived."""
     async with (
         httpx.AsyncClient(base_url=url, timeout=None) as client,
         client.stream("GET", "/event") as response,
@@ -149,7 +151,10 @@ async def follow_v1(
         assert response.status_code == 200
         async for line in response.aiter_lines():
             if line.startswith("data: "):
-                kinds.append(json.loads(line[6:])["type"])
+                payload = json.loads(line[6:])
+                if payloads is not None:
+                    payloads.append(payload)
+                kinds.append(payload["type"])
                 if len(kinds) == 1:
                     task_status.started()
 
@@ -260,3 +265,48 @@ async def test_a_question_answered_through_another_worker_reaches_the_driving_on
     assert len(provider.requests) == 2 and "Blue" in str(tool_results)
     assert context[-1]["content"][0]["text"] == "blue then"
     assert v1.index("question.asked") < v1.index("question.replied")
+
+
+def _said(item: dict) -> str:
+    """The text of a V1 ``{info, parts}``: a user message's, or an answer's."""
+    return next(p["text"] for p in item["parts"] if p["type"] == "text")
+
+
+async def test_a_prompt_through_another_worker_commits_the_revert_and_says_so(
+    tmp_path: Path, provider: LocalServer, postgres_database: str
+) -> None:
+    """B saw the session without a revert, then A reverts it: a prompt through B still
+    drops the reverted messages with a commit, and B's V1 stream sends ``message.removed``."""
+    cli = Cli(tmp_path, provider)
+    answer_each(provider)
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Node.running(cli, postgres_database, name="a"))
+        b = await stack.enter_async_context(Node.running(cli, postgres_database, name="b"))
+        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
+        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+        sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
+        for client, text in ((cb, "one"), (ca, "two")):
+            assert (
+                await client.post(f"{S}/{sid}/prompt", json={"prompt": {"text": text}})
+            ).is_success
+            assert (await client.post(f"{S}/{sid}/wait")).status_code == 204
+        listed = (await ca.get(f"/session/{sid}/message")).json()
+        dropped = [i["info"]["id"] for i in listed[2:]]  # "two" and its answer
+        assert [_said(i) for i in listed[2:]] == ["two", "re: two"]
+        r = await ca.post(f"/session/{sid}/revert", json={"messageID": dropped[0]})
+        assert r.status_code == 200 and r.json()["revert"]["messageID"] == dropped[0], r.text
+        kinds: list[str] = []
+        payloads: list[dict] = []
+        async with trio.open_nursery() as nursery:
+            await nursery.start(follow_v1, b.url, kinds, payloads)
+            r = await cb.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "three"}})
+            assert r.is_success, r.text
+            assert (await cb.post(f"{S}/{sid}/wait")).status_code == 204
+            await eventually(lambda: kinds.count("message.removed") == 2)
+            nursery.cancel_scope.cancel()
+        after = (await cb.get(f"/session/{sid}/message")).json()
+        info = (await cb.get(f"/session/{sid}")).json()
+    removed = [p["properties"] for p in payloads if p["type"] == "message.removed"]
+    assert removed == [{"sessionID": sid, "messageID": m} for m in dropped]
+    assert [_said(i) for i in after] == ["one", "re: one", "three", "re: three"]
+    assert "revert" not in info
