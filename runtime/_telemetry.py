@@ -11,19 +11,38 @@ non-recording span object and no processor call.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator, Sequence
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from random import getrandbits
+from time import time_ns
 from typing import Final
 
 import trio
 from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context, attach, detach
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import (
+    Event,
+    ReadableSpan,
+    Span,
+    SpanLimits,
+    SpanProcessor,
+    TracerProvider,
+)
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, Tracer, TraceState
-from opentelemetry.util.types import Attributes
+from opentelemetry.trace import (
+    Link,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    Tracer,
+    TraceState,
+)
+from opentelemetry.util.types import AnyValue, Attributes
 
 TRACER_NAME: Final = "kittiwake"
 _ROOT: Final = Context()
@@ -33,13 +52,17 @@ _ROOT: Final = Context()
 class _Recording:
     """Where this context's spans go: the processor, text or not, and the sampled share."""
 
-    __slots__ = ("processor", "record_text", "bound")
+    __slots__ = ("processor", "record_text", "bound", "sink")
 
     def __init__(self, processor: SpanProcessor, record_text: bool, sample: float) -> None:
         self.processor = processor
         self.record_text = record_text
         self.bound = int(sample * (1 << 64))
         """A new trace is recorded when the low 64 bits of its id are below this."""
+        self.sink: Callable[[RecordedSpan], None] | None = (
+            processor.record if isinstance(processor, SpanRecorder) else None
+        )
+        """Where ``span`` hands its recorded spans without the SDK's span objects."""
 
 
 _current: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar(
@@ -112,6 +135,153 @@ class _Routing(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+class SpanRecorder(SpanProcessor):
+    """A span processor that also takes the spans of ``span`` and ``child_span`` as they
+    are, without the SDK's span objects: inside ``recording`` they reach :meth:`record`
+    (on the thread that ends the span, which must not block). Spans started through
+    ``tracer`` still reach ``on_end`` as SDK spans."""
+
+    def record(self, span: RecordedSpan) -> None:
+        """Take *span*, ended (read it like an SDK ``ReadableSpan``)."""
+        raise NotImplementedError
+
+
+_LIMITS: Final = SpanLimits()
+"""The SDK's default limits (or the ``OTEL_*_LIMIT`` environment's), as its spans get them."""
+_SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
+_NO_STATE: Final = TraceState()
+_UNSET: Final = Status(StatusCode.UNSET)
+_PLAIN: Final = frozenset({str, int, float, bool})
+
+
+def _attributes(attributes: Attributes) -> dict[str, AnyValue]:
+    """*attributes* as the SDK keeps them: plain values as they are, anything else (and
+    more than the limit) through OpenTelemetry's ``BoundedAttributes``."""
+    if not attributes:
+        return {}
+    if len(attributes) <= (_LIMITS.max_span_attributes or 128) and all(
+        type(value) in _PLAIN and type(key) is str and key for key, value in attributes.items()
+    ):  # fmt: skip
+        return dict(attributes)
+    bounded = BoundedAttributes(
+        _LIMITS.max_span_attributes, attributes, immutable=False,
+        max_value_len=_LIMITS.max_attribute_length,
+    )  # fmt: skip
+    return dict(bounded)
+
+
+class RecordedSpan(trace.Span):
+    """A recorded span of ``span`` or ``child_span`` for a ``SpanRecorder``: an
+    OpenTelemetry API ``Span`` that keeps what the SDK's span keeps (attributes cleaned the
+    same way, within the same limits) and reads like its ``ReadableSpan`` once ended
+    (``name``, ``kind``, ``context``, ``parent``, ``start_time``, ``end_time``,
+    ``attributes``, ``events``, ``links``, ``status``), at a fraction of its cost."""
+
+    kind: Final = SpanKind.INTERNAL
+
+    def __init__(
+        self, name: str, parent: SpanContext | None, attributes: Attributes,
+        links: Sequence[SpanContext], sink: Callable[[RecordedSpan], None],
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.parent = parent
+        if parent is None:
+            trace_id, state = getrandbits(128) or 1, _NO_STATE
+        else:
+            trace_id, state = parent.trace_id, parent.trace_state
+        self.context = SpanContext(
+            trace_id, getrandbits(64) or 1, is_remote=False, trace_flags=_SAMPLED,
+            trace_state=state,
+        )  # fmt: skip
+        self.attributes = _attributes(attributes)
+        self.events: tuple[Event, ...] = ()
+        self.links: tuple[Link, ...] = (
+            tuple(Link(c) for c in links if c.is_valid)[: _LIMITS.max_links] if links else ()
+        )
+        self.status = _UNSET
+        self.start_time = time_ns()
+        self.end_time: int | None = None
+        self._sink = sink
+
+    def end(self, end_time: int | None = None) -> None:
+        """End the span and hand it to its recorder (once; later calls do nothing)."""
+        if self.end_time is not None:
+            return
+        self.end_time = time_ns() if end_time is None else end_time
+        self._sink(self)
+
+    def get_span_context(self) -> SpanContext:
+        return self.context
+
+    def set_attributes(self, attributes: Mapping[str, AnyValue]) -> None:
+        if self.end_time is None and attributes:
+            self.attributes = _attributes({**self.attributes, **attributes})
+
+    def set_attribute(self, key: str, value: AnyValue) -> None:
+        if self.end_time is not None:
+            return
+        if type(value) in _PLAIN and len(self.attributes) < (_LIMITS.max_span_attributes or 128):
+            if type(key) is str and key:
+                self.attributes[key] = value
+            return
+        self.attributes = _attributes({**self.attributes, key: value})
+
+    def add_event(
+        self, name: str, attributes: Attributes = None, timestamp: int | None = None
+    ) -> None:
+        if self.end_time is not None:
+            return
+        cleaned = BoundedAttributes(
+            _LIMITS.max_event_attributes, attributes, immutable=True,
+            max_value_len=_LIMITS.max_attribute_length,
+        )  # fmt: skip
+        event = Event(name, cleaned, time_ns() if timestamp is None else timestamp)
+        self.events = (*self.events, event)[-(_LIMITS.max_events or 128) :]
+
+    def add_link(self, context: SpanContext, attributes: Attributes = None) -> None:
+        if self.end_time is not None:
+            return
+        if not context.is_valid and not attributes and not context.trace_state:
+            return
+        if len(self.links) < (_LIMITS.max_links or 128):
+            self.links = (*self.links, Link(context, attributes))
+
+    def update_name(self, name: str) -> None:
+        if self.end_time is None:
+            self.name = name
+
+    def is_recording(self) -> bool:
+        return self.end_time is None
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        """As the SDK's span: an OK status is final, UNSET is ignored."""
+        if self.end_time is not None or self.status.status_code is StatusCode.OK:
+            return
+        if isinstance(status, Status):
+            if status.status_code is not StatusCode.UNSET:
+                self.status = status
+        elif status is not StatusCode.UNSET:
+            self.status = Status(status, description)
+
+    def record_exception(
+        self, exception: BaseException, attributes: Attributes = None,
+        timestamp: int | None = None, escaped: bool = False,
+    ) -> None:  # fmt: skip
+        """An ``exception`` event with the attributes the SDK's span gives it."""
+        kind = type(exception)
+        module = kind.__module__
+        described: dict[str, AnyValue] = {
+            "exception.type": f"{module}.{kind.__qualname__}"
+            if module and module != "builtins" else kind.__qualname__,
+            "exception.message": str(exception),
+            "exception.stacktrace": "".join(traceback.format_exception(exception)),
+            "exception.escaped": str(escaped),
+        }  # fmt: skip
+        if attributes:
+            described.update(attributes)
+        self.add_event("exception", described, timestamp)
 
 
 _provider = TracerProvider(
@@ -188,7 +358,8 @@ class _SpanBlock:
         if where is None:
             return trace.INVALID_SPAN
         parent = trace.get_current_span()
-        context = parent.get_span_context()
+        context: SpanContext | None = parent.get_span_context()
+        assert context is not None  # the API's spans always have one
         if not self._root and context.is_valid:
             if not context.trace_flags.sampled:
                 return parent  # a trace not recorded: its children cost nothing more
@@ -198,15 +369,13 @@ class _SpanBlock:
             unsampled = SpanContext(getrandbits(128) or 1, getrandbits(64) or 1, is_remote=False)
             self._token = attach(trace.set_span_in_context(trace.NonRecordingSpan(unsampled)))
             return trace.INVALID_SPAN
-        links = self._links
-        chosen = _chosen.set(True)  # the sampler records it without deciding again
-        try:
-            current = tracer.start_span(
-                self._name, context=_ROOT if self._root else None, attributes=self._attributes,
-                links=[Link(c) for c in links if c.is_valid] if links else None,
-            )  # fmt: skip
-        finally:
-            _chosen.reset(chosen)
+        else:
+            context = None  # a new trace, recorded
+        current: trace.Span
+        if where.sink is not None:
+            current = RecordedSpan(self._name, context, self._attributes, self._links, where.sink)
+        else:
+            current = _sdk_span(self._name, self._attributes, self._root, self._links)
         self._span = current
         self._token = attach(trace.set_span_in_context(current))
         return current
@@ -224,6 +393,34 @@ class _SpanBlock:
             detach(token)
         if current is not None:
             current.end()
+
+
+def _sdk_span(
+    name: str, attributes: Attributes, root: bool, links: Sequence[SpanContext]
+) -> trace.Span:
+    """A recorded span of the SDK's (the processor takes only those)."""
+    chosen = _chosen.set(True)  # the sampler records it without deciding again
+    try:
+        return tracer.start_span(
+            name, context=_ROOT if root else None, attributes=attributes,
+            links=[Link(c) for c in links if c.is_valid] if links else None,
+        )  # fmt: skip
+    finally:
+        _chosen.reset(chosen)
+
+
+def child_span(name: str, attributes: Attributes = None) -> trace.Span | None:
+    """A span started now as a child of the current span, not made current; None unless
+    the current span is recorded here. The caller ends it (from any thread)."""
+    where = _current.get()
+    if where is None:
+        return None
+    context = trace.get_current_span().get_span_context()
+    if not (context.is_valid and context.trace_flags.sampled):
+        return None
+    if where.sink is not None:
+        return RecordedSpan(name, context, attributes, (), where.sink)
+    return _sdk_span(name, attributes, False, ())
 
 
 def current_span_context() -> SpanContext | None:

@@ -14,7 +14,10 @@ on); elsewhere they are dropped by the sampler. See ``docs/telemetry.md``.
 from __future__ import annotations
 
 from runtime._telemetry import TRACER_NAME as TRACER_NAME
+from runtime._telemetry import RecordedSpan as RecordedSpan
+from runtime._telemetry import SpanRecorder as SpanRecorder
 from runtime._telemetry import active_processor as active_processor
+from runtime._telemetry import child_span as child_span
 from runtime._telemetry import current_span_context as current_span_context
 from runtime._telemetry import recording as recording
 from runtime._telemetry import records_text as records_text
@@ -22,8 +25,11 @@ from runtime._telemetry import span as span
 from runtime._telemetry import tracer as tracer
 
 __all__ = [
+    "RecordedSpan",
+    "SpanRecorder",
     "TRACER_NAME",
     "active_processor",
+    "child_span",
     "current_span_context",
     "recording",
     "records_text",

@@ -1,11 +1,13 @@
 """Telemetry tables: finished spans written in batches to ``telemetry.duckdb``, off the hot path.
 
-:class:`TelemetryStore` is an OpenTelemetry SDK ``SpanProcessor``. ``on_end`` only queues the
-finished span (dropping it, counted, when ``buffer_max`` spans already wait); a worker thread
-converts what gathered over ``flush_interval`` and inserts it in one DuckDB transaction on
-the telemetry file's own connection. The file is separate from the event store's database
-and the journal: telemetry is never journaled, a killed process loses at most the spans not
-yet flushed, and nothing here can hold up or damage an event write.
+:class:`TelemetryStore` is an OpenTelemetry SDK ``SpanProcessor`` (a ``SpanRecorder``: the
+spans of ``runtime.telemetry.span`` reach it without the SDK's span objects). ``on_end`` and
+``record`` only encode the finished span's row and queue it (dropping it, counted, when
+``buffer_max`` spans already wait); a worker thread inserts what gathered over
+``flush_interval`` in one DuckDB transaction on the telemetry file's own connection. The
+file is separate from the event store's database and the journal: telemetry is never
+journaled, a killed process loses at most the spans not yet flushed, and nothing here can
+hold up or damage an event write.
 
 Retention runs on the same thread at open and every ``retention_every`` seconds: spans older
 than ``retention_days`` go, then the oldest ones until the data fits ``max_bytes``.
@@ -20,17 +22,16 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import duckdb
 import msgspec
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.trace import Span as ApiSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from runtime.telemetry import active_processor, tracer
+from runtime.telemetry import RecordedSpan, SpanRecorder, child_span
 from storage._worker import Worker
 
 __all__ = [
@@ -129,7 +130,7 @@ class TelemetryOptions(msgspec.Struct, frozen=True, kw_only=True):
     """Headers sent with each OTLP export (e.g. an authorization token)."""
 
 
-class TelemetryStore(SpanProcessor):
+class TelemetryStore(SpanRecorder):
     """The telemetry tables of one data directory; see the module docstring."""
 
     def __init__(
@@ -145,7 +146,7 @@ class TelemetryStore(SpanProcessor):
         self._last_retention = time.monotonic()
         self._closed = False
         self._close_lock = threading.Lock()
-        self._worker: Worker[ReadableSpan | threading.Event] = Worker(
+        self._worker: Worker[bytes | threading.Event] = Worker(
             self._flush, name="kittiwake-telemetry", linger=options.flush_interval,
             max_backlog=options.batch_max,
         )  # fmt: skip
@@ -177,11 +178,24 @@ class TelemetryStore(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Queue *span* for the next write; drop it (counted) when the buffer is full."""
+        """Queue *span*'s row for the next write; drop it (counted) when the buffer is full."""
+        self.record(span)
+
+    def record(self, span: ReadableSpan | RecordedSpan) -> None:
+        """Queue *span*'s row (an SDK span or one of ``runtime.telemetry.span``'s) for the
+        next write, encoded now: the span's objects go at once, and what waits for the
+        write is one bytes object, which the garbage collector does not track. Drops it
+        (counted) when the buffer is full or it cannot be encoded (logged)."""
         if self._closed or self._worker.backlog >= self.options.buffer_max:
             self.dropped += 1
             return
-        self._worker.submit(span)
+        try:
+            row = _encode(_row(span, record_text=self.options.record_text))
+        except Exception:  # noqa: BLE001 - telemetry never stops the runtime; logged
+            _log.exception("could not encode the span %r", span.name)
+            self.dropped += 1
+            return
+        self._worker.submit(row)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Write every span that ended before this call; False when that did not finish
@@ -210,18 +224,18 @@ class TelemetryStore(SpanProcessor):
 
     # -- the writer thread ----------------------------------------------------------------
 
-    def _flush(self, work: list[ReadableSpan | threading.Event]) -> None:
-        spans = [s for s in work if not isinstance(s, threading.Event)]
-        if spans:
-            self._write(spans)
+    def _flush(self, work: list[bytes | threading.Event]) -> None:
+        rows = [row for row in work if isinstance(row, bytes)]
+        if rows:
+            self._write(rows)
         for item in work:
             if isinstance(item, threading.Event):
                 item.set()
 
-    def _write(self, spans: list[ReadableSpan]) -> None:
+    def _write(self, rows: list[bytes]) -> None:
         started = time.perf_counter()
         try:
-            self._batch.write_bytes(_batch_json(spans, record_text=self.options.record_text))
+            self._batch.write_bytes(b"[" + b",".join(rows) + b"]")
             self._conn.execute("begin")
             try:
                 self._conn.execute(_INSERT, [str(self._batch)])
@@ -229,10 +243,10 @@ class TelemetryStore(SpanProcessor):
             except BaseException:
                 self._conn.execute("rollback")
                 raise
-            self.written += len(spans)
+            self.written += len(rows)
         except Exception:  # noqa: BLE001 - telemetry never stops the runtime; logged
-            _log.exception("could not write %d spans", len(spans))
-            self.dropped += len(spans)
+            _log.exception("could not write %d spans", len(rows))
+            self.dropped += len(rows)
         self.flushes += 1
         self.last_flush_ms = (time.perf_counter() - started) * 1000
         if time.monotonic() - self._last_retention >= self.options.retention_every:
@@ -371,12 +385,11 @@ class TelemetryStore(SpanProcessor):
 
 
 def batch_span(operations: int, events: int) -> ApiSpan | None:
-    """A ``storage.batch`` span started now, or None when nothing records spans here."""
-    if active_processor() is None:
-        return None
-    return tracer.start_span(
+    """A ``storage.batch`` span started now under the current span, or None when that
+    is not recorded here."""
+    return child_span(
         "storage.batch",
-        attributes={"kittiwake.storage.operations": operations, "kittiwake.storage.events": events},
+        {"kittiwake.storage.operations": operations, "kittiwake.storage.events": events},
     )
 
 
@@ -409,55 +422,46 @@ _STATUS: Final = {StatusCode.ERROR: "error", StatusCode.OK: "ok", StatusCode.UNS
 _KINDS: Final = {kind: kind.name.lower() for kind in SpanKind}
 
 
-def _batch_json(spans: Iterable[ReadableSpan], *, record_text: bool) -> bytes:
-    """*spans* as one JSON array of row objects (the columns of ``_COLUMNS``; a column
-    left out of a row, as NULL ones are, reads as NULL)."""
-    rows: list[dict[str, Any]] = []
-    append = rows.append
-    traces: dict[int, str] = {}  # spans of a trace mostly share a batch: format its id once
-    for span in spans:
-        context, parent, status = span.context, span.parent, span.status
-        attributes = dict(span.attributes or ())
-        if not record_text and not TEXT_ATTRIBUTES.isdisjoint(attributes):
-            for key in TEXT_ATTRIBUTES & attributes.keys():
-                del attributes[key]
-        start = span.start_time or 0
-        end = span.end_time or start
-        row: dict[str, Any] = {
-            "name": span.name, "kind": _KINDS[span.kind], "start_ns": start, "end_ns": end,
-            "duration_ms": (end - start) / 1e6, "status": _STATUS[status.status_code],
-        }  # fmt: skip
-        if context is not None:
-            trace_id = context.trace_id
-            formatted = traces.get(trace_id)
-            if formatted is None:
-                formatted = traces[trace_id] = f"{trace_id:032x}"
-            row["trace_id"] = formatted
-            row["span_id"] = f"{context.span_id:016x}"
-        else:  # pragma: no cover - an SDK span always has a context
-            row["trace_id"] = row["span_id"] = ""
-        if parent is not None:
-            row["parent_id"] = f"{parent.span_id:016x}"
-        if status.description is not None:
-            row["status_message"] = status.description
-        if attributes:
-            row["attributes"] = attributes
-            for column, name in _COLUMN_ATTRIBUTES:
-                value = attributes.get(name)
-                if value is not None:
-                    row[column] = value
-        events, links = span.events, span.links
-        if events:
-            row["events"] = [
-                {"name": e.name, "time_ns": e.timestamp, **dict(e.attributes or ())} for e in events
-            ]
-        if links:
-            row["links"] = [
-                {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
-                for link in links
-            ]  # fmt: skip
-        append(row)
-    return _encode(rows)
+def _row(span: ReadableSpan | RecordedSpan, *, record_text: bool) -> dict[str, Any]:
+    """*span* as a row object of the columns of ``_COLUMNS`` (a column left out, as NULL
+    ones are, reads as NULL): the write parses a JSON array of them."""
+    context, parent, status = span.context, span.parent, span.status
+    attributes = dict(span.attributes or ())
+    if not record_text and not TEXT_ATTRIBUTES.isdisjoint(attributes):
+        for key in TEXT_ATTRIBUTES & attributes.keys():
+            del attributes[key]
+    start = span.start_time or 0
+    end = span.end_time or start
+    row: dict[str, Any] = {
+        "name": span.name, "kind": _KINDS[span.kind], "start_ns": start, "end_ns": end,
+        "duration_ms": (end - start) / 1e6, "status": _STATUS[status.status_code],
+    }  # fmt: skip
+    if context is not None:
+        row["trace_id"] = f"{context.trace_id:032x}"
+        row["span_id"] = f"{context.span_id:016x}"
+    else:  # pragma: no cover - an SDK span always has a context
+        row["trace_id"] = row["span_id"] = ""
+    if parent is not None:
+        row["parent_id"] = f"{parent.span_id:016x}"
+    if status.description is not None:
+        row["status_message"] = status.description
+    if attributes:
+        row["attributes"] = attributes
+        for column, name in _COLUMN_ATTRIBUTES:
+            value = attributes.get(name)
+            if value is not None:
+                row[column] = value
+    events, links = span.events, span.links
+    if events:
+        row["events"] = [
+            {"name": e.name, "time_ns": e.timestamp, **dict(e.attributes or ())} for e in events
+        ]
+    if links:
+        row["links"] = [
+            {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
+            for link in links
+        ]  # fmt: skip
+    return row
 
 
 def _span_json(row: dict[str, Any]) -> dict[str, Any]:
