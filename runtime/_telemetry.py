@@ -154,6 +154,22 @@ _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
 _NO_STATE: Final = TraceState()
 _UNSET: Final = Status(StatusCode.UNSET)
 _PLAIN: Final = frozenset({str, int, float, bool})
+_KEYS: Final = frozenset({str})
+_MAX_ATTRIBUTES: Final = _LIMITS.max_span_attributes
+_AS_GIVEN: Final = _LIMITS.max_attribute_length is None
+"""Whether plain values are kept as they are (no string length limit is set)."""
+
+
+def _plain(attributes: Mapping[str, AnyValue], count: int) -> bool:
+    """Whether *attributes* are kept as they are by the SDK (checked in C, no Python
+    loop): plain values under string keys, *count* (those and the span's) within the limit."""
+    return (
+        _AS_GIVEN
+        and (_MAX_ATTRIBUTES is None or count <= _MAX_ATTRIBUTES)
+        and _PLAIN.issuperset(map(type, attributes.values()))
+        and _KEYS.issuperset(map(type, attributes))
+        and "" not in attributes
+    )
 
 
 def _attributes(attributes: Attributes) -> dict[str, AnyValue]:
@@ -161,14 +177,11 @@ def _attributes(attributes: Attributes) -> dict[str, AnyValue]:
     more than the limit) through OpenTelemetry's ``BoundedAttributes``."""
     if not attributes:
         return {}
-    if len(attributes) <= (_LIMITS.max_span_attributes or 128) and all(
-        type(value) in _PLAIN and type(key) is str and key for key, value in attributes.items()
-    ):  # fmt: skip
+    if _plain(attributes, len(attributes)):
         return dict(attributes)
     bounded = BoundedAttributes(
-        _LIMITS.max_span_attributes, attributes, immutable=False,
-        max_value_len=_LIMITS.max_attribute_length,
-    )  # fmt: skip
+        _MAX_ATTRIBUTES, attributes, immutable=False, max_value_len=_LIMITS.max_attribute_length
+    )
     return dict(bounded)
 
 
@@ -216,17 +229,16 @@ class RecordedSpan(trace.Span):
         return self.context
 
     def set_attributes(self, attributes: Mapping[str, AnyValue]) -> None:
-        if self.end_time is None and attributes:
-            self.attributes = _attributes({**self.attributes, **attributes})
+        if self.end_time is not None or not attributes:
+            return
+        kept = self.attributes
+        if _plain(attributes, len(kept) + len(attributes)):
+            kept.update(attributes)
+        else:
+            self.attributes = _attributes({**kept, **attributes})
 
     def set_attribute(self, key: str, value: AnyValue) -> None:
-        if self.end_time is not None:
-            return
-        if type(value) in _PLAIN and len(self.attributes) < (_LIMITS.max_span_attributes or 128):
-            if type(key) is str and key:
-                self.attributes[key] = value
-            return
-        self.attributes = _attributes({**self.attributes, key: value})
+        self.set_attributes({key: value})
 
     def add_event(
         self, name: str, attributes: Attributes = None, timestamp: int | None = None

@@ -100,6 +100,7 @@ _COLUMN_ATTRIBUTES: Final = (
     ("tokens_out", "gen_ai.usage.output_tokens"), ("tokens_cached", "kittiwake.tokens.cached"),
     ("cost", "kittiwake.cost"), ("ttft_ms", "kittiwake.ttft_ms"),
 )  # fmt: skip
+_COLUMN_OF: Final = {name: column for column, name in _COLUMN_ATTRIBUTES}
 
 
 class TelemetryOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -432,9 +433,11 @@ def _row(span: ReadableSpan | RecordedSpan, *, record_text: bool) -> dict[str, A
             del attributes[key]
     start = span.start_time or 0
     end = span.end_time or start
+    kind, code = span.kind, status.status_code  # enums: compared by identity, not hashed
     row: dict[str, Any] = {
-        "name": span.name, "kind": _KINDS[span.kind], "start_ns": start, "end_ns": end,
-        "duration_ms": (end - start) / 1e6, "status": _STATUS[status.status_code],
+        "name": span.name, "kind": "internal" if kind is SpanKind.INTERNAL else _KINDS[kind],
+        "start_ns": start, "end_ns": end, "duration_ms": (end - start) / 1e6,
+        "status": "unset" if code is StatusCode.UNSET else _STATUS[code],
     }  # fmt: skip
     if context is not None:
         row["trace_id"] = f"{context.trace_id:032x}"
@@ -447,10 +450,10 @@ def _row(span: ReadableSpan | RecordedSpan, *, record_text: bool) -> dict[str, A
         row["status_message"] = status.description
     if attributes:
         row["attributes"] = attributes
-        for column, name in _COLUMN_ATTRIBUTES:
-            value = attributes.get(name)
+        for name in _COLUMN_OF.keys() & attributes.keys():
+            value = attributes[name]
             if value is not None:
-                row[column] = value
+                row[_COLUMN_OF[name]] = value
     events, links = span.events, span.links
     if events:
         row["events"] = [
