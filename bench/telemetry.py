@@ -4,9 +4,11 @@ Usage: .venv/bin/python bench/telemetry.py [--spans 50000] [--rows 1000000] [--p
                                           [--rounds 5] [--pairs 0] [--sample 0.05]
 
 - span CPU: process time (every thread) per ``runtime.telemetry.span`` block with nothing
-  recording, recorded into a processor that drops it (the SDK's cost), recorded into the
-  ``TelemetryStore`` until written (the SDK plus the write), and sampled out: a new trace
-  not recorded (its random draw), a span inside one;
+  recording, recorded into an SDK processor that drops it (the SDK's spans: what an OTLP
+  exporter beside the tables costs), recorded as a ``RecordedSpan`` that is dropped (the
+  span helper's own cost), recorded into the ``TelemetryStore`` until written (the span,
+  its row and the write), and sampled out: a new trace not recorded (its random draw), a
+  span inside one;
 - spans written per second: wall time from the first span started to the last one
   committed in ``telemetry.duckdb``, spans made as fast as one thread can;
 - CPU per prompt: process time (every thread: the runtime's, the store's, DuckDB's, the
@@ -34,7 +36,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._pairs import first_is_off, pair_report  # noqa: E402
-from runtime.telemetry import recording, span  # noqa: E402
+from runtime.telemetry import RecordedSpan, SpanRecorder, recording, span  # noqa: E402
 from storage import TelemetryOptions, TelemetryStore  # noqa: E402
 
 ATTRIBUTES = {"session.id": "ses_bench", "gen_ai.tool.name": "read", "kittiwake.tool.bytes": 10}
@@ -42,6 +44,11 @@ ATTRIBUTES = {"session.id": "ses_bench", "gen_ai.tool.name": "read", "kittiwake.
 
 class _Drop(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+
+class _DropRecorded(SpanRecorder):
+    def record(self, span: RecordedSpan) -> None:
         return None
 
 
@@ -63,8 +70,11 @@ def span_cpu(count: int) -> None:
     directory = tempfile.mkdtemp()
     store = TelemetryStore.open(directory, TelemetryOptions())
     try:
-        for label, processor in (("nothing recording", None), ("recorded, dropped", _Drop()),
-                                 ("recorded and written", store)):  # fmt: skip
+        for label, processor in (
+            ("nothing recording", None), ("recorded through the SDK, dropped", _Drop()),
+            ("recorded (RecordedSpan), dropped", _DropRecorded()),
+            ("recorded and written", store),
+        ):  # fmt: skip
             started = time.process_time()
             if processor is None:
                 _spans(count)
