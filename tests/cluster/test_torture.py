@@ -16,9 +16,11 @@ from pathlib import Path
 
 import httpx
 import psycopg
+import pytest
 import trio
 
 from tests.cluster.harness import Workers, answer_each
+from tests.cpu import CpuTime
 from tests.gateway.test_cli_run import Cli, provider
 from tests.llm.conftest import LocalServer
 
@@ -30,6 +32,13 @@ SESSIONS = 3
 KILLS = 6
 
 
+# A worker killed while a request's body is being sent leaves httpx's body iterator (an
+# async generator) unfinished; trio warns when it is collected. Killing workers under
+# requests is what this test does, and such a prompt is not acknowledged.
+@pytest.mark.filterwarnings(
+    "ignore:Async generator 'httpx._content.ByteStream.__aiter__' was garbage collected"
+    ":ResourceWarning"
+)
 async def test_sigkill_loop_against_three_workers_loses_and_doubles_nothing(
     tmp_path: Path, provider: LocalServer, postgres_database: str
 ) -> None:
@@ -37,7 +46,7 @@ async def test_sigkill_loop_against_three_workers_loses_and_doubles_nothing(
     answer_each(provider)
     rng = random.Random(0x6B1D)
     acknowledged: dict[str, str] = {}
-    started = time.monotonic()
+    started, cpu = time.monotonic(), CpuTime()
     async with Workers.running(cli, postgres_database, 3, "--lease-ttl", "1") as cluster:
         fresh = httpx.Limits(max_keepalive_connections=0)  # every request a new connection
         async with httpx.AsyncClient(base_url=cluster.url, timeout=30, limits=fresh) as client:
@@ -105,4 +114,4 @@ async def test_sigkill_loop_against_three_workers_loses_and_doubles_nothing(
     assert gaps == []
     elapsed = time.monotonic() - started
     print(f"torture: {len(acknowledged)} prompts acknowledged, {KILLS} kills, {elapsed:.1f} s")
-    assert elapsed < 60
+    assert cpu.spent() < 30  # CPU s of this and the cluster (about 8), whatever the load

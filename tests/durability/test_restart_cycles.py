@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from storage import DB_FILE, EventStore, Journal
 from storage._backup import (
     BACKUP_FILE,
@@ -160,6 +162,9 @@ def _check_everything_kept(
         store.close()
 
 
+# Two hundred real processes: about a minute on a quiet machine, over two on two cores
+# shared at a load of 12; the timeout only guards against a hang.
+@pytest.mark.timeout(600)
 def test_200_short_clean_processes_back_up_at_the_default_thresholds(
     tmp_path: Path, contiguous: Callable[[EventStore], dict[str, int]]
 ) -> None:
@@ -194,6 +199,9 @@ def test_200_short_clean_processes_back_up_at_the_default_thresholds(
     print(f"{elapsed:.1f} s, {last_lsn + 1} batches, most held {most_records} ({most_bytes} B)")
 
 
+# Two hundred real processes: about a minute on a quiet machine, over two on two cores
+# shared at a load of 12; the timeout only guards against a hang.
+@pytest.mark.timeout(600)
 def test_sigkilled_processes_keep_the_journal_bounded(
     tmp_path: Path, contiguous: Callable[[EventStore], dict[str, int]]
 ) -> None:
