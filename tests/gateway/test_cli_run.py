@@ -223,7 +223,11 @@ async def test_held_data_dir_is_one_line_naming_the_holder(tmp_path, provider):
             assert len(lines) == 1, lines
             assert f"in use by process {server.pid} (kittiwake serve on {url})" in lines[0]
             assert ("stop it" if args[0] == "serve" else f"add --attach {url}") in lines[0]
-            assert took < 2.0, (args, took)
+            # Refused while the holder still runs, not after waiting for it: the server holds
+            # the dir until the end, so a waiting command would run into the 60 s limit.
+            # Start-up takes about 0.5 s on a quiet machine, several at a load of 15.
+            assert server.returncode is None
+            assert took < 10, (args, took)
         attached = await cli("sessions", "list", "--attach", url)
         assert attached.returncode == 0, attached.stderr.decode()
     finally:
