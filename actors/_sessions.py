@@ -590,6 +590,7 @@ class Sessions:
 
     async def needs_resume(self) -> builtins.list[str]:
         """Sessions a crash cut short, continued only by an explicit ``resume``: those
-        marked ``needs_resume``, and any whose latest work shows it cut short before
-        recovery ran (``open_runtime`` recovers every such session at start-up)."""
+        marked ``needs_resume``, and any whose latest work shows it cut short (or a tool
+        call left without a result) before recovery ran (``open_runtime`` recovers every
+        such session at start-up)."""
         return await self._storage.read(SessionsNeedingResume())

@@ -18,7 +18,7 @@ from msgspec import UNSET
 from runtime import _messages as m
 from runtime import _schema as ev
 
-__all__ = ["cut_short", "recovery_events"]
+__all__ = ["cut_short", "needs_recovery", "recovery_events"]
 
 
 def cut_short(message: m.SessionMessage) -> bool:
@@ -32,6 +32,20 @@ def cut_short(message: m.SessionMessage) -> bool:
     if message.time.completed is UNSET:
         return True
     return message.finish == "tool-calls" and message.error is UNSET
+
+
+def needs_recovery(message: m.SessionMessage) -> bool:
+    """True when *message*, the latest conversational message of a session, shows
+    something :func:`recovery_events` closes: work cut short (:func:`cut_short`), or a
+    tool call left without a result in a closed step (a turn that failed writing the
+    result, whose own closing by recovery a crash then cut: nothing else would close it
+    until the session next runs)."""
+    if cut_short(message):
+        return True
+    return isinstance(message, m.AssistantMessage) and any(
+        isinstance(part, m.AssistantTool) and isinstance(part.state, m.ToolPending | m.ToolRunning)
+        for part in message.content
+    )
 
 
 def _latest_conversational(

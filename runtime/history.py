@@ -16,6 +16,7 @@ from runtime._projection import ProjectionError as ProjectionError
 from runtime._projection import ProjectionState as ProjectionState
 from runtime._projection import project as project
 from runtime._recovery import cut_short as cut_short
+from runtime._recovery import needs_recovery as needs_recovery
 from runtime._recovery import recovery_events as recovery_events
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "latest_checkpoint",
     "lower_history",
     "lower_message",
+    "needs_recovery",
     "project",
     "recovery_events",
     "to_llm_model",

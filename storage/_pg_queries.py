@@ -10,7 +10,7 @@ import psycopg
 
 from runtime import SessionMessage, StorageError
 from runtime import events as ev
-from runtime.history import cut_short
+from runtime.history import needs_recovery
 from storage._batch import StoredEvent
 from storage._caches import decode_info, decode_message
 from storage._port import UsageRow
@@ -57,7 +57,7 @@ class PostgresQueries(StoreQueries):
             "where type in ('user', 'assistant', 'synthetic') order by session_id, seq desc"
         ).fetchall()
         out = {str(r[0]) for r in marked}
-        out.update(str(sid) for sid, data in rows if cut_short(decode_message(data)))
+        out.update(str(sid) for sid, data in rows if needs_recovery(decode_message(data)))
         return sorted(out)
 
     def messages(

@@ -441,7 +441,8 @@ class SessionsWithPending(Query[list[str]], frozen=True, tag="inbox.sessions_wit
 
 
 class SessionsNeedingResume(Query[list[str]], frozen=True, tag="session.needing_resume"):
-    """Sessions marked as needing a resume, or whose latest work shows it cut short."""
+    """Sessions marked as needing a resume, or whose latest work shows it cut short (or
+    left a tool call without a result) and is not yet recovered."""
 
 
 class Footprint(Query[dict[str, int]], frozen=True, tag="session.footprint"):

@@ -9,7 +9,7 @@ import msgspec
 
 from runtime import SessionMessage
 from runtime import events as ev
-from runtime.history import cut_short
+from runtime.history import needs_recovery
 from storage import _port as p
 from storage._batch import StoredEvent
 from storage._caches import StoreCaches, decode_info, decode_message, decode_permission
@@ -133,9 +133,9 @@ class StoreQueries(StoreCaches):
 
     def sessions_needing_resume(self) -> list[str]:
         """Sessions marked as needing a resume (``needsResume``), and those whose latest
-        conversational message (user, assistant, synthetic) shows work cut short and not
-        yet recovered (``runtime._recovery.cut_short``); system and switch messages don't
-        count."""
+        conversational message (user, assistant, synthetic) shows work cut short, or a
+        tool call left without a result, not yet recovered
+        (``runtime._recovery.needs_recovery``); system and switch messages don't count."""
         db = self._db()
         marked = db.execute(
             "select id from session where json_extract_string(data, '$.needsResume') = 'true'"
@@ -147,7 +147,7 @@ class StoreQueries(StoreCaches):
             "on m.session_id = x.session_id and m.seq = x.s"
         ).fetchall()
         out = {str(r[0]) for r in marked}
-        out.update(str(sid) for sid, data in rows if cut_short(decode_message(data)))
+        out.update(str(sid) for sid, data in rows if needs_recovery(decode_message(data)))
         return sorted(out)
 
     def messages(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runtime import Location, ModelRef, Prompt, SessionInfo
 from runtime import events as ev
-from runtime.history import recovery_events
+from runtime.history import cut_short, needs_recovery, recovery_events
 from sims._invariants import fold
 
 SID = "ses_recovery"
@@ -73,3 +73,15 @@ def test_an_open_step_is_closed_with_its_call_and_marked_for_resume() -> None:
     events = recovery_events(SID, _history(failed_step=False), needs_resume=False, now=NOW,
                              tool_error="Tool execution interrupted")  # fmt: skip
     assert [type(e) for e in events] == [ev.ToolFailed, ev.StepEnded, ev.ResumeNeeded]
+
+
+def test_a_failed_step_with_a_call_without_a_result_needs_recovery_but_no_resume() -> None:
+    """A crash right after such a turn failed, before its own recovery was durable: the
+    start-up recovery must still find the session (seed 1111584 of the long run)."""
+    _, latest = _history(failed_step=True)[-1]
+    assert not cut_short(latest)  # the run failed: nothing to resume
+    assert needs_recovery(latest)
+    _, open_step = _history(failed_step=False)[-1]
+    assert cut_short(open_step) and needs_recovery(open_step)
+    _, prompt = _history(failed_step=True)[0]
+    assert needs_recovery(prompt) == cut_short(prompt)

@@ -353,6 +353,28 @@ async def test_store_maintenance_and_resume_listing(
         assert msgspec.to_builtins(statistics)["operations"] >= 2
 
 
+async def test_a_call_left_without_a_result_is_listed_until_recovered(
+    open_store: AbstractAsyncContextManager[Store],
+) -> None:
+    """A turn failed writing a call's result and closed its step failed; a crash then cut
+    its own recovery: start-up recovery finds the session through this listing."""
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        ids = dict(timestamp=2, session_id="ses_a", assistant_message_id="msg_a")
+        model = ev.ModelRef(id="m", provider_id="p")
+        error = ev.SessionError(message="Internal error: StorageError: journal append failed")
+        turn: list[ev.DurableEvent] = [
+            ev.StepStarted(**ids, agent="build", model=model),
+            ev.ToolCalled(**ids, call_id="call_1", tool="work", input={}),
+            ev.StepFailed(**ids, error=error),
+        ]
+        await _write(store, Append(session_id="ses_a", events=turn))
+        assert await _read(store, SessionsNeedingResume()) == ["ses_a"]
+        closed = ev.ToolFailed(**ids, call_id="call_1", error=error)
+        await _write(store, Append(session_id="ses_a", events=[closed]))
+        assert await _read(store, SessionsNeedingResume()) == []
+
+
 async def test_a_failed_command_writes_nothing_and_unknown_messages_are_refused(
     open_store: AbstractAsyncContextManager[Store],
 ) -> None:
