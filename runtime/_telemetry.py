@@ -172,13 +172,37 @@ def _plain(attributes: Mapping[str, AnyValue], count: int) -> bool:
     )
 
 
+def _sequences(attributes: Mapping[str, AnyValue]) -> dict[str, AnyValue] | None:
+    """*attributes* with lists and tuples of plain values made tuples, as the SDK keeps
+    them, or None when another kind of value is there (or a limit applies)."""
+    if not (
+        _AS_GIVEN and (_MAX_ATTRIBUTES is None or len(attributes) <= _MAX_ATTRIBUTES)
+        and _KEYS.issuperset(map(type, attributes)) and "" not in attributes
+    ):  # fmt: skip
+        return None
+    kept: dict[str, AnyValue] = {}
+    for key, value in attributes.items():
+        kind = type(value)
+        if kind in _PLAIN or value is None:
+            kept[key] = value
+        elif (kind is list or kind is tuple) and _PLAIN.issuperset(map(type, value)):  # type: ignore[arg-type]
+            kept[key] = tuple(value)  # type: ignore[arg-type]
+        else:
+            return None
+    return kept
+
+
 def _attributes(attributes: Attributes) -> dict[str, AnyValue]:
-    """*attributes* as the SDK keeps them: plain values as they are, anything else (and
-    more than the limit) through OpenTelemetry's ``BoundedAttributes``."""
+    """*attributes* as the SDK keeps them: plain values (and lists of them, as tuples)
+    checked here, anything else (and more than the limit) through OpenTelemetry's
+    ``BoundedAttributes``."""
     if not attributes:
         return {}
     if _plain(attributes, len(attributes)):
         return dict(attributes)
+    kept = _sequences(attributes)
+    if kept is not None:
+        return kept
     bounded = BoundedAttributes(
         _MAX_ATTRIBUTES, attributes, immutable=False, max_value_len=_LIMITS.max_attribute_length
     )

@@ -427,10 +427,11 @@ def _row(span: ReadableSpan | RecordedSpan, *, record_text: bool) -> dict[str, A
     """*span* as a row object of the columns of ``_COLUMNS`` (a column left out, as NULL
     ones are, reads as NULL): the write parses a JSON array of them."""
     context, parent, status = span.context, span.parent, span.status
-    attributes = dict(span.attributes or ())
+    attributes: Any = span.attributes or {}
+    if type(attributes) is not dict:  # the SDK's BoundedAttributes
+        attributes = dict(attributes)
     if not record_text and not TEXT_ATTRIBUTES.isdisjoint(attributes):
-        for key in TEXT_ATTRIBUTES & attributes.keys():
-            del attributes[key]
+        attributes = {k: v for k, v in attributes.items() if k not in TEXT_ATTRIBUTES}
     start = span.start_time or 0
     end = span.end_time or start
     kind, code = span.kind, status.status_code  # enums: compared by identity, not hashed

@@ -104,6 +104,9 @@ def test_a_recorded_span_keeps_the_sdks_rules() -> None:
     assert event.name == "exception" and event.attributes is not None
     assert event.attributes["exception.type"] == "ValueError"
     assert event.attributes["exception.message"] == "bad"
+    listed = RecordedSpan("turn", None, {"l": ["stop"], "n": None}, (), ended.append)
+    listed.set_attributes({"m": {"nested": [1]}, "t": ("a", 1)})  # the SDK's own cleaning
+    assert listed.attributes == {"l": ("stop",), "n": None, "m": {"nested": (1,)}, "t": ("a", 1)}
     many = RecordedSpan("wide", None, {f"k{i}": i for i in range(200)}, (), ended.append)
     assert len(many.attributes) == 128  # the SDK's default limit, the oldest dropped
     assert "k199" in many.attributes and "k0" not in many.attributes
