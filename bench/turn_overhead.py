@@ -20,7 +20,8 @@ instead (how the figures before the HTTP/1.1 transport work were taken).
 sequential and concurrent figures, N times with telemetry off and on
 (``KITTIWAKE_BENCH_SAMPLE``, else the default sampling) in alternating order in this
 process, plus the process's CPU (every thread) per prompt of the prompt-with-a-tool-call
-series; medians and the median paired overhead (``bench/_pairs.py``).
+series and of the 20 sessions at once; medians and the median paired overhead
+(``bench/_pairs.py``).
 """
 
 from __future__ import annotations
@@ -154,9 +155,13 @@ async def sequential(
 
 
 async def concurrent(
-    directory: Path, sessions: int, seconds: float, options: dict[str, Any] | None = None
-) -> float:
-    """Prompts per second with *sessions* sessions each prompted again as soon as idle."""
+    directory: Path, sessions: int, seconds: float, options: dict[str, Any] | None = None,
+    cpu: list[float] | None = None,
+) -> float:  # fmt: skip
+    """Prompts per second with *sessions* sessions each prompted again as soon as idle.
+
+    With *cpu*, the process's CPU seconds per prompt of that series are appended to it.
+    """
     options = OPTIONS if options is None else options
     async with open_runtime(data_dir=directory, llm=scripted(answer), tools=tools, **options) as rt:
         loc = Location(directory=str(directory))
@@ -174,10 +179,12 @@ async def concurrent(
                 await rt.sessions.wait_idle(sid)
                 done += 1
 
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         async with trio.open_nursery() as nursery:
             for sid in sids:
                 nursery.start_soon(drive, sid)
+        if cpu is not None and done:
+            cpu.append((time.process_time() - cpu_started) / done)
         return done / (time.perf_counter() - started)
 
 
@@ -251,10 +258,12 @@ def _side(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, float]
     figures["tool round trip, median"] = statistics.median(r[1] - r[0] for r in tool)
     figures["prompt with one tool call, median"] = statistics.median(r[1] for r in tool)
     figures["prompt with one tool call, process CPU per prompt"] = cpu[0]
+    busy: list[float] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as name:
         figures["20 sessions at once (prompts/s)"] = trio.run(
-            concurrent, Path(name), 20, args.seconds, options
+            concurrent, Path(name), 20, args.seconds, options, busy
         )
+    figures["20 sessions at once, process CPU per prompt"] = busy[0]
     return figures
 
 
