@@ -21,7 +21,7 @@ from typing import Final
 import trio
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.context import Context, attach, detach
+from opentelemetry.context import Context, attach, detach, get_current
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import (
     Event,
@@ -71,6 +71,13 @@ _current: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar(
 _chosen: contextvars.ContextVar[bool] = contextvars.ContextVar("kittiwake_chosen", default=False)
 """Set while ``span(root=True)`` starts a trace it chose to record."""
 _DROP: Final = SamplingResult(Decision.DROP)
+_Attached = tuple[Context, trace.Span, SpanContext | None]
+_attached: contextvars.ContextVar[_Attached | None] = contextvars.ContextVar(
+    "kittiwake_attached", default=None
+)
+"""The context ``span`` attached last here, with its span (valid) and that span's context
+when it is recorded: while that context is still OpenTelemetry's current one, its span is
+the current span, known without the API's lookup."""
 
 
 class _WhereRecording(Sampler):
@@ -377,7 +384,7 @@ def span(
 class _SpanBlock:
     """The context manager ``span`` returns (a class: cheaper than a generator's)."""
 
-    __slots__ = ("_name", "_attributes", "_root", "_links", "_token", "_span")
+    __slots__ = ("_name", "_attributes", "_root", "_links", "_token", "_mine", "_span")
 
     def __init__(
         self, name: str, attributes: Attributes, root: bool, links: Sequence[SpanContext]
@@ -387,34 +394,37 @@ class _SpanBlock:
         self._root = root
         self._links = links
         self._token: contextvars.Token[Context] | None = None
+        self._mine: contextvars.Token[_Attached | None] | None = None
         self._span: trace.Span | None = None
 
     def __enter__(self) -> trace.Span:
         where = _current.get()
         if where is None:
             return trace.INVALID_SPAN
-        parent = trace.get_current_span()
-        context: SpanContext | None = parent.get_span_context()
-        assert context is not None  # the API's spans always have one
-        if not self._root and context.is_valid:
-            if not context.trace_flags.sampled:
+        context: SpanContext | None = None  # a new trace, unless the current one goes on
+        if not self._root:
+            parent, context, valid = _current_span()
+            if context is None and valid:
                 return parent  # a trace not recorded: its children cost nothing more
-        elif getrandbits(64) >= where.bound:
+        if context is None and getrandbits(64) >= where.bound:
             # A new trace, not recorded: a non-recording span its children see, and no
             # SDK span behind it.
             unsampled = SpanContext(getrandbits(128) or 1, getrandbits(64) or 1, is_remote=False)
-            self._token = attach(trace.set_span_in_context(trace.NonRecordingSpan(unsampled)))
+            self._attach(trace.NonRecordingSpan(unsampled), None)
             return trace.INVALID_SPAN
-        else:
-            context = None  # a new trace, recorded
         current: trace.Span
         if where.sink is not None:
             current = RecordedSpan(self._name, context, self._attributes, self._links, where.sink)
         else:
             current = _sdk_span(self._name, self._attributes, self._root, self._links)
         self._span = current
-        self._token = attach(trace.set_span_in_context(current))
+        self._attach(current, current.get_span_context())
         return current
+
+    def _attach(self, current: trace.Span, recorded: SpanContext | None) -> None:
+        attached = trace.set_span_in_context(current)
+        self._token = attach(attached)
+        self._mine = _attached.set((attached, current, recorded))
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
@@ -426,9 +436,24 @@ class _SpanBlock:
             else:
                 current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         if token is not None:
+            if self._mine is not None:
+                _attached.reset(self._mine)
             detach(token)
         if current is not None:
             current.end()
+
+
+def _current_span() -> tuple[trace.Span, SpanContext | None, bool]:
+    """The current span, its context when it is valid and recorded, and whether it is
+    valid: from what ``span`` attached while that is still current, else from the API."""
+    mine = _attached.get()
+    if mine is not None and get_current() is mine[0]:
+        return mine[1], mine[2], True
+    current = trace.get_current_span()
+    context = current.get_span_context()
+    if not context.is_valid:
+        return current, None, False
+    return current, context if context.trace_flags.sampled else None, True
 
 
 def _sdk_span(
@@ -451,8 +476,8 @@ def child_span(name: str, attributes: Attributes = None) -> trace.Span | None:
     where = _current.get()
     if where is None:
         return None
-    context = trace.get_current_span().get_span_context()
-    if not (context.is_valid and context.trace_flags.sampled):
+    context = _current_span()[1]
+    if context is None:
         return None
     if where.sink is not None:
         return RecordedSpan(name, context, attributes, (), where.sink)
@@ -464,8 +489,7 @@ def current_span_context() -> SpanContext | None:
     recorded (its trace sampled), else None."""
     if _current.get() is None:
         return None
-    context = trace.get_current_span().get_span_context()
-    return context if context.is_valid and context.trace_flags.sampled else None
+    return _current_span()[1]
 
 
 def _cancelled(exc: BaseException) -> bool:

@@ -10,7 +10,14 @@ import pytest
 from opentelemetry.sdk.trace import SynchronousMultiSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
-from runtime.telemetry import RecordedSpan, child_span, current_span_context, recording, span
+from runtime.telemetry import (
+    RecordedSpan,
+    child_span,
+    current_span_context,
+    recording,
+    span,
+    tracer,
+)
 from storage import TelemetryOptions, TelemetryStore
 
 
@@ -128,5 +135,25 @@ def test_child_span_is_none_unless_the_current_span_is_recorded(tmp_path: Path) 
                 assert side.context.trace_id == drain.get_span_context().trace_id
                 side.end()
         assert sorted(s["name"] for s in store.spans()) == ["drain", "storage.batch"]
+    finally:
+        store.shutdown()
+
+
+def test_a_span_started_through_the_api_inside_the_helpers_is_the_parent_while_current(
+    tmp_path: Path,
+) -> None:
+    store = TelemetryStore.open(tmp_path, TelemetryOptions(flush_interval=0))
+    try:
+        with recording(store), span("drain", root=True):
+            with tracer.start_as_current_span("sdk") as sdk:
+                with span("inside") as inside:
+                    assert inside.parent == sdk.get_span_context()  # type: ignore[attr-defined]
+                assert current_span_context() == sdk.get_span_context()
+            with span("after"):
+                pass
+        rows = {row["name"]: row for row in store.spans()}
+        assert rows["inside"]["parent_id"] == rows["sdk"]["span_id"]
+        assert rows["sdk"]["parent_id"] == rows["drain"]["span_id"]
+        assert rows["after"]["parent_id"] == rows["drain"]["span_id"]
     finally:
         store.shutdown()
