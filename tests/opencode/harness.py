@@ -282,9 +282,10 @@ class Tmux:
             pass
 
 
-def opencode(*args: str, env: dict[str, str], cwd: Path, timeout: float = 30.0,
+def opencode(*args: str, env: dict[str, str], cwd: Path, timeout: float = 90.0,
              stdin: str | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """Run the pinned ``opencode`` CLI to its end."""
+    """Run the pinned ``opencode`` CLI to its end. *timeout* only guards against a hang:
+    a run takes a few seconds on a quiet machine, over 20 at a load of 12."""
     return subprocess.run(
         [str(OPENCODE), *args], env=env, cwd=cwd, capture_output=True, text=True,
         timeout=timeout, input=stdin if stdin is not None else "",
