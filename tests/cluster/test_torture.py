@@ -114,4 +114,6 @@ async def test_sigkill_loop_against_three_workers_loses_and_doubles_nothing(
     assert gaps == []
     elapsed = time.monotonic() - started
     print(f"torture: {len(acknowledged)} prompts acknowledged, {KILLS} kills, {elapsed:.1f} s")
-    assert cpu.spent() < 30  # CPU s of this and the cluster (about 8), whatever the load
+    # CPU s of this and the cluster: about 8 at a load of 6, more on a quiet machine (the
+    # workers serve the prompting clients through the test's fixed pauses).
+    assert cpu.spent() < 60

@@ -112,4 +112,6 @@ def test_kills_and_interrupts_during_tool_turns_leave_requests_providers_accept(
     assert interrupted_tools >= 5
     assert types["session.next.tool.success"] >= 20, types
     assert len(requests) >= 60
-    assert spent < 40  # CPU s of this and its children (about 11), whatever the load
+    # CPU s of this and its children: about 11 at a load of 6, more on a quiet machine (the
+    # children run turns for fixed lengths of time before each kill).
+    assert spent < 60
