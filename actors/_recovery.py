@@ -76,18 +76,21 @@ async def record_failure(
 async def close_failed_turn(storage: StorageActor, session_id: str, now: int) -> bool:
     """Close from the durable history what a failed provider turn left open (a tool call
     whose result was not written), bounded and shielded (``_FAILURE_GRACE``); True once
-    recovery ran. A failure is logged and left to the next drain's recovery. Never raises.
+    recovery ran. A failed write (the store failed a commit and restarts) is tried once
+    more, on the restarted store: nothing else closes the call before the session next
+    runs. A second failure is logged and left to the next drain's recovery. Never raises.
     """
     with trio.move_on_after(_FAILURE_GRACE, shield=True):
-        try:
-            await recover_session(storage, session_id, now)
-            return True
-        except Exception as recovery_error:  # noqa: BLE001 - the next drain retries
-            _log.error(
-                "could not close the failed turn's tool calls",
-                extra={"session": session_id},
-                exc_info=recovery_error,
-            )
+        for attempt in (1, 2):
+            try:
+                await recover_session(storage, session_id, now)
+                return True
+            except Exception as recovery_error:  # noqa: BLE001 - the next drain retries
+                _log.error(
+                    "could not close the failed turn's tool calls",
+                    extra={"session": session_id, "attempt": attempt},
+                    exc_info=recovery_error,
+                )
     return False
 
 
