@@ -67,23 +67,47 @@ async def test_admission_is_committed_before_it_is_answered_and_survives_a_resta
             await store.read(PendingInputs(session_id="ses_a")),
             await store.read(Events(session_id="ses_a", after=-1, limit=100)),
         )
-    # A new runtime (empty caches) on the same database finds what the first committed,
-    # and recovers it as a restart does: msg_1 was promoted and never answered.
-    async with open_runtime(data_dir=tmp_path / "b", llm=None, store_url=postgres_database) as rt:
+    # A new runtime (empty caches) on the same database finds exactly what the first
+    # committed. recover=False: start-up recovery writes to ses_a and wakes it for msg_2,
+    # and that drain would run concurrently with these reads (see the restart below).
+    async with open_runtime(
+        data_dir=tmp_path / "b", llm=None, store_url=postgres_database, recover=False
+    ) as rt:
         store = rt.storage
-        info, history, pending, events = (
+        after = (
             await store.read(GetSession(session_id="ses_a")),
             await store.read(History(session_id="ses_a")),
             await store.read(PendingInputs(session_id="ses_a")),
             await store.read(Events(session_id="ses_a", after=-1, limit=100)),
         )
-        assert events[: len(before[3])] == before[3]
-        assert history[: len(before[1])] == before[1] and [m.id for _, m in history][0] == "msg_1"
-        assert pending == before[2] and [r.id for r in pending] == ["msg_2"]
-        assert info is not None and info.needs_resume is True
+        assert after == before
+        _, history, pending, events = after
+        assert [m.id for _, m in history] == ["msg_1"] and [r.id for r in pending] == ["msg_2"]
+        # msg_1 was promoted and never answered: cut short, not yet recovered.
         assert await store.read(SessionsNeedingResume()) == ["ses_a"]
         seqs = await store.write(Append(session_id="ses_a", events=[interrupt]))
         assert seqs == [events[-1].seq + 1]  # seqs go on where the stored events end
+        stored = await store.read(Events(session_id="ses_a", after=-1, limit=100))
+    # A restart recovers it: msg_1's cut work is marked as needing a resume first, then
+    # the start-up wake drains msg_2, never promoted (its turn fails: no provider).
+    async with open_runtime(data_dir=tmp_path / "c", llm=None, store_url=postgres_database) as rt:
+        await rt.execution.wait_idle("ses_a")
+        events = await rt.storage.read(Events(session_id="ses_a", after=-1, limit=100))
+        assert events[: len(stored)] == stored
+        assert [e.type for e in events[len(stored) :]] == [
+            "session.resume.needed",
+            "session.next.prompt.promoted",
+            "session.next.step.started",
+            "session.next.step.failed",
+            "session.run.failed",
+        ]
+        assert await rt.storage.read(PendingInputs(session_id="ses_a")) == []
+        history = await rt.storage.read(History(session_id="ses_a"))
+        assert [m.id for _, m in history][:2] == ["msg_1", "msg_2"]
+        info = await rt.storage.read(GetSession(session_id="ses_a"))
+        assert info is not None and info.needs_resume is msgspec.UNSET  # the turn cleared it
+        assert isinstance(info.last_error, ev.RunError)
+        assert info.last_error.tag == "ProviderAuthError"
 
 
 async def test_a_lost_connection_fails_the_request_and_the_store_reopens(
