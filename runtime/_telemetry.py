@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import traceback
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from random import getrandbits
@@ -144,15 +145,15 @@ class _Routing(SpanProcessor):
         return True
 
 
-class SpanRecorder(SpanProcessor):
+class SpanRecorder(SpanProcessor, ABC):
     """A span processor that also takes the spans of ``span`` and ``child_span`` as they
     are, without the SDK's span objects: inside ``recording`` they reach :meth:`record`
     (on the thread that ends the span, which must not block). Spans started through
     ``tracer`` still reach ``on_end`` as SDK spans."""
 
+    @abstractmethod
     def record(self, span: RecordedSpan) -> None:
         """Take *span*, ended (read it like an SDK ``ReadableSpan``)."""
-        raise NotImplementedError
 
 
 _LIMITS: Final = SpanLimits()
