@@ -17,7 +17,8 @@ from sims._runner import run_many
 from sims._sim import run_seed
 
 # The CI set: 1,000 seeds of one session each with 1-2 client actions (the default of
-# `python -m sims run` is 50 sessions of 3-9 actions), in 2 worker processes; budget 45 s.
+# `python -m sims run` is 50 sessions of 3-9 actions), in 2 worker processes: about 65 s
+# on two idle cores (docs/benchmarks.md).
 CI_SEEDS = 1000
 CI_SESSIONS = 1
 CI_ACTIONS = (1, 2)
