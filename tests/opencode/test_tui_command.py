@@ -27,8 +27,9 @@ def _with_opencode(env: dict[str, str]) -> dict[str, str]:
 
 
 def _tui(tmp: Path, cwd: Path, env: dict[str, str], status: Path) -> Tmux:
-    """``kittiwake tui`` in tmux, in *cwd*; its exit status lands in *status*."""
-    line = f"cd {cwd} && {sys.executable} -m gateway tui; echo $? > {status}"
+    """``kittiwake tui`` in tmux, in *cwd*; its exit status lands in *status* (written
+    aside and renamed, so the file never exists empty)."""
+    line = f"cd {cwd} && {sys.executable} -m gateway tui; echo $? > {status}.new; mv {status}.new {status}"
     return Tmux(tmp, ["sh", "-c", line], env)
 
 
