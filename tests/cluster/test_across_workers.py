@@ -6,7 +6,8 @@ is the same contiguous sequence of the durable history."""
 from __future__ import annotations
 
 import json
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -23,6 +24,19 @@ __all__ = ["provider"]  # the fixture, imported for the tests here
 
 S = "/api/session"
 MODEL = {"id": "m1", "providerID": "local"}
+
+
+@asynccontextmanager
+async def _nodes_a_and_b(
+    cli: Cli, store: str
+) -> AsyncIterator[tuple[Node, Node, httpx.AsyncClient, httpx.AsyncClient]]:
+    """Two ``serve --store`` workers, a and b, on *store*, and an HTTP client for each."""
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Node.running(cli, store, name="a"))
+        b = await stack.enter_async_context(Node.running(cli, store, name="b"))
+        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
+        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+        yield a, b, ca, cb
 
 
 async def follow(url: str, sid: str, seen: list[tuple[int, str]], until: trio.Event) -> None:
@@ -111,11 +125,7 @@ async def test_an_interrupt_through_another_worker_stops_the_driving_one(
         return said(f"re: {last_user_text(request)}")
 
     provider.responder = respond
-    async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(Node.running(cli, postgres_database, name="a"))
-        b = await stack.enter_async_context(Node.running(cli, postgres_database, name="b"))
-        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
-        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+    async with _nodes_a_and_b(cli, postgres_database) as (a, b, ca, cb):
         sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
         assert (await ca.post(f"{S}/{sid}/prompt", json={"prompt": {"text": "long"}})).is_success
         with trio.fail_after(20):
@@ -174,11 +184,7 @@ async def test_a_permission_replied_through_another_worker_runs_the_tool_on_the_
     cli = Cli(tmp_path, provider)
     (cli.project / "kittiwake.json").write_text(json.dumps({"permission": {"bash": "ask"}}))
     provider.queue(calls_shell("echo ran >> ran.txt"), said("done"))
-    async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(Node.running(cli, postgres_database, name="a"))
-        b = await stack.enter_async_context(Node.running(cli, postgres_database, name="b"))
-        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
-        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+    async with _nodes_a_and_b(cli, postgres_database) as (a, b, ca, cb):
         sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
         seen: list[tuple[int, str]] = []
         v1: list[str] = []
@@ -239,11 +245,7 @@ async def test_a_question_answered_through_another_worker_reaches_the_driving_on
         Reply(chunks=[sse(chunk({"tool_calls": [call]}), chunk({}, finish="tool_calls"))]),
         said("blue then"),
     )
-    async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(Node.running(cli, postgres_database, name="a"))
-        b = await stack.enter_async_context(Node.running(cli, postgres_database, name="b"))
-        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
-        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+    async with _nodes_a_and_b(cli, postgres_database) as (a, b, ca, cb):
         sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
         v1: list[str] = []
         async with trio.open_nursery() as nursery:
@@ -279,11 +281,7 @@ async def test_a_prompt_through_another_worker_commits_the_revert_and_says_so(
     drops the reverted messages with a commit, and B's V1 stream sends ``message.removed``."""
     cli = Cli(tmp_path, provider)
     answer_each(provider)
-    async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(Node.running(cli, postgres_database, name="a"))
-        b = await stack.enter_async_context(Node.running(cli, postgres_database, name="b"))
-        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
-        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+    async with _nodes_a_and_b(cli, postgres_database) as (a, b, ca, cb):
         sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
         for client, text in ((cb, "one"), (ca, "two")):
             assert (
