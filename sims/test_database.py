@@ -9,24 +9,9 @@ from pathlib import Path
 
 import duckdb
 
-from runtime import Prompt
-from runtime import events as ev
 from sims._database import SharedDatabase
-from storage import DB_FILE, AdmitPrompt, EventStore
-
-
-def _admit(store: EventStore, first: int, n: int) -> None:
-    info = ev.SessionInfo(
-        id="ses_a", project_id="p", location=ev.Location(directory="/a"), title="t",
-        time=ev.SessionTime(created=1, updated=1),
-    )  # fmt: skip
-    store.write_batch([lambda b: b.create_session(info)])
-    for i in range(first, first + n):
-        op = AdmitPrompt(
-            session_id="ses_a", message_id=f"msg_{i:04d}", prompt=Prompt(text="p"),
-            delivery="queue", timestamp=i, fresh=True,
-        )  # fmt: skip
-        store.write_batch([op])
+from storage import DB_FILE, EventStore
+from tests.storage.test_database_opener import admit_prompts
 
 
 def _inputs(directory: Path) -> int:
@@ -40,7 +25,7 @@ def test_a_store_on_the_shared_instance_keeps_a_real_database_file(tmp_path: Pat
     shared = SharedDatabase()
     for round_ in range(3):
         store = EventStore.open(tmp_path, database=shared, backup_every=4)
-        _admit(store, round_ * 3, 3)
+        admit_prompts(store, round_ * 3, 3)
         store.close()
         assert shared.detach_all() == []  # closing detached it
         assert _inputs(tmp_path) == 3 * (round_ + 1)  # checkpointed into the file
@@ -50,17 +35,17 @@ def test_a_store_left_open_is_detached_before_its_files_are_replaced(tmp_path: P
     shared = SharedDatabase()
     data, kept = tmp_path / "data", tmp_path / "kept"
     store = EventStore.open(data, database=shared)
-    _admit(store, 0, 2)
+    admit_prompts(store, 0, 2)
     store.close()
     shutil.copytree(data, kept)  # the files as the next process will find them
     dead = EventStore.open(data, database=shared)
-    _admit(dead, 2, 4)  # written, and never closed: the process died
+    admit_prompts(dead, 2, 4)  # written, and never closed: the process died
     assert len(shared.detach_all()) == 1
     shutil.rmtree(data)
     shutil.copytree(kept, data)
     store = EventStore.open(data, database=shared)
     try:
-        _admit(store, 10, 1)
+        admit_prompts(store, 10, 1)
     finally:
         store.close()
     with contextlib.suppress(Exception):

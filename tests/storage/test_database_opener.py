@@ -37,13 +37,14 @@ class _Counting(DatabaseOpener):
         super().close(conn)
 
 
-def _admit(store: EventStore, n: int) -> None:
+def admit_prompts(store: EventStore, first: int, n: int) -> None:
+    """Session ``ses_a`` and *n* queued prompts ``msg_{first:04d}`` on, a batch each."""
     info = ev.SessionInfo(
         id="ses_a", project_id="p", location=ev.Location(directory="/a"), title="t",
         time=ev.SessionTime(created=1, updated=1),
     )  # fmt: skip
     store.write_batch([lambda b: b.create_session(info)])
-    for i in range(n):
+    for i in range(first, first + n):
         op = AdmitPrompt(
             session_id="ses_a", message_id=f"msg_{i:04d}", prompt=Prompt(text="p"),
             delivery="queue", timestamp=i, fresh=True,
@@ -54,7 +55,7 @@ def _admit(store: EventStore, n: int) -> None:
 def test_every_connection_the_store_takes_is_released_at_close(tmp_path: Path) -> None:
     opener = _Counting()
     store = EventStore.open(tmp_path, database=opener, backup_every=3)
-    _admit(store, 5)
+    admit_prompts(store, 0, 5)
     assert store.statistics().backups >= 1  # the backup's check ran on the same connection
     store.close()
     assert opener.paths == [tmp_path / DB_FILE]
