@@ -42,9 +42,13 @@ def needs_recovery(message: m.SessionMessage) -> bool:
     until the session next runs)."""
     if cut_short(message):
         return True
-    return isinstance(message, m.AssistantMessage) and any(
-        isinstance(part, m.AssistantTool) and isinstance(part.state, m.ToolPending | m.ToolRunning)
-        for part in message.content
+    return isinstance(message, m.AssistantMessage) and any(map(_without_result, message.content))
+
+
+def _without_result(part: m.AssistantContent) -> bool:
+    """A tool call whose result was never recorded (pending or still running)."""
+    return isinstance(part, m.AssistantTool) and isinstance(
+        part.state, m.ToolPending | m.ToolRunning
     )
 
 
@@ -77,9 +81,7 @@ def recovery_events(
         # as far as its own write could. The call is closed the same way.
         open_step = message.time.completed is UNSET
         for part in message.content:
-            if isinstance(part, m.AssistantTool) and isinstance(
-                part.state, m.ToolPending | m.ToolRunning
-            ):
+            if _without_result(part):
                 events.append(
                     ev.ToolFailed(
                         timestamp=now,
