@@ -1,6 +1,7 @@
 """``python -m sims run|replay|shrink``: seeded simulation runs of the whole runtime.
 
     python -m sims run --seeds 1000 [--start 0] [--sessions 50] [--faults provider,storage.crash]
+                       [--without questions]
     python -m sims replay SEED [--sessions 50] [--workload shrunk.json]
     python -m sims shrink SEED [--sessions 50] [--out shrunk.json]
 
@@ -22,7 +23,7 @@ import msgspec
 from sims._planted import PLANTS, planted
 from sims._runner import expand_faults, run_many, shrink, summary_table
 from sims._sim import Result, run_seed, seed_workload
-from sims._workload import DEFAULT_SESSIONS, Workload
+from sims._workload import ALL_FEATURES, DEFAULT_SESSIONS, Features, Workload
 
 
 def _progress(total: int) -> tuple[object, list[int]]:
@@ -66,9 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--actions", type=_pair, default=(3, 9), help="actions per session: LO,HI")
         sub.add_argument("--faults", default="all", help="kinds or groups, comma-separated")
         sub.add_argument(
-            "--no-compaction",
-            action="store_true",
-            help="no compaction pressure or manual compactions (seeds found before compaction)",
+            "--without",
+            default="",
+            help=f"features left out, comma-separated ({', '.join(ALL_FEATURES)}): the "
+            "simulator from before they existed, for the seeds found then",
         )
         sub.add_argument(
             "--plant", choices=sorted(PLANTS), help="run a deliberately broken runtime"
@@ -80,13 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)
     faults = expand_faults(args.faults)
+    try:
+        features = Features.without(args.without)
+    except ValueError as exc:
+        parser.error(str(exc))
     with planted(args.plant):
         if args.command == "run":
             show, _ = _progress(args.seeds)
             summary = run_many(
                 range(args.start, args.start + args.seeds), sessions=args.sessions,
                 faults=faults, workers=args.workers, per_session=args.actions, on_result=show,  # type: ignore[arg-type]
-                compaction=not args.no_compaction,
+                features=features,
             )  # fmt: skip
             low, high = args.actions
             replay = f" --sessions {args.sessions} --actions {low},{high}"
@@ -94,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                 replay += f" --faults {args.faults}"
             if args.plant:
                 replay += f" --plant {args.plant}"
-            if args.no_compaction:
-                replay += " --no-compaction"
+            if args.without:
+                replay += f" --without {args.without}"
             summary_table(summary, sys.stdout, replay)
             return 1 if summary.failing else 0
         workload = None
@@ -103,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             workload = msgspec.json.decode(args.workload.read_bytes(), type=Workload)
         result = run_seed(
             args.seed, sessions=args.sessions, faults=faults, per_session=args.actions,
-            workload=workload, compaction=not args.no_compaction,
+            workload=workload, features=features,
         )  # fmt: skip
         if args.command == "replay":
             print(f"seed {result.seed}: faults {result.faults}; injected {result.injected}")
@@ -116,12 +122,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"seed {args.seed} breaks no invariant; nothing to shrink")
             return 0
         broken = result.violations[0].split(":", 1)[0]
-        compaction = not args.no_compaction
-        first = seed_workload(args.seed, args.sessions, faults, args.actions, compaction=compaction)
+        first = seed_workload(args.seed, args.sessions, faults, args.actions, features=features)
 
         def fails(candidate: Workload) -> bool:
             again = run_seed(
-                args.seed, faults=faults, workload=candidate, trace=False, compaction=compaction
+                args.seed, faults=faults, workload=candidate, trace=False, features=features
             )
             return any(v.startswith(broken + ":") for v in again.violations)
 
@@ -132,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(small.actions)} actions (from {len(first.actions)}): {out}\n"
               f"  replay: python -m sims replay {args.seed} --workload {out}"
               f"{' --plant ' + args.plant if args.plant else ''}"
-              f"{' --no-compaction' if args.no_compaction else ''}")  # fmt: skip
+              f"{' --without ' + args.without if args.without else ''}")  # fmt: skip
         return 1
 
 

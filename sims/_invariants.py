@@ -31,14 +31,17 @@ CHECKS: Final = (
     "turns.cap_per_promoted_batch",
     "context.epoch_baseline_stable",
     "permissions.issuing_turn_agent",
+    "questions.answer_reaches_call",
     "liveness.idle_after_faults",
 )
+_UNANSWERED: Final = "unanswered"
 
 
 class _Session:
     __slots__ = (
-        "admitted", "agents", "asks", "called", "compactions", "deleted", "last_type",
-        "next_seq", "pending", "promoted", "settled", "turns",
+        "admitted", "agents", "answered", "asked_by", "asks", "called", "compactions",
+        "deleted", "last_type", "next_seq", "pending", "promoted", "questions", "settled",
+        "turns",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -52,6 +55,11 @@ class _Session:
         self.called: dict[str, str] = {}  # call id -> assistant message id
         self.settled: dict[str, str] = {}  # call id -> success | failed
         self.asks: set[str] = set()  # permission requests not answered yet
+        self.questions: set[str] = set()  # questions neither answered nor rejected yet
+        self.asked_by: dict[str, str] = {}  # call id -> the question it asked
+        self.answered: dict[
+            str, list[list[str]] | None
+        ] = {}  # question -> answers (None: rejected)
         self.compactions = 0
         self.deleted = False
 
@@ -113,6 +121,8 @@ class Checker:
             s.called[event.call_id] = event.assistant_message_id
         elif isinstance(event, ev.ToolSuccess):
             s.settled[event.call_id] = "success"
+            if event.call_id in s.asked_by:
+                self._answer_reached(sid, s, event)
         elif isinstance(event, ev.ToolFailed):
             s.settled[event.call_id] = "failed"
         elif isinstance(event, ev.PermissionReplied):
@@ -128,12 +138,38 @@ class Checker:
                     "permissions.issuing_turn_agent",
                     f"{sid} {event.request_id} asked as {event.agent}, turn ran {turn_agent}",
                 )
+        elif isinstance(event, ev.QuestionAsked):
+            s.questions.add(event.id)
+            if event.tool:
+                s.asked_by[event.tool.call_id] = event.id
+        elif isinstance(event, ev.QuestionReplied | ev.QuestionRejected):
+            self.checks["questions.answer_reaches_call"] += 1
+            answers = event.answers if isinstance(event, ev.QuestionReplied) else None
+            if event.request_id in s.answered:
+                self.fail(
+                    "questions.answer_reaches_call", f"{sid} {event.request_id} answered twice"
+                )
+            s.answered[event.request_id] = answers
+            s.questions.discard(event.request_id)
         elif isinstance(event, ev.SessionDeleted):
             s.deleted = True
         elif isinstance(event, ev.CompactionEnded):
             self.compactions += 1
             s.compactions += 1
         s.last_type = "promoted" if isinstance(event, ev.PromptPromoted) else stored.type
+
+    def _answer_reached(self, sid: str, s: _Session, event: ev.ToolSuccess) -> None:
+        """A call that asked the user succeeded: with the stored answers (``question``), or
+        after a stored yes (the plan switches)."""
+        self.checks["questions.answer_reaches_call"] += 1
+        request = s.asked_by[event.call_id]
+        stored = s.answered.get(request, _UNANSWERED)
+        got = event.structured.get("answers", [["Yes"]])
+        if got != stored:
+            self.fail(
+                "questions.answer_reaches_call",
+                f"{sid} {event.call_id} went on with {got}; {request} was answered {stored}",
+            )
 
 
 class FoldState:

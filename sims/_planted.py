@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
+import actors._questions as questions_module
 import actors._runtime as runtime_module
 import actors._sessions as sessions_module
 import storage._batch as batch_module
@@ -30,6 +31,7 @@ EXPECTED: Final = {
     "drop-admission": "admission.acknowledged_durable",
     "rerun-tool": "tools.executed_once",
     "skip-seq": "events.contiguous_seqs",
+    "default-answers": "questions.answer_reaches_call",
 }
 
 
@@ -120,11 +122,32 @@ def _skip_seq() -> Callable[[], None]:
     return lambda: setattr(batch_module.WriteBatch, "append", original)
 
 
+def _default_answers() -> Callable[[], None]:
+    original = questions_module.DurableQuestions.reply
+
+    async def reply(self: Any, session_id: str, request_id: str, answers: list[list[str]]) -> bool:
+        async with self._lock:
+            asked = await self.find(request_id, session_id)
+            replied = ev.QuestionReplied(
+                timestamp=self._now(), session_id=session_id, request_id=request_id,
+                answers=answers,
+            )  # fmt: skip
+            await self._write(session_id, request_id, replied)
+        # The bug: the answers are stored, but the waiting call hears each question's
+        # first option instead.
+        defaults = [[info.options[0].label] for info in asked.questions]
+        return bool(self._answers.deliver(request_id, defaults))
+
+    questions_module.DurableQuestions.reply = reply  # type: ignore[method-assign]
+    return lambda: setattr(questions_module.DurableQuestions, "reply", original)
+
+
 PLANTS: Final[dict[str, Callable[[], Callable[[], None]]]] = {
     "promote-twice": _promote_twice,
     "drop-admission": _drop_admission,
     "rerun-tool": _rerun_tool,
     "skip-seq": _skip_seq,
+    "default-answers": _default_answers,
 }
 
 

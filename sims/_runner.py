@@ -16,7 +16,7 @@ import msgspec
 from sims._faults import ALL_FAULTS
 from sims._invariants import CHECKS
 from sims._sim import Result, run_seed
-from sims._workload import Workload
+from sims._workload import Features, Workload
 
 __all__ = ["HANG_SECONDS", "Summary", "expand_faults", "run_many", "shrink", "summary_table"]
 
@@ -71,12 +71,12 @@ def expand_faults(spec: str | None) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-def _one(job: tuple[int, int, tuple[str, ...], tuple[int, int], bool]) -> Result:
-    seed, sessions, faults, per_session, compaction = job
+def _one(job: tuple[int, int, tuple[str, ...], tuple[int, int], Features]) -> Result:
+    seed, sessions, faults, per_session, features = job
     logging.disable(logging.CRITICAL)
     result = run_seed(
         seed, sessions=sessions, faults=faults, per_session=per_session, trace=False,
-        compaction=compaction,
+        features=features,
     )  # fmt: skip
     return msgspec.structs.replace(result, trace=[])
 
@@ -84,12 +84,12 @@ def _one(job: tuple[int, int, tuple[str, ...], tuple[int, int], bool]) -> Result
 def run_many(
     seeds: Iterable[int], *, sessions: int, faults: tuple[str, ...], workers: int = 1,
     per_session: tuple[int, int] = (3, 9), on_result: Callable[[Result], None] | None = None,
-    compaction: bool = True,
+    features: Features = Features(),
 ) -> Summary:  # fmt: skip
     """Run every seed (in *workers* processes when more than one); add up their results."""
     summary = Summary()
     started = time.perf_counter()
-    jobs = [(seed, sessions, faults, per_session, compaction) for seed in seeds]
+    jobs = [(seed, sessions, faults, per_session, features) for seed in seeds]
     if workers > 1:
         context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
         with context.Pool(workers, maxtasksperchild=200) as pool:

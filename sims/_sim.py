@@ -28,7 +28,8 @@ from sims._database import SHARED_DATABASE
 from sims._faults import ALL_FAULTS, choose_faults
 from sims._invariants import CHECKS, Checker, fold, same_history
 from sims._planted import RERUN
-from sims._workload import DEFAULT_SESSIONS, Action, Workload, generate
+from sims._questions import answer_question, give_up_questions
+from sims._workload import DEFAULT_SESSIONS, Action, Features, Workload, generate
 from sims._world import SimFiles, SimProvider, World, sim_agents
 from sims.harness import run_seeded
 from storage import AllEvents, Epoch, Events, GetSession, History, PendingInputs, StoredEvent
@@ -78,18 +79,18 @@ def scratch_root() -> str | None:
 def run_seed(
     seed: int, *, sessions: int = DEFAULT_SESSIONS, faults: tuple[str, ...] = ALL_FAULTS,
     workload: Workload | None = None, trace: bool = True, per_session: tuple[int, int] = (3, 9),
-    compaction: bool = True,
+    features: Features = Features(),
 ) -> Result:  # fmt: skip
     """Run seed *seed*: its fault plan (a random subset of *faults*), its workload (or the
     given one, for shrinking) and its schedule. Deterministic: the same arguments give
-    the same Result, trace included. Without *compaction*, no compaction pressure and no
-    manual compactions (the simulator before compaction existed: older regression seeds)."""
+    the same Result, trace included. *features* off replay the simulator from before
+    they existed (older regression seeds)."""
     plan = choose_faults(random.Random(f"{seed}/plan"), faults)
     if workload is None:
-        workload = seed_workload(seed, sessions, faults, per_session, compaction=compaction)
+        workload = seed_workload(seed, sessions, faults, per_session, features=features)
     root = Path(tempfile.mkdtemp(prefix=f"sim{seed}-", dir=scratch_root()))
     try:
-        world = World(seed, plan, root / "data", trace=trace, compaction=compaction)
+        world = World(seed, plan, root / "data", trace=trace, features=features)
         sim = _Simulation(world, workload)
         RERUN[:] = [world.rerun]
         run_seeded(seed, sim.run)
@@ -102,13 +103,13 @@ def run_seed(
 
 def seed_workload(
     seed: int, sessions: int, faults: tuple[str, ...] = ALL_FAULTS,
-    per_session: tuple[int, int] = (3, 9), *, compaction: bool = True,
+    per_session: tuple[int, int] = (3, 9), *, features: Features = Features(),
 ) -> Workload:  # fmt: skip
     """The workload seed *seed* runs (clock changes when its fault plan has them)."""
     plan = choose_faults(random.Random(f"{seed}/plan"), faults)
     clock = (plan.enabled("clock.jump"), plan.enabled("clock.rollover"))
     return generate(random.Random(f"{seed}/workload"), sessions, per_session=per_session,
-                    clock_faults=clock, compaction=compaction)  # fmt: skip
+                    clock_faults=clock, features=features)  # fmt: skip
 
 
 class _Client:
@@ -362,16 +363,21 @@ class _Simulation:
         await self._final_checks(rt)
 
     async def _give_up_asks(self, rt: Any, client: _Client) -> None:
+        """Pending questions are rejected; pending permission requests interrupted."""
         state = self.checker.sessions.get(client.sid)
-        if state is None or not state.asks:
+        if state is None or not (state.asks or state.questions):
             return
+        w, name = self.w, self._alias(client.sid)
         try:
+            if state.questions:
+                await give_up_questions(rt.tools, client.sid, lambda t: w.log(f"{name} {t}"))
+            if not state.asks:
+                return
             asks = [p for p in await rt.sessions.permissions(client.sid) if p.status == "pending"]
         except SessionNotFoundError:
             return
         if asks:
-            w = self.w
-            w.log(f"{self._alias(client.sid)} gives up on {len(asks)} asks: interrupt")
+            w.log(f"{name} gives up on {len(asks)} asks: interrupt")
             await rt.sessions.interrupt(client.sid)
 
     async def _final_checks(self, rt: Any) -> None:
@@ -509,6 +515,8 @@ class _Simulation:
                 return f"{len(asks)} pending"
             ask = asks[self.rng.randrange(len(asks))]
             await rt.sessions.reply_permission(sid, ask.id, arg)  # type: ignore[arg-type]
+        elif kind == "answer":
+            return await answer_question(rt.tools, sid, arg, self.rng)
         elif kind == "delete":
             client.deleting = True
             await rt.sessions.delete(sid)

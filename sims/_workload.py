@@ -11,14 +11,14 @@ from typing import Final, Literal
 
 import msgspec
 
-__all__ = ["DEFAULT_SESSIONS", "Action", "Workload", "generate"]
+__all__ = ["ALL_FEATURES", "DEFAULT_SESSIONS", "Action", "Features", "Workload", "generate"]
 
 DEFAULT_SESSIONS: Final = 50
 HORIZON: Final = 40.0  # simulated seconds over which the actions are spread
 
 Kind = Literal[
     "prompt", "retry", "conflict", "interrupt", "resume", "agent", "model", "reply",
-    "delete", "context", "clock", "compact",
+    "delete", "context", "clock", "compact", "answer",
 ]  # fmt: skip
 
 # Relative frequencies of what a client does next.
@@ -28,13 +28,44 @@ _MIX: Final[dict[str, int]] = {
 }  # fmt: skip
 
 
+class Features(msgspec.Struct, frozen=True, kw_only=True):
+    """What a seed exercises beyond the first simulator. Each feature draws from its own
+    random streams after everything older, so a seed found before a feature existed
+    replays the same run with the feature off (``--without``)."""
+
+    compaction: bool = True
+    """Compaction pressure (a small context window in half the seeds) and manual
+    compactions."""
+    questions: bool = True
+    """The model asks questions (``question``, ``plan_enter``, ``plan_exit``); clients
+    answer, reject or never answer them."""
+
+    @classmethod
+    def without(cls, spec: str | None) -> Features:
+        """``compaction,questions`` -> every feature but those. Raises ValueError for a
+        name that is not a feature."""
+        names = [part.strip() for part in (spec or "").split(",") if part.strip()]
+        unknown = [name for name in names if name not in ALL_FEATURES]
+        if unknown:
+            raise ValueError(f"unknown features {unknown}; known: {', '.join(ALL_FEATURES)}")
+        return cls(**dict.fromkeys(names, False))
+
+    def off(self) -> list[str]:
+        """The features turned off, by name."""
+        return [name for name in ALL_FEATURES if not getattr(self, name)]
+
+
+ALL_FEATURES: Final[tuple[str, ...]] = Features.__struct_fields__
+
+
 class Action(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     """One client action at simulated time *at* on session *session*.
 
     ``arg`` is the action's choice: the delivery of a prompt (``steer``/``queue``) and
     whether it carries its own id (``steer:id``), the reply to a permission request
-    (``once``/``always``/``reject``/``never``), the agent or model to switch to, or the
-    kind of clock change (``jump``/``rollover``).
+    (``once``/``always``/``reject``/``never``) or to a question (``reply``/``reject``/
+    ``never``), the agent or model to switch to, or the kind of clock change
+    (``jump``/``rollover``).
     """
 
     at: float
@@ -50,10 +81,10 @@ class Workload(msgspec.Struct, frozen=True, kw_only=True):
 
 def generate(rng: random.Random, sessions: int, *, per_session: tuple[int, int] = (3, 9),
              clock_faults: tuple[bool, bool] = (False, False),
-             compaction: bool = True) -> Workload:  # fmt: skip
+             features: Features = Features()) -> Workload:  # fmt: skip
     """*sessions* sessions, each with a random number of actions in *per_session* at
-    random times; manual compactions (with *compaction*); clock jumps and date rollovers
-    when the fault plan enables them."""
+    random times; manual compactions and answers to questions (with those *features*);
+    clock jumps and date rollovers when the fault plan enables them."""
     kinds = list(_MIX)
     weights = list(_MIX.values())
     actions: list[Action] = []
@@ -70,11 +101,19 @@ def generate(rng: random.Random, sessions: int, *, per_session: tuple[int, int] 
             for _ in range(rng.randint(1, 2)):
                 at = round(rng.uniform(0, HORIZON), 3)
                 actions.append(Action(at=at, session=-1, kind="clock", arg=kind))
-    if compaction:  # drawn last, so adding them left the other actions as they were
+    # Each feature's actions are drawn after the older ones', so adding it left them as
+    # they were.
+    if features.compaction:
         for index in range(sessions):
             if rng.random() < 0.3:
                 at = round(rng.uniform(0, HORIZON), 3)
                 actions.append(Action(at=at, session=index, kind="compact"))
+    if features.questions:
+        for index in range(sessions):
+            for _ in range(rng.choice([0, 1, 1, 2])):
+                at = round(rng.uniform(0, HORIZON), 3)
+                arg = rng.choice(["reply", "reply", "reject", "never"])
+                actions.append(Action(at=at, session=index, kind="answer", arg=arg))
     actions.sort(key=lambda a: (a.at, a.session))
     return Workload(sessions=sessions, actions=actions)
 

@@ -28,6 +28,8 @@ from runtime.context import SystemContext, SystemContextRegistry, date_source, e
 from runtime.tools import Tool, ToolContext, ToolEnvironment, ToolError, ToolOutput, ToolRegistry
 from runtime.tools.testing import testing_registry
 from sims._faults import FaultPlan
+from sims._questions import question_call
+from sims._workload import Features
 from storage import JournalFiles
 
 __all__ = ["BASE_MS", "SimFiles", "SimProvider", "World", "sim_agents"]
@@ -53,13 +55,15 @@ class World:
 
     def __init__(
         self, seed: int, plan: FaultPlan, data_dir: Path, *, trace: bool = True,
-        compaction: bool = True,
+        features: Features = Features(),
     ) -> None:  # fmt: skip
         self.seed = seed
         self.plan = plan
         self.data_dir = data_dir
         self.provider_rng = random.Random(f"{seed}/provider")
         self.tool_rng = random.Random(f"{seed}/tools")
+        self.question_rng = random.Random(f"{seed}/questions")
+        self.features = features
         self.disk_rng = random.Random(f"{seed}/disk")
         self.ids = IdGenerator(clock_ms=self.now_ms, rng=random.Random(f"{seed}/ids"))
         self.event_ids = IdGenerator(clock_ms=self.now_ms, rng=random.Random(f"{seed}/evt"))
@@ -82,7 +86,7 @@ class World:
         self.output_blocked = False
         # Compaction pressure in half the seeds: a window a few turns fill.
         pressure = random.Random(f"{seed}/window")
-        under = compaction and pressure.random() < 0.5
+        under = features.compaction and pressure.random() < 0.5
         self.window = 20_000 + pressure.randint(6_000, 16_000) if under else 0
 
     # -- time and trace ---------------------------------------------------------------
@@ -284,6 +288,11 @@ class SimProvider:
 
     def _call(self, call_id: str, offered: set[str]) -> llm.ToolCall:
         w, rng = self.w, self.w.tool_rng
+        if w.features.questions:
+            asking = question_call(w.question_rng, call_id, offered)
+            if asking is not None:
+                w.log(f"model asks with {asking.name} {call_id}")
+                return asking
         name = rng.choice(["work", "work", "work", "deploy", "echo"])
         if name not in offered:
             name = "echo"

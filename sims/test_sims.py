@@ -66,6 +66,7 @@ _PLANT_SEARCH = {
     "drop-admission": ("all", range(0, 20)),
     "rerun-tool": ("storage.crash,storage.torn", range(0, 60)),
     "skip-seq": ("all", range(0, 20)),
+    "default-answers": ("none", range(0, 20)),
 }
 
 
