@@ -25,14 +25,16 @@ import trio
 from actors import Escalation
 from runtime import Location, ModelRef, Prompt, SessionNotFoundError, StorageError, open_runtime
 from sims._database import SHARED_DATABASE
+from sims._end_checks import check_the_store
 from sims._faults import ALL_FAULTS, choose_faults
-from sims._invariants import CHECKS, Checker, fold, same_history
+from sims._invariants import CHECKS, Checker
 from sims._planted import RERUN
 from sims._questions import answer_question, give_up_questions
+from sims._tasks import child_of
 from sims._workload import DEFAULT_SESSIONS, Action, Features, Workload, generate
 from sims._world import SimFiles, SimProvider, World, sim_agents
 from sims.harness import run_seeded
-from storage import AllEvents, Epoch, Events, GetSession, History, PendingInputs, StoredEvent
+from storage import AllEvents, GetSession, StoredEvent
 
 __all__ = ["LIVENESS_BOUND", "Result", "run_seed", "scratch_root", "seed_workload"]
 
@@ -115,9 +117,10 @@ def seed_workload(
 class _Client:
     """What the clients of one session know: its id, their own message ids, their acks."""
 
-    def __init__(self, sid: str, location: str) -> None:
+    def __init__(self, sid: str, location: str, parent: str | None = None) -> None:
         self.sid = sid
         self.location = location
+        self.parent = parent  # a child session a task call created: no actions of its own
         self.created = False
         self.deleted = False
         self.deleting = False  # a deletion was sent; a crash may leave its outcome unknown
@@ -131,7 +134,8 @@ class _Simulation:
         self.workload = workload
         self.root = world.data_dir.parent
         self.data = world.data_dir
-        self.checker = Checker({name: a.steps or 0 for name, a in sim_agents().items()})
+        agents = sim_agents(world.features)
+        self.checker = Checker({name: a.steps or 0 for name, a in agents.items()})
         self.rng = random.Random(f"{world.seed}/clients")
         self.clients: list[_Client] = []
         self.next_action = 0
@@ -175,7 +179,7 @@ class _Simulation:
         options: dict[str, Any] = dict(
             storage_mode="inline", location_loads="inline", now_ms=w.now_ms, ids=w.ids,
             tools=w.tools, context=w.context, tool_output_cleanup_every=None,
-            agents=sim_agents(), max_turns=4,
+            agents=sim_agents(w.features), max_turns=4,
             store_options=dict(journal_files=files, ids=w.event_ids, database=SHARED_DATABASE,
                                backup_every=1 << 40,
                                backup_journal_bytes=1 << 50, journal_segment_bytes=64 * 1024),
@@ -296,16 +300,28 @@ class _Simulation:
         self.checker.violations = old.violations
         self.checker.feed(events)
         self.checker.compactions = old.compactions
+        for event in events:
+            self._adopt(event)
         self.published = by_session
 
     async def _resolve_deletions(self, why: str) -> None:
         """Deletions whose outcome the client does not know (in flight at a crash, or
         reported failed though their write may have reached the file): the store says."""
         for client in self.clients:
-            if client.deleting and not client.deleted:
+            if (client.deleting or client.parent) and not client.deleted:
                 if await self._read(GetSession(session_id=client.sid)) is None:
                     client.deleted = True
-                    self.w.log(f"{self._alias(client.sid)} deletion {why}: kept")
+                    how = "with its parent" if client.parent else f"{why}: kept"
+                    self.w.log(f"{self._alias(client.sid)} deletion {how}")
+
+    def _adopt(self, stored: StoredEvent) -> None:
+        """A child session a task call created joins the clients (no actions of its own)."""
+        child = child_of(stored) if self.w.features.tasks else None
+        if child is not None and all(c.sid != child[0] for c in self.clients):
+            sid, parent, location = child
+            self.clients.append(_Client(sid, location, parent))
+            self.clients[-1].created = True
+            self.w.log(f"{self._alias(sid)} is a task of {self._alias(parent)}")
 
     async def _read(self, query: Any) -> Any:
         """A read of the checks, tried again while the store restarts after a fault."""
@@ -331,6 +347,7 @@ class _Simulation:
                 continue  # already read back when this generation opened
             self.checker.feed([item])
             self.published.setdefault(item.aggregate_id, {})[item.seq] = item.id
+            self._adopt(item)
             self.w.log(f"event {self._alias(item.aggregate_id)} {item.seq} {item.type}")
 
     async def _settle(self, rt: Any) -> None:
@@ -381,78 +398,8 @@ class _Simulation:
             await rt.sessions.interrupt(client.sid)
 
     async def _final_checks(self, rt: Any) -> None:
-        c, w = self.checker, self.w
-        for sid, count in sorted(w.executions.items()):
-            c.checks["tools.executed_once"] += 1
-            if count > 1:
-                c.fail("tools.executed_once", f"{sid[0]} {sid[1]} executed {count} times")
-        # A store that lost its tail (a crash, dropped pages) may have lost the epoch too:
-        # each opening of the store is checked on its own, and the last one against the
-        # stored epoch.
-        baselines: dict[str, dict[tuple[int, int, int], set[str]]] = {}
-        latest: dict[str, tuple[int, int, int]] = {}
-        for sid, baseline, store in w.requests:
-            baselines.setdefault(sid, {}).setdefault(store, set()).add(baseline)
-            latest[sid] = store
-        for client in self.clients:
-            if not client.created or client.deleted:
-                continue
-            sid = client.sid
-            events = await rt.storage.read(Events(session_id=sid, after=-1, limit=_MAX_EVENTS))
-            c.checks["events.contiguous_seqs"] += 1
-            if [e.seq for e in events] != list(range(len(events))):
-                c.fail("events.contiguous_seqs", f"{sid} stored seqs are not 0..{len(events) - 1}")
-            c.checks["events.fold_equals_projection"] += 1
-            folded = fold(events)
-            difference = same_history(folded, await rt.storage.read(History(session_id=sid)))
-            if difference is not None:
-                c.fail("events.fold_equals_projection", f"{sid} {difference}")
-            self._check_inbox(client, folded, await rt.storage.read(PendingInputs(session_id=sid)))
-            self._check_tools(sid, c)
-            epoch = await rt.storage.read(Epoch(session_id=sid))
-            stores = baselines.get(sid, {})
-            c.checks["context.epoch_baseline_stable"] += 1
-            for _, seen in sorted(stores.items()):
-                if len(seen) > 1:
-                    c.fail(
-                        "context.epoch_baseline_stable", f"{sid} {len(seen)} baselines in one epoch"
-                    )
-            last = stores[latest[sid]] if stores else set()
-            state = c.sessions.get(sid)
-            renewed = state is not None and state.compactions > 0  # maybe after the last request
-            if epoch is not None and last and not renewed and last != {epoch.baseline}:
-                c.fail(
-                    "context.epoch_baseline_stable", f"{sid} requests differ from the stored epoch"
-                )
-
-    def _check_inbox(self, client: _Client, folded: Any, pending: list[Any]) -> None:
-        c = self.checker
-        admitted = {row.id: row for row in folded.inputs.values()}
-        c.checks["admission.acknowledged_durable"] += len(client.acked)
-        for mid, seq in client.acked.items():
-            row = admitted.get(mid)
-            if row is None or row.admitted_seq != seq:
-                c.fail("admission.acknowledged_durable", f"{client.sid} acked {mid} not durable")
-        c.checks["admission.promoted_once"] += len(admitted)
-        waiting = sorted(r.id for r in admitted.values() if not isinstance(r.promoted_seq, int))
-        visible = sorted(r.id for r in pending)
-        if waiting != visible:
-            c.fail(
-                "admission.promoted_once",
-                f"{client.sid} unpromoted {waiting} but pending {visible}",
-            )
-
-    def _check_tools(self, sid: str, c: Checker) -> None:
-        s = c.sessions.get(sid)
-        if s is None:
-            return
-        for call, _ in s.called.items():
-            c.checks["tools.cut_recorded_interrupted"] += 1
-            settled = s.settled.get(call)
-            if settled is None:
-                c.fail("tools.cut_recorded_interrupted", f"{sid} {call} never settled")
-            elif (sid, call) in self.w.cut_at_crash and settled != "failed":
-                c.fail("tools.cut_recorded_interrupted", f"{sid} {call} cut by a crash: {settled}")
+        sessions = [(c.sid, c.acked) for c in self.clients if c.created and not c.deleted]
+        await check_the_store(rt.storage, self.checker, self.w, sessions)
 
     # -- clients ------------------------------------------------------------------------
 
@@ -510,11 +457,16 @@ class _Simulation:
             provider, model = arg.split("/")
             await rt.sessions.switch_model(sid, ModelRef(id=model, provider_id=provider))
         elif kind == "reply":
-            asks = [p for p in await rt.sessions.permissions(sid) if p.status == "pending"]
+            # With tasks, a client answers its running tasks' requests too, as a watcher
+            # of the session sees them.
+            asking = [sid] + [c.sid for c in self.clients if c.parent == sid and not c.deleted]
+            asks = []
+            for asker in asking if w.features.tasks else [sid]:
+                asks += [p for p in await rt.sessions.permissions(asker) if p.status == "pending"]
             if not asks or arg == "never":
                 return f"{len(asks)} pending"
             ask = asks[self.rng.randrange(len(asks))]
-            await rt.sessions.reply_permission(sid, ask.id, arg)  # type: ignore[arg-type]
+            await rt.sessions.reply_permission(ask.session_id, ask.id, arg)  # type: ignore[arg-type]
         elif kind == "answer":
             return await answer_question(rt.tools, sid, arg, self.rng)
         elif kind == "delete":

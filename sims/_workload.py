@@ -39,6 +39,9 @@ class Features(msgspec.Struct, frozen=True, kw_only=True):
     questions: bool = True
     """The model asks questions (``question``, ``plan_enter``, ``plan_exit``); clients
     answer, reject or never answer them."""
+    tasks: bool = True
+    """The model starts subagent tasks (``task``): child sessions the runtime creates,
+    prompts and waits for; clients answer their permission requests too."""
 
     @classmethod
     def without(cls, spec: str | None) -> Features:

@@ -23,12 +23,13 @@ import msgspec
 import trio
 
 from runtime import IdGenerator, llm
-from runtime.agents import BUILD, PLAN, AgentInfo, PermissionRule
+from runtime.agents import BUILD, GENERAL, PLAN, AgentInfo, PermissionRule
 from runtime.context import SystemContext, SystemContextRegistry, date_source, environment_source
 from runtime.tools import Tool, ToolContext, ToolEnvironment, ToolError, ToolOutput, ToolRegistry
 from runtime.tools.testing import testing_registry
 from sims._faults import FaultPlan
 from sims._questions import question_call
+from sims._tasks import SUBAGENT, task_call
 from sims._workload import Features
 from storage import JournalFiles
 
@@ -40,14 +41,20 @@ HUGE_OUTPUT = 120_000  # characters: past the Model Tool Output limit, so it is 
 MAX_TURNS = 4
 
 
-def sim_agents() -> dict[str, AgentInfo]:
-    """``build`` and ``plan``, each asking before ``deploy`` (so permission asks carry the
-    issuing turn's agent), with a small provider-turn allowance so the cap is reached."""
+def sim_agents(features: Features = Features()) -> dict[str, AgentInfo]:
+    """``build`` and ``plan`` (and with tasks the subagent ``general``), each asking before
+    ``deploy`` (so permission asks carry the issuing turn's agent), with a small
+    provider-turn allowance so the cap is reached."""
     ask = PermissionRule(permission="deploy", action="ask")
-    return {
+    agents = {
         "build": msgspec.structs.replace(BUILD, steps=MAX_TURNS, permission=[*BUILD.permission, ask]),
         "plan": msgspec.structs.replace(PLAN, steps=MAX_TURNS + 1, permission=[*PLAN.permission, ask]),
     }  # fmt: skip
+    if features.tasks:
+        agents[SUBAGENT] = msgspec.structs.replace(
+            GENERAL, steps=MAX_TURNS, permission=[*GENERAL.permission, ask]
+        )
+    return agents
 
 
 class World:
@@ -63,6 +70,7 @@ class World:
         self.provider_rng = random.Random(f"{seed}/provider")
         self.tool_rng = random.Random(f"{seed}/tools")
         self.question_rng = random.Random(f"{seed}/questions")
+        self.task_rng = random.Random(f"{seed}/tasks")
         self.features = features
         self.disk_rng = random.Random(f"{seed}/disk")
         self.ids = IdGenerator(clock_ms=self.now_ms, rng=random.Random(f"{seed}/ids"))
@@ -293,6 +301,11 @@ class SimProvider:
             if asking is not None:
                 w.log(f"model asks with {asking.name} {call_id}")
                 return asking
+        if w.features.tasks:
+            task = task_call(w.task_rng, call_id, offered)
+            if task is not None:
+                w.log(f"model starts a task {call_id}")
+                return task
         name = rng.choice(["work", "work", "work", "deploy", "echo"])
         if name not in offered:
             name = "echo"

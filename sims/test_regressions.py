@@ -14,13 +14,13 @@ from sims._runner import expand_faults
 from sims._sim import run_seed
 from sims._workload import Features
 
-# Each seed replays on the simulator it was found with: FIRST (before compaction and
-# questions), COMPACTION (compaction, no questions yet) or QUESTIONS (both); see
-# sims._workload.Features.
+# Each seed replays on the simulator it was found with: FIRST (before compaction,
+# questions and tasks), COMPACTION (compaction only) or QUESTIONS (compaction and
+# questions, no tasks yet); see sims._workload.Features.
 # FAULTS names the fault kinds a seed chooses from (`--faults`) when not all.
-FIRST = Features(compaction=False, questions=False)
-COMPACTION = Features(questions=False)
-QUESTIONS = Features()
+FIRST = Features(compaction=False, questions=False, tasks=False)
+COMPACTION = Features(questions=False, tasks=False)
+QUESTIONS = Features(tasks=False)
 REGRESSIONS = [
     # A tool result write failed (full disk): the turn closed its step failed but left the
     # call without a result, and every later request was refused (UnansweredToolCallError).
