@@ -359,19 +359,18 @@ class _Simulation:
         w.block_output(False)
         w.log("faults stop")
         await self._resolve_deletions("reported failed")
-        live = [c for c in self.clients if c.created and not c.deleted]
+        idle: set[str] = set()
         with trio.move_on_after(LIVENESS_BOUND) as bound:
-            waiting = list(live)
-            while waiting:
+            # Each round waits for the sessions not idle yet, with the children that
+            # tasks created meanwhile.
+            while waiting := [c for c in self._live() if c.sid not in idle]:
                 for client in waiting:
                     await self._give_up_asks(rt, client)
-                still = []
                 for client in waiting:
                     with trio.move_on_after(60):
                         await rt.sessions.wait_idle(client.sid)
-                        continue
-                    still.append(client)
-                waiting = still
+                        idle.add(client.sid)
+        live = self._live()
         self.checker.checks["liveness.idle_after_faults"] += len(live)
         if bound.cancelled_caught:
             busy = [self._alias(c.sid) for c in live if c.sid in rt.sessions.active()]
@@ -397,8 +396,11 @@ class _Simulation:
             w.log(f"{name} gives up on {len(asks)} asks: interrupt")
             await rt.sessions.interrupt(client.sid)
 
+    def _live(self) -> list[_Client]:
+        return [c for c in self.clients if c.created and not c.deleted]
+
     async def _final_checks(self, rt: Any) -> None:
-        sessions = [(c.sid, c.acked) for c in self.clients if c.created and not c.deleted]
+        sessions = [(c.sid, c.acked) for c in self._live()]
         await check_the_store(rt.storage, self.checker, self.w, sessions)
 
     # -- clients ------------------------------------------------------------------------
