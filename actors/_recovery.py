@@ -8,11 +8,13 @@ closed when the session next activates, or at start-up (:func:`recover_session`)
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import trio
 
 from actors._turn import INTERRUPTED_TOOL
+from runtime import StorageError
 from runtime import events as ev
 from runtime.history import recovery_events
 from storage import Append, SessionHistory
@@ -21,15 +23,19 @@ if TYPE_CHECKING:
     from actors._storage import StorageActor
 
 __all__ = [
+    "RECOVERY_ATTEMPTS",
     "StepLimitExceededError",
     "close_failed_turn",
     "failure_events",
     "record_failure",
     "recover_session",
+    "recover_until_written",
 ]
 
 _log = logging.getLogger("kittiwake.session")
 _FAILURE_GRACE: Final = 10.0
+RECOVERY_ATTEMPTS: Final = 3
+"""Tries of one recovery whose write fails, each on the store restarted after the last."""
 
 
 class StepLimitExceededError(Exception):
@@ -73,25 +79,46 @@ async def record_failure(
             )
 
 
-async def close_failed_turn(storage: StorageActor, session_id: str, now: int) -> bool:
+async def close_failed_turn(
+    storage: StorageActor, session_id: str, now_ms: Callable[[], int]
+) -> bool:
     """Close from the durable history what a failed provider turn left open (a tool call
     whose result was not written), bounded and shielded (``_FAILURE_GRACE``); True once
-    recovery ran. A failed write (the store failed a commit and restarts) is tried once
-    more, on the restarted store: nothing else closes the call before the session next
-    runs. A second failure is logged and left to the next drain's recovery. Never raises.
+    recovery ran. Nothing else closes the call before the session next runs, so a failed
+    write is tried again (``recover_until_written``); what still fails is logged and left
+    to the next drain's recovery. Never raises.
     """
     with trio.move_on_after(_FAILURE_GRACE, shield=True):
-        for attempt in (1, 2):
-            try:
-                await recover_session(storage, session_id, now)
-                return True
-            except Exception as recovery_error:  # noqa: BLE001 - the next drain retries
-                _log.error(
-                    "could not close the failed turn's tool calls",
-                    extra={"session": session_id, "attempt": attempt},
-                    exc_info=recovery_error,
-                )
+        try:
+            await recover_until_written(storage, session_id, now_ms)
+            return True
+        except Exception as recovery_error:  # noqa: BLE001 - the next drain retries
+            _log.error(
+                "could not close the failed turn's tool calls",
+                extra={"session": session_id},
+                exc_info=recovery_error,
+            )
     return False
+
+
+async def recover_until_written(
+    storage: StorageActor, session_id: str, now_ms: Callable[[], int],
+    *, attempts: int = RECOVERY_ATTEMPTS,
+) -> bool:  # fmt: skip
+    """``recover_session``, tried again while its write fails with StorageError (the store
+    failed a commit and restarts; the StorageActor holds the next try until it serves),
+    up to *attempts* tries, each logged. Raises the last StorageError; cancellation as
+    ``recover_session``."""
+    for attempt in range(1, attempts):
+        try:
+            return await recover_session(storage, session_id, now_ms())
+        except StorageError as exc:
+            _log.warning(
+                "recovery's write failed; trying again on the restarted store",
+                extra={"session": session_id, "attempt": attempt},
+                exc_info=exc,
+            )
+    return await recover_session(storage, session_id, now_ms())
 
 
 async def recover_session(storage: StorageActor, session_id: str, now: int) -> bool:

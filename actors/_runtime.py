@@ -19,7 +19,7 @@ from actors._context import ContextFactory, default_context
 from actors._directory import ActorDirectory
 from actors._events import EventHub
 from actors._execution import LocationLoads, SessionExecution, ToolsFactory
-from actors._recovery import recover_session
+from actors._recovery import recover_until_written
 from actors._session import DEFAULT_MAX_TURNS
 from actors._session_tools import DEFAULT_MAX_TASKS, SessionTools
 from actors._sessions import Sessions
@@ -262,24 +262,24 @@ async def _recover_and_wake(rt: Runtime, now_ms: Callable[[], int]) -> None:
     resume), then wake every session with unpromoted inbox rows.
 
     A session whose recovery write fails (the store failed a commit and restarts) is tried
-    once more after the restart, then left to its actor, which recovers it before its
-    first drain; the runtime still starts.
+    again on the restarted store (``recover_until_written``); one that still fails is
+    woken too, so its actor recovers it before the drain the wake starts, without waiting
+    for a client. The runtime starts either way.
     """
     needing = await rt.sessions.needs_resume()
+    failed: list[str] = []
     for session_id in needing:  # recovered, they stay marked: the same list after
-        for attempt in (1, 2):
-            try:
-                await recover_session(rt.storage, session_id, now_ms())
-                break
-            except StorageError as exc:
-                if attempt == 2:
-                    _log.error(
-                        "start-up recovery failed; the session recovers when it next runs",
-                        extra={"session": session_id},
-                        exc_info=exc,
-                    )
+        try:
+            await recover_until_written(rt.storage, session_id, now_ms)
+        except StorageError as exc:
+            failed.append(session_id)
+            _log.error(
+                "start-up recovery failed; the session's actor recovers it",
+                extra={"session": session_id},
+                exc_info=exc,
+            )
     pending = await rt.storage.read(SessionsWithPending())
-    for session_id in pending:
+    for session_id in [*pending, *(s for s in failed if s not in pending)]:
         await rt.execution.wake(session_id, WAKE_ANY)
     if needing:
         _log.warning("sessions need an explicit resume", extra={"sessions": needing})

@@ -32,7 +32,7 @@ from actors._recovery import (
     close_failed_turn,
     failure_events,
     record_failure,
-    recover_session,
+    recover_until_written,
 )
 from actors._session_messages import CompactSoon, Interrupt, Message, Opened, Run, Wake
 from actors._titles import first_prompt, write_title
@@ -331,7 +331,7 @@ class SessionActor(Actor[Message]):
         self._turn, self._turn_open = None, False
         if not self._recovered:
             self.set_activity("recovering")
-            await recover_session(self._p.storage, self.session_id, self._p.now_ms())
+            await recover_until_written(self._p.storage, self.session_id, self._p.now_ms)
             self._recovered = True
         state, effect = begin_drain(force=force, compact=self._take_compact_request())
         while True:
@@ -571,7 +571,7 @@ class SessionActor(Actor[Message]):
             # that fails too, at the next drain.
             self._turn, self._turn_open = None, False
             self._recovered = await close_failed_turn(
-                self._p.storage, self.session_id, self._p.now_ms()
+                self._p.storage, self.session_id, self._p.now_ms
             )
             return
         now, start = self._p.now_ms(), None

@@ -15,7 +15,7 @@ from typing import Any, Final
 import msgspec
 
 import actors._questions as questions_module
-import actors._runtime as runtime_module
+import actors._recovery as recovery_module
 import actors._sessions as sessions_module
 import storage._batch as batch_module
 from runtime import events as ev
@@ -81,7 +81,7 @@ RERUN: list[Callable[[dict[str, Any], ToolContext], Any]] = []
 
 
 def _rerun_tool() -> Callable[[], None]:
-    original = runtime_module.recover_session
+    original = recovery_module.recover_session
 
     async def recover(storage: Any, session_id: str, now: int) -> bool:
         # The bug: a call a crash cut is run again before recovery closes it.
@@ -105,8 +105,8 @@ def _rerun_tool() -> Callable[[], None]:
                     await RERUN[0](dict(part.state.input), ctx)
         return await original(storage, session_id, now)
 
-    runtime_module.recover_session = recover  # type: ignore[assignment]
-    return lambda: setattr(runtime_module, "recover_session", original)
+    recovery_module.recover_session = recover  # type: ignore[assignment]
+    return lambda: setattr(recovery_module, "recover_session", original)
 
 
 def _skip_seq() -> Callable[[], None]:
