@@ -52,11 +52,16 @@ test: $(STAMP) browser postgresql opencode
 	$(BIN)/lint-imports
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
-# Seeded simulation runs outside CI (the CI set runs in `make test`): SEEDS seeds of 50
-# sessions each, in 2 worker processes; see docs/simulation.md.
+# Seeded simulation runs outside CI (the CI set runs in `make test`): SEEDS seeds from
+# SEED_START, each of SIM_SESSIONS sessions with SIM_ACTIONS client actions (the long run's
+# shape), in 2 worker processes; see docs/simulation.md.
 SEEDS ?= 1000
+SEED_START ?= 0
+SIM_SESSIONS ?= 2
+SIM_ACTIONS ?= 2,5
 sims: $(STAMP)
-	nice -n 19 $(BIN)/python -m sims run --seeds $(SEEDS)
+	nice -n 19 $(BIN)/python -m sims run --seeds $(SEEDS) --start $(SEED_START) \
+		--sessions $(SIM_SESSIONS) --actions $(SIM_ACTIONS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
