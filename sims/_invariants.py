@@ -35,6 +35,7 @@ CHECKS: Final = (
     "liveness.idle_after_faults",
 )
 _UNANSWERED: Final = "unanswered"
+_Answers = list[list[str]] | None
 
 
 class _Session:
@@ -57,9 +58,7 @@ class _Session:
         self.asks: set[str] = set()  # permission requests not answered yet
         self.questions: set[str] = set()  # questions neither answered nor rejected yet
         self.asked_by: dict[str, str] = {}  # call id -> the question it asked
-        self.answered: dict[
-            str, list[list[str]] | None
-        ] = {}  # question -> answers (None: rejected)
+        self.answered: dict[str, _Answers] = {}  # question -> answers (None: rejected)
         self.compactions = 0
         self.deleted = False
 

@@ -461,9 +461,9 @@ class _Simulation:
         elif kind == "reply":
             # With tasks, a client answers its running tasks' requests too, as a watcher
             # of the session sees them.
-            asking = [sid] + [c.sid for c in self.clients if c.parent == sid and not c.deleted]
+            tasks = [c.sid for c in self.clients if c.parent == sid and not c.deleted]
             asks = []
-            for asker in asking if w.features.tasks else [sid]:
+            for asker in [sid, *tasks]:
                 asks += [p for p in await rt.sessions.permissions(asker) if p.status == "pending"]
             if not asks or arg == "never":
                 return f"{len(asks)} pending"
