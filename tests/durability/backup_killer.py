@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,18 @@ POINT = sys.argv[2]
 NTH = int(sys.argv[5])
 _backups = 0
 _deleted = 0
+_output = threading.Lock()
+
+
+def _say(line: str) -> None:
+    """Print one whole line: backups run on the store's thread, receipts on trio's."""
+    with _output:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def _die() -> None:
-    print("dying", flush=True)
+    _say("dying")
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -56,11 +65,11 @@ def _patch() -> None:
     def writing(directory: Path, source: Path, lsn: int, conn: Any) -> float:
         global _backups
         _backups += 1
-        print("backing up", lsn, flush=True)
+        _say(f"backing up {lsn}")
         if at("copy"):
             _die()
         seconds = write_backup(directory, source, lsn, conn)
-        print("backed up", lsn, flush=True)
+        _say(f"backed up {lsn}")
         return seconds
 
     def copying(source: Path, target: Path) -> None:
@@ -107,7 +116,7 @@ async def main(data: Path, backup_every: int, prompts: int) -> None:
             receipt = await rt.sessions.prompt(
                 "ses_bk", prompt=Prompt(text=f"prompt {n}"), resume=False
             )
-            print(receipt.id, flush=True)
+            _say(receipt.id)
 
 
 if __name__ == "__main__":
