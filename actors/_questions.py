@@ -4,7 +4,9 @@
 (``reply``, recorded as ``question.v2.replied``) or a rejection (``reject``,
 ``question.v2.rejected``). A question whose call is cancelled while waiting is recorded as
 rejected. A question left pending by a crash stays pending (listed, answerable): its tool
-call was closed as interrupted, so ``reply`` then tells the caller nobody waits for it.
+call was closed as interrupted, so its answers reach the model as a prompt instead
+(``late_answer``), admitted by whichever comes second of the reply and the closing of
+the call (``admit_late_answers``), under one message id derived from the reply.
 
 An answer whose write is reported failed, or refused because the question is no longer
 pending, puts the question in doubt: the waiting call reads its durable state, as a
@@ -14,8 +16,8 @@ permission request's does (``actors._replies``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Callable, Collection, Sequence
+from typing import Final, TypeVar
 
 import trio
 
@@ -24,22 +26,34 @@ from actors._storage import StorageActor
 from runtime import (
     IdGenerator,
     InvalidInputError,
+    Prompt,
     PromptConflictError,
     QuestionNotFoundError,
     SessionNotFoundError,
     StorageError,
+    derived_id,
 )
 from runtime import events as ev
 from runtime.tools import QuestionDismissed
-from storage import Append, EventsOfType, StoredEvent
+from storage import AdmitPrompt, Append, Command, EventsOfType, ReplyQuestion, StoredEvent
 
-__all__ = ["DurableQuestions", "pending_questions"]
+__all__ = [
+    "DEFAULT_QUESTION_EVENTS",
+    "DurableQuestions",
+    "admit_late_answers",
+    "late_answer",
+    "pending_questions",
+]
 
+DEFAULT_QUESTION_EVENTS: Final = 10_000
+"""Most question events read back to list pending questions or find answers."""
 _CANCEL_GRACE: Final = 5.0
 _TYPES: Final = ["question.v2.asked", "question.v2.replied", "question.v2.rejected"]
 _ANSWERS: Final = _TYPES[1:]
+_ASKED_AND_REPLIED: Final = _TYPES[:2]
 
 Answers = list[list[str]] | None  # None: rejected
+T = TypeVar("T")
 
 
 def pending_questions(events: Sequence[ev.DurableEvent]) -> list[ev.QuestionAsked]:
@@ -51,6 +65,57 @@ def pending_questions(events: Sequence[ev.DurableEvent]) -> list[ev.QuestionAske
         elif isinstance(event, ev.QuestionReplied | ev.QuestionRejected):
             asked.pop(event.request_id, None)
     return list(asked.values())
+
+
+def late_answer(asked: ev.QuestionAsked, replied: ev.QuestionReplied) -> tuple[str, Prompt]:
+    """The message id and the prompt that carry *replied*'s answers to the model when the
+    call that asked was closed without them (a crash cut it). The id is derived from the
+    reply, so every path that admits it admits the same prompt once (an exact retry)."""
+    pairs = ", ".join(
+        f'"{q.question}"="{", ".join(a) or "Unanswered"}"'
+        for q, a in zip(asked.questions, replied.answers, strict=True)
+    )
+    text = f"Answers to the questions asked before the interruption: {pairs}."
+    return derived_id("msg", replied.timestamp, replied.request_id), Prompt(text=text)
+
+
+async def admit_late_answers(
+    storage: StorageActor, session_id: str, calls: Collection[str], now: int, *, limit: int
+) -> tuple[list[str], set[str]]:
+    """Admit the late answer (``late_answer``) of every question asked by one of *calls*
+    (tool calls of the session closed, or about to be, without an answer) that the store
+    holds replied, reading the last *limit* asked and replied questions. Returns the
+    message ids admitted (an exact retry of one admitted before counts) and the calls
+    among *calls* whose question has no reply yet. Does not wake the session.
+
+    Raises StorageError when a read or an admission fails (the answers are still stored;
+    what was admitted stands). Cancellation leaves what was admitted so far.
+    """
+    if not calls:
+        return [], set()
+    query = EventsOfType(types=list(_ASKED_AND_REPLIED), session_id=session_id, limit=limit)
+    asked: dict[str, ev.QuestionAsked] = {}
+    replied: dict[str, ev.QuestionReplied] = {}
+    for event in [_decode(s) for s in await storage.read(query)]:
+        if isinstance(event, ev.QuestionAsked) and event.tool and event.tool.call_id in calls:
+            asked[event.id] = event
+        elif isinstance(event, ev.QuestionReplied):
+            replied[event.request_id] = event
+    admitted, waiting = [], set()
+    for request_id, question in asked.items():
+        answer = replied.get(request_id)
+        if answer is None:
+            assert question.tool  # only questions asked by *calls* were kept
+            waiting.add(question.tool.call_id)
+            continue
+        message_id, prompt = late_answer(question, answer)
+        op = AdmitPrompt(
+            session_id=session_id, message_id=message_id, prompt=prompt, delivery="steer",
+            timestamp=now, fresh=False,
+        )  # fmt: skip
+        await storage.write(op)
+        admitted.append(message_id)
+    return admitted, waiting
 
 
 def _check_answers(asked: ev.QuestionAsked, answers: list[list[str]]) -> None:
@@ -141,9 +206,14 @@ class DurableQuestions:
         self._answers.doubt(request_id)
         raise QuestionNotFoundError(request_id)
 
-    async def reply(self, session_id: str, request_id: str, answers: list[list[str]]) -> bool:
-        """Answer a pending question; True when a tool call of this process was waiting
-        for it (False: a crash closed its call; the answer is recorded all the same).
+    async def reply(
+        self, session_id: str, request_id: str, answers: list[list[str]]
+    ) -> tuple[bool, ev.InputAdmitted | None]:
+        """Answer a pending question: whether a tool call of this process was waiting for
+        it, and the late answer admitted with the reply when the store shows the call
+        that asked closed (``late_answer``; the caller wakes the session). With neither,
+        the call waits on another worker, or a crash cut it and its recovery, still to
+        come, admits the late answer (``admit_late_answers``).
 
         Raises:
             QuestionNotFoundError: no such pending question in the session.
@@ -158,8 +228,14 @@ class DurableQuestions:
                 timestamp=self._now(), session_id=session_id, request_id=request_id,
                 answers=answers,
             )  # fmt: skip
-            await self._write(session_id, request_id, replied)
-        return self._answers.deliver(request_id, answers)
+            message_id, prompt = late_answer(asked, replied)
+            late = AdmitPrompt(
+                session_id=session_id, message_id=message_id, prompt=prompt, delivery="steer",
+                timestamp=replied.timestamp,
+            )  # fmt: skip
+            command = ReplyQuestion(replied, asked.tool or None, late)
+            admitted = await self._write(request_id, command)
+        return self._answers.deliver(request_id, answers), admitted
 
     async def reject(self, session_id: str, request_id: str) -> bool:
         """Reject a pending question; True when a tool call was waiting for it.
@@ -173,12 +249,12 @@ class DurableQuestions:
             rejected = ev.QuestionRejected(
                 timestamp=self._now(), session_id=session_id, request_id=request_id
             )
-            await self._write(session_id, request_id, rejected)
+            await self._write(request_id, Append(session_id=session_id, events=[rejected]))
         return self._answers.deliver(request_id, None)
 
-    async def _write(self, session_id: str, request_id: str, event: ev.DurableEvent) -> None:
+    async def _write(self, request_id: str, command: Command[T]) -> T:
         try:
-            await self._storage.write(Append(session_id=session_id, events=[event]))
+            return await self._storage.write(command)
         except StorageError:
             self._answers.doubt(request_id)  # the waiting call reads the stored answer
             raise

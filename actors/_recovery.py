@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from actors._questions import DEFAULT_QUESTION_EVENTS, admit_late_answers
 from actors._turn import INTERRUPTED_TOOL
 from runtime import StorageError
 from runtime import events as ev
@@ -121,10 +122,18 @@ async def recover_until_written(
     return await recover_session(storage, session_id, now_ms())
 
 
-async def recover_session(storage: StorageActor, session_id: str, now: int) -> bool:
+async def recover_session(
+    storage: StorageActor, session_id: str, now: int,
+    *, question_events: int = DEFAULT_QUESTION_EVENTS,
+) -> bool:  # fmt: skip
     """Close every provider turn a crash left open in the session's history and mark the
     session as needing a resume when its latest work was cut short
     (``runtime._recovery``); True when anything was written. Durable before it returns.
+    A call closed here that had asked a question already answered gets its answers
+    admitted as a prompt (``actors._questions.admit_late_answers``, reading the last
+    *question_events*) before the closing is written, so a crash in between loses
+    neither, and again after it for a question answered meanwhile; without a wake: the
+    caller drains the session next.
 
     The caller makes sure no drain of the session runs meanwhile (start-up, or the
     session's own actor before its first drain). Cancellation before the write leaves the
@@ -142,8 +151,21 @@ async def recover_session(storage: StorageActor, session_id: str, now: int) -> b
     )
     if not events:
         return False
+    closed = {e.call_id for e in events if isinstance(e, ev.ToolFailed)}
+    admitted, waiting = await admit_late_answers(
+        storage, session_id, closed, now, limit=question_events
+    )
     await storage.write(Append(session_id=session_id, events=events))
     _log.warning(
         "closed what a crash cut short", extra={"session": session_id, "events": len(events)}
     )
+    if waiting:  # answered between the read and the closing: the reply saw the call open
+        admitted += (
+            await admit_late_answers(storage, session_id, waiting, now, limit=question_events)
+        )[0]
+    if admitted:
+        _log.info(
+            "answers to questions of closed calls admitted as prompts",
+            extra={"session": session_id, "messages": admitted},
+        )
     return True

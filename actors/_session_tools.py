@@ -15,7 +15,7 @@ import trio
 
 from actors._commands import Commands
 from actors._execution import SessionExecution
-from actors._questions import DurableQuestions
+from actors._questions import DEFAULT_QUESTION_EVENTS, DurableQuestions
 from actors._storage import StorageActor
 from runtime import AssistantMessage, Location, Prompt, SessionNotFoundError
 from runtime import events as ev
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MAX_TASKS", "DEFAULT_QUESTION_EVENTS", "SessionTools"]
 
 DEFAULT_MAX_TASKS: Final = 4
-DEFAULT_QUESTION_EVENTS: Final = 10_000
 _INTERRUPT_GRACE: Final = 10.0
 _TODO: Final = "todo.updated"
 
@@ -116,22 +115,21 @@ class SessionTools:
     async def reply_question(
         self, session_id: str | None, request_id: str, answers: list[list[str]]
     ) -> None:
-        """Answer a pending question: the waiting tool call returns the answers. A question
-        whose call a crash closed reaches the model as a prompt with the answers.
+        """Answer a pending question: the waiting tool call returns the answers (on this
+        worker or, through the store, on the one driving the session). When the call
+        that asked was closed without them (a crash cut it), they reach the model as a
+        prompt (``actors._questions.late_answer``), admitted with the reply and woken
+        here, or by the recovery that closes the call.
 
         Raises:
             QuestionNotFoundError: no such pending question (in the session, if given).
             InvalidInputError: answers that do not fit the questions.
+            StorageError: the answer's write failed (it may be recorded all the same).
         """
         asked = await self.questions.find(request_id, session_id)
-        delivered = await self.questions.reply(asked.session_id, request_id, answers)
-        if not delivered:
-            pairs = ", ".join(
-                f'"{q.question}"="{", ".join(a) or "Unanswered"}"'
-                for q, a in zip(asked.questions, answers, strict=True)
-            )
-            text = f"Answers to the questions asked before the interruption: {pairs}."
-            await self.sessions.prompt(asked.session_id, prompt=Prompt(text=text))
+        _, late = await self.questions.reply(asked.session_id, request_id, answers)
+        if late is not None:
+            await self._x.wake(asked.session_id, late.admitted_seq)
 
     async def reject_question(self, session_id: str | None, request_id: str) -> None:
         """Reject a pending question: the waiting tool call fails as dismissed.

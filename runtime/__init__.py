@@ -20,6 +20,7 @@ from runtime._errors import StorageError as StorageError
 from runtime._ids import ID_PATTERNS as ID_PATTERNS
 from runtime._ids import IdGenerator as IdGenerator
 from runtime._ids import IdPrefix as IdPrefix
+from runtime._ids import derived_id as derived_id
 from runtime._ids import is_valid_id as is_valid_id
 from runtime._live import LiveDelta as LiveDelta
 from runtime._messages import AssistantMessage as AssistantMessage
@@ -61,6 +62,7 @@ __all__ = [
     "StorageError",
     "SystemMessage",
     "UserMessage",
+    "derived_id",
     "is_valid_id",
     "open_runtime",
 ]

@@ -21,7 +21,7 @@ import storage._batch as batch_module
 from runtime import events as ev
 from runtime import messages as m
 from runtime.tools import ToolContext
-from storage import SessionHistory
+from storage import AdmitPrompt, ReplyQuestion, SessionHistory
 
 __all__ = ["PLANTS", "EXPECTED", "planted"]
 
@@ -125,18 +125,26 @@ def _skip_seq() -> Callable[[], None]:
 def _default_answers() -> Callable[[], None]:
     original = questions_module.DurableQuestions.reply
 
-    async def reply(self: Any, session_id: str, request_id: str, answers: list[list[str]]) -> bool:
+    async def reply(
+        self: Any, session_id: str, request_id: str, answers: list[list[str]]
+    ) -> tuple[bool, ev.InputAdmitted | None]:
         async with self._lock:
             asked = await self.find(request_id, session_id)
             replied = ev.QuestionReplied(
                 timestamp=self._now(), session_id=session_id, request_id=request_id,
                 answers=answers,
             )  # fmt: skip
-            await self._write(session_id, request_id, replied)
+            message_id, prompt = questions_module.late_answer(asked, replied)
+            late = AdmitPrompt(
+                session_id=session_id, message_id=message_id, prompt=prompt, delivery="steer",
+                timestamp=replied.timestamp,
+            )  # fmt: skip
+            command = ReplyQuestion(replied, asked.tool or None, late)
+            admitted = await self._write(request_id, command)
         # The bug: the answers are stored, but the waiting call hears each question's
         # first option instead.
         defaults = [[info.options[0].label] for info in asked.questions]
-        return bool(self._answers.deliver(request_id, defaults))
+        return bool(self._answers.deliver(request_id, defaults)), admitted
 
     questions_module.DurableQuestions.reply = reply  # type: ignore[method-assign]
     return lambda: setattr(questions_module.DurableQuestions, "reply", original)

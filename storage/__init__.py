@@ -62,6 +62,7 @@ from storage._port import ReleaseLease as ReleaseLease
 from storage._port import RenewLease as RenewLease
 from storage._port import ReplaceEpoch as ReplaceEpoch
 from storage._port import ReplyPermission as ReplyPermission
+from storage._port import ReplyQuestion as ReplyQuestion
 from storage._port import SaveApproval as SaveApproval
 from storage._port import SessionHistory as SessionHistory
 from storage._port import SessionsNeedingResume as SessionsNeedingResume
@@ -144,6 +145,7 @@ __all__ = [
     "RenewLease",
     "ReplaceEpoch",
     "ReplyPermission",
+    "ReplyQuestion",
     "SaveApproval",
     "SessionHistory",
     "SessionsNeedingResume",

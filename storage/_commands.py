@@ -9,6 +9,7 @@ import msgspec
 
 from runtime import PromptConflictError, SessionNotFoundError
 from runtime import events as ev
+from runtime.messages import AssistantMessage, AssistantTool, SessionMessage, ToolError
 from runtime.titles import needs_title
 from storage import _port as p
 from storage._batch import EpochRow, WriteBatch
@@ -92,6 +93,22 @@ def _reply(b: WriteBatch, c: p.ReplyPermission) -> None:
     b.append(sid, [replied])
 
 
+def _reply_question(b: WriteBatch, c: p.ReplyQuestion) -> ev.InputAdmitted | None:
+    sid, tool = c.replied.session_id, c.tool
+    b.append(sid, [c.replied])
+    if tool is not None and not _failed(b.message(sid, tool.message_id), tool.call_id):
+        return None  # the call waits for the answer (here or on another worker)
+    return _admit(b, c.late)[0]
+
+
+def _failed(message: SessionMessage | None, call_id: str) -> bool:
+    """Whether *message* holds the tool call *call_id* closed as failed."""
+    return isinstance(message, AssistantMessage) and any(
+        isinstance(part, AssistantTool) and part.id == call_id and isinstance(part.state, ToolError)
+        for part in message.content
+    )
+
+
 def _save_approval(b: WriteBatch, c: p.SaveApproval) -> None:
     b.save_approval(c.row)
 
@@ -153,6 +170,7 @@ _HANDLERS: Final[dict[type[Any], Callable[[WriteBatch, Any], Any]]] = {
     p.AppendWithPending: _append_with_pending,
     p.AskPermission: _ask,
     p.ReplyPermission: _reply,
+    p.ReplyQuestion: _reply_question,
     p.SaveApproval: _save_approval,
     p.InitializeEpoch: _initialize_epoch,
     p.AdmitContext: _admit_context,

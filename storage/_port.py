@@ -64,6 +64,7 @@ __all__ = [
     "RenewLease",
     "ReplaceEpoch",
     "ReplyPermission",
+    "ReplyQuestion",
     "SaveApproval",
     "SessionHistory",
     "SessionsNeedingResume",
@@ -180,6 +181,18 @@ class ReplyPermission(Command[None], frozen=True, tag="permission.reply"):
     in the session), PromptConflictError (already answered)."""
 
     replied: ev.PermissionReplied
+
+
+class ReplyQuestion(Command[ev.InputAdmitted | None], frozen=True, tag="question.reply"):
+    """Record *replied*, the answers to a question the tool call *tool* asked; when the
+    store shows that call closed without them (failed: a crash cut it), admit *late*
+    (the answers as a prompt, ``AdmitPrompt`` semantics) in the same batch, so no crash
+    keeps one without the other. A question no call asked (*tool* None) always admits
+    *late*. Answers the admission's receipt, else None. Raises what *late* raises."""
+
+    replied: ev.QuestionReplied
+    tool: ev.QuestionTool | None
+    late: AdmitPrompt
 
 
 class SaveApproval(Command[None], frozen=True, tag="permission.save_approval"):

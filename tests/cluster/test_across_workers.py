@@ -265,6 +265,9 @@ async def test_a_question_answered_through_another_worker_reaches_the_driving_on
         context = (await cb.get(f"{S}/{sid}/context")).json()["data"]
     tool_results = [m for m in provider.requests[1].json()["messages"] if m["role"] == "tool"]
     assert len(provider.requests) == 2 and "Blue" in str(tool_results)
+    # the call took the answer on A: B sent no late answer as a prompt besides
+    users = [m["content"] for m in provider.requests[1].json()["messages"] if m["role"] == "user"]
+    assert users == ["pick"]
     assert context[-1]["content"][0]["text"] == "blue then"
     assert v1.index("question.asked") < v1.index("question.replied")
 

@@ -10,10 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
-from runtime import AssistantMessage, Location, Prompt, llm, open_runtime
+from actors._questions import late_answer
+from runtime import AssistantMessage, Location, Prompt, UserMessage, derived_id, llm, open_runtime
+from runtime import events as ev
 from runtime import messages as m
+from storage import AdmitPrompt, Append, EventStore
 from tests.execution.conftest import answer, eventually, running, tool_calls, user_texts
 
 _TASK_CHILD = Path(__file__).with_name("task_child.py")
@@ -234,3 +238,60 @@ async def test_sigkill_leaves_a_pending_question_answerable_after_restart(tmp_pa
         assert '"Which color?"="Red"' in user_texts(request)[-1]
         assert results(request) == [("Tool execution interrupted", True)]
         assert await rt.tools.pending_questions() == []
+
+
+def _answer_in_the_store(
+    data: Path, answers: list[list[str]], *, admitted: bool
+) -> ev.QuestionReplied:
+    """Record a reply to ``ses_parent``'s pending question straight in its store, as another
+    worker does while the asking process is dead and not yet recovered; with *admitted*,
+    also its late answer, as a recovery cut after that admission leaves it."""
+    store = EventStore.open(data)
+    try:
+        events = [ev.decode_event(stored.data) for stored in store.all_events()]
+        [asked] = [e for e in events if isinstance(e, ev.QuestionAsked)]
+        replied = ev.QuestionReplied(
+            timestamp=asked.timestamp + 1, session_id="ses_parent", request_id=asked.id,
+            answers=answers,
+        )  # fmt: skip
+        ops: list[Any] = [Append(session_id="ses_parent", events=[replied])]
+        if admitted:
+            message_id, prompt = late_answer(asked, replied)
+            ops.append(AdmitPrompt(
+                session_id="ses_parent", message_id=message_id, prompt=prompt, delivery="steer",
+                timestamp=replied.timestamp, fresh=False,
+            ))  # fmt: skip
+        outcomes, _ = store.write_batch(ops)
+        assert [o.error for o in outcomes] == [None] * len(ops)
+    finally:
+        store.close()
+    return replied
+
+
+@pytest.mark.parametrize("admitted", [False, True], ids=["answered", "answered-and-admitted"])
+async def test_an_answer_recorded_before_recovery_reaches_the_model_once(
+    tmp_path: Path, admitted: bool
+) -> None:
+    """The asking process died and the answer was recorded before any recovery (through
+    another worker): start-up recovery closes the call and admits the answers as a prompt,
+    which runs once, also when an earlier recovery admitted it and was cut."""
+    data, work = tmp_path / "data", tmp_path / "work"
+    work.mkdir()
+    await trio.to_thread.run_sync(_run_until_child_tool, data, work, "question")
+    replied = await trio.to_thread.run_sync(
+        lambda: _answer_in_the_store(data, [["Blue"]], admitted=admitted)
+    )
+    client = llm.ScriptedLLM([answer("blue it is")])
+    async with running(tmp_path, client) as rt:
+        await eventually(lambda: len(client.requests) == 1)
+        await rt.sessions.wait_idle("ses_parent")
+        [request] = client.requests
+        assert user_texts(request)[-1] == (
+            'Answers to the questions asked before the interruption: "Which color?"="Blue".'
+        )
+        assert results(request) == [("Tool execution interrupted", True)]
+        assert await rt.tools.pending_questions() == []
+        assert await rt.sessions.needs_resume() == []
+        history = (await rt.sessions.messages("ses_parent", order="asc")).data
+        prompts = [x.id for x in history if isinstance(x, UserMessage)]
+        assert prompts[1:] == [derived_id("msg", replied.timestamp, replied.request_id)]

@@ -41,6 +41,7 @@ from storage import (
     EpochConflictError,
     EpochRow,
     Events,
+    EventsOfType,
     EventsTail,
     Footprint,
     GetSession,
@@ -65,6 +66,7 @@ from storage import (
     RenewLease,
     ReplaceEpoch,
     ReplyPermission,
+    ReplyQuestion,
     SaveApproval,
     SessionHistory,
     SessionsNeedingResume,
@@ -295,6 +297,45 @@ async def test_permission_requests_replies_and_approvals(
             await _read(store, IsApproved(project="other", permission="edit", resource="a.py"))
             is False
         )
+
+
+async def test_a_question_reply_admits_its_late_answer_only_for_a_failed_call(
+    open_store: AbstractAsyncContextManager[Store],
+) -> None:
+    """The reply and the late answer are one batch: a call still waiting gets neither
+    prompt nor conflict; a failed call's answer is admitted with the reply; an admission
+    that fails takes the reply with it."""
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        ids = dict(timestamp=2, session_id="ses_a", assistant_message_id="msg_a")
+        model = ev.ModelRef(id="m", provider_id="p")
+        await _write(store, Append(session_id="ses_a", events=[
+            ev.StepStarted(**ids, agent="build", model=model),
+            ev.ToolCalled(**ids, call_id="call_w", tool="question", input={}),
+            ev.ToolCalled(**ids, call_id="call_f", tool="question", input={}),
+            ev.ToolFailed(**ids, call_id="call_f", error=ev.SessionError(message="cut")),
+        ]))  # fmt: skip
+
+        def reply(rid: str, call: str | None, mid: str, text: str = "late") -> ReplyQuestion:
+            replied = ev.QuestionReplied(
+                timestamp=3, session_id="ses_a", request_id=rid, answers=[["Red"]]
+            )
+            tool = ev.QuestionTool(message_id="msg_a", call_id=call) if call else None
+            return ReplyQuestion(replied, tool, _admit("ses_a", mid, text=text))
+
+        assert await _write(store, reply("que_w", "call_w", "msg_w")) is None
+        late = await _write(store, reply("que_f", "call_f", "msg_f"))
+        assert late is not None and late.id == "msg_f" and late.prompt.text == "late"
+        no_call = await _write(store, reply("que_n", None, "msg_n"))
+        assert no_call is not None and no_call.id == "msg_n"
+        with pytest.raises(PromptConflictError):  # msg_f is in use with another text
+            await _write(store, reply("que_x", "call_f", "msg_f", "other"))
+        pending = await _read(store, PendingInputs(session_id="ses_a"))
+        assert [r.id for r in pending] == ["msg_f", "msg_n"]
+        replied = await _read(
+            store, EventsOfType(types=["question.v2.replied"], session_id="ses_a", limit=10)
+        )
+        assert [ev.decode_event(e.data).request_id for e in replied] == ["que_w", "que_f", "que_n"]
 
 
 async def test_context_epochs(open_store: AbstractAsyncContextManager[Store]) -> None:
