@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from sims._invariants import Checker, fold, same_history
+from sims._invariants import Checker, check_late_answers, fold, same_history
 from sims._world import World
 from storage import Epoch, Events, History, PendingInputs
 
@@ -44,6 +44,7 @@ async def check_the_store(
             c.fail("events.fold_equals_projection", f"{sid} {difference}")
         _check_inbox(c, sid, acked, folded, await storage.read(PendingInputs(session_id=sid)))
         _check_tools(c, w, sid)
+        check_late_answers(c, sid)
         epoch = await storage.read(Epoch(session_id=sid))
         stores = baselines.get(sid, {})
         c.checks["context.epoch_baseline_stable"] += 1

@@ -13,12 +13,12 @@ from typing import Any, Final
 
 import msgspec
 
-from runtime import SessionMessage
+from runtime import SessionMessage, derived_id
 from runtime import events as ev
 from runtime.history import project
 from storage import StoredEvent
 
-__all__ = ["CHECKS", "Checker", "FoldState", "fold"]
+__all__ = ["CHECKS", "Checker", "FoldState", "check_late_answers", "fold"]
 
 CHECKS: Final = (
     "admission.promoted_once",
@@ -40,9 +40,9 @@ _Answers = list[list[str]] | None
 
 class _Session:
     __slots__ = (
-        "admitted", "agents", "answered", "asked_by", "asks", "called", "compactions",
-        "deleted", "last_type", "next_seq", "pending", "promoted", "questions", "settled",
-        "turns",
+        "admitted", "agents", "answered", "asked", "asked_by", "asks", "called", "compactions",
+        "deleted", "due", "last_type", "late", "next_seq", "pending", "promoted", "questions",
+        "settled", "texts", "turns",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -59,6 +59,10 @@ class _Session:
         self.questions: set[str] = set()  # questions neither answered nor rejected yet
         self.asked_by: dict[str, str] = {}  # call id -> the question it asked
         self.answered: dict[str, _Answers] = {}  # question -> answers (None: rejected)
+        self.asked: dict[str, ev.QuestionAsked] = {}
+        self.late: dict[str, str] = {}  # question -> the message id of its late answer
+        self.texts: dict[str, str] = {}  # admitted message id -> its prompt's text
+        self.due: str | None = None  # a late answer the reply's own batch must hold next
         self.compactions = 0
         self.deleted = False
 
@@ -88,8 +92,14 @@ class Checker:
             self.fail("events.contiguous_seqs", f"{sid} seq {stored.seq} after {s.next_seq - 1}")
         s.next_seq = stored.seq + 1
         event = ev.decode_event(stored.data)
+        if s.due is not None:
+            self.checks["questions.answer_reaches_call"] += 1
+            if not (isinstance(event, ev.PromptAdmitted) and event.message_id == s.due):
+                self.fail("questions.answer_reaches_call", f"{sid} late answer {s.due} not next")
+            s.due = None
         if isinstance(event, ev.PromptAdmitted):
             s.admitted[event.message_id] = stored.seq
+            s.texts[event.message_id] = event.prompt.text
             s.pending[event.message_id] = stored.seq
         elif isinstance(event, ev.PromptPromoted):
             self.checks["admission.promoted_once"] += 1
@@ -139,6 +149,7 @@ class Checker:
                 )
         elif isinstance(event, ev.QuestionAsked):
             s.questions.add(event.id)
+            s.asked[event.id] = event
             if event.tool:
                 s.asked_by[event.tool.call_id] = event.id
         elif isinstance(event, ev.QuestionReplied | ev.QuestionRejected):
@@ -150,6 +161,13 @@ class Checker:
                 )
             s.answered[event.request_id] = answers
             s.questions.discard(event.request_id)
+            if isinstance(event, ev.QuestionReplied):
+                late = derived_id("msg", event.timestamp, event.request_id)
+                s.late[event.request_id] = late
+                asker = s.asked.get(event.request_id)
+                call = asker.tool.call_id if asker is not None and asker.tool else None
+                if call is not None and s.settled.get(call) == "failed":
+                    s.due = late  # answered after its call closed: admitted with the reply
         elif isinstance(event, ev.SessionDeleted):
             s.deleted = True
         elif isinstance(event, ev.CompactionEnded):
@@ -169,6 +187,30 @@ class Checker:
                 "questions.answer_reaches_call",
                 f"{sid} {event.call_id} went on with {got}; {request} was answered {stored}",
             )
+
+
+def check_late_answers(c: Checker, sid: str) -> None:
+    """A late answer (the answers to a question whose call was closed without them, as a
+    prompt) names each question and answer, and no call that went on with its answers
+    gets one too; one the step checks expected is there."""
+    s = c.sessions.get(sid)
+    if s is None:
+        return
+    if s.due is not None:
+        c.checks["questions.answer_reaches_call"] += 1
+        c.fail("questions.answer_reaches_call", f"{sid} no late answer {s.due} at the end")
+    for call, request in s.asked_by.items():
+        answers, message_id = s.answered.get(request), s.late.get(request)
+        text = s.texts.get(message_id or "")
+        if answers is None or text is None:
+            continue  # rejected, never answered, or answered to the waiting call
+        c.checks["questions.answer_reaches_call"] += 1
+        asked = s.asked[request].questions
+        named = [f'"{q.question}"=' for q in asked] + [a for answer in answers for a in answer]
+        if s.settled.get(call) == "success":
+            c.fail("questions.answer_reaches_call", f"{sid} {request}: prompt and call both")
+        elif not all(part in text for part in named):
+            c.fail("questions.answer_reaches_call", f"{sid} {message_id} says {text!r}")
 
 
 class FoldState:

@@ -18,6 +18,7 @@ import actors._questions as questions_module
 import actors._recovery as recovery_module
 import actors._sessions as sessions_module
 import storage._batch as batch_module
+import storage._commands as commands_module
 from runtime import events as ev
 from runtime import messages as m
 from runtime.tools import ToolContext
@@ -32,6 +33,7 @@ EXPECTED: Final = {
     "rerun-tool": "tools.executed_once",
     "skip-seq": "events.contiguous_seqs",
     "default-answers": "questions.answer_reaches_call",
+    "drop-late-answer": "questions.answer_reaches_call",
 }
 
 
@@ -150,12 +152,26 @@ def _default_answers() -> Callable[[], None]:
     return lambda: setattr(questions_module.DurableQuestions, "reply", original)
 
 
+def _drop_late_answer() -> Callable[[], None]:
+    handlers: dict[type[Any], Any] = commands_module._HANDLERS
+    original = handlers[ReplyQuestion]
+
+    def reply(b: Any, c: ReplyQuestion) -> None:
+        # The bug: the answers are recorded, but a call a crash closed never hears them
+        # (no late answer is admitted).
+        b.append(c.replied.session_id, [c.replied])
+
+    handlers[ReplyQuestion] = reply
+    return lambda: handlers.__setitem__(ReplyQuestion, original)
+
+
 PLANTS: Final[dict[str, Callable[[], Callable[[], None]]]] = {
     "promote-twice": _promote_twice,
     "drop-admission": _drop_admission,
     "rerun-tool": _rerun_tool,
     "skip-seq": _skip_seq,
     "default-answers": _default_answers,
+    "drop-late-answer": _drop_late_answer,
 }
 
 

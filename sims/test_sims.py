@@ -67,6 +67,7 @@ _PLANT_SEARCH = {
     "rerun-tool": ("storage.crash,storage.torn", range(0, 60)),
     "skip-seq": ("all", range(0, 20)),
     "default-answers": ("none", range(0, 20)),
+    "drop-late-answer": ("storage.crash", range(0, 60)),
 }
 
 
