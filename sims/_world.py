@@ -29,7 +29,7 @@ from runtime.tools import Tool, ToolContext, ToolEnvironment, ToolError, ToolOut
 from runtime.tools.testing import testing_registry
 from sims._faults import FaultPlan
 from sims._questions import question_call
-from sims._tasks import SUBAGENT, task_call
+from sims._tasks import SUBAGENT, earlier_tasks, task_call
 from sims._workload import Features
 from storage import JournalFiles
 
@@ -283,9 +283,10 @@ class SimProvider:
         offered = {t.name for t in request.tools} if request.tool_choice != "none" else set()
         calls = []
         if offered and not w.faults_over and rng.random() < 0.6:
+            earlier = earlier_tasks(request) if w.features.tasks else []
             for _ in range(rng.randint(1, 3)):
                 w.call_counter += 1
-                calls.append(self._call(f"call_{w.call_counter}", offered))
+                calls.append(self._call(f"call_{w.call_counter}", offered, earlier))
         events += calls
         size = sum(len(msgspec.json.encode(message)) for message in request.messages) // 4
         usage = llm.Usage(
@@ -294,7 +295,7 @@ class SimProvider:
         events.append(llm.StepFinish(finish_reason="tool-calls" if calls else "stop", usage=usage))
         return events
 
-    def _call(self, call_id: str, offered: set[str]) -> llm.ToolCall:
+    def _call(self, call_id: str, offered: set[str], earlier: list[str]) -> llm.ToolCall:
         w, rng = self.w, self.w.tool_rng
         if w.features.questions:
             asking = question_call(w.question_rng, call_id, offered)
@@ -302,9 +303,12 @@ class SimProvider:
                 w.log(f"model asks with {asking.name} {call_id}")
                 return asking
         if w.features.tasks:
-            task = task_call(w.task_rng, call_id, offered)
+            task = task_call(w.task_rng, call_id, offered, earlier)
             if task is not None:
-                w.log(f"model starts a task {call_id}")
+                resumed = task.input.get("task_id")
+                w.log(
+                    f"model {f'continues task {resumed}' if resumed else 'starts a task'} {call_id}"
+                )
                 return task
         name = rng.choice(["work", "work", "work", "deploy", "echo"])
         if name not in offered:
