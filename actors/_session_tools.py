@@ -119,7 +119,8 @@ class SessionTools:
         worker or, through the store, on the one driving the session). When the call
         that asked was closed without them (a crash cut it), they reach the model as a
         prompt (``actors._questions.late_answer``), admitted with the reply and woken
-        here, or by the recovery that closes the call.
+        here, or by the recovery that closes the call. A standing revert is committed
+        first, as for any prompt.
 
         Raises:
             QuestionNotFoundError: no such pending question (in the session, if given).
@@ -127,6 +128,11 @@ class SessionTools:
             StorageError: the answer's write failed (it may be recorded all the same).
         """
         asked = await self.questions.find(request_id, session_id)
+        if await self.sessions.reverts.standing(asked.session_id):
+            # A revert stands only in an idle session, where no call waits: the answers
+            # can reach the model only as a prompt, and a prompt first commits the revert
+            # (``session.revert.committed`` names the messages it drops for good).
+            await self.sessions.reverts.commit(asked.session_id)
         _, late = await self.questions.reply(asked.session_id, request_id, answers)
         if late is not None:
             await self._x.wake(asked.session_id, late.admitted_seq)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 
@@ -17,7 +18,7 @@ from actors._questions import late_answer
 from runtime import AssistantMessage, Location, Prompt, UserMessage, derived_id, llm, open_runtime
 from runtime import events as ev
 from runtime import messages as m
-from storage import AdmitPrompt, Append, EventStore
+from storage import AdmitPrompt, Append, EventsOfType, EventStore
 from tests.execution.conftest import answer, eventually, running, tool_calls, user_texts
 
 _TASK_CHILD = Path(__file__).with_name("task_child.py")
@@ -295,3 +296,30 @@ async def test_an_answer_recorded_before_recovery_reaches_the_model_once(
         history = (await rt.sessions.messages("ses_parent", order="asc")).data
         prompts = [x.id for x in history if isinstance(x, UserMessage)]
         assert prompts[1:] == [derived_id("msg", replied.timestamp, replied.request_id)]
+
+
+async def test_an_answer_after_a_revert_commits_it_as_a_prompt_does(tmp_path: Path) -> None:
+    """The user reverted the session past the question a crash left pending, then answered
+    it: as for any prompt, the revert is committed first (``session.revert.committed``
+    names the dropped messages, which OpenCode's clients hear as ``message.removed``), and
+    the late answer and its reply show."""
+    data, work = tmp_path / "data", tmp_path / "work"
+    work.mkdir()
+    await trio.to_thread.run_sync(_run_until_child_tool, data, work, "question")
+    client = llm.ScriptedLLM([answer("red it is")])
+    async with running(tmp_path, client) as rt:
+        [asked] = await rt.tools.pending_questions("ses_parent")
+        before = (await rt.sessions.messages("ses_parent", order="asc")).data
+        await rt.sessions.reverts.revert("ses_parent", before[-1].id, files=False)
+        await rt.tools.reply_question("ses_parent", asked.id, [["Red"]])
+        await rt.sessions.wait_idle("ses_parent")
+        [request] = client.requests
+        assert user_texts(request)[-1].endswith('"Which color?"="Red".')
+        committed = await rt.storage.read(
+            EventsOfType(types=["session.revert.committed"], session_id="ses_parent", limit=5)
+        )
+        assert [ev.decode_event(e.data).message_ids for e in committed] == [[before[-1].id]]
+        shown = (await rt.sessions.messages("ses_parent", order="asc")).data
+        assert [type(x) for x in shown] == [UserMessage, UserMessage, AssistantMessage]
+        assert shown[0].id == before[0].id
+        assert (await rt.sessions.get("ses_parent")).revert is msgspec.UNSET
