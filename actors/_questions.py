@@ -67,16 +67,20 @@ def pending_questions(events: Sequence[ev.DurableEvent]) -> list[ev.QuestionAske
     return list(asked.values())
 
 
-def late_answer(asked: ev.QuestionAsked, replied: ev.QuestionReplied) -> tuple[str, Prompt]:
-    """The message id and the prompt that carry *replied*'s answers to the model when the
-    call that asked was closed without them (a crash cut it). The id is derived from the
-    reply, so every path that admits it admits the same prompt once (an exact retry)."""
+def late_answer(asked: ev.QuestionAsked, replied: ev.QuestionReplied, now: int) -> AdmitPrompt:
+    """The admission, at *now*, of the prompt that carries *replied*'s answers to the model
+    when the call that asked was closed without them (a crash cut it). Its message id is
+    derived from the reply, so every path that admits it admits it once (an exact retry)."""
     pairs = ", ".join(
         f'"{q.question}"="{", ".join(a) or "Unanswered"}"'
         for q, a in zip(asked.questions, replied.answers, strict=True)
     )
     text = f"Answers to the questions asked before the interruption: {pairs}."
-    return derived_id("msg", replied.timestamp, replied.request_id), Prompt(text=text)
+    message_id = derived_id("msg", replied.timestamp, replied.request_id)
+    return AdmitPrompt(
+        session_id=replied.session_id, message_id=message_id, prompt=Prompt(text=text),
+        delivery="steer", timestamp=now,
+    )  # fmt: skip
 
 
 async def admit_late_answers(
@@ -108,13 +112,9 @@ async def admit_late_answers(
             assert question.tool  # only questions asked by *calls* were kept
             waiting.add(question.tool.call_id)
             continue
-        message_id, prompt = late_answer(question, answer)
-        op = AdmitPrompt(
-            session_id=session_id, message_id=message_id, prompt=prompt, delivery="steer",
-            timestamp=now, fresh=False,
-        )  # fmt: skip
-        await storage.write(op)
-        admitted.append(message_id)
+        late = late_answer(question, answer, now)
+        await storage.write(late)
+        admitted.append(late.message_id)
     return admitted, waiting
 
 
@@ -221,6 +221,14 @@ class DurableQuestions:
             StorageError: the answer's write failed (it may be in the store all the same:
                 the waiting call looks it up once the store serves again).
         """
+        _, admitted = await self._record(session_id, request_id, answers)
+        return self._answers.deliver(request_id, answers), admitted
+
+    async def _record(
+        self, session_id: str, request_id: str, answers: list[list[str]]
+    ) -> tuple[ev.QuestionAsked, ev.InputAdmitted | None]:
+        """Write the reply (``ReplyQuestion``, with its late answer): the question, and the
+        late answer's receipt when it was admitted. Raises as ``reply``."""
         async with self._lock:
             asked = await self.find(request_id, session_id)
             _check_answers(asked, answers)
@@ -228,14 +236,9 @@ class DurableQuestions:
                 timestamp=self._now(), session_id=session_id, request_id=request_id,
                 answers=answers,
             )  # fmt: skip
-            message_id, prompt = late_answer(asked, replied)
-            late = AdmitPrompt(
-                session_id=session_id, message_id=message_id, prompt=prompt, delivery="steer",
-                timestamp=replied.timestamp,
-            )  # fmt: skip
+            late = late_answer(asked, replied, replied.timestamp)
             command = ReplyQuestion(replied, asked.tool or None, late)
-            admitted = await self._write(request_id, command)
-        return self._answers.deliver(request_id, answers), admitted
+            return asked, await self._write(request_id, command)
 
     async def reject(self, session_id: str, request_id: str) -> bool:
         """Reject a pending question; True when a tool call was waiting for it.

@@ -22,7 +22,7 @@ import storage._commands as commands_module
 from runtime import events as ev
 from runtime import messages as m
 from runtime.tools import ToolContext
-from storage import AdmitPrompt, ReplyQuestion, SessionHistory
+from storage import ReplyQuestion, SessionHistory
 
 __all__ = ["PLANTS", "EXPECTED", "planted"]
 
@@ -130,19 +130,7 @@ def _default_answers() -> Callable[[], None]:
     async def reply(
         self: Any, session_id: str, request_id: str, answers: list[list[str]]
     ) -> tuple[bool, ev.InputAdmitted | None]:
-        async with self._lock:
-            asked = await self.find(request_id, session_id)
-            replied = ev.QuestionReplied(
-                timestamp=self._now(), session_id=session_id, request_id=request_id,
-                answers=answers,
-            )  # fmt: skip
-            message_id, prompt = questions_module.late_answer(asked, replied)
-            late = AdmitPrompt(
-                session_id=session_id, message_id=message_id, prompt=prompt, delivery="steer",
-                timestamp=replied.timestamp,
-            )  # fmt: skip
-            command = ReplyQuestion(replied, asked.tool or None, late)
-            admitted = await self._write(request_id, command)
+        asked, admitted = await self._record(session_id, request_id, answers)
         # The bug: the answers are stored, but the waiting call hears each question's
         # first option instead.
         defaults = [[info.options[0].label] for info in asked.questions]

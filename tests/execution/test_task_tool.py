@@ -18,7 +18,7 @@ from actors._questions import late_answer
 from runtime import AssistantMessage, Location, Prompt, UserMessage, derived_id, llm, open_runtime
 from runtime import events as ev
 from runtime import messages as m
-from storage import AdmitPrompt, Append, EventsOfType, EventStore
+from storage import Append, EventsOfType, EventStore
 from tests.execution.conftest import answer, eventually, running, tool_calls, user_texts
 
 _TASK_CHILD = Path(__file__).with_name("task_child.py")
@@ -224,10 +224,16 @@ async def test_sigkill_mid_task_recovers_both_sessions_and_runs_nothing_twice(
         assert client.requests == [] and rt.test_gates.started == []
 
 
-async def test_sigkill_leaves_a_pending_question_answerable_after_restart(tmp_path: Path) -> None:
+async def _killed_asking(tmp_path: Path) -> Path:
+    """The data dir of a process SIGKILLed while ``ses_parent``'s question waits."""
     data, work = tmp_path / "data", tmp_path / "work"
     work.mkdir()
     await trio.to_thread.run_sync(_run_until_child_tool, data, work, "question")
+    return data
+
+
+async def test_sigkill_leaves_a_pending_question_answerable_after_restart(tmp_path: Path) -> None:
+    await _killed_asking(tmp_path)
     client = llm.ScriptedLLM([answer("red it is")])
     async with running(tmp_path, client) as rt:
         [asked] = await rt.tools.pending_questions("ses_parent")
@@ -257,11 +263,7 @@ def _answer_in_the_store(
         )  # fmt: skip
         ops: list[Any] = [Append(session_id="ses_parent", events=[replied])]
         if admitted:
-            message_id, prompt = late_answer(asked, replied)
-            ops.append(AdmitPrompt(
-                session_id="ses_parent", message_id=message_id, prompt=prompt, delivery="steer",
-                timestamp=replied.timestamp, fresh=False,
-            ))  # fmt: skip
+            ops.append(late_answer(asked, replied, replied.timestamp))
         outcomes, _ = store.write_batch(ops)
         assert [o.error for o in outcomes] == [None] * len(ops)
     finally:
@@ -276,9 +278,7 @@ async def test_an_answer_recorded_before_recovery_reaches_the_model_once(
     """The asking process died and the answer was recorded before any recovery (through
     another worker): start-up recovery closes the call and admits the answers as a prompt,
     which runs once, also when an earlier recovery admitted it and was cut."""
-    data, work = tmp_path / "data", tmp_path / "work"
-    work.mkdir()
-    await trio.to_thread.run_sync(_run_until_child_tool, data, work, "question")
+    data = await _killed_asking(tmp_path)
     replied = await trio.to_thread.run_sync(
         lambda: _answer_in_the_store(data, [["Blue"]], admitted=admitted)
     )
@@ -303,9 +303,7 @@ async def test_an_answer_after_a_revert_commits_it_as_a_prompt_does(tmp_path: Pa
     it: as for any prompt, the revert is committed first (``session.revert.committed``
     names the dropped messages, which OpenCode's clients hear as ``message.removed``), and
     the late answer and its reply show."""
-    data, work = tmp_path / "data", tmp_path / "work"
-    work.mkdir()
-    await trio.to_thread.run_sync(_run_until_child_tool, data, work, "question")
+    await _killed_asking(tmp_path)
     client = llm.ScriptedLLM([answer("red it is")])
     async with running(tmp_path, client) as rt:
         [asked] = await rt.tools.pending_questions("ses_parent")
