@@ -6,7 +6,7 @@ import argparse
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final, NoReturn
 
-__all__ = ["parser"]
+__all__ = ["parser", "worker_options"]
 
 _ENVIRONMENT: Final = """\
 environment:
@@ -65,6 +65,71 @@ def _version() -> str:
         return "unknown"
 
 
+_DATA_DIR_HELP: Final = "the data dir (default: $KITTIWAKE_DATA_DIR, else $XDG_DATA_HOME/kittiwake)"
+_PER_WORKER: Final = ("--owner", "--worker-slot", "--listen-fd", "--ready-fd", "--lifeline-fd")
+"""What a ``--workers`` parent tells each worker itself (``gateway/_workers.py``); hidden."""
+_PARENT_ONLY: Final = ("--workers", "--port")
+"""Serve options a ``--workers`` parent keeps: it binds the port once (each worker is
+handed the socket and told the bound port)."""
+
+
+def _add_serve_options(serve: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Add the options of ``serve`` to *serve*; return them."""
+    added = [
+        serve.add_argument(
+            "--port", type=_port,
+            help="TCP port (default: the configuration's server.port, else 4096; 0: any)",
+        ),
+        serve.add_argument(
+            "--hostname",
+            help="address (default: the configuration's server.hostname, else 127.0.0.1)",
+        ),
+        serve.add_argument("--data-dir", help=_DATA_DIR_HELP),
+        serve.add_argument(
+            "--store", metavar="URL", help="keep sessions in PostgreSQL at URL (postgresql://...) "
+            "instead of DuckDB in the data dir; see --workers and docs/cluster.md",
+        ),
+        serve.add_argument(
+            "--workers", type=_count, metavar="N", help="with --store: bind once and serve with "
+            "N worker processes, each restarted if it dies (docs/cluster.md)",
+        ),
+        serve.add_argument(
+            "--lease-ttl", type=float, default=10.0, metavar="SECONDS",
+            help="with --store: how long a session's lease lasts unrenewed, so how soon another "
+            "worker takes over the sessions of one that died (default 10)",
+        ),
+    ]  # fmt: skip
+    for hidden in _PER_WORKER:
+        kind = str if hidden == "--owner" else int
+        added.append(serve.add_argument(hidden, help=argparse.SUPPRESS, type=kind))
+    added += [
+        serve.add_argument(
+            "--certfile", help="PEM certificate (chain): serve HTTPS (needs --keyfile)"
+        ),
+        serve.add_argument("--keyfile", help="PEM private key of --certfile"),
+        serve.add_argument(
+            "--directory", help="the project directory: where sessions without one work and the "
+            "file routes are confined (default: the current directory)",
+        ),
+    ]  # fmt: skip
+    return added
+
+
+def worker_options(args: argparse.Namespace) -> list[str]:
+    """The options a ``serve --workers`` parent with *args* passes on to each worker: every
+    ``serve`` option that has a value (given, defaulted, or resolved by the parent), except
+    ``--workers``, ``--port`` and those the parent sets for each worker itself. Derived
+    from the options ``serve`` has, so an option added to it reaches the workers too."""
+    forwarded: list[str] = []
+    for action in _add_serve_options(_Parser(add_help=False)):
+        flag = action.option_strings[0]
+        value = getattr(args, action.dest, None)
+        if flag in _PARENT_ONLY or flag in _PER_WORKER or value is None or value is False:
+            continue
+        forwarded += [flag] if value is True else [flag, str(value)]
+    return forwarded
+
+
 def parser() -> argparse.ArgumentParser:
     """The parser of ``kittiwake`` and its commands (``--help`` is their documentation)."""
     fmt = argparse.RawDescriptionHelpFormatter
@@ -83,39 +148,9 @@ def parser() -> argparse.ArgumentParser:
             formatter_class=fmt,
         )  # fmt: skip
 
-    data_dir_help = "the data dir (default: $KITTIWAKE_DATA_DIR, else $XDG_DATA_HOME/kittiwake)"
     attach_help = "URL of a running `kittiwake serve` to talk to, instead of opening the data dir"
     serve = command("serve", "serve the HTTP API (OpenCode V2 routes) until Ctrl-C or SIGTERM")
-    serve.add_argument(
-        "--port", type=_port,
-        help="TCP port (default: the configuration's server.port, else 4096; 0: any)",
-    )  # fmt: skip
-    serve.add_argument(
-        "--hostname", help="address (default: the configuration's server.hostname, else 127.0.0.1)"
-    )
-    serve.add_argument("--data-dir", help=data_dir_help)
-    serve.add_argument(
-        "--store", metavar="URL", help="keep sessions in PostgreSQL at URL (postgresql://...) "
-        "instead of DuckDB in the data dir; see --workers and docs/cluster.md",
-    )  # fmt: skip
-    serve.add_argument(
-        "--workers", type=_count, metavar="N", help="with --store: bind once and serve with N "
-        "worker processes, each restarted if it dies (docs/cluster.md)",
-    )  # fmt: skip
-    serve.add_argument(
-        "--lease-ttl", type=float, default=10.0, metavar="SECONDS",
-        help="with --store: how long a session's lease lasts unrenewed, so how soon another "
-        "worker takes over the sessions of one that died (default 10)",
-    )  # fmt: skip
-    for hidden in ("--owner", "--worker-slot", "--listen-fd", "--ready-fd", "--lifeline-fd"):
-        # What a --workers parent tells each worker (gateway/_workers.py).
-        serve.add_argument(hidden, help=argparse.SUPPRESS, type=str if hidden == "--owner" else int)
-    serve.add_argument("--certfile", help="PEM certificate (chain): serve HTTPS (needs --keyfile)")
-    serve.add_argument("--keyfile", help="PEM private key of --certfile")
-    serve.add_argument(
-        "--directory", help="the project directory: where sessions without one work and the "
-        "file routes are confined (default: the current directory)",
-    )  # fmt: skip
+    _add_serve_options(serve)
     run = command(
         "run", "prompt a session once and print the answer as it streams",
         "Prompt a new session (or --session ID, or --continue) and print the answer as it "
@@ -208,8 +243,8 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     config.add_argument("--directory", help="the directory (default: the current one)")
     for cmd in (models, auth):
-        cmd.add_argument("--data-dir", help=data_dir_help)
+        cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     for cmd in (run, tui, sessions, inspect, stats, trace):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)
-        cmd.add_argument("--data-dir", help=data_dir_help)
+        cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     return parser

@@ -38,6 +38,7 @@ import msgspec
 import trio
 
 from actors import ClusterOptions
+from gateway._args import worker_options
 from gateway._datadir import CliError, forget_serving, record_serving
 from runtime import StorageError
 from storage import PostgresStore
@@ -64,7 +65,8 @@ class WorkerLimits(msgspec.Struct, frozen=True):
     """The parent's bounds. Every field is in seconds."""
 
     start_timeout: float = 60.0
-    """How long a worker has to start serving (write its owner id) before it is killed."""
+    """How long a worker has to start serving (write its owner id) before it is killed
+    (and restarted, as a worker that dies)."""
     stop_grace: float = 30.0
     """How long stopping workers have to finish (drains settle) before SIGKILL."""
     restart_delay: float = 0.5
@@ -130,25 +132,24 @@ async def reach_store(url: str | None, data_dir: Path, owner: str) -> None:
 
 async def serve_with_workers(args: argparse.Namespace, data_dir: Path) -> int:
     """``kittiwake serve --workers N``: check once what a person can get wrong (no
-    ``--store``, an unreachable one), then :func:`serve_workers`, each worker this command
-    without ``--workers``; ``serving.json`` names the parent while it runs.
+    ``--store``, an unreachable one, a bad ``--lease-ttl``), then :func:`serve_workers`,
+    each worker this command with every option but ``--workers`` (``worker_options``: the
+    data dir, directory and address as this process resolved them); ``serving.json`` names
+    the parent while it runs.
 
     Raises:
-        CliError: no ``--store`` (exit status 2), or see :func:`serve_workers`.
+        CliError: no ``--store`` or a bad ``--lease-ttl`` (exit status 2), or see
+            :func:`serve_workers`.
     """
     if args.store is None:
         raise CliError(
             "--workers needs --store postgresql://...: the DuckDB store in a data dir is "
             "served by one process", 2,
         )  # fmt: skip
+    cluster_options(args)  # a bad --lease-ttl is one line here, not every worker failing
     await reach_store(args.store, data_dir, new_owner())  # the schema is made once, here
-    argv = [
-        sys.executable, "-m", "gateway", "serve", "--data-dir", str(data_dir),
-        "--directory", str(args.directory), "--store", args.store,
-        "--hostname", args.hostname,
-    ]  # fmt: skip
-    if args.certfile is not None:
-        argv += ["--certfile", args.certfile, "--keyfile", args.keyfile]
+    resolved = argparse.Namespace(**{**vars(args), "data_dir": str(data_dir)})
+    argv = [sys.executable, "-m", "gateway", "serve", *worker_options(resolved)]
     try:
         return await serve_workers(
             count=args.workers, host=args.hostname, port=args.port, argv=argv,
@@ -165,9 +166,11 @@ class _Worker:
         self.owner = ""
         self.process: trio.Process | None = None
         self.started = trio.Event()
-        """Set once the first process of this slot serves, or failed before serving."""
+        """Set once a process of this slot serves, or one exited with an error before any
+        of the slot's did."""
         self.failed: int | None = None
-        """The exit status of a first process that ended before serving."""
+        """The exit status of a process that exited with an error before any of the
+        slot's served."""
 
 
 async def serve_workers(
@@ -180,9 +183,10 @@ async def serve_workers(
     *on_serving* (a callable taking the URL) is called once every worker serves.
 
     Raises:
-        CliError: the address cannot be bound, or a worker ended before serving (its own
-            error line is on standard error before this one); every worker started is
-            stopped first.
+        CliError: the address cannot be bound, or a worker exited with an error status
+            before its slot first served (its own error line is on standard error before
+            this one); every worker started is stopped first. A worker killed by a signal
+            before serving is restarted instead.
     """
     from gateway._serve import bind
 
@@ -211,7 +215,7 @@ async def serve_workers(
                     stopping.set()
                     await _stop_all(workers, limits)
                     raise CliError(
-                        f"worker {worker.slot} ended with status {worker.failed} before "
+                        f"worker {worker.slot} exited with status {worker.failed} before "
                         "serving; nothing is served"
                     )
             print(f"kittiwake: serving {url} with {count} workers", flush=True)
@@ -232,7 +236,10 @@ async def _keep(
     worker: _Worker, argv: list[str], fd: int, lifeline: int, limits: WorkerLimits,
     stopping: trio.Event,
 ) -> None:  # fmt: skip
-    """Run the worker of *worker*'s slot, again after each death, until *stopping*."""
+    """Run the worker of *worker*'s slot, again after each death, until *stopping*; but
+    a process that exits with an error status before the slot first served ends the slot
+    (``worker.failed``): the command cannot start. One killed by a signal meanwhile (the
+    OOM killer, a stray SIGKILL, ``start_timeout``) is restarted as one that dies later."""
     delay = limits.restart_delay
     while not stopping.is_set():
         worker.owner = new_owner(worker.slot)
@@ -240,7 +247,7 @@ async def _keep(
         status = await _run_one(worker, argv, fd, lifeline, limits)
         if stopping.is_set():
             return
-        if not worker.started.is_set():
+        if status > 0 and not worker.started.is_set():  # an error (not a signal) at start
             worker.failed = status
             worker.started.set()
             return

@@ -15,7 +15,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -90,33 +90,45 @@ async def exited(pid: int) -> None:
 
 
 class Workers:
-    """A running ``kittiwake serve --workers N``; its ``url``, ``process`` and ``stderr``."""
+    """A running ``kittiwake serve --workers N``; its ``url``, ``process`` and ``stderr``
+    (the parent's and its workers', collected from the start)."""
 
-    def __init__(self, process: trio.Process, url: str) -> None:
+    def __init__(self, process: trio.Process, url: str, stderr: bytearray) -> None:
         self.process = process
         self.url = url
-        self.stderr = bytearray()
+        self.stderr = stderr
 
     def worker_pids(self) -> list[int]:
         return children(self.process.pid)
 
     @classmethod
     @asynccontextmanager
-    async def running(cls, cli: Cli, store: str, count: int, *extra: str) -> AsyncIterator[Workers]:
-        """Serve until the block ends, then SIGTERM the parent and check it exits 0."""
+    async def running(
+        cls, cli: Cli, store: str, count: int, *extra: str, env: Mapping[str, str] | None = None
+    ) -> AsyncIterator[Workers]:
+        """Serve until the block ends, then SIGTERM the parent and check it exits 0. *env*
+        replaces ``cli.env``. A parent that exits before serving fails the test with its
+        standard error."""
         process = await trio.lowlevel.open_process(
             cli.argv("serve", "--port", "0", "--store", store, "--workers", str(count), *extra),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=cli.project, env=cli.env,
+            cwd=cli.project, env=cli.env if env is None else env,
         )  # fmt: skip
         assert process.stdout is not None and process.stderr is not None
+        stderr = bytearray()
         try:
-            seen = bytearray()
-            with trio.fail_after(_START):
-                url = await read_until(process.stdout, rb"serving (http://\S+) with", seen)
-            workers = cls(process, url.decode())
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_collect, process.stderr, workers.stderr)
+                ended = trio.Event()
+                nursery.start_soon(_collect, process.stderr, stderr, ended)
+                seen = bytearray()
+                try:
+                    with trio.fail_after(_START):
+                        url = await read_until(process.stdout, rb"serving (http://\S+) with", seen)
+                except AssertionError as exc:
+                    with trio.fail_after(_STOP):  # every writer gone: all of it was read
+                        await ended.wait()
+                    raise AssertionError(f"{exc}\n{stderr.decode(errors='replace')}") from None
+                workers = cls(process, url.decode(), stderr)
                 yield workers
                 await workers.stop()
                 nursery.cancel_scope.cancel()
@@ -180,6 +192,10 @@ class Node:
                     await process.wait()
 
 
-async def _collect(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+async def _collect(
+    stream: trio.abc.ReceiveStream, into: bytearray, ended: trio.Event | None = None
+) -> None:
     while chunk := await stream.receive_some(4096):
         into += chunk
+    if ended is not None:
+        ended.set()

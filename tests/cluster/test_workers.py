@@ -1,17 +1,22 @@
 """``kittiwake serve --store postgresql://... --workers N`` in real processes: the parent
-binds once, its workers answer on that socket, a killed worker is restarted, SIGTERM stops
-them all, and workers do not outlive a parent killed with SIGKILL."""
+binds once, its workers answer on that socket with every serve option it was given, a
+killed worker is restarted (also one killed before it served), SIGTERM stops them all,
+workers do not outlive a parent killed with SIGKILL, and one exiting with an error before
+serving stops the command."""
 
 from __future__ import annotations
 
 import os
 import signal
+from functools import partial
 from pathlib import Path
 
 import httpx
+import psycopg
 import trio
 
-from tests.cluster.harness import Workers, answer_each, exited
+from gateway._args import parser, worker_options
+from tests.cluster.harness import Workers, answer_each, exited, read_until
 from tests.gateway.test_cli_run import Cli, provider
 from tests.llm.conftest import LocalServer
 from tests.waiting import eventually
@@ -20,6 +25,8 @@ __all__ = ["provider"]  # the fixture, imported for the tests here
 
 S = "/api/session"
 MODEL = {"id": "m1", "providerID": "local"}
+HOLD = Path(__file__).parent / "hold"
+"""A ``sitecustomize`` that holds one worker as it starts (see the file)."""
 
 
 def gone(pid: int) -> bool:
@@ -99,3 +106,89 @@ async def test_workers_need_a_postgresql_store(tmp_path: Path) -> None:
     )
     done = await cli("serve", "--port", "0", "--workers", "0")
     assert done.returncode == 2 and b"0 is not a number of workers" in done.stderr
+
+
+def test_a_worker_gets_every_serve_option_but_those_of_the_parent() -> None:
+    given = [
+        "--workers", "2", "--port", "0", "--hostname", "0.0.0.0", "--data-dir", "/d",
+        "--store", "postgresql://u@h/db", "--lease-ttl", "1.5", "--certfile", "c.pem",
+        "--keyfile", "k.pem", "--directory", "/p",
+    ]  # fmt: skip
+    args = parser().parse_args(["serve", *given])
+    each = ["--port", "4100", "--owner", "o", "--worker-slot", "1", "--listen-fd", "3"]
+    each += ["--ready-fd", "4", "--lifeline-fd", "5"]
+    worker = parser().parse_args(["serve", *worker_options(args), *each])
+    options = set(vars(parser().parse_args(["serve"]))) - {"command"}
+    told = {"owner", "worker_slot", "listen_fd", "ready_fd", "lifeline_fd"}  # to each one
+    passed = options - told - {"workers", "port"}
+    # Every option a worker could get is given above (add a new one there), and each
+    # reached it with the value the parent had.
+    assert all(getattr(args, dest) is not None for dest in options - told)
+    assert {dest: getattr(worker, dest) for dest in passed} == {
+        dest: getattr(args, dest) for dest in passed
+    }
+    assert worker.workers is None and worker.lease_ttl == 1.5
+
+
+async def lease_left(url: str, session_id: str) -> float:
+    """Seconds from now until the session's lease (held or released) expires."""
+
+    def query() -> float:
+        with psycopg.connect(url) as pg:
+            row = pg.execute(
+                "select extract(epoch from expires_at - now()) from session_lease "
+                "where session_id = %s",
+                [session_id],
+            ).fetchone()
+        assert row is not None
+        return float(row[0])
+
+    return await trio.to_thread.run_sync(query)
+
+
+async def test_workers_get_the_lease_ttl_and_one_killed_before_serving_is_restarted(
+    tmp_path: Path, provider: LocalServer, postgres_database: str, nursery: trio.Nursery
+) -> None:
+    cli = Cli(tmp_path, provider)
+    answer_each(provider)
+    held: list[int] = []
+
+    async def hold(stream: trio.SocketStream) -> None:
+        # The first process of slot 1 is killed as it starts; its restart goes on.
+        async with stream:
+            pid = int(await read_until(stream, rb"(\d+)\n", bytearray()))
+            held.append(pid)
+            if len(held) == 1:
+                os.kill(pid, signal.SIGKILL)
+                await exited(pid)
+
+    listeners = await nursery.start(partial(trio.serve_tcp, hold, 0, host="127.0.0.1"))
+    port = listeners[0].socket.getsockname()[1]
+    path = os.pathsep.join([str(HOLD), *filter(None, [cli.env.get("PYTHONPATH")])])
+    env = {**cli.env, "PYTHONPATH": path, "KITTIWAKE_TEST_HOLD": f"{port}:1"}
+    async with Workers.running(cli, postgres_database, 2, "--lease-ttl", "1", env=env) as cluster:
+        assert len(held) == 2  # the killed one and its restart, which serves
+        assert held[0] not in cluster.worker_pids() and held[1] in cluster.worker_pids()
+        assert b"worker 1 (owner " in cluster.stderr
+        assert b"exited with status -9 after" in cluster.stderr
+        async with httpx.AsyncClient(base_url=cluster.url, timeout=30) as client:
+            sid = (await client.post(S, json={"model": MODEL})).json()["data"]["id"]
+            await prompt_and_wait(client, sid, "one")
+            assert await texts(client, sid) == ["one", "re: one"]
+        # Acquired (and renewed) for one second, not the default ten.
+        assert await lease_left(postgres_database, sid) < 1.0
+    assert cluster.process.returncode == 0
+
+
+async def test_a_worker_exiting_with_an_error_before_serving_stops_the_command(
+    tmp_path: Path, provider: LocalServer, postgres_database: str
+) -> None:
+    cli = Cli(tmp_path, provider)
+    cli.env["KITTIWAKE_MODEL"] = "local/no-such-model"  # read by each worker, not the parent
+    done = await cli("serve", "--port", "0", "--store", postgres_database, "--workers", "2")
+    assert done.returncode == 1, done.stderr.decode()
+    last = done.stderr.decode().strip().splitlines()[-1]
+    assert last.startswith("kittiwake: worker ") and last.endswith(
+        " exited with status 2 before serving; nothing is served"
+    ), done.stderr.decode()
+    assert b"restarting" not in done.stderr and b"serving http" not in done.stdout
