@@ -21,29 +21,47 @@ class FrameTooLargeError(ValueError):
 
 
 class SSEDecoder:
-    """Incremental SSE parser.
+    """Incremental SSE parser, linear in the bytes fed however they are chunked.
 
     Args:
         max_frame_bytes: the largest line or frame accepted; beyond it ``feed``
             raises ``FrameTooLargeError`` instead of buffering without bound.
 
     Comments (``:``) are skipped, several ``data:`` lines join with ``\\n``, and a
-    frame with no data is dropped.
+    frame with no data is dropped. An unfinished line waits in a ``bytearray`` that each
+    chunk extends in place; only a chunk's own bytes are searched for line ends, so a
+    long line fed in many small chunks costs what it would in one. (httpx's
+    ``aiter_lines`` would split lines, but without a bound on their length.)
     """
 
     def __init__(self, *, max_frame_bytes: int) -> None:
         self._max = max_frame_bytes
-        self._buffer = b""
+        self._pending = bytearray()
+        """The start of a line whose end has not arrived yet."""
         self._event: str | None = None
         self._data: list[str] = []
         self._size = 0
 
     def feed(self, chunk: bytes) -> list[SSEFrame]:
-        """Consume *chunk* and return the frames it completed."""
-        buffer = self._buffer + chunk if self._buffer else chunk
-        lines = buffer.split(b"\n")
-        self._buffer = lines.pop()
-        if len(self._buffer) > self._max:
+        """Consume *chunk* and return the frames it completed.
+
+        Raises:
+            FrameTooLargeError: an unfinished line or a frame is over ``max_frame_bytes``
+                (the decoder is then unusable).
+        """
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            self._pending += chunk
+            if len(self._pending) > self._max:
+                raise FrameTooLargeError(f"SSE line longer than {self._max} bytes")
+            return []
+        lines = chunk[:end].split(b"\n")
+        if self._pending:
+            self._pending += lines[0]
+            lines[0] = bytes(self._pending)
+            self._pending.clear()
+        self._pending += chunk[end + 1 :]
+        if len(self._pending) > self._max:
             raise FrameTooLargeError(f"SSE line longer than {self._max} bytes")
         frames: list[SSEFrame] = []
         for raw in lines:
@@ -55,9 +73,9 @@ class SSEDecoder:
     def close(self) -> list[SSEFrame]:
         """Flush a final frame the server did not terminate with a blank line."""
         frames: list[SSEFrame] = []
-        if self._buffer:
-            frame = self._line(self._buffer.rstrip(b"\r"))
-            self._buffer = b""
+        if self._pending:
+            frame = self._line(bytes(self._pending).rstrip(b"\r"))
+            self._pending.clear()
             if frame is not None:
                 frames.append(frame)
         last = self._line(b"")
