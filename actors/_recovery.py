@@ -13,20 +13,24 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from actors._config import session_model
 from actors._questions import DEFAULT_QUESTION_EVENTS, admit_late_answers
 from actors._turn import INTERRUPTED_TOOL
 from runtime import StorageError
 from runtime import events as ev
+from runtime.agents import AgentInfo
 from runtime.history import recovery_events
 from storage import Append, SessionHistory
 
 if TYPE_CHECKING:
+    from actors._ports import SessionPorts
     from actors._storage import StorageActor
 
 __all__ = [
     "RECOVERY_ATTEMPTS",
     "StepLimitExceededError",
     "close_failed_turn",
+    "failed_step_start",
     "failure_events",
     "record_failure",
     "recover_session",
@@ -61,6 +65,25 @@ def failure_events(
         ),
         ev.RunFailed(timestamp=now, session_id=session_id, error=error),
     ]
+
+
+def failed_step_start(
+    ports: SessionPorts, session_id: str, agent: Callable[[], AgentInfo], message_id: str,
+    now: int,
+) -> ev.StepStarted:  # fmt: skip
+    """The start of an empty step *message_id* that carries a failure outside any
+    provider turn, with the session's *agent* and model (``build`` and the default model
+    when looking them up fails: the failure may be that very lookup)."""
+    try:
+        info, chosen = ports.session_info(session_id), agent()
+        settings = ports.location_for(info.location.directory).settings
+        name, model = chosen.name, session_model(info, chosen, settings, ports.default_model)
+    except Exception:  # noqa: BLE001 - the failure may be this very lookup
+        name, model = "build", ports.default_model
+    return ev.StepStarted(
+        timestamp=now, session_id=session_id, assistant_message_id=message_id, agent=name,
+        model=model,
+    )  # fmt: skip
 
 
 async def record_failure(

@@ -19,6 +19,7 @@ from actors._context import ContextFactory, default_context
 from actors._directory import ActorDirectory
 from actors._events import EventHub
 from actors._execution import LocationLoads, SessionExecution, ToolsFactory
+from actors._opening import DEFAULT_ADMISSION_TIMEOUT
 from actors._recovery import recover_until_written
 from actors._session import DEFAULT_MAX_TURNS
 from actors._session_tools import DEFAULT_MAX_TASKS, SessionTools
@@ -112,6 +113,7 @@ async def open_runtime(
     telemetry: TelemetryOptions | None = None,
     max_tasks: int = DEFAULT_MAX_TASKS, store_url: str | None = None,
     telemetry_dir: Path | str | None = None, cluster: ClusterOptions | None = None,
+    admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -158,6 +160,9 @@ async def open_runtime(
             calls wait for a slot.
         store_url: a PostgreSQL URL (``postgresql://...``): the store is there instead of
             ``kittiwake.duckdb`` (with *cluster*, one worker of many; ``docs/cluster.md``).
+        admission_timeout: seconds a prompt that opens an idle session's activity in its
+            own batch waits for that batch (cancelled or not) before answering that the
+            admission is not known (``StorageError``; the store restarting or stuck).
     """
     options = dict(locals())
     if telemetry is None:
@@ -185,7 +190,7 @@ async def _open_runtime(
     tool_output_cleanup_every: float | None, storage_max_batch: int,
     title_model: TitleModel | None, title_limits: TitleLimits | None,
     configuration: Configuration | None, location_loads: LocationLoads, max_tasks: int,
-    store_url: str | None, cluster: ClusterOptions | None, **_: Any,
+    store_url: str | None, cluster: ClusterOptions | None, admission_timeout: float, **_: Any,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """``open_runtime`` without telemetry's set-up (see there)."""
     data, project = _prepare(Path(data_dir))
@@ -211,7 +216,7 @@ async def _open_runtime(
     )  # fmt: skip
     sessions = Sessions(
         storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock,
-        project_id=project, cluster=cluster,
+        project_id=project, cluster=cluster, admission_timeout=admission_timeout,
     )  # fmt: skip
     tools_api = SessionTools(
         storage=storage, execution=execution, now_ms=clock, max_tasks=max_tasks

@@ -30,6 +30,7 @@ from actors._ports import SessionLocation, SessionPorts
 from actors._recovery import (
     StepLimitExceededError,
     close_failed_turn,
+    failed_step_start,
     failure_events,
     record_failure,
     recover_until_written,
@@ -153,9 +154,16 @@ class SessionActor(Actor[Message]):
         if context is not None and len(self._admissions) < _MAX_LINKS:
             self._admissions.append(context)
 
-    def release_opening(self) -> None:
-        """The reserved opening will not come (its admission failed or was cancelled)."""
+    def release_opening(self, *, in_doubt: bool = False) -> None:
+        """The reserved opening will not come: its admission failed, or (*in_doubt*) it
+        was not answered in time and its batch may still commit. In doubt, a drain starts
+        that first recovers the session from the store, as after a restart; the store
+        answers that read after the batch, so a promotion the actor was not handed is
+        found (the session then needs a resume), never left unseen."""
         self._openings -= 1
+        if in_doubt and self.state == "running":
+            self._recovered = False
+            self._wake(WAKE_ANY)
 
     def hand_opened(self, opened: Opened) -> None:
         """Hand the actor the activity an admission opened under :meth:`reserve_opening`:
@@ -174,7 +182,10 @@ class SessionActor(Actor[Message]):
             return
         self.note_admission()
         self._opened = opened
-        if self.lane.wake(opened.seq) == "start" and self._nursery is not None:
+        self._wake(opened.seq)
+
+    def _wake(self, seq: int) -> None:
+        if self.lane.wake(seq) == "start" and self._nursery is not None:
             self._start(self._nursery, "wake")
 
     def idle_waiter(self, after: int) -> Reply[None] | None:
@@ -579,22 +590,9 @@ class SessionActor(Actor[Message]):
             message_id = turn.assistant_id
         else:
             message_id = self._p.ids.new("msg")
-            start = self._failed_step_start(message_id, now)
+            start = failed_step_start(self._p, self.session_id, self._agent, message_id, now)
         self._turn, self._turn_open, self._recovered = None, False, False
         events = failure_events(
             exc, session_id=self.session_id, now=now, message_id=message_id, start=start
         )
         await record_failure(self._p.storage, self.session_id, events)
-
-    def _failed_step_start(self, message_id: str, now: int) -> ev.StepStarted:
-        """The start of an empty step that carries a failure outside any provider turn."""
-        try:
-            info, agent = self._p.session_info(self.session_id), self._agent()
-            settings = self._p.location_for(info.location.directory).settings
-            name, model = agent.name, session_model(info, agent, settings, self._p.default_model)
-        except Exception:  # noqa: BLE001 - the failure may be this very lookup
-            name, model = "build", self._p.default_model
-        return ev.StepStarted(
-            timestamp=now, session_id=self.session_id, assistant_message_id=message_id,
-            agent=name, model=model,
-        )  # fmt: skip

@@ -14,10 +14,9 @@ from actors._cluster import ClusterOptions, wait_elsewhere
 from actors._events import OVERFLOWED, EventHub
 from actors._execution import SessionExecution
 from actors._location import check_directory
+from actors._opening import DEFAULT_ADMISSION_TIMEOUT, admit_and_open
 from actors._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
 from actors._revert import Reverts
-from actors._session import SessionActor
-from actors._session_messages import Opened
 from actors._storage import StorageActor
 from runtime import (
     IdGenerator,
@@ -41,7 +40,6 @@ from runtime.revert import visible_rows
 from runtime.telemetry import records_text, span
 from runtime.titles import default_title
 from storage import (
-    AdmitAndOpen,
     AdmitPrompt,
     Append,
     AskPermission,
@@ -52,7 +50,6 @@ from storage import (
     Events,
     EventsTail,
     GetSession,
-    HistoryChanges,
     ListSessions,
     Messages,
     Permission,
@@ -79,14 +76,21 @@ def _streamed(kind: str) -> bool:
 
 
 class Sessions:
-    """Create, prompt, read and drive sessions. Obtain it as ``rt.sessions``."""
+    """Create, prompt, read and drive sessions. Obtain it as ``rt.sessions``.
+
+    *admission_timeout*: the seconds a prompt that opens an idle session's activity in
+    its own batch waits for that batch, cancelled or not, before it answers that the
+    admission is not known (see :meth:`prompt`).
+    """
 
     def __init__(
         self, *, storage: StorageActor, hub: EventHub, execution: SessionExecution,
         ids: IdGenerator, now_ms: Callable[[], int], project_id: str,
         cluster: ClusterOptions | None = None,
+        admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT,
     ) -> None:  # fmt: skip
         self._cluster = cluster
+        self._admission_timeout = admission_timeout
         self._storage = storage
         self._hub = hub
         self._x = execution
@@ -147,11 +151,15 @@ class Sessions:
         ``SessionInputAdmitted.promotedSeq``).
         When the session's actor is active, idle and ready, the drain's opening
         promotion is made in the admission's own batch and handed to the actor instead
-        of a wake; cancellation then waits for that batch (a few milliseconds). An actor
-        that stops meanwhile (its session deleted, the runtime closing) is not handed it;
-        the admission stands.
+        of a wake (``actors._opening``); cancellation then waits for that batch, a few
+        milliseconds, at most ``admission_timeout`` seconds. An actor that stops
+        meanwhile (its session deleted, the runtime closing) is not handed it; the
+        admission stands.
 
         Raises:
+            StorageError: the commit failed or the store stopped before answering (an
+                exact retry is safe); on the opening path also when the batch was not
+                answered within ``admission_timeout`` (see ``admit_and_open``).
             InvalidInputError: empty or oversized text, malformed ids; nothing written.
             SessionNotFoundError: no such session.
             PromptConflictError: the message id was used for something else.
@@ -172,37 +180,13 @@ class Sessions:
                 current.set_attribute("kittiwake.prompt", prompt.text)
             reserved = self._x.reserve_opening(session_id) if resume and id is None else None
             if reserved is not None:
-                return await self._admit_and_open(op, *reserved)
+                return await admit_and_open(
+                    self._storage, op, *reserved, admission_timeout=self._admission_timeout
+                )
             receipt, _ = await self._storage.write(op)
             if resume:
                 await self._x.wake(session_id, receipt.admitted_seq)
             return receipt
-
-    async def _admit_and_open(
-        self, op: AdmitPrompt, actor: SessionActor, base: tuple[int, int]
-    ) -> InputAdmitted:
-        """Admit into an idle, ready session and open its next activity in the same batch.
-
-        The promotion is the one the drain would make first on waking (steers, else the
-        oldest queued prompt); it becomes durable with the admission, and the actor is
-        handed the result instead of a wake, saving a commit and a round trip. The
-        inbox row is still durable before the actor hears of it. The write is shielded:
-        once the batch may commit, the actor must hear of its promotion. If the admission
-        fails, the reservation is released and nothing is promoted.
-        """
-        sid, (generation, version) = op.session_id, base
-        try:
-            with trio.CancelScope(shield=True):
-                (receipt, promoted, pending), delta = await self._storage.write(
-                    AdmitAndOpen(admit=op),
-                    then=HistoryChanges(session_id=sid, generation=generation, version=version),
-                )
-        except BaseException:
-            actor.release_opening()
-            raise
-        actor.hand_opened(Opened(receipt.admitted_seq, promoted, pending, delta, base))
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return receipt
 
     async def get(self, session_id: str) -> SessionInfo:
         """The session. Raises SessionNotFoundError."""
