@@ -26,7 +26,8 @@ _ALWAYS_SKIPPED: Final = frozenset({".git"})
 
 
 class GlobInput(msgspec.Struct, frozen=True, kw_only=True):
-    """Input of ``glob``: a pattern (``**`` crosses directories) under *path*."""
+    """Input of ``glob``: a pattern (``**`` crosses directories, ``{a,b}`` alternatives) under
+    *path*."""
 
     pattern: str
     path: str = "."
@@ -50,17 +51,46 @@ class SearchLimits(msgspec.Struct, frozen=True, kw_only=True):
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a glob: ``**/`` any directories, ``*`` and ``?`` within one name, ``[...]``
-    classes. A pattern without ``/`` matches names at any depth."""
+    classes, ``{a,b}`` alternatives (nested too; a brace without its partner and a comma
+    outside braces are literal). A pattern without ``/`` matches names at any depth."""
     if "/" not in pattern:
         pattern = "**/" + pattern
-    out, i = [], 0
+    tokens: list[str] = []
+    i = 0
     while i < len(pattern):
         token, i = _glob_token(pattern, i)
-        out.append(token)
+        tokens.append(token)
+    # Pair the braces innermost first; a comma separates the alternatives of the innermost
+    # brace open where it stands, when that brace is closed.
+    opened: list[int] = []
+    owner: dict[int, int] = {}
+    paired: set[int] = set()
+    for n, token in enumerate(tokens):
+        if token == _OPEN:
+            opened.append(n)
+        elif token == _COMMA and opened:
+            owner[n] = opened[-1]
+        elif token == _CLOSE and opened:
+            paired.update((opened.pop(), n))
+    out = []
+    for n, token in enumerate(tokens):
+        if token in (_OPEN, _CLOSE):
+            out.append(("(?:" if token == _OPEN else ")") if n in paired else re.escape(token))
+        elif token == _COMMA:
+            out.append("|" if owner.get(n) in paired else ",")
+        else:
+            out.append(token)
     return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
+_OPEN: Final = "{"
+_CLOSE: Final = "}"
+_COMMA: Final = ","
+
+
 def _glob_token(pattern: str, i: int) -> tuple[str, int]:
+    """The regex of the glob token at *i* and the index after it; braces and commas come
+    back as themselves, for ``glob_regex`` to pair."""
     if pattern.startswith("**/", i):
         return "(?:.*/)?", i + 3
     if pattern.startswith("**", i):
@@ -70,6 +100,8 @@ def _glob_token(pattern: str, i: int) -> tuple[str, int]:
         return "[^/]*", i + 1
     if char == "?":
         return "[^/]", i + 1
+    if char in (_OPEN, _CLOSE, _COMMA):
+        return char, i + 1
     end = pattern.find("]", i + 2)
     if char == "[" and end != -1:
         body = pattern[i + 1 : end].replace("\\", "\\\\")
@@ -157,8 +189,9 @@ def _shown(base: ResolvedPath, env: ToolEnvironment, path: str) -> str:
 
 
 GLOB_DESCRIPTION: Final = (
-    "Find files by glob pattern (e.g. '**/*.py', 'src/*.ts'; a pattern without '/' matches at "
-    "any depth) under a directory relative to the project directory. Honours .gitignore."
+    "Find files by glob pattern (e.g. '**/*.py', 'src/*.ts', '*.{ts,tsx}'; a pattern without '/' "
+    "matches at any depth) under a directory relative to the project directory. Honours "
+    ".gitignore."
 )
 GREP_DESCRIPTION: Final = (
     "Search file contents with a regular expression under a directory relative to the project "

@@ -175,6 +175,24 @@ async def test_glob_matches_at_any_depth_and_honours_gitignore(tmp_path, loc):
     assert scoped.structured["matches"] == ["src/pkg/b.py"]
 
 
+async def test_glob_and_grep_take_brace_alternatives(tmp_path, loc):
+    (loc / "src" / "c.ts").write_text("needle typed\n")
+    (loc / "docs").mkdir()
+    (loc / "docs" / "d.md").write_text("needle documented\n")
+    either = await _call(tmp_path, "glob", {"pattern": "**/*.{py,md}"})
+    assert either.structured["matches"] == ["notes.md", "docs/d.md", "src/a.py", "src/pkg/b.py"]
+    folders = await _call(tmp_path, "glob", {"pattern": "{docs,src/pkg}/*"})
+    assert folders.structured["matches"] == ["docs/d.md", "src/pkg/b.py"]
+    nested = await _call(tmp_path, "glob", {"pattern": "src/{*.{ts,nope},pkg/b.py}"})
+    assert nested.structured["matches"] == ["src/c.ts", "src/pkg/b.py"]
+    included = await _call(tmp_path, "grep", {"pattern": "needle", "include": "*.{ts,md}"})
+    assert included.structured["matches"] == [
+        "notes.md:1: needle in notes",
+        "docs/d.md:1: needle documented",
+        "src/c.ts:1: needle typed",
+    ]
+
+
 async def test_grep_reports_matching_lines_and_honours_gitignore(tmp_path, loc):
     result = await _call(tmp_path, "grep", {"pattern": r"need\w+"})
     assert result.structured["matches"] == [
@@ -194,3 +212,8 @@ def test_glob_regex():
     assert glob_regex("src/**/*.py").match("src/a.py")
     assert glob_regex("[!a]?.txt").match("bc.txt")
     assert not glob_regex("[!a]?.txt").match("ac.txt")
+    assert glob_regex("a{b,c{d,e}}f").match("acef")
+    assert not glob_regex("a{b,c{d,e}}f").match("acf")
+    assert glob_regex("[{,]x").match("{x") and glob_regex("[{,]x").match(",x")
+    for literal in ("{a", "a}", "a,b", "{a,b"):  # unpaired braces and bare commas are literal
+        assert glob_regex(literal).match(literal)
