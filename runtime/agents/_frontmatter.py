@@ -1,8 +1,8 @@
-"""A small reader for the YAML-like front matter of agent files.
+"""The YAML front matter of agent, command and skill files, read with PyYAML's safe loader.
 
-Supports nested mappings by indentation, ``#`` comments, quoted keys and
-values, and scalars (``true``/``false``, ``null``, integers, floats, strings).
-Lists and multi-line values are not supported and raise ``ValueError``.
+As OpenCode's reader does, front matter that is not valid YAML is read once more with each
+top-level plain value holding a colon (``description: Use when: tests fail``, which other
+agents' files often have) taken as the whole text.
 """
 
 from __future__ import annotations
@@ -10,18 +10,21 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+import yaml
+
 __all__ = ["parse_front_matter"]
 
 _FENCE: Final = "---"
-_NUMBER: Final = re.compile(r"^-?\d+(\.\d+)?$")
+# A top-level ``key: value`` line whose value is plain (not quoted, no block scalar).
+_PLAIN_ENTRY: Final = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s+([^\s'\"|>].*)$")
 
 
 def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
     """Split *text* into its front matter mapping and its body.
 
-    Text without a leading ``---`` fence has no front matter. Raises
-    ``ValueError`` (naming the line) for an unterminated fence or a line it
-    cannot read.
+    Text without a leading ``---`` fence has no front matter; empty front matter is ``{}``.
+    Raises ``ValueError`` for an unterminated fence, YAML that cannot be read (PyYAML's
+    message, naming the line), or front matter that is not a mapping.
     """
     lines = text.replace("\r\n", "\n").split("\n")
     if not lines or lines[0].strip() != _FENCE:
@@ -30,58 +33,28 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == _FENCE)
     except StopIteration:
         raise ValueError("Front matter is not closed by '---'") from None
-    return _parse_block(lines[1:end]), "\n".join(lines[end + 1 :]).strip("\n")
+    block = lines[1:end]
+    try:
+        data = yaml.safe_load("\n".join(block))
+    except yaml.YAMLError as exc:
+        try:
+            data = yaml.safe_load("\n".join(_colons_as_text(block)))
+        except yaml.YAMLError:
+            raise ValueError(f"Front matter is not valid YAML: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(f"Front matter is not a mapping but {type(data).__name__}")
+    return data, "\n".join(lines[end + 1 :]).strip("\n")
 
 
-def _parse_block(lines: list[str]) -> dict[str, Any]:
-    root: dict[str, Any] = {}
-    stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
-    for number, raw in enumerate(lines, start=2):
-        stripped = raw.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        indent = len(raw) - len(raw.lstrip(" "))
-        key, value = _split(stripped, number)
-        while stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1]
-        if value:
-            parent[key] = _scalar(value)
+def _colons_as_text(block: list[str]) -> list[str]:
+    """*block* with each top-level plain value that holds ``:`` made a literal block scalar."""
+    out: list[str] = []
+    for line in block:
+        found = _PLAIN_ENTRY.match(line)
+        if found is None or ":" not in found[2]:
+            out.append(line)
         else:
-            child: dict[str, Any] = {}
-            parent[key] = child
-            stack.append((indent, child))
-    return root
-
-
-def _split(line: str, number: int) -> tuple[str, str]:
-    if line.startswith("- "):
-        raise ValueError(f"Front matter line {number}: lists are not supported")
-    if line[0] in "\"'":
-        close = line.find(line[0], 1)
-        key, rest = line[1:close], line[close + 1 :]
-    else:
-        key, _, tail = line.partition(":")
-        rest = ":" + tail if _ else ""
-    if not rest.startswith(":"):
-        raise ValueError(f"Front matter line {number}: expected 'key: value'")
-    return key.strip(), _strip_comment(rest[1:].strip())
-
-
-def _strip_comment(value: str) -> str:
-    if value[:1] in ("'", '"'):
-        return value
-    return value.split(" #", 1)[0].strip()
-
-
-def _scalar(value: str) -> Any:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("null", "~"):
-        return None
-    if _NUMBER.match(value):
-        return float(value) if "." in value else int(value)
-    return value
+            out += [f"{found[1]}: |-", "  " + found[2].strip()]
+    return out
