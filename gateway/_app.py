@@ -16,7 +16,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from actors import Runtime
-from gateway._guards import install_errors, install_guards
+from gateway._guards import install_cors, install_errors, install_guards
 from gateway._inspector import INSPECTOR_HTML
 from gateway._lsp import lsp_routes
 from gateway._openapi import openapi_document
@@ -225,6 +225,7 @@ def create_app(
     v1_action_routes(table, gw, max_messages=limits.max_messages)
     gw.routes = tuple(table.routes)
     register(app, table.routes)
+    install_cors(app, gw.origins, table.routes)
     return app
 
 

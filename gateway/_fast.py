@@ -4,11 +4,12 @@ The route table entries marked ``hot`` (``GET /api/health``, ``POST
 /api/session/{id}/prompt`` and ``POST /api/session/{id}/wait``: what a client runs per
 prompt) are answered here, since Quart's request and response machinery (request context,
 hooks, two tasks per request) costs more than the routes themselves. The dispatch is built
-from the same ``Route`` entries Quart registers, and calls the same handler, guards
-(``authorized``, ``cors_headers``) and error mapping (``error_answer``) Quart's routes use;
-every other request, each websocket and the lifespan go to Quart. A request it cannot answer exactly as Quart would (wrong or missing password, a
-body over ``max_body`` or without a ``content-length``) also goes to Quart untouched:
-nothing of it has been read by then.
+from the same ``Route`` entries Quart registers, and calls the same handler, guard
+(``authorized``) and error mapping (``error_answer``) Quart's routes use; every other
+request, each websocket and the lifespan go to Quart. A request it cannot answer exactly as
+Quart would (wrong or missing password, a body over ``max_body`` or without a
+``content-length``, an ``Origin`` when CORS is on, whose headers Quart-CORS adds) also goes
+to Quart untouched: nothing of it has been read by then.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from hypercorn.typing import (
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from gateway._app import Gateway
-from gateway._guards import authorized, cors_headers, error_answer
+from gateway._guards import authorized, error_answer
 from gateway._routes import JSON, Route, quart_path
 from gateway._wire import GatewayError
 from runtime import KittiwakeError
@@ -72,7 +73,7 @@ class FastPath:
         if found is None:
             return await self._app(scope, receive, send)
         scope = cast(HTTPScope, scope)
-        origin: str | None = None
+        cross_origin = False
         auth: str | None = None
         length = 0
         for name, value in scope["headers"]:
@@ -83,9 +84,11 @@ class FastPath:
             elif name == b"authorization":
                 auth = value.decode("latin-1")
             elif name == b"origin":
-                origin = value.decode("latin-1")
+                cross_origin = True
         gw = self._gw
         if not 0 <= length <= gw.max_body or gw.password and not authorized(auth, gw.password):
+            return await self._app(scope, receive, send)
+        if cross_origin and gw.origins:
             return await self._app(scope, receive, send)
         # Read every body before answering, as Quart does (gateway/_guards.py).
         try:
@@ -99,8 +102,7 @@ class FastPath:
             status, payload = await _answer_at_once(route, params, body)
         if status == 0:
             return
-        headers = [(k.encode(), v.encode()) for k, v in cors_headers(origin, gw.origins)]
-        headers.append((b"content-length", str(len(payload)).encode()))
+        headers = [(b"content-length", str(len(payload)).encode())]
         if payload:
             headers.append(_JSON_TYPE)
         start: HTTPResponseStartEvent = {

@@ -1,6 +1,7 @@
 """The one implementation of the gateway's guards and error answers: HTTP basic auth, CORS
-headers and the ``{"_tag", "message"}`` bodies, used by Quart's hooks (``install_guards``,
-``install_errors``) and by the fast path (``gateway._fast``)."""
+(Quart-CORS, ``install_cors``) and the ``{"_tag", "message"}`` bodies, used by Quart's hooks
+(``install_guards``, ``install_cors``, ``install_errors``) and by the fast path
+(``gateway._fast``), which leaves cross-origin requests to Quart."""
 
 from __future__ import annotations
 
@@ -8,20 +9,22 @@ import base64
 import binascii
 import hmac
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from quart import Response, request, websocket
+from quart_cors import cors, cors_exempt
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from gateway._routes import JSON
+from gateway._routes import JSON, Route
 from gateway._wire import GatewayError, encode, error_body, error_for
 from runtime import KittiwakeError
 
 if TYPE_CHECKING:
     from gateway._app import Gateway
 
-__all__ = ["authorized", "cors_headers", "error_answer", "install_errors", "install_guards"]
+__all__ = ["authorized", "error_answer", "install_cors", "install_errors", "install_guards"]
 
 _log = logging.getLogger("kittiwake.gateway")
 
@@ -46,17 +49,25 @@ def _unauthorized() -> Response:
     )  # fmt: skip
 
 
-def cors_headers(origin: str | None, origins: frozenset[str]) -> list[tuple[str, str]]:
-    """The CORS headers every answer to a request from *origin* carries (none if not allowed)."""
-    if not origin or not ("*" in origins or origin in origins):
-        return []
-    return [
-        ("Access-Control-Allow-Origin", origin),
-        ("Access-Control-Allow-Credentials", "true"),
-        ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
-        ("Access-Control-Allow-Methods", "GET, POST, OPTIONS"),
-        ("Vary", "Origin"),
-    ]
+def install_cors(app: QuartTrio, origins: frozenset[str], routes: Sequence[Route]) -> None:
+    """Answer cross-origin requests from *origins* (``"*"`` for any) with Quart-CORS.
+
+    The methods allowed are those *routes* use (with ``HEAD`` and ``OPTIONS``), any request
+    header is allowed, and credentials are allowed for listed origins only: a wildcard is
+    answered ``Access-Control-Allow-Origin: *`` without them. Without *origins* nothing is
+    installed and no answer carries CORS headers. Websocket routes are exempt (browsers do
+    not preflight them; their origin is not checked).
+    """
+    if not origins:
+        return
+    methods = {r.method for r in routes if r.method != "WEBSOCKET"} | {"HEAD", "OPTIONS"}
+    for route in routes:
+        if route.method == "WEBSOCKET":
+            cors_exempt(route.handler)
+    cors(
+        app, allow_origin=sorted(origins), allow_methods=sorted(methods),
+        allow_credentials="*" not in origins, expose_headers=(),
+    )  # fmt: skip
 
 
 def install_guards(app: QuartTrio, gw: Gateway) -> None:
@@ -76,12 +87,6 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
         if gw.password and not authorized(websocket.headers.get("Authorization"), gw.password):
             return _unauthorized()
         return None
-
-    @app.after_request
-    async def _cors(response: Response) -> Response:
-        for name, value in cors_headers(request.headers.get("Origin"), gw.origins):
-            response.headers[name] = value
-        return response
 
 
 _HTTP_TAGS: Final = {
