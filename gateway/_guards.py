@@ -12,10 +12,10 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from quart import Response, request, websocket
+from quart import Response, has_websocket_context, request, websocket
 from quart_cors import cors, cors_exempt
 from quart_trio import QuartTrio
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from gateway._routes import JSON, Route
 from gateway._wire import GatewayError, encode, error_body, error_for
@@ -110,6 +110,17 @@ def error_answer(exc: GatewayError | KittiwakeError | HTTPException) -> tuple[in
     return exc.status, encode(error_body(exc))
 
 
+def _no_route(exc: NotFound | MethodNotAllowed, method: str, path: str) -> GatewayError:
+    """The error naming the route a request asked for that none serves: in OpenCode's V1
+    shape (``{"name", "data": {"message"}}``, what its clients read) outside ``/api/``."""
+    named = not path.startswith("/api/")
+    if isinstance(exc, MethodNotAllowed):
+        allowed = ", ".join(sorted(exc.valid_methods or ()))
+        message = f"{method} is not allowed on {path}; allowed: {allowed}"
+        return GatewayError("MethodNotAllowedError", message, named=named)
+    return GatewayError("NotFoundError", f"No route: {method} {path}", named=named)
+
+
 def install_errors(app: QuartTrio) -> None:
     @app.errorhandler(GatewayError)
     @app.errorhandler(KittiwakeError)
@@ -117,3 +128,15 @@ def install_errors(app: QuartTrio) -> None:
     async def _error(exc: GatewayError | KittiwakeError | HTTPException) -> Response:
         status, body = error_answer(exc)
         return Response(body, status=status, content_type=JSON)
+
+    @app.errorhandler(NotFound)
+    @app.errorhandler(MethodNotAllowed)
+    async def _routing(exc: NotFound | MethodNotAllowed) -> Response:
+        """No route matched (else as ``_error``: a handler's own ``NotFound``)."""
+        asked = websocket if has_websocket_context() else request
+        if asked.routing_exception is not exc:
+            return await _error(exc)
+        status, body = error_answer(_no_route(exc, asked.method, asked.path))
+        allow = exc.valid_methods if isinstance(exc, MethodNotAllowed) else None
+        headers = {"Allow": ", ".join(sorted(allow))} if allow else None
+        return Response(body, status=status, content_type=JSON, headers=headers)

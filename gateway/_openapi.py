@@ -15,7 +15,7 @@ import msgspec
 from gateway._routes import Answer, Named, Route
 from gateway._wire import STATUS_BY_TAG
 
-__all__ = ["ErrorBody", "openapi_document"]
+__all__ = ["ErrorBody", "NamedError", "NamedErrorData", "openapi_document"]
 
 _REF: Final = "#/components/schemas/{name}"
 _PARAM_START: Final = "{"
@@ -28,7 +28,19 @@ class ErrorBody(msgspec.Struct, frozen=True, rename={"tag": "_tag"}):
     message: str
 
 
+class NamedErrorData(msgspec.Struct, frozen=True):
+    message: str
+
+
+class NamedError(msgspec.Struct, frozen=True):
+    """An error answer of a ``named_errors`` route: OpenCode's V1 ``{"name", "data"}``."""
+
+    name: str
+    data: NamedErrorData
+
+
 _ERROR: Final = {"application/json": {"schema": {"$ref": _REF.format(name="ErrorBody")}}}
+_NAMED_ERROR: Final = {"application/json": {"schema": {"$ref": _REF.format(name="NamedError")}}}
 _CURSOR: Final = {
     "type": "object",
     "properties": {"previous": {"type": "string"}, "next": {"type": "string"}},
@@ -36,7 +48,7 @@ _CURSOR: Final = {
 
 
 def _types(routes: Iterable[Route]) -> list[Any]:
-    seen: dict[Any, None] = {ErrorBody: None}
+    seen: dict[Any, None] = {ErrorBody: None, NamedError: None}
     for route in routes:
         for kind in (route.body, route.answer.type if route.answer else None):
             if kind is not None and not isinstance(kind, Named):
@@ -45,7 +57,10 @@ def _types(routes: Iterable[Route]) -> list[Any]:
 
 
 def _errors(route: Route) -> list[str]:
-    """The route's error tags: those its path and body imply, then its own."""
+    """The route's error tags: those its path and body imply, then its own (its own only
+    for a ``named_errors`` route)."""
+    if route.named_errors:
+        return list(route.errors)
     tags: list[str] = []
     if "{sessionID}" in route.path:
         tags.append("SessionNotFoundError")
@@ -78,9 +93,10 @@ def _operation(route: Route, schema_of: Any) -> dict[str, Any]:
     by_status: dict[int, list[str]] = {}
     for tag in _errors(route):
         by_status.setdefault(STATUS_BY_TAG.get(tag, 500), []).append(tag)
+    error = _NAMED_ERROR if route.named_errors else _ERROR
     for status, tags in sorted(by_status.items()):
-        responses[str(status)] = {"description": ", ".join(tags), "content": _ERROR}
-    responses["default"] = {"description": "Error", "content": _ERROR}
+        responses[str(status)] = {"description": ", ".join(tags), "content": error}
+    responses["default"] = {"description": "Error", "content": error}
     op: dict[str, Any] = {
         "operationId": route.operation_id,
         "summary": route.summary,

@@ -81,7 +81,9 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     names the documented query parameters; ``errors`` the error tags it answers besides
     the ones its path and body imply. With a ``body`` type the handler never sees the raw
     bytes: the table decodes them once (``decode``) and passes the typed value as the
-    handler's first argument; ``empty_ok`` reads an empty body as ``{}``. A ``hot`` route's
+    handler's first argument; ``empty_ok`` reads an empty body as ``{}``. A ``named_errors``
+    route answers its ``errors`` (those only) in OpenCode's V1 shape ``{"name", "data":
+    {"message"}}`` (``GatewayError(named=True)``). A ``hot`` route's
     handler is a ``HotHandler``; one that never ``waits`` (answers without awaiting
     anything that blocks) is run by the fast path without watching for the client's
     disconnect.
@@ -99,6 +101,7 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     hot: bool = False
     waits: bool = True
     empty_ok: bool = False
+    named_errors: bool = False
 
     def decode(self, data: bytes) -> Any:
         """The request body as the route's ``body`` type (None when it declares none).
@@ -140,7 +143,7 @@ class RouteTable:
     def add(self, method: Method | str, path: str, operation_id: str, summary: str, *,
             body: Any = None, answer: Answer | None = None, errors: tuple[str, ...] = (),
             query: tuple[str, ...] = (), hot: bool = False, waits: bool = True,
-            empty_ok: bool = False) -> Callable[[F], F]:  # fmt: skip
+            empty_ok: bool = False, named_errors: bool = False) -> Callable[[F], F]:  # fmt: skip
         """Declare a route whose handler is the decorated function."""
 
         def declare(handler: F) -> F:
@@ -158,6 +161,7 @@ class RouteTable:
                     hot=hot,
                     waits=waits,
                     empty_ok=empty_ok,
+                    named_errors=named_errors,
                 )  # fmt: skip
             )
             return handler

@@ -25,7 +25,7 @@ from gateway._routes import Answer, RouteTable
 from gateway._transcript import message_in, replies_to, transcript
 from gateway._v1_live import live_items
 from gateway._wire import GatewayError, encode
-from runtime import Location, ModelRef, Prompt, SessionInfo
+from runtime import Location, ModelRef, Prompt, SessionInfo, SessionNotFoundError
 from runtime import events as ev
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ __all__ = ["SETTLE_TIMEOUT", "located", "request_directory", "v1_session_routes"
 
 SETTLE_TIMEOUT: Final = 2.0
 """Seconds a blocking prompt waits, once idle, for the V1 streams to send the idle status."""
+_SHARING_DISABLED: Final = "Sharing is disabled: Kittiwake does not share sessions"
+"""The message refusing ``POST .../share`` (OpenCode's clients look for "disabled")."""
 _LIST: Final = Answer(type=list[dict[str, Any]])
 _OBJECT: Final = Answer(type=dict[str, Any])
 _BOOL: Final = Answer(type=bool)
@@ -271,6 +273,30 @@ def v1_session_routes(table: RouteTable, gw: Gateway, *, max_sessions: int,
         for info in await rt.sessions.delete(session_id):
             gw.forget(info.id)
         return _json(True)
+
+    async def share(session_id: str) -> Response:
+        """Until sessions can be shared, in OpenCode's V1 error shape: sharing is refused
+        (400 ``BadRequest``, ``_SHARING_DISABLED``) and unsharing answers the session, as
+        OpenCode's own server does for a session it never shared; an unknown session is 404
+        ``NotFoundError``. Nothing is changed. ``GET /config`` says ``share: "disabled"``,
+        so OpenCode's UI offers neither command."""
+        try:
+            info = await rt.sessions.get(session_id)
+        except SessionNotFoundError:
+            message = f"Session not found: {session_id}"
+            raise GatewayError("NotFoundError", message, named=True) from None
+        if request.method == "DELETE":
+            return _json(session_json(info))
+        raise GatewayError("BadRequest", _SHARING_DISABLED, named=True)
+
+    for method, operation, summary in (
+        ("POST", "session.share", "Refused (400): Kittiwake does not share sessions"),
+        ("DELETE", "session.unshare", "The session, nothing being shared"),
+    ):
+        table.add(
+            method, "/session/{sessionID}/share", operation, summary, answer=_OBJECT,
+            query=("directory",), errors=("BadRequest", "NotFoundError"), named_errors=True,
+        )(share)  # fmt: skip
 
     @table.get("/session/{sessionID}/children", "session.children", "Child sessions", answer=_LIST)
     async def children(session_id: str) -> Response:

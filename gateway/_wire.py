@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 STATUS_BY_TAG: Final[dict[str, int]] = {
+    "BadRequest": 400,
     "InvalidInputError": 400,
     "InvalidRequestError": 400,
     "InvalidCursorError": 400,
@@ -59,6 +60,7 @@ STATUS_BY_TAG: Final[dict[str, int]] = {
     "ConflictError": 409,
     "ResumeNotNeededError": 409,
     "SessionBusyError": 409,
+    "MethodNotAllowedError": 405,
     "PayloadTooLargeError": 413,
     "ServiceUnavailableError": 503,
     "OperationUnavailableError": 503,
@@ -76,13 +78,18 @@ T = TypeVar("T")
 
 
 class GatewayError(Exception):
-    """An error answered as ``{"_tag", "message", ...}`` with an HTTP status."""
+    """An error answered as ``{"_tag", "message", ...}`` with an HTTP status; a *named* one
+    in OpenCode's V1 shape ``{"name": tag, "data": {"message", ...}}``."""
 
-    def __init__(self, tag: str, message: str, *, status: int | None = None, **extra: str) -> None:
+    def __init__(
+        self, tag: str, message: str, *, status: int | None = None, named: bool = False,
+        **extra: str,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.tag = tag
         self.message = message
         self.status = status if status is not None else STATUS_BY_TAG.get(tag, 500)
+        self.named = named
         self.extra = extra
 
 
@@ -104,6 +111,8 @@ def error_for(exc: KittiwakeError) -> GatewayError:
 
 
 def error_body(error: GatewayError) -> dict[str, Any]:
+    if error.named:
+        return {"name": error.tag, "data": {"message": error.message, **error.extra}}
     return {"_tag": error.tag, "message": error.message, **error.extra}
 
 

@@ -1,6 +1,6 @@
 """OpenCode's V1 routes and V2 catalog routes on a served runtime (real Hypercorn, real
-HTTP client): shell, fork and the catalog, each answer validated against OpenCode's
-OpenAPI document."""
+HTTP client): shell, fork, the catalog, share and routes that do not exist, each answer
+validated against OpenCode's OpenAPI document."""
 
 from __future__ import annotations
 
@@ -166,3 +166,56 @@ async def test_a_running_shell_command_is_busy_and_abort_stops_it(tmp_path: Any)
         assert tool["state"]["status"] == "error"
         assert tool["state"]["error"] == "Tool execution interrupted"
         assert sid not in (await client.get("/session/status")).json()
+
+
+async def test_share_is_refused_in_opencodes_error_shape_and_unshare_is_a_no_op(
+    tmp_path: Any,
+) -> None:
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        # OpenCode's UI offers /share and /unshare only while the configuration allows sharing
+        assert _valid(await client.get("/config"), "/config")["share"] == "disabled"
+        sid = await _session(client)
+        path = "/session/{sessionID}/share"
+        refused = await client.post(f"/session/{sid}/share")
+        assert refused.status_code == 400
+        assert refused.headers["content-type"] == "application/json"
+        assert_valid(refused.json(), response_schema(path, "post", 400))
+        assert refused.json() == {
+            "name": "BadRequest",
+            "data": {"message": "Sharing is disabled: Kittiwake does not share sessions"},
+        }
+        unshared = await client.delete(f"/session/{sid}/share")  # nothing shared: the session
+        assert _valid(unshared, path, "delete")["id"] == sid
+        assert "share" not in unshared.json()
+        for method in ("POST", "DELETE"):
+            missing = await client.request(method, "/session/ses_nope/share")
+            assert missing.status_code == 404
+            assert_valid(missing.json(), response_schema(path, method.lower(), 404))
+            assert missing.json()["data"]["message"] == "Session not found: ses_nope"
+        # nothing was created or changed
+        assert [s["id"] for s in (await client.get("/session")).json()] == [sid]
+        assert "share" not in (await client.get(f"/session/{sid}")).json()
+
+
+async def test_unknown_routes_answer_json_naming_the_route(tmp_path: Any) -> None:
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _session(client)
+        for method, url in (("GET", "/nope"), ("POST", f"/session/{sid}/nothing")):
+            r = await client.request(method, url)
+            assert r.status_code == 404 and r.headers["content-type"] == "application/json"
+            # OpenCode's shape on its V1 paths (``NotFoundError``), as its clients read it
+            assert r.json() == {
+                "name": "NotFoundError",
+                "data": {"message": f"No route: {method} {url}"},
+            }
+        wrong = await client.put("/session")
+        assert wrong.status_code == 405 and wrong.headers["content-type"] == "application/json"
+        assert wrong.headers["allow"] == "GET, HEAD, OPTIONS, POST"
+        assert wrong.json()["name"] == "MethodNotAllowedError"
+        assert wrong.json()["data"]["message"].startswith(
+            "PUT is not allowed on /session; allowed: GET"
+        )
+        # the V2 API keeps its own shape
+        v2 = await client.get("/api/nope")
+        assert v2.status_code == 404
+        assert v2.json() == {"_tag": "NotFoundError", "message": "No route: GET /api/nope"}
