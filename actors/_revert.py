@@ -115,6 +115,16 @@ class Reverts:
             self._clear.popitem(last=False)
         return False
 
+    async def settled(self, session_id: str) -> None:
+        """Return once no revert, unrevert or commit of *session_id* is under way: the files
+        a revert restores are written by then (its ``session.reverted`` is durable before
+        them). Cancellation stops waiting."""
+        if session_id not in self._locks:
+            await trio.lowlevel.checkpoint()
+            return
+        async with self._session_lock(session_id):
+            pass
+
     async def revert(
         self, session_id: str, message_id: str, part_id: str | None = None, *, files: bool = True,
         part_name: str | None = None,

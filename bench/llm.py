@@ -67,11 +67,11 @@ def recorded_stream(protocol: str, size_mb: float) -> bytes:
             cid = f"call_{n}"
             script += [ToolInputStart(call_id=cid, name="read")]
             script += [
-                ToolInputDelta(call_id=cid, delta='{"path":'),
+                ToolInputDelta(call_id=cid, delta='{"filePath":'),
                 ToolInputDelta(call_id=cid, delta='"a.txt"}'),
             ]
             script += [ToolInputEnd(call_id=cid)]
-        script += [ToolCall(call_id=f"call_{n}", name="read", input={"path": "a.txt"})]
+        script += [ToolCall(call_id=f"call_{n}", name="read", input={"filePath": "a.txt"})]
     script += [StepFinish(finish_reason="tool-calls", usage=Usage(input_tokens=1, output_tokens=1))]
     return render_stream(script, protocol)  # type: ignore[arg-type]
 

@@ -44,7 +44,7 @@ async def edits(registry, ctx, runs: int) -> list[float]:
         start = time.perf_counter()
         result = await registry.settle(
             "edit",
-            {"path": "mod.py", "old_string": old, "new_string": new, "replace_all": True},
+            {"filePath": "mod.py", "oldString": old, "newString": new, "replaceAll": True},
             ctx,
             agent=BUILD,
         )

@@ -9,7 +9,6 @@ Each file tool call records the files' previous content durably first
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from runtime import events as ev
+from runtime.tools import file_patch
 from storage import EventsOfType, MessageEntry
 
 if TYPE_CHECKING:
@@ -31,10 +31,8 @@ MAX_DIFF_BYTES: Final = 1024 * 1024
 _BEFORE: Final = "session.tool.file.before"
 
 
-def _lines(content: bytes | None) -> list[str]:
-    if content is None:
-        return []
-    return content.decode("utf-8", errors="replace").splitlines(keepends=True)
+def _text(content: bytes | None) -> str:
+    return "" if content is None else content.decode("utf-8", errors="replace")
 
 
 def file_diffs(
@@ -54,13 +52,8 @@ def file_diffs(
         item: dict[str, Any] = {"file": shown, "status": status, "additions": 0,
                                 "deletions": 0, "patch": ""}  # fmt: skip
         if len(before or b"") <= max_bytes and len(after or b"") <= max_bytes:
-            patch = list(difflib.unified_diff(
-                _lines(before), _lines(after), fromfile=f"a/{shown}", tofile=f"b/{shown}",
-            ))  # fmt: skip
-            body = patch[2:]
-            item["additions"] = sum(1 for line in body if line.startswith("+"))
-            item["deletions"] = sum(1 for line in body if line.startswith("-"))
-            item["patch"] = "".join(patch)
+            diff = file_patch(_text(before), _text(after), shown)
+            item.update(additions=diff.additions, deletions=diff.deletions, patch=diff.patch)
         out.append(item)
     return out
 
@@ -85,10 +78,12 @@ async def session_diffs(
     max_images: int = MAX_IMAGES, max_bytes: int = MAX_DIFF_BYTES,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The ``SnapshotFileDiff`` list of *session_id*: every file its file tools changed (since
-    message *message_id*, when given) whose content now differs from before.
+    message *message_id*, when given) whose content now differs from before. A revert or
+    unrevert under way is waited for first, so that its files are read as it leaves them.
 
     Raises ``SessionNotFoundError``. Cancellation abandons the reads.
     """
+    await rt.sessions.reverts.settled(session_id)
     info = await rt.sessions.get(session_id)
     since = -1
     if message_id is not None:

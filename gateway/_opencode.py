@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -17,6 +18,7 @@ from runtime import messages as msg
 from runtime.agents import AgentInfo
 from runtime.events import TokenUsage
 from runtime.llm import CatalogModel, CatalogProvider
+from runtime.tools import patch_counts
 
 __all__ = [
     "ABORTED",
@@ -37,6 +39,7 @@ __all__ = [
     "step_finish_json",
     "tokens_json",
     "tool_input_json",
+    "tool_metadata_json",
     "tool_name_json",
     "tool_state_json",
     "user_json",
@@ -107,9 +110,10 @@ def _tool_text(content: Sequence[Any]) -> str:
 
 _ALIASES: Final = {
     "path": "filePath", "old_string": "oldString", "new_string": "newString",
-    "replace_all": "replaceAll",
+    "replace_all": "replaceAll", "patch_text": "patchText", "num_results": "numResults",
 }  # fmt: skip
-_FILE_TOOLS: Final = frozenset({"read", "write", "edit"})
+"""The inputs' names before the tools took OpenCode's: calls stored then keep them."""
+_RENAMED: Final = frozenset({"read", "write", "edit", "apply_patch", "websearch"})
 _TOOL_NAMES: Final = {"shell": "bash"}
 
 
@@ -119,17 +123,55 @@ def tool_name_json(tool: str) -> str:
 
 
 def tool_input_json(tool: str, value: Any) -> dict[str, Any]:
-    """A tool call's input as OpenCode's clients read it: the file tools' arguments under
-    OpenCode's names (``path`` as ``filePath``, ...), which its UI draws from."""
+    """A tool call's input as OpenCode's clients read it. The tools take OpenCode's names;
+    a call stored before they did has its old names (``path``, ``old_string``, ...) shown
+    as OpenCode's (``filePath``, ``oldString``, ...), which its UI draws from."""
     if not isinstance(value, dict):
         return {}
-    if tool not in _FILE_TOOLS:
+    if tool not in _RENAMED:
         return value
     return {_ALIASES.get(str(k), str(k)): v for k, v in value.items()}
 
 
-def tool_state_json(tool: msg.AssistantTool, start: int) -> dict[str, Any]:
-    """OpenCode's ``ToolState`` of a projected tool call (*start*: the time it ran, if unknown)."""
+def tool_metadata_json(
+    tool: str, given: dict[str, Any], structured: dict[str, Any], output: str, directory: str
+) -> dict[str, Any]:
+    """A completed call's ``metadata`` as OpenCode's UI reads it: the tool's structured
+    result with OpenCode's keys added. ``bash``: ``output`` (the text) and ``description``;
+    ``write``: ``filepath`` (absolute), ``exists`` (before the call) and ``diagnostics``;
+    ``edit``: ``filepath``, ``diff``, ``filediff`` ``{file, patch, additions, deletions}``
+    and ``diagnostics``. ``diagnostics`` maps a path to its LSP errors, under the input's
+    ``filePath`` too (where the UI looks)."""
+    metadata = dict(structured)
+    if tool in _TOOL_NAMES:
+        metadata.setdefault("output", output)  # OpenCode's UI shows a shell's here
+        if isinstance(given.get("description"), str):
+            metadata.setdefault("description", given["description"])
+    if tool not in ("write", "edit") or not isinstance(structured.get("path"), str):
+        return metadata
+    path = structured["path"]
+    filepath = os.path.join(directory, path)
+    metadata["filepath"] = filepath
+    found = structured.get("diagnostics")
+    diagnostics = dict(found) if isinstance(found, dict) else {}
+    named = given.get("filePath")
+    if isinstance(named, str) and named != path and path in diagnostics:
+        diagnostics[named] = diagnostics[path]
+    metadata["diagnostics"] = diagnostics
+    if tool == "write" and isinstance(structured.get("created"), bool):
+        metadata["exists"] = not structured["created"]
+    diff = structured.get("diff")
+    if tool == "edit" and isinstance(diff, str):
+        additions, deletions = patch_counts(diff)
+        metadata["filediff"] = {
+            "file": filepath, "patch": diff, "additions": additions, "deletions": deletions,
+        }  # fmt: skip
+    return metadata
+
+
+def tool_state_json(tool: msg.AssistantTool, start: int, directory: str) -> dict[str, Any]:
+    """OpenCode's ``ToolState`` of a projected tool call (*start*: the time it ran, if
+    unknown; *directory*: the session's, which the file tools' paths are relative to)."""
     state = tool.state
     ran = tool.time.ran if _defined(tool.time.ran) else start
     end = tool.time.completed if _defined(tool.time.completed) else ran
@@ -140,9 +182,7 @@ def tool_state_json(tool: msg.AssistantTool, start: int) -> dict[str, Any]:
         return {"status": "running", "input": given, "time": {"start": ran}}
     if isinstance(state, msg.ToolCompleted):
         output = _tool_text(state.content)
-        metadata = state.structured
-        if tool.name in _TOOL_NAMES and "output" not in metadata:
-            metadata = {**metadata, "output": output}  # OpenCode's UI shows a shell's here
+        metadata = tool_metadata_json(tool.name, given, state.structured, output, directory)
         return {
             "status": "completed", "input": given, "output": output,
             "title": tool.name, "metadata": metadata,
@@ -208,9 +248,11 @@ def step_finish_json(
 
 
 def content_json(
-    item: msg.AssistantContent, base: dict[str, Any], index: int, created: int, ended: int | None
-) -> dict[str, Any]:
-    """One content item of an assistant message as an OpenCode ``Part``."""
+    item: msg.AssistantContent, base: dict[str, Any], index: int, created: int, ended: int | None,
+    directory: str,
+) -> dict[str, Any]:  # fmt: skip
+    """One content item of an assistant message as an OpenCode ``Part`` (*directory*: the
+    session's)."""
     pid = part_id(base["messageID"], index)
     times = {"start": created} if ended is None else {"start": created, "end": ended}
     if isinstance(item, msg.AssistantText):
@@ -219,7 +261,7 @@ def content_json(
         return {"id": pid, **base, "type": "reasoning", "text": item.text, "time": times}
     return {
         "id": pid, **base, "type": "tool", "callID": item.id, "tool": tool_name_json(item.name),
-        "state": tool_state_json(item, created),
+        "state": tool_state_json(item, created, directory),
     }  # fmt: skip
 
 
@@ -246,7 +288,7 @@ def assistant_json(m: msg.AssistantMessage, info: SessionInfo, parent: str) -> d
     base = {"sessionID": info.id, "messageID": m.id}
     parts: list[dict[str, Any]] = [{"id": part_id(m.id, 0), **base, "type": "step-start"}]
     for n, item in enumerate(m.content, start=1):
-        parts.append(content_json(item, base, n, created, completed))
+        parts.append(content_json(item, base, n, created, completed, info.location.directory))
     if _defined(m.finish):
         finish = m.finish if isinstance(m.finish, str) else "stop"
         tokens = m.tokens if _defined(m.tokens) else TokenUsage()

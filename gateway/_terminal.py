@@ -4,7 +4,9 @@ The answer's text is printed as its deltas arrive (``GET /api/event``, which als
 permission requests to answer); the durable events come from ``GET /api/session/{id}/event``
 after the prompt's admission, so none is missed, and the run ends when ``POST
 /api/session/{id}/wait`` returns, after a last read of the session's history. Text goes to
-standard output, tool calls and their outcomes to standard error (so the answer can be piped);
+standard output, tool calls and their outcomes to standard error (so the answer can be piped):
+a file tool's diff (from its result; a new file's from its content) and the language server
+errors in the files it touched follow its ``✓`` line.
 ``--format json`` writes every event as one JSON line instead.
 """
 
@@ -34,6 +36,8 @@ _TODO_MARKS: Final = {
 }
 _REPLIES: Final = {"o": "once", "once": "once", "a": "always", "always": "always"}
 _SUMMARY_CHARS: Final = 120
+_DIFF_LINES: Final = 60
+"""Lines of a file tool's diff shown after its ``✓`` line (the rest is counted)."""
 _INTERRUPT_GRACE: Final = 10.0
 _SESSION_PAGE: Final = 100
 
@@ -104,6 +108,7 @@ class _Printer:
         self._printed: dict[str, str] = {}
         self._ended: set[str] = set()
         self._tools: dict[str, str] = {}
+        self._inputs: dict[str, Any] = {}
         self._open_line = False
 
     def delta(self, event: dict[str, Any]) -> None:
@@ -133,9 +138,10 @@ class _Printer:
             self._text_ended(data)
         elif kind == _NEXT + "tool.called":
             self._tools[data["callID"]] = data["tool"]
+            self._inputs[data["callID"]] = data.get("input")
             self._note(f"→ {data['tool']} {_summary(data.get('input'))}")
         elif kind == _NEXT + "tool.success":
-            self._note(f"✓ {self._tools.get(data['callID'], 'tool')}")
+            self._succeeded(data)
         elif kind == _NEXT + "tool.failed":
             message = data.get("error", {}).get("message", "")
             self._note(f"✗ {self._tools.get(data['callID'], 'tool')}: {message}")
@@ -146,6 +152,28 @@ class _Printer:
             for todo in data.get("todos", []):
                 mark = _TODO_MARKS.get(todo.get("status", ""), "[?]")
                 self._note(f"  {mark} {todo.get('content', '')}")
+
+    def _succeeded(self, data: dict[str, Any]) -> None:
+        """``✓ tool``, then for a file tool its path, its diff and the errors found in the
+        files it touched."""
+        call = data.get("callID", "")
+        tool, given = self._tools.get(call, "tool"), self._inputs.pop(call, None)
+        structured = data.get("structured") or {}
+        path = structured.get("path") if tool in ("write", "edit") else None
+        self._note(f"✓ {tool} {path}" if isinstance(path, str) else f"✓ {tool}")
+        diff = structured.get("diff") if isinstance(path, str) else None
+        if tool == "write" and structured.get("created") and isinstance(given, dict):
+            diff = _created_diff(str(path), given.get("content"))
+        if isinstance(diff, str) and diff:
+            lines = diff.splitlines()
+            for line in lines[:_DIFF_LINES]:
+                self._note(f"  {line}")
+            if len(lines) > _DIFF_LINES:
+                self._note(f"  … {len(lines) - _DIFF_LINES} more lines")
+        found = structured.get("diagnostics")
+        for file, diagnostics in found.items() if isinstance(found, dict) else ():
+            for diagnostic in diagnostics:
+                self._note(f"  {_diagnostic(file, diagnostic)}")
 
     def asked(self, event: dict[str, Any]) -> None:
         if self.as_json:
@@ -184,6 +212,23 @@ class _Printer:
 def _summary(value: Any) -> str:
     text = msgspec.json.encode(value).decode() if value is not None else ""
     return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"
+
+
+def _created_diff(path: str, content: Any) -> str | None:
+    """The diff of a ``write`` that created *path* (relative) with *content*."""
+    if not isinstance(content, str):
+        return None
+    from runtime.tools import file_patch  # deferred: only a run that creates a file needs it
+
+    return file_patch("", content, path).patch
+
+
+def _diagnostic(file: str, diagnostic: dict[str, Any]) -> str:
+    """An LSP error as ``error FILE:LINE:COL: message (source)``, 1-based."""
+    start = diagnostic.get("range", {}).get("start", {})
+    source = f" ({diagnostic['source']})" if diagnostic.get("source") else ""
+    where = f"{file}:{start.get('line', 0) + 1}:{start.get('character', 0) + 1}"
+    return f"error {where}: {diagnostic.get('message', '')}{source}"
 
 
 def _terminal() -> tuple[TextIO, TextIO] | None:

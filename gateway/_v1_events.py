@@ -333,15 +333,18 @@ class V1Projection:
         self, e: ev.SessionReverted | ev.SessionUnreverted | ev.RevertCommitted
     ) -> list[Payload]:
         """A revert's change: ``message.removed`` for each message it dropped for good, then
-        ``session.updated`` with the session's ``revert`` as it is now."""
+        ``session.updated`` with the session's ``revert`` as it is now; a revert or unrevert
+        also changed files, so the session's diff follows (``session.diff``)."""
         out: list[Payload] = []
+        sid = e.session_id
         if isinstance(e, ev.RevertCommitted):
             for message_id in e.message_ids:
                 self._messages.pop(message_id, None)
-                out.append(_payload("message.removed", {
-                    "sessionID": e.session_id, "messageID": message_id,
-                }))  # fmt: skip
-        out.append(_session("session.updated", await self._lookup.session(e.session_id)))
+                out.append(_payload("message.removed", {"sessionID": sid, "messageID": message_id}))
+        out.append(_session("session.updated", await self._lookup.session(sid)))
+        if not isinstance(e, ev.RevertCommitted) and self._lookup.diff is not None:
+            diff = await self._lookup.diff(sid)
+            out.append(_payload("session.diff", {"sessionID": sid, "diff": diff}))
         return out
 
     def _tool(self, message: _Message, e: Any) -> Payload:
@@ -380,7 +383,7 @@ class V1Projection:
                 id=e.call_id, name=tool_name, state=done,
                 time=msg.ToolTime(created=ran, ran=ran, completed=e.timestamp),
             )  # fmt: skip
-            part["state"] = tool_state_json(tool, ran)
+            part["state"] = tool_state_json(tool, ran, message.info["path"]["cwd"])
         return _part_updated(part, e.timestamp)
 
     def _end_step(self, message: _Message, e: Any, out: list[Payload]) -> None:

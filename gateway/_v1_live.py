@@ -296,7 +296,7 @@ def live_items(
     parts = {
         part_json["id"]: part_json
         for index, started, ended, item in live.parts
-        for part_json in (content_json(item, base, index, started, ended),)
+        for part_json in (content_json(item, base, index, started, ended, info.location.directory),)
     }
     for n, stored in enumerate(items):
         if stored["info"]["id"] != live.message_id:

@@ -81,7 +81,7 @@ _EDITING: Final[dict[ModelFamily, str]] = {
     ),
     "anthropic": (
         "# Editing\n"
-        "Prefer `edit` for changes to existing files: copy `old_string` exactly from "
+        "Prefer `edit` for changes to existing files: copy `oldString` exactly from "
         "what `read` showed (without the line-number prefix), with enough surrounding "
         "lines to be unique. Use `apply_patch` when one change spans several files and "
         "`write` only for new files."

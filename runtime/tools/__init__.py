@@ -13,6 +13,9 @@ from runtime.tools._builtin import builtin_tools as builtin_tools
 from runtime.tools._builtin import location_registry as location_registry
 from runtime.tools._custom import CustomTools as CustomTools
 from runtime.tools._custom import load_custom_tools as load_custom_tools
+from runtime.tools._diff import FilePatch as FilePatch
+from runtime.tools._diff import file_patch as file_patch
+from runtime.tools._diff import patch_counts as patch_counts
 from runtime.tools._lsp import LanguageServers as LanguageServers
 from runtime.tools._lsp import LspInput as LspInput
 from runtime.tools._lsp import builtin_server_specs as builtin_server_specs
@@ -46,6 +49,7 @@ from runtime.tools._read import ReadLimits as ReadLimits
 from runtime.tools._read import read_tool as read_tool
 from runtime.tools._registry import BeforeChange as BeforeChange
 from runtime.tools._registry import EditObserver as EditObserver
+from runtime.tools._registry import EditReport as EditReport
 from runtime.tools._registry import ToolContribution as ToolContribution
 from runtime.tools._registry import ToolRegistry as ToolRegistry
 from runtime.tools._registry import ToolRegistryStatistics as ToolRegistryStatistics
@@ -106,6 +110,8 @@ __all__ = [
     "DEFAULT_CLEANUP_EVERY",
     "EditInput",
     "EditObserver",
+    "EditReport",
+    "FilePatch",
     "GlobInput",
     "GrepInput",
     "LanguageServer",
@@ -162,6 +168,7 @@ __all__ = [
     "cleanup_tool_output",
     "edit_tool",
     "exceeds_limits",
+    "file_patch",
     "glob_regex",
     "glob_tool",
     "grep_tool",
@@ -174,6 +181,7 @@ __all__ = [
     "lsp_tool",
     "parse_patch",
     "parse_search_answer",
+    "patch_counts",
     "preview",
     "read_skill",
     "read_tool",

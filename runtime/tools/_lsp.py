@@ -6,14 +6,16 @@ it); a server starts at the first file of its extensions that an edit touches or
 names. ``after_edit`` (the registry's edit observer) syncs each touched file to its server
 (``didOpen`` then full-text ``didChange``) and waits for the diagnostics it publishes:
 until a first publication after the change, then until none follows for
-``diagnostics_settle``, within ``diagnostics_timeout``. Errors only (severity 1) are
-appended to the edit's result, at most 20 per file.
+``diagnostics_settle``, within ``diagnostics_timeout``. Errors only (severity 1), at most 20
+per file, are appended to the edit's result as text and kept in its structured result.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
+import sysconfig
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
@@ -25,6 +27,7 @@ from runtime.llm import TextPart
 from runtime.tools._authority import resolve_path
 from runtime.tools._lsp_server import LanguageServer, LspError, LspLimits, ServerSpec, converter
 from runtime.tools._model import ToolContext, ToolEnvironment, ToolError, ToolOutput
+from runtime.tools._registry import EditReport
 from runtime.tools._tool import Tool
 
 if TYPE_CHECKING:
@@ -49,28 +52,40 @@ _BUILTIN: Final = (
 _SEVERITY: Final = {1: "ERROR", 2: "WARN", 3: "INFO", 4: "HINT"}
 
 
-def builtin_server_specs(which: Callable[[str], str | None] = shutil.which) -> list[ServerSpec]:
-    """The built-in servers whose program is on PATH (blocking: it searches PATH); of
-    two for the same files (pylsp, pyright) the first found wins."""
+def find_program(name: str) -> str | None:
+    """The executable *name* on PATH, else in Kittiwake's own environment: the running
+    interpreter's scripts directory and its own directory (a virtualenv's ``bin``, which
+    ``.venv/bin/kittiwake`` runs from without it being on PATH). ``None`` when neither has
+    it. Blocking (it searches directories)."""
+    own = dict.fromkeys([sysconfig.get_path("scripts"), os.path.dirname(sys.executable)])
+    return shutil.which(name) or shutil.which(name, path=os.pathsep.join(d for d in own if d))
+
+
+def builtin_server_specs(which: Callable[[str], str | None] = find_program) -> list[ServerSpec]:
+    """The built-in servers whose program *which* finds (by default ``find_program``: on
+    PATH, else in Kittiwake's own environment), run by the path found; of two for the same
+    files (pylsp, pyright) the first found wins. Blocking (it searches directories)."""
     found: list[ServerSpec] = []
     claimed: set[str] = set()
     for name, command, extensions in _BUILTIN:
-        if claimed.intersection(extensions) or which(command[0]) is None:
+        program = None if claimed.intersection(extensions) else which(command[0])
+        if program is None:
             continue
-        found.append(ServerSpec(name=name, command=command, extensions=extensions))
+        found.append(ServerSpec(name=name, command=[program, *command[1:]], extensions=extensions))
         claimed.update(extensions)
     return found
 
 
 def server_specs(
     configured: bool | Mapping[str, Any] | None,
-    which: Callable[[str], str | None] = shutil.which,
+    which: Callable[[str], str | None] = find_program,
 ) -> list[ServerSpec]:
     """The servers of a Location from its ``lsp`` configuration.
 
-    ``false``: none. Unset or ``true``: the built-ins found on PATH. An object: its
-    entries with a ``command`` first (they win for their extensions), then the built-ins
-    it does not disable (``{"name": {"disabled": true}}``). Blocking (PATH search).
+    ``false``: none. Unset or ``true``: the built-ins *which* finds (``find_program``). An
+    object: its entries with a ``command`` first (they win for their extensions), then the
+    built-ins it does not disable (``{"name": {"disabled": true}}``). Blocking (it searches
+    directories).
     """
     if configured is False:
         return []
@@ -197,10 +212,11 @@ class LanguageServers:
                     break
         return server.diagnostics.get(uri, ())
 
-    async def after_edit(self, paths: list[str]) -> str | None:
-        """The error diagnostics of the touched *paths* (relative to the Location) as text
-        to append to an edit's result, or ``None``. Files of no configured type are
-        skipped; a server that cannot be used is skipped (logged by its supervisor)."""
+    async def after_edit(self, paths: list[str]) -> EditReport:
+        """The error diagnostics of the touched *paths* (relative to the Location): as text
+        to append to an edit's result and as LSP ``Diagnostic`` JSON by path (errors only,
+        at most ``_MAX_PER_FILE`` a file). Files of no configured type are skipped; a server
+        that cannot be used is skipped (logged by its supervisor)."""
         found: dict[str, tuple[lsp.Diagnostic, ...]] = {}
 
         async def one(relative: str) -> None:
@@ -214,7 +230,14 @@ class LanguageServers:
         async with trio.open_nursery() as nursery:
             for relative in dict.fromkeys(paths):
                 nursery.start_soon(one, relative)
-        return format_errors({p: found[p] for p in paths if p in found})
+        ordered = {p: found[p] for p in paths if p in found}
+        errors = {p: _errors(d)[:_MAX_PER_FILE] for p, d in ordered.items()}
+        return EditReport(
+            note=format_errors(ordered),
+            diagnostics={
+                p: [converter().unstructure(d) for d in e] for p, e in errors.items() if e
+            },
+        )
 
     async def request(self, path: str, method: str, params: Any) -> Any:
         """Sync *path*, then send *method*; raises ``LspError`` (no server included)."""
@@ -229,7 +252,7 @@ class LanguageServers:
 
 def _no_server(path: str) -> str:
     extension = os.path.splitext(path)[1] or "extensionless"
-    return f"No language server is configured or on PATH for {extension} files"
+    return f"No language server is configured or installed for {extension} files"
 
 
 def _read_text(path: str) -> str:
@@ -244,11 +267,15 @@ def _line(diagnostic: lsp.Diagnostic) -> str:
     return f"{severity} [{start.line + 1}:{start.character + 1}] {diagnostic.message}{source}"
 
 
+def _errors(diagnostics: tuple[lsp.Diagnostic, ...]) -> list[lsp.Diagnostic]:
+    return [d for d in diagnostics if int(d.severity or 1) == 1]
+
+
 def format_errors(found: Mapping[str, tuple[lsp.Diagnostic, ...]]) -> str | None:
     """The error blocks appended to an edit's result, or ``None`` when there are none."""
     blocks = []
     for path, diagnostics in found.items():
-        errors = [d for d in diagnostics if int(d.severity or 1) == 1]
+        errors = _errors(diagnostics)
         if errors:
             lines = [_line(d) for d in errors[:_MAX_PER_FILE]]
             if len(errors) > _MAX_PER_FILE:
@@ -259,11 +286,12 @@ def format_errors(found: Mapping[str, tuple[lsp.Diagnostic, ...]]) -> str | None
     return "\n\nLSP errors detected in the edited files, please fix:\n" + "\n".join(blocks)
 
 
-class LspInput(msgspec.Struct, frozen=True, kw_only=True):
-    """Input of ``lsp``: an operation on a file, at a 1-based line and character."""
+class LspInput(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Input of ``lsp``: an operation on the file ``filePath``, at a 1-based line and
+    character."""
 
     operation: Literal["diagnostics", "goToDefinition", "findReferences", "hover", "documentSymbol"]
-    filePath: str
+    file_path: str
     line: Annotated[int, msgspec.Meta(ge=1)] = 1
     character: Annotated[int, msgspec.Meta(ge=1)] = 1
 
@@ -279,7 +307,7 @@ def lsp_tool(servers: LanguageServers) -> Tool[LspInput]:
     """The ``lsp`` tool (permission ``lsp``, resource: the file's path)."""
 
     async def handler(data: LspInput, ctx: ToolContext, env: ToolEnvironment) -> ToolOutput:
-        target = resolve_path(env, data.filePath)
+        target = resolve_path(env, data.file_path)
         try:
             text, structured = await _operate(servers, target.absolute, data)
         except LspError as exc:
@@ -292,7 +320,7 @@ def lsp_tool(servers: LanguageServers) -> Tool[LspInput]:
         input_type=LspInput,
         handler=handler,
         permission="lsp",
-        resources=lambda data, env: [resolve_path(env, data.filePath).resource],
+        resources=lambda data, env: [resolve_path(env, data.file_path).resource],
     )
 
 

@@ -67,6 +67,10 @@ class ToolEnvironment(msgspec.Struct, frozen=True, kw_only=True):
     before_image_max_bytes: int = 1024 * 1024
     """A file larger than this is not kept before a file tool changes it: its image is
     recorded as omitted and revert leaves that file as it is."""
+    diff_max_bytes: int = 16 * 1024
+    """The longest diff ``edit`` and ``write`` put in their structured result (``diff``); a
+    longer one is left out (the structured result goes to the model with the text), as is
+    the diff of a file larger than ``before_image_max_bytes``."""
 
     @property
     def tool_output_dir(self) -> str:

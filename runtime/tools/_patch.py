@@ -28,8 +28,8 @@ __all__ = ["ApplyPatchInput", "apply_patch_tool"]
 _LETTER: Final = {"add": "A", "update": "M", "delete": "D"}
 
 
-class ApplyPatchInput(msgspec.Struct, frozen=True, kw_only=True):
-    """Input of ``apply_patch``: the whole patch text."""
+class ApplyPatchInput(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Input of ``apply_patch``: the whole patch text, ``patchText``."""
 
     patch_text: str
 

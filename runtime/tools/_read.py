@@ -20,11 +20,11 @@ __all__ = ["ReadInput", "ReadLimits", "is_binary", "read_tool"]
 _SNIFF: Final = 8192
 
 
-class ReadInput(msgspec.Struct, frozen=True, kw_only=True):
-    """Input of ``read``: a path relative to the Location, a one-based first line
+class ReadInput(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Input of ``read``: ``filePath`` relative to the Location, a one-based first line
     (or directory entry) and how many to return."""
 
-    path: str
+    file_path: str
     offset: Annotated[int, msgspec.Meta(ge=1)] = 1
     limit: Annotated[int, msgspec.Meta(ge=1, le=2000)] = 2000
 
@@ -38,7 +38,7 @@ class ReadLimits(msgspec.Struct, frozen=True, kw_only=True):
 
 
 DESCRIPTION: Final = (
-    "Read a file or list a directory, by path relative to the project directory. "
+    "Read a file or list a directory; filePath is relative to the project directory. "
     "Text comes back as numbered lines, a page at a time: pass offset (1-based line) and limit "
     "(at most 2000) to page; lines over 2000 characters are cut. Binary files come back as "
     "base64 content. Directories list their children, directories first. Absolute paths are "
@@ -62,7 +62,7 @@ def read_tool(limits: ReadLimits | None = None) -> Tool[ReadInput]:
     bounds = limits or ReadLimits()
 
     async def handler(data: ReadInput, ctx: ToolContext, env: ToolEnvironment) -> ToolOutput:
-        target = resolve_path(env, data.path, allow_managed=True)
+        target = resolve_path(env, data.file_path, allow_managed=True)
         return await run_blocking(env, lambda: _read(target, data, bounds))
 
     return Tool(
@@ -71,7 +71,9 @@ def read_tool(limits: ReadLimits | None = None) -> Tool[ReadInput]:
         input_type=ReadInput,
         handler=handler,
         permission="read",
-        resources=lambda data, env: [resolve_path(env, data.path, allow_managed=True).resource],
+        resources=lambda data, env: [
+            resolve_path(env, data.file_path, allow_managed=True).resource
+        ],
     )
 
 
@@ -79,7 +81,7 @@ def _read(target: ResolvedPath, data: ReadInput, bounds: ReadLimits) -> ToolOutp
     if os.path.isdir(target.absolute):
         return _list_directory(target, data)
     if not os.path.isfile(target.absolute):
-        raise ToolError(f"File not found: {data.path}")
+        raise ToolError(f"File not found: {data.file_path}")
     with open(target.absolute, "rb") as handle:
         sample = handle.read(_SNIFF)
     if is_binary(sample):
@@ -109,7 +111,7 @@ def _text_page(target: ResolvedPath, data: ReadInput, bounds: ReadLimits) -> Too
         lines.pop()
     total = len(lines)
     if data.offset > max(total, 1):
-        raise ToolError(f"Offset {data.offset} is past the end of {data.path} ({total} lines)")
+        raise ToolError(f"Offset {data.offset} is past the end of {data.file_path} ({total} lines)")
     shown = _page_lines(lines, data, bounds)
     last = data.offset + len(shown) - 1
     next_offset = last + 1 if last < total else None
@@ -162,7 +164,9 @@ def _list_directory(target: ResolvedPath, data: ReadInput) -> ToolOutput:
     names = [name for _, name in entries]
     total = len(names)
     if data.offset > max(total, 1):
-        raise ToolError(f"Offset {data.offset} is past the end of {data.path} ({total} entries)")
+        raise ToolError(
+            f"Offset {data.offset} is past the end of {data.file_path} ({total} entries)"
+        )
     shown = names[data.offset - 1 : data.offset - 1 + data.limit]
     last = data.offset + len(shown) - 1
     next_offset = last + 1 if last < total else None

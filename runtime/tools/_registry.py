@@ -39,6 +39,7 @@ from runtime.tools._tool import Tool
 __all__ = [
     "BeforeChange",
     "EditObserver",
+    "EditReport",
     "ToolContribution",
     "ToolRegistry",
     "ToolRegistryStatistics",
@@ -48,11 +49,20 @@ _log = logging.getLogger("runtime.tools")
 _ADVERTISED_AGENTS: Final = 32  # agent objects whose tool definitions are kept
 
 
-class EditObserver(Protocol):
-    """Told the files a successful edit touched; answers text to append to its result
-    (language server diagnostics) or ``None``."""
+class EditReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What an edit observer found in the files an edit touched: ``note``, text appended to
+    the result (``None``: nothing to say), and ``diagnostics``, the errors of each file that
+    has some (LSP ``Diagnostic`` objects as JSON) by its path relative to the Location."""
 
-    async def after_edit(self, paths: list[str]) -> str | None: ...
+    note: str | None = None
+    diagnostics: dict[str, list[dict[str, Any]]] = {}
+
+
+class EditObserver(Protocol):
+    """Told the files a successful edit touched; answers what it found in them (language
+    server diagnostics)."""
+
+    async def after_edit(self, paths: list[str]) -> EditReport: ...
 
 
 BeforeChange: TypeAlias = Callable[[list[FileImage]], Awaitable[None]]
@@ -272,18 +282,24 @@ class ToolRegistry:
         return await self._bound(tool, outcome, ctx)
 
     async def _observe_edit(self, tool: Tool[Any], output: ToolOutput) -> ToolOutput:
-        """Append what the edit observer says about the touched files; its failure only
-        costs the note (cancellation propagates: the call is then interrupted)."""
+        """Append what the edit observer says about the touched files to the result: its
+        note as text, its diagnostics in the structured result (``diagnostics``, when there
+        are any). Its failure only costs that (cancellation propagates: the call is then
+        interrupted)."""
         if self.edit_observer is None or tool.touched is None:
             return output
         try:
-            note = await self.edit_observer.after_edit(tool.touched(output.structured))
+            report = await self.edit_observer.after_edit(tool.touched(output.structured))
         except Exception as exc:
             _log.warning("edit observer failed", extra={"tool": tool.name, "error": repr(exc)})
             return output
-        if not note:
-            return output
-        return msgspec.structs.replace(output, content=[*output.content, TextPart(text=note)])
+        content = list(output.content)
+        if report.note:
+            content.append(TextPart(text=report.note))
+        structured = output.structured
+        if report.diagnostics and isinstance(structured, dict):
+            structured = {**structured, "diagnostics": report.diagnostics}
+        return msgspec.structs.replace(output, content=content, structured=structured)
 
     async def _execute(
         self,

@@ -50,8 +50,8 @@ ENDPOINTS: Final[dict[str, str]] = {
 _SNIPPET_CHARS: Final = 1000
 
 
-class WebSearchInput(msgspec.Struct, frozen=True, kw_only=True):
-    """Input of ``websearch``: the query and how many results to return."""
+class WebSearchInput(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Input of ``websearch``: the query and how many results to return (``numResults``)."""
 
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
     num_results: Annotated[int, msgspec.Meta(ge=1, le=20)] = 8
@@ -89,7 +89,7 @@ class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
 
 DESCRIPTION: Final = (
     "Search the web. Returns ranked results (title, URL and a snippet); fetch a result with "
-    "webfetch to read it. num_results is how many to return."
+    "webfetch to read it. numResults is how many to return."
 )
 
 

@@ -1,14 +1,19 @@
-"""The ``write`` and ``edit`` tools (permission ``edit``)."""
+"""The ``write`` and ``edit`` tools (permission ``edit``).
+
+The structured result of ``edit``, and of a ``write`` that replaced a file, holds the unified
+diff of the change (``diff``, up to ``ToolEnvironment.diff_max_bytes``), which clients show.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
 from runtime.llm import TextPart
 from runtime.tools._authority import ResolvedPath, resolve_path
+from runtime.tools._diff import file_patch
 from runtime.tools._io import run_blocking
 from runtime.tools._model import ToolContext, ToolEnvironment, ToolError, ToolOutput
 from runtime.tools._tool import Tool
@@ -16,29 +21,31 @@ from runtime.tools._tool import Tool
 __all__ = ["EditInput", "WriteInput", "edit_tool", "write_text", "write_tool"]
 
 
-class WriteInput(msgspec.Struct, frozen=True, kw_only=True):
-    """Input of ``write``: a path relative to the Location and the whole new content."""
+class WriteInput(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Input of ``write``: ``filePath`` relative to the Location and the whole new
+    ``content``."""
 
-    path: str
+    file_path: str
     content: str
 
 
-class EditInput(msgspec.Struct, frozen=True, kw_only=True):
-    """Input of ``edit``: replace *old_string* (exactly, once unless *replace_all*)."""
+class EditInput(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Input of ``edit``: in ``filePath``, replace ``oldString`` by ``newString`` (exactly,
+    once unless ``replaceAll``)."""
 
-    path: str
+    file_path: str
     old_string: str
     new_string: str
     replace_all: bool = False
 
 
 WRITE_DESCRIPTION: Final = (
-    "Write a whole file (created with its parent directories, or overwritten), by path "
+    "Write a whole file (created with its parent directories, or overwritten); filePath is "
     "relative to the project directory."
 )
 EDIT_DESCRIPTION: Final = (
-    "Replace exact text in a file. old_string must occur exactly once unless replace_all is "
-    "true; include surrounding lines to make it unique. Paths are relative to the project "
+    "Replace exact text in a file. oldString must occur exactly once unless replaceAll is "
+    "true; include surrounding lines to make it unique. filePath is relative to the project "
     "directory."
 )
 
@@ -51,8 +58,8 @@ def write_tool() -> Tool[WriteInput]:
     """The ``write`` tool."""
 
     async def handler(data: WriteInput, ctx: ToolContext, env: ToolEnvironment) -> ToolOutput:
-        target = resolve_path(env, data.path)
-        return await run_blocking(env, lambda: _write(target, data.content))
+        target = resolve_path(env, data.file_path)
+        return await run_blocking(env, lambda: _write(target, data.content, env))
 
     return Tool(
         name="write",
@@ -60,9 +67,9 @@ def write_tool() -> Tool[WriteInput]:
         input_type=WriteInput,
         handler=handler,
         permission="edit",
-        resources=lambda data, env: _edit_resources(data.path, env),
+        resources=lambda data, env: _edit_resources(data.file_path, env),
         touched=lambda structured: [structured["path"]],
-        changes=lambda data, env: [resolve_path(env, data.path).absolute],
+        changes=lambda data, env: [resolve_path(env, data.file_path).absolute],
     )
 
 
@@ -80,22 +87,47 @@ def write_text(target: ResolvedPath, content: str) -> int:
     return len(data)
 
 
-def _write(target: ResolvedPath, content: str) -> ToolOutput:
+def _write(target: ResolvedPath, content: str, env: ToolEnvironment) -> ToolOutput:
     created = not os.path.exists(target.absolute)
+    previous = None if created else _small_text(target, env.before_image_max_bytes)
     size = write_text(target, content)
     verb = "Created" if created else "Wrote"
+    structured: dict[str, Any] = {"path": target.resource, "bytes": size, "created": created}
+    if previous is not None:
+        _add_diff(structured, previous, content, target, env)
     return ToolOutput(
-        content=[TextPart(text=f"{verb} {target.resource} ({size} bytes)")],
-        structured={"path": target.resource, "bytes": size, "created": created},
+        content=[TextPart(text=f"{verb} {target.resource} ({size} bytes)")], structured=structured
     )
+
+
+def _small_text(target: ResolvedPath, limit: int) -> str | None:
+    """The regular file's text when it is at most *limit* bytes, else ``None``."""
+    if not os.path.isfile(target.absolute) or os.path.getsize(target.absolute) > limit:
+        return None
+    with open(target.absolute, "rb") as handle:
+        return handle.read(limit + 1).decode("utf-8", errors="replace")
+
+
+def _add_diff(
+    structured: dict[str, Any], before: str, after: str, target: ResolvedPath,
+    env: ToolEnvironment,
+) -> None:  # fmt: skip
+    """Put the diff from *before* to *after* in *structured* (``diff``) unless either text
+    is longer than ``env.before_image_max_bytes`` or the diff than ``env.diff_max_bytes``."""
+    limit = env.before_image_max_bytes
+    if len(before) > limit or len(after) > limit:
+        return
+    diff = file_patch(before, after, target.resource).patch
+    if len(diff.encode()) <= env.diff_max_bytes:
+        structured["diff"] = diff
 
 
 def edit_tool() -> Tool[EditInput]:
     """The ``edit`` tool."""
 
     async def handler(data: EditInput, ctx: ToolContext, env: ToolEnvironment) -> ToolOutput:
-        target = resolve_path(env, data.path)
-        return await run_blocking(env, lambda: _edit(target, data))
+        target = resolve_path(env, data.file_path)
+        return await run_blocking(env, lambda: _edit(target, data, env))
 
     return Tool(
         name="edit",
@@ -103,17 +135,17 @@ def edit_tool() -> Tool[EditInput]:
         input_type=EditInput,
         handler=handler,
         permission="edit",
-        resources=lambda data, env: _edit_resources(data.path, env),
+        resources=lambda data, env: _edit_resources(data.file_path, env),
         touched=lambda structured: [structured["path"]],
-        changes=lambda data, env: [resolve_path(env, data.path).absolute],
+        changes=lambda data, env: [resolve_path(env, data.file_path).absolute],
     )
 
 
-def _edit(target: ResolvedPath, data: EditInput) -> ToolOutput:
+def _edit(target: ResolvedPath, data: EditInput, env: ToolEnvironment) -> ToolOutput:
     if not data.old_string:
-        raise ToolError("old_string must not be empty; use write to create a file")
+        raise ToolError("oldString must not be empty; use write to create a file")
     if data.old_string == data.new_string:
-        raise ToolError("old_string and new_string are identical")
+        raise ToolError("oldString and newString are identical")
     if not os.path.isfile(target.absolute):
         raise ToolError(f"File not found: {target.resource}")
     with open(target.absolute, encoding="utf-8") as handle:
@@ -121,18 +153,21 @@ def _edit(target: ResolvedPath, data: EditInput) -> ToolOutput:
     count = text.count(data.old_string)
     _check_count(count, data, target)
     limit = -1 if data.replace_all else 1
-    write_text(target, text.replace(data.old_string, data.new_string, limit))
+    edited = text.replace(data.old_string, data.new_string, limit)
+    write_text(target, edited)
+    structured: dict[str, Any] = {"path": target.resource, "replacements": count}
+    _add_diff(structured, text, edited, target, env)
     return ToolOutput(
         content=[TextPart(text=f"Edited {target.resource}: {count} replacement(s)")],
-        structured={"path": target.resource, "replacements": count},
+        structured=structured,
     )
 
 
 def _check_count(count: int, data: EditInput, target: ResolvedPath) -> None:
     if count == 0:
-        raise ToolError(f"old_string not found in {target.resource}")
+        raise ToolError(f"oldString not found in {target.resource}")
     if count > 1 and not data.replace_all:
         raise ToolError(
-            f"old_string occurs {count} times in {target.resource}; add surrounding context "
-            "to make it unique, or set replace_all"
+            f"oldString occurs {count} times in {target.resource}; add surrounding context "
+            "to make it unique, or set replaceAll"
         )

@@ -67,9 +67,9 @@ async def test_fork_copies_every_message_kind_and_closes_an_open_step(tmp_path: 
             ev.ReasoningEnded(**step(a1), reasoning_id="r1", text="hmm"),
             ev.TextStarted(**step(a1), text_id="t1"),
             ev.TextEnded(**step(a1), text_id="t1", text="reading"),
-            ev.ToolCalled(**step(a1), call_id="c1", tool="read", input={"path": "a"}),
+            ev.ToolCalled(**step(a1), call_id="c1", tool="read", input={"filePath": "a"}),
             ev.ToolSuccess(**step(a1), call_id="c1", content=[ev.ToolTextContent(text="A")]),
-            ev.ToolCalled(**step(a1), call_id="c2", tool="read", input={"path": "b"}),
+            ev.ToolCalled(**step(a1), call_id="c2", tool="read", input={"filePath": "b"}),
             ev.ToolFailed(**step(a1), call_id="c2", error=ev.SessionError(message="no b")),
             ev.StepEnded(**step(a1), finish="tool-calls"),
             ev.StepStarted(**step(a2), agent="build", model=MODEL),
@@ -93,7 +93,7 @@ async def test_fork_copies_every_message_kind_and_closes_an_open_step(tmp_path: 
             ev.PromptAdmitted(**at(), message_id=u2, prompt=second, delivery="queue"),
             ev.PromptPromoted(**at(), message_id=u2, prompt=second, time_created=10),
             ev.StepStarted(**step(a3), agent="build", model=MODEL),
-            ev.ToolCalled(**step(a3), call_id="c3", tool="read", input={"path": "c"}),
+            ev.ToolCalled(**step(a3), call_id="c3", tool="read", input={"filePath": "c"}),
         ]
         await rt.storage.write(Append(session_id=sid, events=later))
         source = await rt.storage.read(History(session_id=sid))

@@ -105,9 +105,9 @@ def test_rules_from_config_and_wholly_denied():
 
 
 WRITES = [
-    ("write", {"path": "f.txt", "content": "x"}),
-    ("edit", {"path": "f.txt", "old_string": "a", "new_string": "b"}),
-    ("apply_patch", {"patch_text": "*** Begin Patch\n*** Add File: g.txt\n+x\n*** End Patch"}),
+    ("write", {"filePath": "f.txt", "content": "x"}),
+    ("edit", {"filePath": "f.txt", "oldString": "a", "newString": "b"}),
+    ("apply_patch", {"patchText": "*** Begin Patch\n*** Add File: g.txt\n+x\n*** End Patch"}),
     ("shell", {"command": "touch h.txt"}),
 ]
 
@@ -169,21 +169,25 @@ async def test_always_saves_an_approval_and_reject_fails(tmp_path):
     approvals = MemoryApprovals()
     registry = _registry(tmp_path, approvals)
     rejected = await registry.settle(
-        "read", {"path": "a.txt"}, _ctx(tmp_path), agent=asking, permissions=RecordingGate("reject")
+        "read",
+        {"filePath": "a.txt"},
+        _ctx(tmp_path),
+        agent=asking,
+        permissions=RecordingGate("reject"),
     )
     assert rejected == ToolFailure(error="Permission rejected: read on a.txt")
     gate = RecordingGate("always")
     first = await registry.settle(
-        "read", {"path": "a.txt"}, _ctx(tmp_path), agent=asking, permissions=gate
+        "read", {"filePath": "a.txt"}, _ctx(tmp_path), agent=asking, permissions=gate
     )
     second = await registry.settle(
-        "read", {"path": "a.txt"}, _ctx(tmp_path), agent=asking, permissions=gate
+        "read", {"filePath": "a.txt"}, _ctx(tmp_path), agent=asking, permissions=gate
     )
     assert isinstance(first, ToolSuccess) and isinstance(second, ToolSuccess)
     assert len(gate.requests) == 1
     assert approvals.approved == {(str(tmp_path), "read", "a.txt")}
     nobody = await _registry(tmp_path).settle(
-        "read", {"path": "a.txt"}, _ctx(tmp_path), agent=asking
+        "read", {"filePath": "a.txt"}, _ctx(tmp_path), agent=asking
     )
     assert isinstance(nobody, ToolFailure) and "nobody can be asked" in nobody.error
 

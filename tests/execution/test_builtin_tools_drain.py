@@ -20,12 +20,12 @@ async def test_the_model_reads_edits_and_runs_a_command(tmp_path: Path) -> None:
     (work / "greet.sh").write_text("echo hello world\n")
     client = llm.ScriptedLLM(
         [
-            tool_calls(("r", "read", {"path": "greet.sh"})),
+            tool_calls(("r", "read", {"filePath": "greet.sh"})),
             tool_calls(
                 (
                     "e",
                     "edit",
-                    {"path": "greet.sh", "old_string": "world", "new_string": "kittiwake"},
+                    {"filePath": "greet.sh", "oldString": "world", "newString": "kittiwake"},
                 )
             ),
             tool_calls(("s", "shell", {"command": "sh greet.sh"})),

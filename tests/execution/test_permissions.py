@@ -95,7 +95,7 @@ async def test_reject_fails_the_call_and_the_model_sees_it(tmp_path: Path) -> No
 
 async def test_the_plan_agent_is_denied_edits_and_shell_without_asking(tmp_path: Path) -> None:
     calls = [
-        ("c1", "write", {"path": "a.txt", "content": "x"}),
+        ("c1", "write", {"filePath": "a.txt", "content": "x"}),
         ("c2", "shell", {"command": "echo hi"}),
     ]
     client = llm.ScriptedLLM([tool_calls(*calls), answer()])

@@ -45,7 +45,7 @@ def said(text: str) -> Reply:
 def calls_read(path: str) -> Reply:
     call = {
         "index": 0, "id": "call_1", "type": "function",
-        "function": {"name": "read", "arguments": json.dumps({"path": path})},
+        "function": {"name": "read", "arguments": json.dumps({"filePath": path})},
     }  # fmt: skip
     return Reply(chunks=[sse(chunk({"tool_calls": [call]}), chunk({}, finish="tool_calls"))])
 
@@ -173,7 +173,7 @@ async def test_piped_prompt_and_tool_calls_are_shown(tmp_path, provider):
     assert done.returncode == 0, done.stderr.decode()
     assert user_texts(provider.requests[0].json()) == ["summarise notes.txt"]
     err = done.stderr.decode()
-    assert '→ read {"path":"notes.txt"}' in err and "✓ read" in err
+    assert '→ read {"filePath":"notes.txt"}' in err and "✓ read" in err
     assert done.stdout.decode() == "read it\n"
     tool_result = [m for m in provider.requests[1].json()["messages"] if m["role"] == "tool"]
     assert "kittiwake notes" in str(tool_result)

@@ -91,7 +91,7 @@ async def test_run_answers_the_permission_request_of_a_subagent_child(
     task = {"description": "read notes", "prompt": "read notes.txt", "subagent_type": "reader"}
     provider.queue(
         calls("call_1", "task", task),
-        calls("call_2", "read", {"path": "notes.txt"}),
+        calls("call_2", "read", {"filePath": "notes.txt"}),
         said("the notes say kittiwake"),
         said("done"),
     )
@@ -142,3 +142,25 @@ async def test_run_command_expands_arguments_and_files(tmp_path, provider: Local
     [user] = [m for m in provider.requests[0].json()["messages"] if m["role"] == "user"]
     text = str(user["content"])
     assert "Summarize the notes from @notes.txt" in text and "kittiwake notes" in text
+
+
+async def test_run_shows_the_diff_of_each_file_tool(tmp_path, provider: LocalServer) -> None:
+    cli = Cli(tmp_path, provider)
+    (cli.project / "notes.txt").write_text("v1\nkept\n")
+    provider.queue(
+        calls("call_1", "edit", {"filePath": "notes.txt", "oldString": "v1", "newString": "v2"}),
+        calls("call_2", "write", {"filePath": "new.txt", "content": "fresh\n"}),
+        said("changed"),
+    )
+    done = await cli("run", "change", "the", "notes")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode() == "changed\n"
+    err = done.stderr.decode().splitlines()
+    edit = err.index("✓ edit notes.txt")
+    assert err[edit + 1 : edit + 7] == [
+        "  --- a/notes.txt", "  +++ b/notes.txt", "  @@ -1,2 +1,2 @@", "  -v1", "  +v2", "   kept",
+    ]  # fmt: skip
+    write = err.index("✓ write new.txt")  # from the file's recorded previous content: none
+    assert err[write + 1 : write + 5] == [
+        "  --- a/new.txt", "  +++ b/new.txt", "  @@ -0,0 +1 @@", "  +fresh",
+    ]  # fmt: skip

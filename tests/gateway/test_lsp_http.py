@@ -32,7 +32,7 @@ async def test_an_edit_in_a_drain_gets_diagnostics_and_lsp_reports_the_server(tm
         "language_servers": {"diagnostics_timeout": 10},
     }
     (work / "kittiwake.json").write_text(json.dumps(config))
-    edit = {"path": "app.py", "old_string": "os.getcwd()", "new_string": "sys.argv"}
+    edit = {"filePath": "app.py", "oldString": "os.getcwd()", "newString": "sys.argv"}
     client = ScriptedLLM([tool_calls(("e", "edit", edit)), answer("done")])
     configuration = Configuration(env={"HOME": str(tmp_path)})
     async with open_runtime(

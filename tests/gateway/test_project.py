@@ -30,7 +30,7 @@ async def project_id(client: httpx.AsyncClient) -> str:
 
 async def test_project_sessions_and_messages_as_info_and_parts(tmp_path):
     (tmp_path / "notes.txt").write_text("remember the kittiwake\n")
-    read = [StepStart(), ToolCall(call_id="c1", name="read", input={"path": "notes.txt"}),
+    read = [StepStart(), ToolCall(call_id="c1", name="read", input={"filePath": "notes.txt"}),
             StepFinish(finish_reason="tool-calls", usage=Usage(input_tokens=4, output_tokens=1))]  # fmt: skip
     llm = ScriptedLLM([read, answer("it says kittiwake"), answer("second answer")])
     async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
@@ -128,7 +128,7 @@ async def test_child_sessions_over_project_routes(tmp_path):
 
 async def test_init_has_the_session_write_agents_md(tmp_path):
     write = [StepStart(), ToolCall(call_id="w1", name="write",
-                                   input={"path": "AGENTS.md", "content": "# Agents\nmake test\n"}),
+                                   input={"filePath": "AGENTS.md", "content": "# Agents\nmake test\n"}),
              StepFinish(finish_reason="tool-calls", usage=Usage(input_tokens=4, output_tokens=1))]  # fmt: skip
     llm = ScriptedLLM([write, answer("wrote AGENTS.md")])
     async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:

@@ -11,12 +11,12 @@ import httpx
 from runtime import llm
 from runtime.llm import LLMEvent, LLMRequest, ScriptedLLM, StepFinish, StepStart, ToolCall, Usage
 from tests.gateway.conftest import answer, assert_valid, response_schema, served
-from tests.gateway.v1 import v1_stream
+from tests.gateway.v1 import V1Stream, v1_stream
 
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "write it": ("write", {"path": "notes.txt", "content": "v1\n"}),
-    "edit it": ("edit", {"path": "notes.txt", "old_string": "v1", "new_string": "v2"}),
-    "add one": ("write", {"path": "sub/new.txt", "content": "fresh\n"}),
+    "write it": ("write", {"filePath": "notes.txt", "content": "v1\n"}),
+    "edit it": ("edit", {"filePath": "notes.txt", "oldString": "v1", "newString": "v2"}),
+    "add one": ("write", {"filePath": "sub/new.txt", "content": "fresh\n"}),
     "be slow": ("shell", {"command": "sleep 30"}),
 }
 
@@ -59,6 +59,15 @@ async def _revert(client: httpx.AsyncClient, sid: str, message_id: str) -> dict[
     return dict(r.json())
 
 
+async def _diffs(events: V1Stream, sid: str, count: int) -> list[str]:
+    """The files of the *count*-th ``session.diff`` of *sid* (waited for); none follows it
+    yet."""
+    await events.until(lambda _: len(events.of("session.diff", sid)) >= count)
+    diffs = events.of("session.diff", sid)
+    assert len(diffs) == count
+    return [f["file"] for f in diffs[-1]["properties"]["diff"]]
+
+
 async def test_undo_and_redo_restore_files_history_and_survive_a_restart(tmp_path) -> None:
     notes, new = tmp_path / "notes.txt", tmp_path / "sub" / "new.txt"
     llm_ = ScriptedLLM(script)
@@ -85,12 +94,16 @@ async def test_undo_and_redo_restore_files_history_and_survive_a_restart(tmp_pat
                 )
             )
             assert updated["properties"]["sessionID"] == sid
+            # the session's diff again (OpenCode's UI lists it as "Modified Files"): one
+            # after each tool step, then the revert's
+            assert await _diffs(events, sid, 4) == ["notes.txt"]
 
             r = await client.post(f"/session/{sid}/unrevert")  # /redo
             assert r.status_code == 200 and "revert" not in r.json()
             assert_valid(r.json(), response_schema("/session/{sessionID}/unrevert", "post", 200))
             assert (notes.read_text(), new.read_text()) == ("v2\n", "fresh\n")
             assert [m["info"]["id"] for m in await _messages(client, sid)] == everything
+            assert await _diffs(events, sid, 5) == ["notes.txt", "sub/new.txt"]
             await _revert(client, sid, second)
 
     # Durable: a new runtime on the same data directory still shows the revert.

@@ -327,7 +327,7 @@ async def test_a_subagent_childs_permission_request_surfaces_on_the_parent(tmp_p
     task = {"description": "read", "prompt": "read the notes", "subagent_type": "reader"}
     llm = _by_prompt(
         [call("c1", "task", task), answer("the notes say kittiwake"), answer("thanks")],
-        {"read the notes": call("r1", "read", {"path": "notes.txt"})},  # then the child answers
+        {"read the notes": call("r1", "read", {"filePath": "notes.txt"})},  # then the child answers
     )
     agents = {**BUILTIN_AGENTS, "reader": reader}
     async with (

@@ -8,6 +8,9 @@ from typing import Any
 
 import httpx
 
+from gateway._opencode import tool_state_json
+from runtime import messages as msg
+from runtime.events import ToolTextContent
 from runtime.llm import (
     LLMEvent,
     ReasoningDelta,
@@ -139,7 +142,7 @@ async def test_todo_and_question_events_reach_the_v1_streams(tmp_path: Any) -> N
 
 async def test_session_diff_lists_what_the_file_tools_changed(tmp_path: Any) -> None:
     llm = ScriptedLLM([
-        _call("c1", "write", {"path": "notes.txt", "content": "one\ntwo\n"}),
+        _call("c1", "write", {"filePath": "notes.txt", "content": "one\ntwo\n"}),
         _said("written"),
     ])  # fmt: skip
     async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
@@ -157,6 +160,63 @@ async def test_session_diff_lists_what_the_file_tools_changed(tmp_path: Any) -> 
         assert diffed["properties"]["diff"] == r.json()
         (tmp_path / "notes.txt").unlink()  # the file is gone again: nothing differs
         assert (await client.get(f"/session/{sid}/diff")).json() == []
+
+
+async def test_file_and_shell_parts_carry_the_metadata_opencodes_ui_draws(tmp_path: Any) -> None:
+    llm = ScriptedLLM([
+        _call("c1", "write", {"filePath": "notes.txt", "content": "one\ntwo\n"}),
+        _call("c2", "edit", {"filePath": "notes.txt", "oldString": "two", "newString": "2"}),
+        _call("c3", "shell", {"command": "echo hi", "description": "Says hi"}),
+        _said("done"),
+    ])  # fmt: skip
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        async with v1_stream(g.url) as events:
+            sid = await _session(client)
+            await _prompt(client, sid)
+            listed = (await client.get(f"/session/{sid}/message")).json()
+    parts = [p for m in listed for p in m["parts"] if p["type"] == "tool"]
+    states = {p["callID"]: p["state"] for p in parts}
+    notes = str(tmp_path / "notes.txt")
+    assert states["c1"]["metadata"] == {
+        "path": "notes.txt", "bytes": 8, "created": True,
+        "filepath": notes, "exists": False, "diagnostics": {},
+    }  # fmt: skip
+    patch = "--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n"
+    assert states["c2"]["metadata"] == {
+        "path": "notes.txt", "replacements": 1, "diff": patch, "filepath": notes,
+        "filediff": {"file": notes, "patch": patch, "additions": 1, "deletions": 1},
+        "diagnostics": {},
+    }  # fmt: skip
+    shell = states["c3"]["metadata"]
+    assert (shell["output"], shell["description"]) == ("hi\n[exit code 0]", "Says hi")
+    announced = events.parts(sid)  # the events say what the message list says
+    assert [announced[p["id"]]["state"] for p in parts] == [p["state"] for p in parts]
+
+
+def test_a_call_stored_with_the_old_input_names_shows_opencodes() -> None:
+    """Calls stored before the tools took OpenCode's input names keep theirs: shown as
+    OpenCode's."""
+    tool = msg.AssistantTool(
+        id="c1", name="edit", time=msg.ToolTime(created=1),
+        state=msg.ToolCompleted(
+            input={"path": "a.txt", "old_string": "x", "new_string": "y", "replace_all": True},
+            content=[ToolTextContent(text="Edited a.txt: 2 replacement(s)")],
+            structured={"path": "a.txt", "replacements": 2},
+        ),
+    )  # fmt: skip
+    state = tool_state_json(tool, 1, "/work")
+    assert state["input"] == {
+        "filePath": "a.txt",
+        "oldString": "x",
+        "newString": "y",
+        "replaceAll": True,
+    }
+    assert state["metadata"] == {
+        "path": "a.txt",
+        "replacements": 2,
+        "filepath": "/work/a.txt",
+        "diagnostics": {},
+    }
 
 
 async def test_a_running_shell_call_streams_its_output_into_metadata(tmp_path: Any) -> None:

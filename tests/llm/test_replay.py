@@ -58,10 +58,10 @@ SCRIPT = [
     TextDelta(id="t1", delta="world"),
     TextEnd(id="t1"),
     ToolInputStart(call_id="call_1", name="read"),
-    ToolInputDelta(call_id="call_1", delta='{"path":'),
+    ToolInputDelta(call_id="call_1", delta='{"filePath":'),
     ToolInputDelta(call_id="call_1", delta='"a.txt"}'),
     ToolInputEnd(call_id="call_1"),
-    ToolCall(call_id="call_1", name="read", input={"path": "a.txt"}),
+    ToolCall(call_id="call_1", name="read", input={"filePath": "a.txt"}),
     ToolCall(call_id="call_2", name="ls", input={}),
     StepFinish(
         finish_reason="tool-calls",
@@ -110,7 +110,7 @@ async def test_script_survives_each_adapter(protocol, models_dev):
         )
         first = [e async for e in client.stream(request)]
         second = [e async for e in client.stream(request)]
-    calls = [("call_1", "read", {"path": "a.txt"}), ("call_2", "ls", {})]
+    calls = [("call_1", "read", {"filePath": "a.txt"}), ("call_2", "ls", {})]
     usage = SCRIPT[-1].usage
     if protocol == "anthropic-messages":  # Messages usage has no separate reasoning count
         usage = msgspec.structs.replace(usage, reasoning_tokens=0)

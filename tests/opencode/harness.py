@@ -80,7 +80,8 @@ def respond(request: Recorded) -> Reply:
 
     A title request gets a title; after a tool result, "Tool done."; otherwise the last
     user text decides: ``slow`` streams for a minute, ``read FILE`` / ``write FILE`` /
-    ``run CMD`` call read / write / shell, anything else is greeted.
+    ``edit FILE`` / ``run CMD`` call read / write / edit (``os.getcwd()`` becomes
+    ``sys.argv``) / shell, anything else is greeted.
     """
     body = request.json()
     system = json.dumps(body.get("messages", [])[:1])
@@ -93,13 +94,16 @@ def respond(request: Recorded) -> Reply:
     words = text.split()
     if "slow" in words:
         return said(*["Slowly "] + ["and slowly "] * 300, delay=0.2)
-    for verb, tool in (("read", "read"), ("write", "write"), ("run", "shell")):
+    for verb in ("read", "write", "edit", "run"):
         if verb in words and words.index(verb) + 1 < len(words):
             target = " ".join(words[words.index(verb) + 1 :])
-            if tool == "read":
-                return calls("read", {"path": target})
-            if tool == "write":
-                return calls("write", {"path": target, "content": "written by the mock\n"})
+            if verb == "read":
+                return calls("read", {"filePath": target})
+            if verb == "write":
+                return calls("write", {"filePath": target, "content": "written by the mock\n"})
+            if verb == "edit":
+                edit = {"filePath": target, "oldString": "os.getcwd()", "newString": "sys.argv"}
+                return calls("edit", edit)
             return calls("shell", {"command": target, "description": "runs " + target})
     return said("Hello ", "from ", "the mock.")
 
@@ -148,12 +152,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+VENV_BIN = Path(sys.executable).parent
+
+
+def without_venv(path: str) -> str:
+    """*path* (a ``PATH`` value) without the virtualenv's ``bin``, as ``make run`` leaves it."""
+    return os.pathsep.join(p for p in path.split(os.pathsep) if Path(p) != VENV_BIN)
+
+
 class Kittiwake:
-    """``kittiwake serve`` in a project directory configured for the mock provider."""
+    """``kittiwake serve`` in a project directory configured for the mock provider.
+
+    ``as_make_run``: started as ``make run`` starts it, the virtualenv's ``bin/kittiwake``
+    with that ``bin`` not on ``PATH`` (else ``python -m gateway serve``).
+    """
 
     def __init__(
-        self, tmp: Path, provider: Provider, *, permission: dict[str, Any] | None = None
-    ) -> None:
+        self, tmp: Path, provider: Provider, *, permission: dict[str, Any] | None = None,
+        as_make_run: bool = False,
+    ) -> None:  # fmt: skip
         self.tmp = tmp
         self.project = tmp / "project"
         self.project.mkdir(parents=True, exist_ok=True)
@@ -172,14 +189,22 @@ class Kittiwake:
             config["permission"] = permission
         (self.project / "kittiwake.json").write_text(json.dumps(config))
         self.env = client_env(tmp)
-        self.env.update({"PYTHONPATH": str(ROOT), "KITTIWAKE_DATA_DIR": str(tmp / "data")})
+        self.env["KITTIWAKE_DATA_DIR"] = str(tmp / "data")
+        self.as_make_run = as_make_run
+        if as_make_run:
+            self.env["PATH"] = without_venv(self.env["PATH"])
+        else:
+            self.env["PYTHONPATH"] = str(ROOT)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.log = tmp / "serve.log"
 
     def start(self) -> Kittiwake:
-        command = [sys.executable, "-m", "gateway", "serve", "--port", str(self.port)]
+        program = (
+            [str(VENV_BIN / "kittiwake")] if self.as_make_run else [sys.executable, "-m", "gateway"]
+        )
+        command = [*program, "serve", "--port", str(self.port)]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 command, cwd=self.project, env=self.env, stdout=log, stderr=subprocess.STDOUT

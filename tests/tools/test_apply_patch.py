@@ -26,7 +26,7 @@ def _ctx(tmp_path) -> ToolContext:
 async def _patch(tmp_path, text: str):
     env = ToolEnvironment(directory=str(tmp_path), data_dir=str(tmp_path / "data"))
     registry = location_registry(env)
-    return await registry.settle("apply_patch", {"patch_text": text}, _ctx(tmp_path), agent=BUILD)
+    return await registry.settle("apply_patch", {"patchText": text}, _ctx(tmp_path), agent=BUILD)
 
 
 async def test_add_update_delete_in_one_patch(tmp_path):

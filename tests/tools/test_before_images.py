@@ -38,10 +38,10 @@ async def _settle(tmp_path, name, args, *, limit=1024, fail=False):
 async def test_write_records_the_previous_content_or_absence(tmp_path) -> None:
     (tmp_path / "loc").mkdir()
     (tmp_path / "loc" / "a.txt").write_text("old")
-    result, seen, root = await _settle(tmp_path, "write", {"path": "a.txt", "content": "new"})
+    result, seen, root = await _settle(tmp_path, "write", {"filePath": "a.txt", "content": "new"})
     assert isinstance(result, ToolSuccess)
     assert seen == [[FileImage(path=str(root / "a.txt"), content=b"old")]]
-    result, seen, root = await _settle(tmp_path, "write", {"path": "d/b.txt", "content": "x"})
+    result, seen, root = await _settle(tmp_path, "write", {"filePath": "d/b.txt", "content": "x"})
     assert seen == [[FileImage(path=str(root / "d" / "b.txt"), content=None)]]
 
 
@@ -53,7 +53,7 @@ async def test_apply_patch_records_every_target(tmp_path) -> None:
         "*** Begin Patch\n*** Add File: n.txt\n+hi\n*** Update File: u.txt\n-one\n+two\n"
         "*** Delete File: gone.txt\n*** End Patch"
     )
-    result, seen, root = await _settle(tmp_path, "apply_patch", {"patch_text": patch})
+    result, seen, root = await _settle(tmp_path, "apply_patch", {"patchText": patch})
     assert isinstance(result, ToolSuccess), result
     assert {(f.path, f.content) for f in seen[0]} == {
         (str(root / "n.txt"), None), (str(root / "u.txt"), b"one\n"),
@@ -64,7 +64,7 @@ async def test_apply_patch_records_every_target(tmp_path) -> None:
 async def test_an_unrecorded_image_fails_the_call_and_changes_nothing(tmp_path) -> None:
     (tmp_path / "loc").mkdir()
     (tmp_path / "loc" / "a.txt").write_text("old")
-    edit = {"path": "a.txt", "old_string": "old", "new_string": "new"}
+    edit = {"filePath": "a.txt", "oldString": "old", "newString": "new"}
     result, _, root = await _settle(tmp_path, "edit", edit, fail=True)
     assert isinstance(result, ToolFailure)
     assert "previous content" in result.error and "disk full" in result.error
@@ -76,7 +76,7 @@ async def test_a_file_over_the_limit_is_recorded_as_omitted(tmp_path, size) -> N
     (tmp_path / "loc").mkdir()
     (tmp_path / "loc" / "big.txt").write_text("x" * size)
     result, seen, root = await _settle(
-        tmp_path, "write", {"path": "big.txt", "content": "y"}, limit=10
+        tmp_path, "write", {"filePath": "big.txt", "content": "y"}, limit=10
     )
     assert isinstance(result, ToolSuccess)
     omitted = size > 10

@@ -61,12 +61,12 @@ def _text(result) -> str:
 
 
 ESCAPES = [
-    ("read", lambda p: {"path": p}),
-    ("write", lambda p: {"path": p, "content": "x"}),
-    ("edit", lambda p: {"path": p, "old_string": "needle", "new_string": "pin"}),
+    ("read", lambda p: {"filePath": p}),
+    ("write", lambda p: {"filePath": p, "content": "x"}),
+    ("edit", lambda p: {"filePath": p, "oldString": "needle", "newString": "pin"}),
     (
         "apply_patch",
-        lambda p: {"patch_text": f"*** Begin Patch\n*** Add File: {p}\n+x\n*** End Patch"},
+        lambda p: {"patchText": f"*** Begin Patch\n*** Add File: {p}\n+x\n*** End Patch"},
     ),
     ("glob", lambda p: {"pattern": "*", "path": p}),
     ("grep", lambda p: {"pattern": "needle", "path": p}),
@@ -100,11 +100,11 @@ async def test_glob_and_grep_refuse_patterns_leaving_the_directory(tmp_path, loc
 async def test_managed_output_is_readable_and_searchable_by_absolute_path(tmp_path, loc):
     _, env = _registry(tmp_path)
     path = write_managed_output(env.tool_output_dir, "tool_0001", "line one\nneedle two\n")
-    read = await _call(tmp_path, "read", {"path": path})
+    read = await _call(tmp_path, "read", {"filePath": path})
     grep = await _call(tmp_path, "grep", {"pattern": "needle", "path": env.tool_output_dir})
     assert "1: line one\n2: needle two" in _text(read)
     assert _text(grep) == f"{path}:2: needle two"
-    written = await _call(tmp_path, "write", {"path": path, "content": "no"})
+    written = await _call(tmp_path, "write", {"filePath": path, "content": "no"})
     assert isinstance(written, ToolFailure) and "Absolute path refused" in written.error
 
 
@@ -116,22 +116,22 @@ async def test_walks_skip_symlinks_leading_outside(tmp_path, loc):
 
 async def test_read_pages_text_by_lines(tmp_path, loc):
     (loc / "long.txt").write_text("".join(f"row {i}\n" for i in range(1, 11)) + "x" * 2500)
-    first = _text(await _call(tmp_path, "read", {"path": "long.txt", "limit": 4}))
+    first = _text(await _call(tmp_path, "read", {"filePath": "long.txt", "limit": 4}))
     assert first.startswith("1: row 1\n2: row 2\n3: row 3\n4: row 4\n\n")
     assert "Use offset=5 to continue" in first
-    last = await _call(tmp_path, "read", {"path": "long.txt", "offset": 10})
+    last = await _call(tmp_path, "read", {"filePath": "long.txt", "offset": 10})
     assert _text(last).startswith("10: row 10\n11: " + "x" * 2000 + "... (line truncated to 2000")
     assert last.structured["next_offset"] is None and last.structured["total"] == 11
-    past = await _call(tmp_path, "read", {"path": "long.txt", "offset": 50})
+    past = await _call(tmp_path, "read", {"filePath": "long.txt", "offset": 50})
     assert isinstance(past, ToolFailure) and "past the end" in past.error
 
 
 async def test_read_lists_directories_first_alphabetically(tmp_path, loc):
-    result = await _call(tmp_path, "read", {"path": "src", "limit": 2})
+    result = await _call(tmp_path, "read", {"filePath": "src", "limit": 2})
     assert result.structured["entries"] == ["pkg/", "a.py"]
     (loc / "src" / "Z.txt").write_text("")
     (loc / "src" / "aa").mkdir()
-    page = await _call(tmp_path, "read", {"path": "src", "offset": 2, "limit": 2})
+    page = await _call(tmp_path, "read", {"filePath": "src", "offset": 2, "limit": 2})
     assert page.structured["entries"] == ["pkg/", "Z.txt"]
     assert page.structured["next_offset"] == 4
 
@@ -139,30 +139,68 @@ async def test_read_lists_directories_first_alphabetically(tmp_path, loc):
 async def test_read_returns_binary_as_base64_file_part(tmp_path, loc):
     payload = b"\x89PNG\r\n\x1a\n\x00\x00binary"
     (loc / "pic.png").write_bytes(payload)
-    result = await _call(tmp_path, "read", {"path": "pic.png"})
+    result = await _call(tmp_path, "read", {"filePath": "pic.png"})
     [part] = result.content
     assert isinstance(part, FilePart) and part.mime == "image/png"
     assert base64.b64decode(part.url.split(",", 1)[1]) == payload
 
 
 async def test_write_creates_parents_and_overwrites(tmp_path, loc):
-    created = await _call(tmp_path, "write", {"path": "new/dir/f.txt", "content": "héllo"})
-    assert created.structured == {"path": "new/dir/f.txt", "bytes": 6, "created": True}
-    await _call(tmp_path, "write", {"path": "new/dir/f.txt", "content": "bye"})
-    assert (loc / "new" / "dir" / "f.txt").read_text() == "bye"
+    created = await _call(tmp_path, "write", {"filePath": "new/dir/f.txt", "content": "héllo\n"})
+    assert created.structured == {"path": "new/dir/f.txt", "bytes": 7, "created": True}
+    over = await _call(tmp_path, "write", {"filePath": "new/dir/f.txt", "content": "bye\n"})
+    assert (loc / "new" / "dir" / "f.txt").read_text() == "bye\n"
+    assert over.structured == {
+        "path": "new/dir/f.txt", "bytes": 4, "created": False,
+        "diff": "--- a/new/dir/f.txt\n+++ b/new/dir/f.txt\n@@ -1 +1 @@\n-héllo\n+bye\n",
+    }  # fmt: skip
+
+
+async def test_the_file_tools_take_opencodes_input_names(tmp_path, loc):
+    registry, _ = _registry(tmp_path)
+    names = {
+        tool: set(registry.lookup(tool).schema["properties"])  # type: ignore[union-attr]
+        for tool in ("read", "write", "edit", "apply_patch")
+    }
+    assert names == {
+        "read": {"filePath", "offset", "limit"},
+        "write": {"filePath", "content"},
+        "edit": {"filePath", "oldString", "newString", "replaceAll"},
+        "apply_patch": {"patchText"},
+    }
+    page = await _call(tmp_path, "read", {"filePath": "notes.md", "offset": 1, "limit": 1})
+    assert _text(page).startswith("1: needle in notes")
+    old = await _call(tmp_path, "edit", {"path": "notes.md", "old_string": "a", "new_string": "b"})
+    assert isinstance(old, ToolFailure)
+    assert old.error == "Invalid tool input for edit: Object missing required field `filePath`"
+
+
+async def test_edit_result_holds_the_diff_of_its_change(tmp_path, loc):
+    (loc / "d.txt").write_text("one\ntwo\nthree\n")
+    edit = {"filePath": "d.txt", "oldString": "two", "newString": "2"}
+    result = await _call(tmp_path, "edit", edit)
+    assert result.structured == {
+        "path": "d.txt", "replacements": 1,
+        "diff": "--- a/d.txt\n+++ b/d.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n",
+    }  # fmt: skip
+    (loc / "big.txt").write_text("x\n" * 20_000)  # a diff over diff_max_bytes is left out
+    everything = {"filePath": "big.txt", "oldString": "x", "newString": "y", "replaceAll": True}
+    assert "diff" not in (await _call(tmp_path, "edit", everything)).structured
 
 
 async def test_edit_requires_a_unique_match_unless_replace_all(tmp_path, loc):
     (loc / "e.txt").write_text("one two one\n")
-    twice = await _call(tmp_path, "edit", {"path": "e.txt", "old_string": "one", "new_string": "1"})
+    twice = await _call(
+        tmp_path, "edit", {"filePath": "e.txt", "oldString": "one", "newString": "1"}
+    )
     assert isinstance(twice, ToolFailure) and "occurs 2 times" in twice.error
     missing = await _call(
-        tmp_path, "edit", {"path": "e.txt", "old_string": "three", "new_string": "3"}
+        tmp_path, "edit", {"filePath": "e.txt", "oldString": "three", "newString": "3"}
     )
     assert isinstance(missing, ToolFailure) and "not found" in missing.error
     assert (loc / "e.txt").read_text() == "one two one\n"
-    await _call(tmp_path, "edit", {"path": "e.txt", "old_string": "two", "new_string": "2"})
-    everything = {"path": "e.txt", "old_string": "one", "new_string": "1", "replace_all": True}
+    await _call(tmp_path, "edit", {"filePath": "e.txt", "oldString": "two", "newString": "2"})
+    everything = {"filePath": "e.txt", "oldString": "one", "newString": "1", "replaceAll": True}
     result = await _call(tmp_path, "edit", everything)
     assert result.structured["replacements"] == 2
     assert (loc / "e.txt").read_text() == "1 2 1\n"

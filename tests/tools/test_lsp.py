@@ -75,20 +75,28 @@ def project(tmp_path: Path) -> Path:
 async def test_an_edit_introducing_an_error_returns_its_diagnostic(project):
     async with _location(project) as (registry, servers):
         clean = await registry.settle(
-            "edit", {"path": "main.py", "old_string": "'kittiwake'", "new_string": "'gull'"},
+            "edit", {"filePath": "main.py", "oldString": "'kittiwake'", "newString": "'gull'"},
             _ctx(project), agent=BUILD,
         )  # fmt: skip
         broken = await registry.settle(
-            "edit", {"path": "main.py", "old_string": "greet('gull')", "new_string": "gret('gull')"},
+            "edit", {"filePath": "main.py", "oldString": "greet('gull')", "newString": "gret('gull')"},
             _ctx(project), agent=BUILD,
         )  # fmt: skip
         patched = await registry.settle(
             "apply_patch",
-            {"patch_text": "*** Begin Patch\n*** Add File: broken.py\n+def f(:\n+    pass\n"
+            {"patchText": "*** Begin Patch\n*** Add File: broken.py\n+def f(:\n+    pass\n"
                            "*** End Patch"},
             _ctx(project), agent=BUILD,
         )  # fmt: skip
     assert _text(clean) == "Edited main.py: 1 replacement(s)"
+    assert "diagnostics" not in clean.structured
+    [error] = broken.structured["diagnostics"]["main.py"]  # as LSP's Diagnostic
+    assert error["range"]["start"] == {"line": 2, "character": 6}
+    assert (error["message"], error["severity"], error["source"]) == (
+        "undefined name 'gret'",
+        1,
+        "pyflakes",
+    )
     text = _text(broken)
     assert text.startswith("Edited main.py: 1 replacement(s)\n\nLSP errors detected")
     assert '<diagnostics file="main.py">' in text
@@ -115,7 +123,7 @@ async def test_lsp_definition_hover_symbols_and_references(project):
     assert _text(symbols).startswith("Function greet (line 1)")
     assert _text(diagnostics) == "No diagnostics."
     assert isinstance(unknown, ToolFailure)
-    assert unknown.error == "No language server is configured or on PATH for .txt files"
+    assert unknown.error == "No language server is configured or installed for .txt files"
 
 
 async def test_a_killed_server_is_restarted(project):
@@ -172,13 +180,24 @@ async def test_a_missing_command_reports_error_without_failing_the_edit(project)
     async with trio.open_nursery() as nursery:
         await nursery.start(servers.run)
         result = await registry.settle(
-            "write", {"path": "x.py", "content": "y = z\n"}, _ctx(project), agent=BUILD
+            "write", {"filePath": "x.py", "content": "y = z\n"}, _ctx(project), agent=BUILD
         )
         nursery.cancel_scope.cancel()
     assert _text(result) == "Created x.py (6 bytes)"
     assert servers.statuses() == [
         {"id": "nowhere", "name": "nowhere", "root": str(project), "status": "error"}
     ]
+
+
+def test_the_builtin_servers_are_found_beside_the_interpreter(monkeypatch):
+    """``.venv/bin/kittiwake`` run with the virtualenv's bin not on PATH (``make run``) finds
+    the pylsp installed there (``kittiwake[lsp]``), and runs it by that path."""
+    own = Path(sys.executable).parent
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != own)
+    monkeypatch.setenv("PATH", path)
+    [pylsp] = [s for s in builtin_server_specs() if s.name == "pylsp"]
+    assert pylsp.command == [str(own / "pylsp")]
+    assert pylsp.extensions == [".py", ".pyi"]
 
 
 def test_server_specs_follow_configuration_and_path(tmp_path):
@@ -201,4 +220,4 @@ def test_server_specs_follow_configuration_and_path(tmp_path):
         Config,
     )
     specs = server_specs(config.lsp, found.get)
-    assert [(s.name, s.command) for s in specs] == [("mine", ["my-ls"]), ("pylsp", ["pylsp"])]
+    assert [(s.name, s.command) for s in specs] == [("mine", ["my-ls"]), ("pylsp", ["/bin/pylsp"])]

@@ -240,7 +240,7 @@ async def test_websearch_returns_ranked_results_from_searxng(tmp_path):
         settings = WebSearchSettings(backend="searxng", url=server.url("/"))
         registry = _registry(tmp_path, websearch_tool(settings))
         result = await registry.settle(
-            "websearch", {"query": "kittiwake", "num_results": 2}, _ctx(tmp_path), agent=BUILD
+            "websearch", {"query": "kittiwake", "numResults": 2}, _ctx(tmp_path), agent=BUILD
         )
     text = _text(result)
     assert text.startswith("1. Kittiwake - Wikipedia\n   https://en.wikipedia.org/wiki/Kittiwake")
