@@ -70,7 +70,9 @@ def _session_of(properties: dict[str, Any]) -> str | None:
 async def v1_stream(url: str, path: str = "/event") -> AsyncIterator[V1Stream]:
     """Read *path* of *url* until the block ends; yields once ``server.connected`` came."""
     stream = V1Stream(path)
-    async with trio.open_nursery() as nursery, httpx.AsyncClient(base_url=url) as client:
+    # the reader ends (cancelled) before its client closes: a reader that had data waiting
+    # would otherwise read from the closed socket and fail the block
+    async with httpx.AsyncClient(base_url=url) as client, trio.open_nursery() as nursery:
 
         async def read(task_status: Any) -> None:
             timeout = httpx.Timeout(5, read=None)
