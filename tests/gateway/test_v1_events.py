@@ -9,8 +9,10 @@ from typing import Any
 import httpx
 
 from gateway._opencode import tool_state_json
+from runtime import ModelRef
 from runtime import messages as msg
 from runtime.events import ToolTextContent
+from runtime.history import lower_message
 from runtime.llm import (
     LLMEvent,
     ReasoningDelta,
@@ -23,6 +25,7 @@ from runtime.llm import (
     TextEnd,
     TextStart,
     ToolCall,
+    ToolCallPart,
     Usage,
 )
 
@@ -195,15 +198,21 @@ async def test_file_and_shell_parts_carry_the_metadata_opencodes_ui_draws(tmp_pa
 
 def test_a_call_stored_with_the_old_input_names_shows_opencodes() -> None:
     """Calls stored before the tools took OpenCode's input names keep theirs: shown as
-    OpenCode's."""
+    OpenCode's, and sent to the model as they were made."""
+    stored = {"path": "a.txt", "old_string": "x", "new_string": "y", "replace_all": True}
     tool = msg.AssistantTool(
         id="c1", name="edit", time=msg.ToolTime(created=1),
         state=msg.ToolCompleted(
-            input={"path": "a.txt", "old_string": "x", "new_string": "y", "replace_all": True},
-            content=[ToolTextContent(text="Edited a.txt: 2 replacement(s)")],
+            input=stored, content=[ToolTextContent(text="Edited a.txt: 2 replacement(s)")],
             structured={"path": "a.txt", "replacements": 2},
         ),
     )  # fmt: skip
+    model = ModelRef(id="m1", provider_id="local")
+    message = msg.AssistantMessage(
+        id="msg_1", time=msg.MessageTime(created=1), agent="build", model=model, content=[tool]
+    )
+    [call, _result] = lower_message(message, model)
+    assert isinstance(call.content[0], ToolCallPart) and call.content[0].input == stored
     state = tool_state_json(tool, 1, "/work")
     assert state["input"] == {
         "filePath": "a.txt",
