@@ -65,14 +65,15 @@ _log = logging.getLogger("kittiwake.sessions")
 _PAGE: Final = 500
 _HISTORY_LIMIT: Final = 1000
 _DELETED: Final = ev.SessionDeleted.__struct_config__.tag
-_STREAMED: Final = frozenset(
-    {"todo.updated", "question.v2.asked", "question.v2.replied", "question.v2.rejected"}
-)
-"""Event types a session's stream carries besides ``session.next.*``."""
+_CREATED: Final = ev.SessionCreated.__struct_config__.tag
 
 
-def _streamed(kind: str) -> bool:
-    return kind.startswith("session.next.") or kind in _STREAMED
+def _in_log(kind: str) -> bool:
+    """Whether a session's history and streams carry an event of type *kind*: every event
+    that takes a seq in its log does, from seq 1 on, so a client sees 1..n and can check
+    continuity. ``session.created`` (seq 0) is the session itself (its info), as in
+    OpenCode; ``session.deleted`` ends the log, and its streams with it."""
+    return kind != _CREATED and kind != _DELETED
 
 
 class Sessions:
@@ -240,8 +241,10 @@ class Sessions:
     async def events(
         self, session_id: str, *, after: int | None = None
     ) -> AsyncGenerator[SessionEvent, None]:
-        """Replay durable ``session.next.*``, ``todo.updated`` and ``question.v2.*`` events
-        with seq > *after*, then tail live commits.
+        """Replay the session's durable events with seq > *after*, then tail live commits:
+        every event of its log from seq 1 on, whatever its type (``session.next.*``,
+        ``session.updated``, ``session.resume.needed``, ``permission.v2.*``, ...), so the
+        seqs run 1..n.
 
         No gap and no duplicate: the subscription is registered before the replay,
         and the store is re-read whenever a notification does not follow the cursor
@@ -260,7 +263,7 @@ class Sessions:
                     return  # deleted while this subscriber was behind (its event was dropped)
                 for stored in page:
                     cursor = stored.seq
-                    if _streamed(stored.type):
+                    if _in_log(stored.type):
                         yield decoded(stored)
                 if len(page) == _PAGE:
                     continue
@@ -278,7 +281,7 @@ class Sessions:
                     if item.seq != cursor + 1:
                         break
                     cursor = item.seq
-                    if _streamed(item.type):
+                    if _in_log(item.type):
                         yield decoded(item)
 
     def active(self) -> builtins.list[str]:
@@ -288,8 +291,9 @@ class Sessions:
     async def history(
         self, session_id: str, *, after: int | None = None, limit: int = 100
     ) -> tuple[builtins.list[SessionEvent], bool]:
-        """One page of the public durable ``session.next.*`` events with seq > *after*, at
-        most *limit* (1-1000); return it and whether more events follow now.
+        """One page of the session's durable events with seq > *after*, at most *limit*
+        (1-1000): every event of its log from seq 1 on, whatever its type, as ``events``
+        yields them; return it and whether more events follow now.
 
         Raises SessionNotFoundError, InvalidInputError (bad limit).
         """
@@ -303,7 +307,7 @@ class Sessions:
                 Events(session_id=session_id, after=cursor, limit=_PAGE)
             )
             for stored in rows:
-                if not stored.type.startswith("session.next."):
+                if not _in_log(stored.type):
                     continue
                 if len(page) == limit:
                     return page, True

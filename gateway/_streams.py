@@ -20,7 +20,14 @@ from gateway._diff import session_diffs
 from gateway._opencode import session_json
 from gateway._routes import SSE, RouteTable
 from gateway._v1_events import Idle, Lookup, V1Projection
-from gateway._wire import GatewayError, delta_json, durable_event_json, encode, follow
+from gateway._wire import (
+    GatewayError,
+    delta_json,
+    durable_event_json,
+    encode,
+    follow,
+    paths_only,
+)
 from gateway._ws import serve_websocket
 from runtime import IdGenerator, LiveDelta, SessionNotFoundError, UserMessage
 from runtime.events import SessionUpdated, decode_event
@@ -96,9 +103,6 @@ def after_arg() -> int | None:
         raise GatewayError("InvalidRequestError", "after must be an integer seq") from None
 
 
-_BEFORE_IMAGE: Final = "session.tool.file.before"
-
-
 def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
     if isinstance(item, StoredEvent) and item.type == _SESSION_UPDATED:
         # OpenCode's ``session.updated``: the client replaces its copy of the session.
@@ -111,9 +115,7 @@ def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
     if isinstance(item, StoredEvent):
         data = msgspec.json.decode(item.data)
         kind = data.pop("type", item.type)
-        if kind == _BEFORE_IMAGE:  # the paths, not the files' content (up to 1 MiB each)
-            data["files"] = [{"path": f["path"]} for f in data.get("files", [])]
-        body = {"id": item.id, "type": kind, "properties": data, "seq": item.seq}
+        body = {"id": item.id, "type": kind, "properties": paths_only(kind, data), "seq": item.seq}
     else:
         payload = delta_json(item)
         body = {"type": payload["type"], "properties": payload["data"]}

@@ -42,6 +42,7 @@ __all__ = [
     "error_for",
     "find_permission",
     "follow",
+    "paths_only",
     "permission_json",
     "reply_permission",
 ]
@@ -238,12 +239,29 @@ def decode_body(data: bytes, kind: type[T], *, empty_ok: bool = False) -> T:
         raise GatewayError("InvalidRequestError", f"Malformed JSON: {exc}") from None
 
 
+_WITH_FILES: Final = frozenset(
+    {ev.FileBeforeImage.__struct_config__.tag, ev.SessionReverted.__struct_config__.tag}
+)
+
+
+def paths_only(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """*data* of an event of type *kind* as clients get it: the files a before-image
+    (``session.tool.file.before``) or a revert (``session.reverted``) holds are listed by
+    path, without their content (up to 1 MiB each, which only revert reads back)."""
+    if kind in _WITH_FILES:
+        data["files"] = [{"path": f["path"]} for f in data.get("files", [])]
+    return data
+
+
 def durable_event_json(item: SessionEvent) -> dict[str, Any]:
     """OpenCode's ``SessionDurableEvent``: ``{id, type, durable, data}``; Kittiwake's own
-    fields of an event (``Event.LOCAL_FIELDS``) go in the envelope's ``metadata``."""
+    fields of an event (``Event.LOCAL_FIELDS``) go in the envelope's ``metadata``. Any
+    event of the session's log takes this shape, Kittiwake's own types too (files by
+    path: ``paths_only``)."""
     event = item.event
     data = msgspec.to_builtins(event)
     kind = data.pop("type")
+    paths_only(kind, data)
     out = {
         "id": item.id,
         "type": kind,

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import trio
 
-from tests.cluster.harness import Node, answer_each, last_user_text
+from tests.cluster.harness import Node, answer_each, history, last_user_text
 from tests.gateway.test_cli_run import Cli, chunk, provider, said
 from tests.llm.conftest import LocalServer, Recorded, Reply
 from tests.llm.streams import sse
@@ -54,16 +54,9 @@ async def follow(url: str, sid: str, seen: list[tuple[int, str]], until: trio.Ev
                 return
 
 
-async def history(client: httpx.AsyncClient, sid: str) -> list[tuple[int, str]]:
-    """Every durable ``session.next.*`` event of the session, as (seq, type)."""
-    out: list[tuple[int, str]] = []
-    after = -1
-    while True:
-        body = (await client.get(f"{S}/{sid}/history", params={"after": after})).json()
-        out += [(e["durable"]["seq"], e["type"]) for e in body["data"]]
-        if not body["hasMore"]:
-            return out
-        after = out[-1][0]
+async def seqs_and_types(client: httpx.AsyncClient, sid: str) -> list[tuple[int, str]]:
+    """Every event of the session's history, as (seq, type)."""
+    return [(e["durable"]["seq"], e["type"]) for e in await history(client, sid)]
 
 
 @pytest.mark.parametrize("count", [2, 3])
@@ -97,7 +90,7 @@ async def test_prompts_through_different_workers_are_admitted_once_answered_in_o
                 )
                 assert r.status_code == 200, r.text
                 assert (await clients[(i + 1) % count].post(f"{S}/{sid}/wait")).status_code == 204
-            durable = await history(clients[-1], sid)
+            durable = await seqs_and_types(clients[-1], sid)
             await eventually(lambda: all(len(seen) >= len(durable) for seen in streams))
             done.set()
             nursery.cancel_scope.cancel()
@@ -209,7 +202,7 @@ async def test_a_permission_replied_through_another_worker_runs_the_tool_on_the_
             assert (await cb.post(reply, json={"reply": "once"})).status_code == 204
             with trio.fail_after(20):
                 assert (await cb.post(f"{S}/{sid}/wait")).status_code == 204
-            durable = await history(cb, sid)
+            durable = await seqs_and_types(cb, sid)
             await eventually(lambda: len(seen) >= len(durable) and "permission.replied" in v1)
             done.set()
             nursery.cancel_scope.cancel()

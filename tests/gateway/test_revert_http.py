@@ -133,6 +133,20 @@ async def test_undo_and_redo_restore_files_history_and_survive_a_restart(tmp_pat
         r = await client.post(f"/session/{sid}/unrevert")  # nothing stands: no change
         assert r.status_code == 200 and notes.read_text() == "v1\n"
 
+        # Every event that took a seq is in the V2 history, seqs 1..n (a before-image's and
+        # a revert's files by path, not content).
+        r = await client.get(f"/api/session/{sid}/history", params={"limit": 1000})
+        history = r.json()["data"]
+        assert [e["durable"]["seq"] for e in history] == list(range(1, len(history) + 1))
+        kinds = {e["type"] for e in history}
+        assert {
+            "session.tool.file.before", "session.reverted", "session.unreverted",
+            "session.revert.committed",
+        } <= kinds  # fmt: skip
+        for event in history:
+            if "files" in event["data"]:
+                assert all(set(f) == {"path"} for f in event["data"]["files"]), event
+
 
 async def test_v2_stage_commit_clear_and_bad_input(tmp_path) -> None:
     notes = tmp_path / "notes.txt"
