@@ -42,6 +42,7 @@ __all__ = [
     "tool_metadata_json",
     "tool_name_json",
     "tool_state_json",
+    "turn_agent_model",
     "user_json",
 ]
 
@@ -62,6 +63,13 @@ def tokens_json(usage: Any) -> dict[str, Any]:
         "input": usage.input, "output": usage.output, "reasoning": usage.reasoning,
         "cache": {"read": usage.cache.read, "write": usage.cache.write},
     }  # fmt: skip
+
+
+def turn_agent_model(info: SessionInfo, default_model: ModelRef) -> tuple[str, ModelRef]:
+    """The agent and model the session's next step runs with, as far as its info tells
+    (before the step's durable start says): its own, else *default_model* and ``build``."""
+    model = info.model if isinstance(info.model, ModelRef) else default_model
+    return (info.agent if isinstance(info.agent, str) else "build"), model
 
 
 def session_json(info: SessionInfo) -> dict[str, Any]:

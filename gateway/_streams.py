@@ -20,6 +20,7 @@ from gateway._diff import session_diffs
 from gateway._opencode import session_json
 from gateway._routes import SSE, RouteTable
 from gateway._v1_events import Idle, Lookup, V1Projection
+from gateway._v1_next import NextEvents, delivery_lookup
 from gateway._wire import (
     GatewayError,
     delta_json,
@@ -219,9 +220,9 @@ async def _cut_short(gw: Gateway) -> list[dict[str, Any]]:
 
 def _v1_producer(gw: Gateway, *, envelope: bool) -> Producer:
     """A V1 stream: ``server.connected`` first, then ``session.status`` idle for each session
-    a crash cut short (``_cut_short``), then the projected events, a
-    ``server.heartbeat`` every ``gw.heartbeat`` seconds. An item of a session deleted
-    meanwhile is dropped."""
+    a crash cut short (``_cut_short``), then, for each hub item, OpenCode's V2 events it
+    makes (``gateway._v1_next``) followed by its V1 projection, a ``server.heartbeat`` every
+    ``gw.heartbeat`` seconds. An item of a session deleted meanwhile is dropped."""
     rt = gw.rt
     ids = IdGenerator()
     project = str(rt.sessions.project_id)
@@ -248,7 +249,9 @@ def _v1_producer(gw: Gateway, *, envelope: bool) -> Producer:
 
     async def produce(send: trio.MemorySendChannel[bytes]) -> None:
         since = int(time.time() * 1000)
-        projection = V1Projection(v1_lookup(gw), gw.live, gw.board.busy, since=since)
+        lookup = v1_lookup(gw)
+        projection = V1Projection(lookup, gw.live, gw.board.busy, since=since)
+        nexts = NextEvents(lookup, delivery_lookup(rt))
         with rt.hub.subscribe(None) as sub:
             gw.board.add(sub)
             try:
@@ -261,9 +264,13 @@ def _v1_producer(gw: Gateway, *, envelope: bool) -> Producer:
                         item = await sub.receive()
                         if item == OVERFLOWED:
                             projection.reset()
+                            nexts.reset()
                             continue
                         try:
-                            payloads = await projection.feed(cast(Any, item))
+                            payloads = []
+                            if isinstance(item, StoredEvent | LiveDelta):
+                                payloads = await nexts.feed(item)
+                            payloads += await projection.feed(cast(Any, item))
                         except SessionNotFoundError:
                             payloads = []
                         for payload in payloads:

@@ -33,6 +33,7 @@ from gateway._opencode import (
     tool_input_json,
     tool_name_json,
     tool_state_json,
+    turn_agent_model,
     user_json,
 )
 from gateway._session_tools import question_json
@@ -42,7 +43,7 @@ from runtime import events as ev
 from runtime import messages as msg
 from storage import StoredEvent
 
-__all__ = ["Busy", "Idle", "Lookup", "StatusBoard", "V1Projection"]
+__all__ = ["Busy", "Idle", "Lookup", "Payload", "StatusBoard", "V1Projection", "payload"]
 
 _log = logging.getLogger("kittiwake.gateway.v1")
 _SHOWN: Final = 30_000
@@ -151,7 +152,7 @@ class V1Projection:
             "type": "retry", "attempt": retried.attempt, "message": retried.error.message,
             "next": retried.next,
         }  # fmt: skip
-        out.append(_payload("session.status", {"sessionID": retried.session_id, "status": status}))
+        out.append(payload("session.status", {"sessionID": retried.session_id, "status": status}))
         return out
 
     def _busy_now(self, session_id: str, out: list[Payload]) -> None:
@@ -185,7 +186,7 @@ class V1Projection:
             part = self._open_part(message, key, kind, delta.timestamp, out)
         if delta.delta:
             part["text"] += delta.delta
-            out.append(_payload("message.part.delta", {
+            out.append(payload("message.part.delta", {
                 "sessionID": sid, "messageID": message.info["id"], "partID": part["id"],
                 "field": "text", "delta": delta.delta,
             }))  # fmt: skip
@@ -221,10 +222,7 @@ class V1Projection:
                 message.parts[content.id] = part
         else:
             parent = self._users.get(sid) or await self._lookup.last_user(sid) or mid
-            model = (
-                info.model if isinstance(info.model, ev.ModelRef) else self._lookup.default_model
-            )
-            agent = info.agent if isinstance(info.agent, str) else "build"
+            agent, model = turn_agent_model(info, self._lookup.default_model)
             placeholder = msg.AssistantMessage(
                 id=mid, time=msg.MessageTime(created=now), agent=agent, model=model
             )
@@ -234,7 +232,7 @@ class V1Projection:
         self._messages[mid] = message
         if len(self._messages) > _REMEMBERED:
             self._messages.popitem(last=False)
-        out.append(_payload("message.updated", {"sessionID": sid, "info": message.info}))
+        out.append(payload("message.updated", {"sessionID": sid, "info": message.info}))
         for part in item["parts"]:
             out.append(_part_updated(part, now))
         return message
@@ -258,7 +256,7 @@ class V1Projection:
                     text=e.prompt.text, files=e.prompt.files, agents=e.prompt.agents,
                 )  # fmt: skip
                 item = user_json(user, info, self._lookup.default_model)
-                out.append(_payload("message.updated", {"sessionID": sid, "info": item["info"]}))
+                out.append(payload("message.updated", {"sessionID": sid, "info": item["info"]}))
                 out.extend(_part_updated(part, e.timestamp) for part in item["parts"])
             case ev.StepStarted() | ev.TextStarted() | ev.ReasoningStarted():
                 message = await self._assistant(sid, e.assistant_message_id, e.timestamp, out)
@@ -288,11 +286,11 @@ class V1Projection:
                 if sid in self._changed and self._lookup.diff is not None:
                     self._changed.discard(sid)
                     diff = await self._lookup.diff(sid)
-                    out.append(_payload("session.diff", {"sessionID": sid, "diff": diff}))
+                    out.append(payload("session.diff", {"sessionID": sid, "diff": diff}))
             case ev.FileBeforeImage():
                 self._changed.add(sid)
             case ev.RunFailed(error=error):
-                out.append(_payload("session.error", {
+                out.append(payload("session.error", {
                     "sessionID": sid, "error": {"name": "UnknownError", "data": {"message": error.message}},
                 }))  # fmt: skip
             case ev.PermissionAsked():
@@ -304,23 +302,23 @@ class V1Projection:
                 }  # fmt: skip
                 if isinstance(e.message_id, str):
                     asked["tool"] = {"messageID": e.message_id, "callID": e.call_id}
-                out.append(_payload("permission.asked", asked))
+                out.append(payload("permission.asked", asked))
             case ev.TodoUpdated(todos=todos):
-                out.append(_payload("todo.updated", {
+                out.append(payload("todo.updated", {
                     "sessionID": sid, "todos": msgspec.to_builtins(todos),
                 }))  # fmt: skip
             case ev.QuestionAsked():
-                out.append(_payload("question.asked", question_json(e)))
+                out.append(payload("question.asked", question_json(e)))
             case ev.QuestionReplied(request_id=request_id, answers=answers):
-                out.append(_payload("question.replied", {
+                out.append(payload("question.replied", {
                     "sessionID": sid, "requestID": request_id, "answers": answers,
                 }))  # fmt: skip
             case ev.QuestionRejected(request_id=request_id):
-                out.append(_payload("question.rejected", {
+                out.append(payload("question.rejected", {
                     "sessionID": sid, "requestID": request_id,
                 }))  # fmt: skip
             case ev.PermissionReplied():
-                out.append(_payload("permission.replied", {
+                out.append(payload("permission.replied", {
                     "sessionID": sid, "requestID": e.request_id, "reply": e.reply,
                 }))  # fmt: skip
             case ev.SessionReverted() | ev.SessionUnreverted() | ev.RevertCommitted():
@@ -340,11 +338,11 @@ class V1Projection:
         if isinstance(e, ev.RevertCommitted):
             for message_id in e.message_ids:
                 self._messages.pop(message_id, None)
-                out.append(_payload("message.removed", {"sessionID": sid, "messageID": message_id}))
+                out.append(payload("message.removed", {"sessionID": sid, "messageID": message_id}))
         out.append(_session("session.updated", await self._lookup.session(sid)))
         if not isinstance(e, ev.RevertCommitted) and self._lookup.diff is not None:
             diff = await self._lookup.diff(sid)
-            out.append(_payload("session.diff", {"sessionID": sid, "diff": diff}))
+            out.append(payload("session.diff", {"sessionID": sid, "diff": diff}))
         return out
 
     def _tool(self, message: _Message, e: Any) -> Payload:
@@ -406,10 +404,10 @@ class V1Projection:
             error = message_error(e.finish, msgspec.UNSET)
         else:
             error = message_error(None, e.error)
-            out.append(_payload("session.error", {"sessionID": message.session_id, "error": error}))
+            out.append(payload("session.error", {"sessionID": message.session_id, "error": error}))
         if error is not None:
             info["error"] = error
-        out.append(_payload("message.updated", {"sessionID": message.session_id, "info": info}))
+        out.append(payload("message.updated", {"sessionID": message.session_id, "info": info}))
 
 
 def _created_ms(message_id: str) -> int:
@@ -421,20 +419,21 @@ def _created_ms(message_id: str) -> int:
         return 0
 
 
-def _payload(kind: str, properties: dict[str, Any]) -> Payload:
+def payload(kind: str, properties: dict[str, Any]) -> Payload:
+    """An event as the V1 streams send it, before its id: ``{type, properties}``."""
     return {"type": kind, "properties": properties}
 
 
 def _status(session_id: str, kind: str) -> Payload:
-    return _payload("session.status", {"sessionID": session_id, "status": {"type": kind}})
+    return payload("session.status", {"sessionID": session_id, "status": {"type": kind}})
 
 
 def _session(kind: str, info: SessionInfo) -> Payload:
-    return _payload(kind, {"sessionID": info.id, "info": session_json(info)})
+    return payload(kind, {"sessionID": info.id, "info": session_json(info)})
 
 
 def _part_updated(part: dict[str, Any], now: int) -> Payload:
-    return _payload("message.part.updated", {
+    return payload("message.part.updated", {
         "sessionID": part["sessionID"], "part": dict(part), "time": now,
     })  # fmt: skip
 

@@ -35,7 +35,7 @@ from runtime import events as ev
 from runtime import messages as msg
 from storage import StoredEvent
 
-__all__ = ["LiveAnswer", "LiveAnswers", "live_items"]
+__all__ = ["LiveAnswer", "LiveAnswers", "live_items", "tag_of"]
 
 _CHUNKS: Final = 256
 """Deltas a held part keeps apart before joining them (many small strings cost more)."""
@@ -43,12 +43,13 @@ _FINISH: Final = "step-finish"
 """The key of a message's step-finish part: numbered after its content."""
 
 
-def _tag(kind: type[msgspec.Struct]) -> str:
+def tag_of(kind: type[msgspec.Struct]) -> str:
+    """The wire type of an event class (its msgspec tag)."""
     return str(kind.__struct_config__.tag)
 
 
 _DURABLE: Final = {
-    _tag(kind): kind
+    tag_of(kind): kind
     for kind in (
         ev.StepStarted, ev.TextStarted, ev.TextEnded, ev.ReasoningStarted, ev.ReasoningEnded,
         ev.ToolInputStarted, ev.ToolInputEnded, ev.ToolCalled, ev.ToolSuccess, ev.ToolFailed,

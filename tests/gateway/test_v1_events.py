@@ -255,3 +255,92 @@ async def test_a_running_shell_call_streams_its_output_into_metadata(tmp_path: A
             (tmp_path / "go").touch()  # the command ends only now
             done = await events.until(shows("second", "completed"))
     assert done["properties"]["part"]["id"] == running["properties"]["part"]["id"]
+
+
+def _in_opencodes_order(nexts: list[dict[str, Any]]) -> None:
+    """A V2 consumer's checks on ``session.next.*`` payloads: a prompt is admitted before it
+    is promoted (``prompted``); each step starts before anything of it and ends after
+    everything; each part starts once, before its deltas, and ends after them."""
+    kinds = [p["type"] for p in nexts]
+    assert kinds.index("session.next.prompt.admitted") < kinds.index("session.next.prompted")
+    steps: dict[str, list[dict[str, Any]]] = {}
+    for payload in nexts:
+        mid = payload["properties"].get("assistantMessageID")
+        if mid is not None:
+            steps.setdefault(mid, []).append(payload)
+    assert len(steps) == 2
+    for events in steps.values():
+        names = [p["type"].removeprefix("session.next.") for p in events]
+        assert names[0] == "step.started" and names[-1] == "step.ended", names
+        assert names.count("step.started") == 1 and names.count("step.ended") == 1
+        for kind, key in (("text", "textID"), ("reasoning", "reasoningID")):
+            ids = {p["properties"][key] for p in events if key in p["properties"]}
+            for part in ids:
+                mine = [n for n, p in zip(names, events, strict=True)
+                        if p["properties"].get(key) == part]  # fmt: skip
+                assert mine[0] == f"{kind}.started" and mine[-1] == f"{kind}.ended", mine
+                assert mine.count(f"{kind}.started") == 1 and f"{kind}.delta" in mine
+
+
+async def test_event_carries_opencodes_v2_events_in_order_beside_the_v1_ones(
+    tmp_path: Any,
+) -> None:
+    """OpenCode's ``/event`` (and ``/global/event``) carries its V2 events as well as the V1
+    ones; each frame is validated against its OpenAPI document as it arrives (``v1_stream``).
+    """
+    (tmp_path / "notes.txt").write_text("a note\n")
+    first = [
+        StepStart(),
+        ReasoningStart(id="r1"),
+        ReasoningDelta(id="r1", delta="thinking"),
+        TextStart(id="t1"),
+        TextDelta(id="t1", delta="let me "),
+        ReasoningEnd(id="r1"),
+        TextDelta(id="t1", delta="read it"),
+        TextEnd(id="t1"),
+        ToolCall(call_id="c1", name="read", input={"path": "notes.txt"}),
+        StepFinish(finish_reason="tool-calls", usage=Usage(input_tokens=3, output_tokens=2)),
+    ]
+    llm = ScriptedLLM([first, _said("it says a note")])
+    async with served(tmp_path, llm=llm) as g, httpx.AsyncClient(base_url=g.url) as client:
+        async with v1_stream(g.url) as flat, v1_stream(g.url, "/global/event") as wrapped:
+            sid = await _session(client)
+            reply = await _prompt(client, sid, "read the notes")
+            for events in (flat, wrapped):
+                await events.until(
+                    lambda p: (
+                        p["type"] == "session.status"
+                        and p["properties"] == {"sessionID": sid, "status": {"type": "idle"}}
+                    )
+                )
+    for events in (flat, wrapped):
+        mine = [p for p in events.payloads if p["properties"].get("sessionID") == sid
+                or p["properties"].get("part", {}).get("sessionID") == sid]  # fmt: skip
+        kinds = [p["type"] for p in mine]
+        nexts = [p for p in mine if p["type"].startswith("session.next.")]
+        assert {"session.next.tool.called", "session.next.tool.success"} <= set(kinds)
+        _in_opencodes_order(nexts)
+        # ... beside the V1 projection, each V2 event before what is projected from it
+        assert {"message.updated", "message.part.updated", "message.part.delta"} <= set(kinds)
+        user = next(
+            i for i, p in enumerate(mine)
+            if p["type"] == "message.updated" and p["properties"]["info"]["role"] == "user"
+        )  # fmt: skip
+        assert kinds.index("session.next.prompted") < user
+        for step in {
+            p["properties"]["assistantMessageID"]
+            for p in nexts
+            if "assistantMessageID" in p["properties"]
+        }:
+            started = next(
+                i for i, p in enumerate(mine) if p["type"] == "session.next.step.started"
+                and p["properties"]["assistantMessageID"] == step
+            )  # fmt: skip
+            opened = next(
+                i for i, p in enumerate(mine) if p["type"] == "message.updated"
+                and p["properties"]["info"]["id"] == step
+            )  # fmt: skip
+            assert started < opened
+        assert reply["info"]["id"] in {p["properties"].get("assistantMessageID") for p in nexts}
+        texts = [p["properties"]["delta"] for p in nexts if p["type"].endswith("text.delta")]
+        assert texts == ["let me ", "read it", "it says a note"]
