@@ -298,7 +298,7 @@ async def test_event_carries_opencodes_v2_events_in_order_beside_the_v1_ones(
         ReasoningEnd(id="r1"),
         TextDelta(id="t1", delta="read it"),
         TextEnd(id="t1"),
-        ToolCall(call_id="c1", name="read", input={"path": "notes.txt"}),
+        ToolCall(call_id="c1", name="read", input={"filePath": "notes.txt"}),
         StepFinish(finish_reason="tool-calls", usage=Usage(input_tokens=3, output_tokens=2)),
     ]
     llm = ScriptedLLM([first, _said("it says a note")])
