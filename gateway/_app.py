@@ -18,6 +18,7 @@ from quart_trio import QuartTrio
 from actors import Runtime
 from gateway._guards import install_cors, install_errors, install_guards
 from gateway._inspector import INSPECTOR_HTML
+from gateway._limits import DEFAULT_MAX_BODY
 from gateway._lsp import lsp_routes
 from gateway._openapi import openapi_document
 from gateway._project import FileLimits, project_routes
@@ -70,7 +71,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("kittiwake.gateway")
-DEFAULT_MAX_BODY: Final = 1024 * 1024
 DEFAULT_HEARTBEAT: Final = 10.0
 DEFAULT_SSE_BUFFER: Final = 256
 DEFAULT_KNOWN_SESSIONS: Final = 4096
@@ -209,7 +209,7 @@ def create_app(
 
     gw.board = StatusBoard(idle, lambda: app.nursery)
     install_guards(app, gw)
-    install_errors(app)
+    install_errors(app, max_body)
     table = RouteTable()
     _session_routes(table, gw)
     stream_routes(table, app, gw)

@@ -17,6 +17,7 @@ from quart_cors import cors, cors_exempt
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
+from gateway._limits import over_limit
 from gateway._routes import JSON, Route
 from gateway._wire import GatewayError, encode, error_body, error_for
 from runtime import KittiwakeError
@@ -95,13 +96,18 @@ _HTTP_TAGS: Final = {
 }  # fmt: skip
 
 
-def error_answer(exc: GatewayError | KittiwakeError | HTTPException) -> tuple[int, bytes]:
+def error_answer(
+    exc: GatewayError | KittiwakeError | HTTPException, *, max_body: int | None = None
+) -> tuple[int, bytes]:
     """The status and ``{"_tag","message",...}`` body answering *exc*; 5xx runtime errors
-    are logged."""
+    are logged. A 413's message names *max_body*, the limit the body went over."""
     if isinstance(exc, HTTPException):
         code = exc.code or 500
         tag = _HTTP_TAGS.get(code, "InvalidRequestError" if code < 500 else "UnknownError")
-        return code, encode({"_tag": tag, "message": exc.description or exc.name})
+        message = exc.description or exc.name
+        if code == 413 and max_body is not None:
+            message = over_limit(max_body)
+        return code, encode({"_tag": tag, "message": message})
     if isinstance(exc, KittiwakeError):
         error = error_for(exc)
         if error.status >= 500:
@@ -121,12 +127,15 @@ def _no_route(exc: NotFound | MethodNotAllowed, method: str, path: str) -> Gatew
     return GatewayError("NotFoundError", f"No route: {method} {path}", named=named)
 
 
-def install_errors(app: QuartTrio) -> None:
+def install_errors(app: QuartTrio, max_body: int) -> None:
+    """Answer every error of *app*'s routes with ``error_answer``; a body over *max_body*
+    (Quart's ``MAX_CONTENT_LENGTH``) gets a 413 naming it, V1 and V2 routes alike."""
+
     @app.errorhandler(GatewayError)
     @app.errorhandler(KittiwakeError)
     @app.errorhandler(HTTPException)
     async def _error(exc: GatewayError | KittiwakeError | HTTPException) -> Response:
-        status, body = error_answer(exc)
+        status, body = error_answer(exc, max_body=max_body)
         return Response(body, status=status, content_type=JSON)
 
     @app.errorhandler(NotFound)

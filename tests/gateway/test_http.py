@@ -134,8 +134,21 @@ async def test_large_bodies_are_refused(tmp_path):
             f"{S}/{sid}/prompt", content=big, headers={"content-type": "application/json"}
         )
         assert r.status_code == 413
-        assert r.json()["_tag"] == "PayloadTooLargeError"
+        assert r.json() == {
+            "_tag": "PayloadTooLargeError",
+            "message": "The request body is over the limit of 4096 bytes (4 KiB)",
+        }
+        # OpenCode's V1 routes answer the same, and a refused session create makes nothing.
+        v1 = msgspec.json.encode({"parts": [{"type": "text", "text": "x" * 10_000}]})
+        for path in (f"/session/{sid}/message", f"/session/{sid}/prompt_async", "/session"):
+            r = await client.post(path, content=v1, headers={"content-type": "application/json"})
+            assert r.status_code == 413, path
+            assert r.json() == {
+                "_tag": "PayloadTooLargeError",
+                "message": "The request body is over the limit of 4096 bytes (4 KiB)",
+            }
         assert (await client.get(f"{S}/{sid}/context")).json()["data"] == []
+        assert [s["id"] for s in (await client.get(S)).json()["data"]] == [sid]
 
 
 async def test_doc_describes_the_routes_it_serves(tmp_path):
