@@ -9,8 +9,8 @@ Generation Controls (provider-neutral sampling), and compatibility wire fields
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, Literal, TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -33,6 +33,8 @@ __all__ = [
 ]
 
 ModelStatus: TypeAlias = Literal["available", "deprecated", "hidden"]
+_KNOWN_SHOWN: Final = 30
+"""Most names an unknown-model message lists."""
 
 NPM_PROTOCOLS: dict[str, ProtocolName] = {
     "@ai-sdk/openai": "openai-responses",
@@ -213,11 +215,28 @@ class Catalog:
             raise CatalogError(f"unknown provider {provider_id!r}") from None
 
     def model(self, ref: ModelRef) -> CatalogModel:
-        """Look up a model; raises ``CatalogError`` when unknown."""
-        try:
-            return self.provider(ref.provider_id).models[ref.model_id]
-        except KeyError:
-            raise CatalogError(f"unknown model {ref.provider_id}/{ref.model_id}") from None
+        """Look up a model.
+
+        Raises:
+            CatalogError: unknown provider or model; the message lists the known providers,
+                or the provider's current models (newest first).
+        """
+        name = f"{ref.provider_id}/{ref.model_id}"
+        provider = self._providers.get(ref.provider_id)
+        if provider is None:
+            raise CatalogError(
+                f"unknown model {name!r}: no provider {ref.provider_id!r}; "
+                f"known providers: {_listing(sorted(self._providers))}"
+            )
+        model = provider.models.get(ref.model_id)
+        if model is None:
+            current = [m for m in provider.models.values() if m.status == "available"]
+            known = sorted(current, key=lambda m: (_negated_date(m.release_date), m.id))
+            raise CatalogError(
+                f"unknown model {name!r}; known models of provider {provider.id}: "
+                f"{_listing([m.id for m in known])}"
+            )
+        return model
 
     def models(self, *, include_hidden: bool = False) -> list[CatalogModel]:
         """All models sorted by provider and id; hidden ones only on request."""
@@ -437,3 +456,20 @@ def _merge_model(
     if isinstance(raw.get("limit"), Mapping):
         changes["limit"] = msgspec.structs.replace(base.limit, **raw["limit"])
     return msgspec.structs.replace(base, **changes)
+
+
+def _negated_date(date: str | None) -> tuple[int, ...]:
+    """Sort key putting later ``YYYY-MM-DD`` (or ``YYYY-MM``) dates first, unknown last."""
+    if not date:
+        return (1,)
+    parts = [int(p) for p in re.findall(r"\d+", date)[:3]]
+    return (0, *(-p for p in parts), *([0] * (3 - len(parts))))
+
+
+def _listing(names: Sequence[str]) -> str:
+    """*names* joined, the first ``_KNOWN_SHOWN`` of them, then how many more."""
+    if not names:
+        return "(none)"
+    shown = ", ".join(names[:_KNOWN_SHOWN])
+    more = len(names) - _KNOWN_SHOWN
+    return f"{shown}, and {more} more" if more > 0 else shown

@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from ._auth import _ENV_REF
-from ._catalog import Catalog, CatalogModel, CatalogProvider
+from ._catalog import Catalog, CatalogModel, CatalogProvider, _negated_date
 from ._errors import CatalogError
 from ._schema import ModelRef
 
@@ -51,7 +51,6 @@ eligible model of the provider."""
 _NOT_SMALL: Final = re.compile(
     r"embed|tts|image|audio|realtime|transcribe|search|research|moderation|-pro\b|:free$"
 )
-_KNOWN_SHOWN: Final = 30
 
 
 def parse_model(text: str) -> ModelRef:
@@ -187,20 +186,8 @@ def resolve_model(
     if not wanted:
         return choose_default_model(catalog, credentialed)
     ref = parse_model(wanted)
-    providers = catalog.providers
-    provider = providers.get(ref.provider_id)
-    if provider is None:
-        raise CatalogError(
-            f"unknown model {wanted!r}: no provider {ref.provider_id!r}; "
-            f"known providers: {_listing(sorted(providers))}"
-        )
-    if ref.model_id not in provider.models:
-        current = [m for m in provider.models.values() if m.status == "available"]
-        known = sorted(current, key=lambda m: (_negated_date(m.release_date), m.id))
-        raise CatalogError(
-            f"unknown model {wanted!r}; known models of provider {provider.id}: "
-            f"{_listing([m.id for m in known])}"
-        )
+    catalog.model(ref)  # raises, naming the provider's models
+    provider = catalog.provider(ref.provider_id)
     if provider.env and provider.id not in credentialed:
         raise CatalogError(
             f"model {wanted!r} needs credentials for provider {provider.id}: "
@@ -235,21 +222,5 @@ def _newest(models: Sequence[CatalogModel]) -> CatalogModel:
     return ranked[0][1]
 
 
-def _negated_date(date: str | None) -> tuple[int, ...]:
-    """Sort key putting later ``YYYY-MM-DD`` (or ``YYYY-MM``) dates first, unknown last."""
-    if not date:
-        return (1,)
-    parts = [int(p) for p in re.findall(r"\d+", date)[:3]]
-    return (0, *(-p for p in parts), *([0] * (3 - len(parts))))
-
-
 def _ref(model: CatalogModel) -> ModelRef:
     return ModelRef(provider_id=model.provider_id, model_id=model.id)
-
-
-def _listing(names: Sequence[str]) -> str:
-    if not names:
-        return "(none)"
-    shown = ", ".join(names[:_KNOWN_SHOWN])
-    more = len(names) - _KNOWN_SHOWN
-    return f"{shown}, and {more} more" if more > 0 else shown

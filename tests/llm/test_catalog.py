@@ -85,8 +85,10 @@ class TestModelsDev:
 
     def test_unknown_lookups(self, models_dev):
         catalog = Catalog.from_models_dev(models_dev)
-        with pytest.raises(CatalogError, match="unknown provider"):
+        with pytest.raises(CatalogError, match="unknown model 'nope/x': no provider 'nope'"):
             catalog.model(ref("nope", "x"))
+        with pytest.raises(CatalogError, match="unknown provider"):
+            catalog.provider("nope")
         with pytest.raises(CatalogError, match="no variant"):
             catalog.resolve(ref("openai", "gpt-5", "turbo"))
 
