@@ -148,7 +148,10 @@ def parser() -> argparse.ArgumentParser:
             formatter_class=fmt,
         )  # fmt: skip
 
-    attach_help = "URL of a running `kittiwake serve` to talk to, instead of opening the data dir"
+    attach_help = (
+        "URL of a running `kittiwake serve` to talk to (default: the one holding the data dir, "
+        "if any; else the data dir is opened here)"
+    )
     serve = command("serve", "serve the HTTP API (OpenCode V2 routes) until Ctrl-C or SIGTERM")
     _add_serve_options(serve)
     run = command(
@@ -242,7 +245,7 @@ def parser() -> argparse.ArgumentParser:
         "(API keys and header values redacted), then the keys that were ignored.",
     )  # fmt: skip
     config.add_argument("--directory", help="the directory (default: the current one)")
-    for cmd in (models, auth):
+    for cmd in (models, auth, config):
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     for cmd in (run, tui, sessions, inspect, stats, trace):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)

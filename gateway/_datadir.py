@@ -1,8 +1,8 @@
 """The data dir the CLI works in: where it is, and who holds it.
 
 A data dir is held by one process at a time (the journal records its holder). ``serve``
-records the URL it listens on beside it, so that a second command can name the server and
-suggest ``--attach``.
+records the URL it listens on beside it, so that a second command can find the server and
+talk to it instead (``server_to_reuse``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ __all__ = [
     "forget_serving",
     "held_message",
     "record_serving",
+    "server_to_reuse",
     "serving_url",
 ]
 
@@ -72,6 +73,26 @@ def serving_url(data_dir: Path, holder: int | None) -> str | None:
         return None
     url = serving.get("url")
     return url if isinstance(url, str) else None
+
+
+def server_to_reuse(attach: str | None, data_dir: Path, command: str) -> str | None:
+    """The URL of the server *command* talks to: *attach*, else the one serving *data_dir*
+    (its holder's ``serving.json`` record); None when *data_dir* is free, so that the caller
+    opens it itself.
+
+    Raises:
+        CliError: *data_dir* is held by a process that serves no URL (``held_message``).
+    """
+    if attach:
+        return attach
+    try:
+        EventStore.check_free(data_dir)
+    except JournalHeld as exc:
+        url = serving_url(data_dir, exc.holder)
+        if url is None:
+            raise CliError(held_message(exc, data_dir, command)) from None
+        return url
+    return None
 
 
 def check_free(data_dir: Path, command: str) -> None:

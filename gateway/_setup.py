@@ -9,7 +9,7 @@ the data dir.
 from __future__ import annotations
 
 import getpass
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -24,6 +24,7 @@ __all__ = [
     "auth_list",
     "auth_login",
     "auth_logout",
+    "configured_model_problem",
     "list_models",
     "show_config",
 ]
@@ -202,10 +203,16 @@ def _secret(path: tuple[str, ...]) -> bool:
     return bool(path) and (path[-1] in _SECRET_KEYS or any(p in _SECRET_SECTIONS for p in path))
 
 
-def show_config(loaded: LoadedConfig, out: TextIO) -> int:
+def configured_model_problem(loaded: LoadedConfig, error: llm_package.CatalogError) -> str:
+    """*error* about the configured ``model`` as one line naming the source that set it."""
+    return f"{loaded.origins.get('model', 'the configuration')}: model: {error}"
+
+
+def show_config(loaded: LoadedConfig, out: TextIO, *, problems: Sequence[str] = ()) -> int:
     """Print the effective configuration: the sources read (lowest precedence first), every
     key with its value and the source it came from (API keys and header values redacted),
-    then the diagnostics (keys that were ignored)."""
+    then the diagnostics (keys that were ignored, then *problems*: keys that cannot be
+    used, such as an unknown ``model``)."""
     out.write("sources (lowest precedence first):\n")
     for source in loaded.sources:
         out.write(f"  {source}\n")
@@ -218,8 +225,9 @@ def show_config(loaded: LoadedConfig, out: TextIO) -> int:
         out.write(f"  {loaded.origins.get(key, '?')}\t{key}={shown}\n")
     if not loaded.data:
         out.write("  (none)\n")
-    if loaded.diagnostics:
+    lines = [*map(str, loaded.diagnostics), *problems]
+    if lines:
         out.write("diagnostics:\n")
-        for diagnostic in loaded.diagnostics:
-            out.write(f"  {diagnostic}\n")
+        for line in lines:
+            out.write(f"  {line}\n")
     return 0

@@ -7,11 +7,18 @@ after the prompt's admission, so none is missed, and the run ends when ``POST
 standard output, tool calls and their outcomes to standard error (so the answer can be piped):
 a file tool's diff (from its result; a new file's from its content) and the language server
 errors in the files it touched follow its ``✓`` line.
-``--format json`` writes every event as one JSON line instead.
+``--format json`` writes every event as one JSON line instead, in the order the session wrote
+them: a delta is published as it streams, before the durable events that open its part
+(``text.started``...) are stored, so it waits for that event; one arriving after its part's
+end is left out (the end holds the whole part).
+
+``kittiwake sessions resume`` follows the resumed run the same way, its durable events from
+the session's last one before the resume on.
 """
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 from collections.abc import Callable
@@ -23,7 +30,7 @@ import trio
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["RunFailed", "RunOptions", "Runner", "check", "read_prompt"]
+__all__ = ["RunFailed", "RunOptions", "Runner", "admission_body", "check", "read_prompt"]
 
 _NEXT: Final = "session.next."
 _ASKED: Final = "permission.v2.asked"
@@ -40,6 +47,19 @@ _DIFF_LINES: Final = 60
 """Lines of a file tool's diff shown after its ``✓`` line (the rest is counted)."""
 _INTERRUPT_GRACE: Final = 10.0
 _SESSION_PAGE: Final = 100
+_HISTORY_PAGE: Final = 1000
+"""Events per ``/history`` request when looking for a session's last one (the route's most)."""
+_PARTS: Final = {
+    "text.delta": ("textID", "text.started", "text.ended"),
+    "reasoning.delta": ("reasoningID", "reasoning.started", "reasoning.ended"),
+    "tool.input.delta": ("callID", "tool.input.started", "tool.input.ended"),
+    "tool.output.delta": ("callID", "tool.called", "tool.success", "tool.failed"),
+    "compaction.delta": ("messageID", "compaction.started", "compaction.ended"),
+}
+"""A delta kind: the field naming its part, the durable event opening the part, and those
+ending it (``session.next.`` left out)."""
+_OPENS: Final = {f"{_NEXT}{v[1]}": (k, v[0]) for k, v in _PARTS.items()}
+_ENDS: Final = {f"{_NEXT}{end}": (k, v[0]) for k, v in _PARTS.items() for end in v[2:]}
 
 
 class RunFailed(Exception):
@@ -59,6 +79,17 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     agent: str | None = None
     command: str | None = None
     """A command to run, ``text`` being its arguments, instead of a prompt."""
+    again: tuple[str, ...] = ()
+    """The options that reach this run's server again (``--attach URL``, ``--data-dir DIR``
+    as given), repeated in the command an interrupted run suggests."""
+
+
+def admission_body(text: str, command: str | None) -> bytes:
+    """The JSON body that admits *text* as a prompt, or runs *command* with *text* as its
+    arguments: what ``kittiwake run`` sends, and what its size is checked on."""
+    if command is not None:
+        return msgspec.json.encode({"command": command, "arguments": text})
+    return msgspec.json.encode({"prompt": {"text": text}})
 
 
 def read_prompt(words: list[str], stdin: TextIO) -> str:
@@ -103,6 +134,10 @@ class _Printer:
     def __init__(self, out: TextIO, err: TextIO, *, as_json: bool) -> None:
         self.out, self.err, self.as_json = out, err, as_json
         self.last_seq = -1
+        self._open: set[tuple[str, str]] = set()
+        self._ended_parts: set[tuple[str, str]] = set()
+        self._held: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        """JSON deltas (by delta kind and part) waiting for the event that opens their part."""
         self.failure: str | None = None
         self.last_finish: str | None = None
         self._printed: dict[str, str] = {}
@@ -113,7 +148,7 @@ class _Printer:
 
     def delta(self, event: dict[str, Any]) -> None:
         if self.as_json:
-            self._line(event)
+            self._json_delta(event)
             return
         data = event["data"]
         if event["type"] != _NEXT + "text.delta" or data.get("textID") in self._ended:
@@ -123,17 +158,54 @@ class _Printer:
         self._write(self.out, data.get("delta", ""))
 
     def durable(self, event: dict[str, Any]) -> None:
+        """A durable event, shown once (by its seq)."""
         seq = event["durable"]["seq"]
         if seq <= self.last_seq:
             return
         self.last_seq = seq
+        self._show(event)
+
+    def release_all(self) -> None:
+        """Print the JSON deltas still held (the event opening their part never came)."""
+        for held in self._held.values():
+            for event in held:
+                self._line(event)
+        self._held.clear()
+
+    def _json_delta(self, event: dict[str, Any]) -> None:
+        kind = event["type"].removeprefix(_NEXT)
+        named = _PARTS.get(kind)
+        part = None if named is None else (kind, str(event["data"].get(named[0])))
+        if part is None or part in self._open:
+            self._line(event)
+        elif part not in self._ended_parts:
+            self._held.setdefault(part, []).append(event)
+
+    def _json_durable(self, event: dict[str, Any]) -> None:
+        kind, data = event["type"], event["data"]
+        ending = _ENDS.get(kind)
+        if ending is not None:
+            part = (ending[0], str(data.get(ending[1])))
+            self._open.discard(part)
+            self._ended_parts.add(part)
+            for held in self._held.pop(part, []):  # its opening came before this run
+                self._line(held)
+        self._line(event)
+        opening = _OPENS.get(kind)
+        if opening is not None:
+            part = (opening[0], str(data.get(opening[1])))
+            self._open.add(part)
+            for held in self._held.pop(part, []):
+                self._line(held)
+
+    def _show(self, event: dict[str, Any]) -> None:
         kind, data = event["type"], event["data"]
         if kind == _NEXT + "step.failed":
             self.failure = data.get("error", {}).get("message") or "the step failed"
         elif kind == _NEXT + "step.ended":
             self.last_finish = data.get("finish")
         if self.as_json:
-            self._line(event)
+            self._json_durable(event)
         elif kind == _NEXT + "text.ended":
             self._text_ended(data)
         elif kind == _NEXT + "tool.called":
@@ -261,6 +333,7 @@ class Runner:
         self._terminal = terminal
         self.session_id: str | None = None
         self.interrupted = False
+        self._created = False
         self._family: set[str] = set()
         """The run's session and its descendants (subagent tasks), whose requests it answers."""
 
@@ -278,33 +351,82 @@ class Runner:
         with trio.open_signal_receiver(signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._on_signals, signals, nursery.cancel_scope)
-                connected = trio.Event()
-                nursery.start_soon(self._live, sid, connected, nursery)
-                await connected.wait()
-                for pending in check(await self.api.get(f"/api/session/{sid}/permission"))["data"]:
-                    nursery.start_soon(self._answer, sid, pending)
-                for asked in check(await self.api.get(f"/api/session/{sid}/question"))["data"]:
-                    nursery.start_soon(self._question, asked)
+                await self._listen(sid, nursery)
                 receipt = check(await self._admit(sid))
-                after = receipt["data"]["admittedSeq"]
-                self.printer.last_seq = max(self.printer.last_seq, after)
-                nursery.start_soon(self._durable, sid, after)
-                check(await self.api.post(f"/api/session/{sid}/wait"))
-                await self._catch_up(sid)
-                nursery.cancel_scope.cancel()
+                await self._follow(sid, receipt["data"]["admittedSeq"], nursery)
         return self._finish(sid)
 
+    async def resume(self) -> None:
+        """Resume ``options.session`` (a session a crash cut short) and follow its run until
+        it is idle, as ``run`` follows a prompt (from the session's last durable event before
+        the resume on): its progress printed, its permission requests and questions asked on
+        the terminal. The run's outcome is the caller's to read.
+
+        Raises:
+            RunFailed: the session is unknown, or does not need a resume.
+        """
+        sid = self.session_id = self.options.session
+        if sid is None:
+            raise RunFailed("resume needs a session id")
+        self._family.add(sid)
+        async with trio.open_nursery() as nursery:
+            await self._listen(sid, nursery)
+            after = await self._last_seq(sid)
+            self.printer.note(f"kittiwake: resuming {sid}; following its run until it is idle")
+            check(await self.api.post(f"/api/session/{sid}/resume"))
+            await self._follow(sid, after, nursery)
+
+    async def _follow(self, sid: str, after: int, nursery: trio.Nursery) -> None:
+        """Print *sid*'s durable events after seq *after* until it is idle, then end the
+        work in *nursery*."""
+        self.printer.last_seq = max(self.printer.last_seq, after)
+        nursery.start_soon(self._durable, sid, after)
+        check(await self.api.post(f"/api/session/{sid}/wait"))
+        await self._catch_up(sid)
+        self.printer.release_all()
+        nursery.cancel_scope.cancel()
+
+    async def _last_seq(self, sid: str) -> int:
+        """The seq of *sid*'s last ``session.next.*`` event (-1 for none)."""
+        last = -1
+        while True:
+            params = {"after": last, "limit": _HISTORY_PAGE}
+            page = check(await self.api.get(f"/api/session/{sid}/history", params=params))
+            if page["data"]:
+                last = page["data"][-1]["durable"]["seq"]
+            if not page["hasMore"]:
+                return last
+
+    async def _listen(self, sid: str, nursery: trio.Nursery) -> None:
+        """Follow ``/api/event`` in *nursery* from now on, and answer the permission
+        requests and questions *sid* already has open."""
+        connected = trio.Event()
+        nursery.start_soon(self._live, sid, connected, nursery)
+        await connected.wait()
+        for pending in check(await self.api.get(f"/api/session/{sid}/permission"))["data"]:
+            nursery.start_soon(self._answer, sid, pending)
+        for asked in check(await self.api.get(f"/api/session/{sid}/question"))["data"]:
+            nursery.start_soon(self._question, asked)
+
     async def _admit(self, sid: str) -> httpx.Response:
-        """Admit the run's prompt, or run its command with the text as arguments."""
-        if self.options.command is not None:
-            body = {"command": self.options.command, "arguments": self.options.text}
-            return await self.api.post(f"/api/session/{sid}/command", json=body)
-        prompt = {"prompt": {"text": self.options.text}}
-        return await self.api.post(f"/api/session/{sid}/prompt", json=prompt)
+        """Admit the run's prompt, or run its command with the text as arguments. A session
+        this run created is deleted when the server refuses (4xx) its first prompt, so that
+        a refusal leaves nothing behind; the refusal is the answer either way (the caller
+        reports it), whatever the deletion answered."""
+        opts = self.options
+        path = "command" if opts.command is not None else "prompt"
+        answer = await self.api.post(
+            f"/api/session/{sid}/{path}", content=admission_body(opts.text, opts.command),
+            headers={"content-type": "application/json"},
+        )  # fmt: skip
+        if self._created and 400 <= answer.status_code < 500:
+            await self.api.delete(f"/session/{sid}")
+        return answer
 
     def _finish(self, sid: str) -> int:
         if self.interrupted:
-            again = f"kittiwake run --session {sid} PROMPT"
+            command = ["kittiwake", "run", *self.options.again, "--session", sid]
+            again = f"{shlex.join(command)} PROMPT"
             print(f"kittiwake: interrupted session {sid}; continue with: {again}", file=self.err)
             return 130
         print(f"session {sid}", file=self.err)
@@ -331,7 +453,9 @@ class Runner:
             create["agent"] = opts.agent
         if opts.model is not None:
             create["model"] = model_body(opts.model)
-        return str(check(await self.api.post("/api/session", json=create))["data"]["id"])
+        sid = str(check(await self.api.post("/api/session", json=create))["data"]["id"])
+        self._created = True
+        return sid
 
     async def _latest(self) -> str:
         """The newest top-level session whose directory is this run's."""

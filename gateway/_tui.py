@@ -23,10 +23,9 @@ from typing import Final
 
 import trio
 
-from gateway._datadir import CliError, default_data_dir, held_message, serving_url
-from storage import EventStore, JournalHeld
+from gateway._datadir import CliError, default_data_dir, server_to_reuse, serving_url
 
-__all__ = ["OPENCODE_PACKAGE", "OPENCODE_VERSION", "find_opencode", "server_to_reuse", "tui"]
+__all__ = ["OPENCODE_PACKAGE", "OPENCODE_VERSION", "find_opencode", "tui"]
 
 OPENCODE_PACKAGE: Final = "opencode-ai"
 OPENCODE_VERSION: Final = "1.18.33"
@@ -56,26 +55,6 @@ def find_opencode(path: str | None) -> str:
     if found is None:
         raise CliError(_MISSING)
     return found
-
-
-def server_to_reuse(attach: str | None, data_dir: Path) -> str | None:
-    """The URL of the server the UI attaches to: *attach*, else the one serving *data_dir*
-    (its holder's ``serving.json`` record); None when *data_dir* is free, so that the caller
-    serves it.
-
-    Raises:
-        CliError: *data_dir* is held by a process that serves no URL.
-    """
-    if attach:
-        return attach
-    try:
-        EventStore.check_free(data_dir)
-    except JournalHeld as exc:
-        url = serving_url(data_dir, exc.holder)
-        if url is None:
-            raise CliError(held_message(exc, data_dir, "tui")) from None
-        return url
-    return None
 
 
 def _project_directory(named: str | None) -> Path:
@@ -234,7 +213,7 @@ async def tui(args: argparse.Namespace) -> int:
     args.directory = _project_directory(named)
     password = os.environ.get("KITTIWAKE_SERVER_PASSWORD") or None
     data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
-    url = server_to_reuse(args.attach, data_dir)
+    url = server_to_reuse(args.attach, data_dir, "tui")
     version = _Version(binary)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(version.read)

@@ -30,17 +30,28 @@ from gateway._datadir import (
     forget_serving,
     held_message,
     record_serving,
+    server_to_reuse,
 )
+from gateway._limits import DEFAULT_MAX_BODY, size_text
+from gateway._provider import Provider, configured_provider, load_config_warned
 from gateway._setup import (
     SetupError,
     auth_list,
     auth_login,
     auth_logout,
+    configured_model_problem,
     list_models,
     show_config,
 )
 from gateway._stats import render_summary, render_trace, telemetry_options
-from gateway._terminal import RunFailed, Runner, RunOptions, check, read_prompt
+from gateway._terminal import (
+    RunFailed,
+    Runner,
+    RunOptions,
+    admission_body,
+    check,
+    read_prompt,
+)
 from gateway._workers import (
     announce_ready,
     check_store_url,
@@ -50,9 +61,9 @@ from gateway._workers import (
     wait_for_stop,
     worker_telemetry_dir,
 )
-from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
-from runtime.config import ConfigError, LoadedConfig, load_config
+from runtime import open_runtime
+from runtime.config import ConfigError, load_config
 from storage import JournalHeld
 
 if TYPE_CHECKING:
@@ -64,114 +75,8 @@ _log = logging.getLogger("kittiwake.cli")
 _DEFAULT_PORT: Final = 4096
 _DEFAULT_HOST: Final = "127.0.0.1"
 _IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace")
-"""Commands that open the data dir in-process unless ``--attach`` names a server."""
-_FEATURED: Final = ("anthropic", "openai", "google", "openrouter", "github-copilot")
-
-
-# -- provider discovery -------------------------------------------------------------------
-
-
-class _Provider(msgspec.Struct, frozen=True):
-    client: Any
-    model: ModelRef | None
-    clients: Any  # actors.ProviderClients
-    configuration: Any  # actors.Configuration
-    catalog: Any
-
-    def options(self) -> dict[str, Any]:
-        """``open_runtime`` options: the default model, which model writes titles, and
-        how Locations read their configuration."""
-        options: dict[str, Any] = {
-            "title_model": partial(_small_model, self.catalog),
-            "configuration": self.configuration,
-        }
-        if self.model is not None:
-            options["default_model"] = self.model
-        return options
-
-
-def _small_model(catalog: llm_package.Catalog, model: ModelRef) -> ModelRef | None:
-    """The catalog's small model of *model*'s provider; None (no title) for a provider
-    without one, such as an unpriced local server whose first answer a title request
-    would compete with."""
-    small = llm_package.choose_small_model(catalog, model.provider_id)
-    return None if small is None else ModelRef(id=small.model_id, provider_id=small.provider_id)
-
-
-def _load_config(directory: str) -> LoadedConfig:
-    """The configuration of *directory*, its diagnostics printed as warnings.
-
-    Raises:
-        CliError: a source that cannot be used (exit status 2).
-    """
-    try:
-        loaded = load_config(directory, os.environ)
-    except ConfigError as exc:
-        raise CliError(str(exc), 2) from None
-    for diagnostic in loaded.diagnostics:
-        print(f"kittiwake: warning: {diagnostic}", file=sys.stderr)
-    return loaded
-
-
-async def _configured_provider(
-    data_dir: Path, out: Any, config: LoadedConfig | None = None, wanted: str | None = None
-) -> _Provider | None:
-    """Provider clients over models.dev plus *config*'s providers, with the model
-    *wanted* (``provider/model``), else ``KITTIWAKE_MODEL``, else the configured ``model``,
-    else the default model of the first usable provider (``llm.resolve_model``); None when
-    the catalog cannot be loaded. Without a usable provider, explains what was looked for
-    (``client`` is None then).
-
-    Raises:
-        CatalogError: the model asked for is unknown, or its provider has no credentials.
-        CliError: the credential store is malformed.
-    """
-
-    from actors import Configuration, ProviderClients  # serving imports actors anyway
-
-    try:
-        base = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
-    except (llm_package.CatalogError, OSError) as exc:
-        print(f"kittiwake: could not load the model catalog ({exc}); no provider", file=out)
-        return None
-    data = config.data if config is not None else {}
-    catalog = base.with_config(data) if data else base
-    store = llm_package.CredentialStore(data_dir)
-    try:
-        stored = store.load()
-    except llm_package.AuthError as exc:
-        raise CliError(f"{exc}; fix or remove it") from None
-    providers = catalog.providers
-    credentialed = llm_package.providers_with_credentials(catalog, os.environ, stored)
-    clients = ProviderClients(base, llm_package.Auth(env=dict(os.environ), store=store))
-    pinned = wanted or os.environ.get("KITTIWAKE_MODEL")
-    ref = llm_package.resolve_model(catalog, credentialed, pinned)
-    configured = config.config.model if config is not None else None
-    if not pinned and configured:
-        try:
-            ref = llm_package.resolve_model(catalog, credentialed, configured)
-        except llm_package.CatalogError as exc:
-            print(f"kittiwake: warning: configured model: {exc}", file=out)
-    configuration = Configuration(
-        env=os.environ, llm_for=clients,
-        pinned_model=_model_ref(ref) if pinned and ref is not None else None,
-    )  # fmt: skip
-    if ref is not None:
-        print(f"kittiwake: using provider {ref.provider_id}, model {ref.model_id}", file=out)
-        return _Provider(clients(data), _model_ref(ref), clients, configuration, catalog)
-    looked = [providers[p] for p in _FEATURED if p in providers] or list(providers.values())[:5]
-    print("kittiwake: no LLM provider is configured; prompts will fail until one is.", file=out)
-    print("  Looked for credentials of these providers (and every other catalog entry):", file=out)
-    for provider in looked:
-        names = ", ".join(provider.env) or "(login)"
-        print(f"    {provider.id:<16} {names}", file=out)
-    print(f"  Set one of those variables, or store a credential in {store.path},", file=out)
-    print("  optionally with KITTIWAKE_MODEL=provider/model, and restart.", file=out)
-    return _Provider(None, None, clients, configuration, catalog)
-
-
-def _model_ref(ref: llm_package.ModelRef) -> ModelRef:
-    return ModelRef(id=ref.model_id, provider_id=ref.provider_id)
+"""Commands that open the data dir in-process, unless ``--attach`` names a server or a
+``serve`` holds the data dir (they talk to that one)."""
 
 
 # -- commands -----------------------------------------------------------------------------
@@ -221,7 +126,7 @@ async def _serve(args: argparse.Namespace) -> int:
     directory: Path = args.directory
     password = os.environ.get("KITTIWAKE_SERVER_PASSWORD") or None
     cors = [o for o in os.environ.get("KITTIWAKE_CORS_ORIGINS", "").split(",") if o]
-    provider: _Provider | None = None
+    provider: Provider | None = None
     loaded = trio.Event()
     _check_tls(args.certfile, args.keyfile)
     check_store_url(args.store)
@@ -233,7 +138,7 @@ async def _serve(args: argparse.Namespace) -> int:
         await trio.to_thread.run_sync(partial(import_module, "gateway._serve"))
         loaded.set()
 
-    config = _load_config(str(directory))
+    config = load_config_warned(str(directory))
     server_config = config.config.server
     if args.port is None:
         configured = server_config.port if server_config is not None else None
@@ -250,7 +155,7 @@ async def _serve(args: argparse.Namespace) -> int:
         async with trio.open_nursery() as outer:
             outer.start_soon(load_gateway)
             try:
-                provider = await _configured_provider(data_dir, sys.stderr, config)
+                provider = await configured_provider(data_dir, sys.stderr, config)
             except llm_package.CatalogError as exc:
                 print(f"kittiwake: {exc}", file=sys.stderr)
                 return 2
@@ -313,7 +218,8 @@ def _warn_open(hostname: str, password: str | None) -> None:
 async def _api(
     args: argparse.Namespace, *, wanted: str | None = None
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client to ``--attach`` or to a runtime served in this process on a free port.
+    """An HTTP client to ``args.attach`` (given, or the server that holds the data dir) or
+    to a runtime served in this process on a free port.
 
     *wanted* (``provider/model``) picks the in-process runtime's provider for ``run``.
     """
@@ -330,9 +236,9 @@ async def _api(
 
     data_dir = _data_dir(args)
     provider = None
-    config = _load_config(os.getcwd())
+    config = load_config_warned(os.getcwd())
     if args.command == "run" or getattr(args, "action", None) == "resume":
-        provider = await _configured_provider(data_dir, sys.stderr, config, wanted)
+        provider = await configured_provider(data_dir, sys.stderr, config, wanted)
     options: dict[str, Any] = provider.options() if provider else {}
     options["telemetry"] = telemetry_options(config.config.telemetry)
     try:
@@ -355,10 +261,12 @@ async def _api(
 
 async def _run(args: argparse.Namespace) -> int:
     """Prompt a session (new, ``--session`` or ``--continue``) and follow it until idle."""
+    again = [*(("--attach", args.attach) if args.attach and not args.found_server else ())]
+    again += ("--data-dir", args.data_dir) if args.data_dir else ()
     options = RunOptions(
         text=args.text, directory=os.getcwd(), format=args.format, session=args.session,
         continue_latest=args.continue_latest, model=args.model, agent=args.agent,
-        command=args.run_command,
+        command=args.run_command, again=tuple(again),
     )  # fmt: skip
     async with _api(args, wanted=args.model) as api:
         return await Runner(api, options).run()
@@ -372,7 +280,16 @@ async def _models(args: argparse.Namespace) -> int:
 async def _config(args: argparse.Namespace) -> int:
     directory = args.directory or os.getcwd()
     loaded = await trio.to_thread.run_sync(load_config, directory)
-    return show_config(loaded, sys.stdout)
+    problems: list[str] = []
+    if loaded.config.model:  # checked by name: credentials are not configuration
+        catalog = await llm_package.load_catalog(
+            cache_path=_data_dir(args) / "models-dev.json", config=loaded.data
+        )
+        try:
+            llm_package.resolve_model(catalog, catalog.providers, loaded.config.model)
+        except llm_package.CatalogError as exc:
+            problems.append(configured_model_problem(loaded, exc))
+    return show_config(loaded, sys.stdout, problems=problems)
 
 
 async def _auth(args: argparse.Namespace) -> int:
@@ -396,8 +313,8 @@ async def _sessions(args: argparse.Namespace) -> int:
                 mark = "  [needs resume]" if info.get("needsResume") else ""
                 print(f"{info['id']}  {info['title']}  {info['location']['directory']}{mark}")
         elif args.action == "resume":
-            check(await api.post(f"/api/session/{args.id}/resume"))
-            check(await api.post(f"/api/session/{args.id}/wait"))
+            follow = RunOptions(text="", directory=os.getcwd(), session=args.id)
+            await Runner(api, follow, out=sys.stderr).resume()  # its progress on stderr
             info = check(await api.get(f"/api/session/{args.id}"))["data"]
             error = info.get("lastError")
             if error:
@@ -519,12 +436,26 @@ def _dispatch(args: argparse.Namespace) -> int:
         args.text = read_prompt(args.prompt, sys.stdin)
         if not args.text and not args.run_command:
             raise CliError("run needs a prompt: as arguments, or piped on standard input", 2)
+        size = len(admission_body(args.text, args.run_command))
+        if size > DEFAULT_MAX_BODY:
+            raise CliError(
+                f"the prompt is {size} bytes as sent, over the server's request limit of "
+                f"{size_text(DEFAULT_MAX_BODY)}", 2,
+            )  # fmt: skip
     if args.command == "serve":
         args.directory = Path(args.directory or os.getcwd()).resolve()
         if not args.directory.is_dir():
             raise CliError(f"--directory {args.directory}: not a directory", 2)
-    if args.command == "serve" or (args.command in _IN_PROCESS and not args.attach):
         check_free(_data_dir(args), args.command)
+    args.found_server = False
+    if args.command in _IN_PROCESS and not args.attach:
+        args.attach = server_to_reuse(None, _data_dir(args), args.command)
+        args.found_server = args.attach is not None
+        if args.found_server:
+            print(
+                f"kittiwake: attaching to the kittiwake serve on {args.attach} that holds "
+                f"{_data_dir(args)}", file=sys.stderr, flush=True,
+            )  # fmt: skip
     _configure_logging(args)
     if args.command == "auth" and args.action != "list" and not args.provider:
         raise CliError(f"auth {args.action} needs a provider id (kittiwake models lists them)", 2)
@@ -539,8 +470,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _configure_logging(args: argparse.Namespace) -> None:
     """Log to standard error at ``$KITTIWAKE_LOG`` (default WARNING); but a command that runs
     the runtime in-process for a person at a terminal (``run``, ``sessions``, ``inspect``
-    without ``--attach``) writes the runtime's warnings to ``<data dir>/log/kittiwake.log``
-    unless ``KITTIWAKE_LOG`` is set: what failed is told in one line, not a traceback."""
+    without a server to talk to) writes the runtime's warnings to
+    ``<data dir>/log/kittiwake.log`` unless ``KITTIWAKE_LOG`` is set: what failed is told in
+    one line, not a traceback."""
     level = os.environ.get("KITTIWAKE_LOG", "").upper()
     in_process = args.command in _IN_PROCESS and not args.attach
     if level or not in_process:

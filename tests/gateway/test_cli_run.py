@@ -65,6 +65,7 @@ class Cli:
 
     def __init__(self, tmp: Path, provider: LocalServer | None) -> None:
         self.data = tmp / "data"
+        self.provider = provider
         self.project = tmp / "project"
         self.project.mkdir()
         self.env = {**os.environ, "HOME": str(tmp), "KITTIWAKE_DATA_DIR": str(self.data)}
@@ -100,6 +101,19 @@ def session_of(stderr: bytes) -> str:
     return found[-1]
 
 
+def assert_in_order(kinds: list[str]) -> None:
+    """The events of one answered prompt in the order the session wrote them: the prompt's
+    promotion, then the step, then its text's start, deltas and end."""
+    deltas = [i for i, kind in enumerate(kinds) if kind == "session.next.text.delta"]
+    assert deltas, kinds
+    before = ["prompt.promoted", "step.started", "text.started"]
+    assert [kinds.index(f"session.next.{kind}") for kind in before] == sorted(
+        kinds.index(f"session.next.{kind}") for kind in before
+    ), kinds
+    assert kinds.index("session.next.text.started") < deltas[0], kinds
+    assert deltas[-1] < kinds.index("session.next.text.ended"), kinds
+
+
 def user_texts(request_body: dict) -> list[str]:
     return [str(m["content"]) for m in request_body["messages"] if m["role"] == "user"]
 
@@ -112,6 +126,7 @@ async def test_run_json_then_continue(tmp_path, provider):
     events = [json.loads(line) for line in done.stdout.decode().splitlines()]
     kinds = [e["type"] for e in events]
     assert "session.next.step.started" in kinds and "session.next.step.ended" in kinds
+    assert_in_order(kinds)
     ended = [e for e in events if e["type"] == "session.next.text.ended"]
     assert [e["data"]["text"] for e in ended] == ["first answer"]
     sid = session_of(done.stderr)
@@ -134,14 +149,15 @@ async def test_run_json_then_continue(tmp_path, provider):
     assert chosen.returncode == 0 and session_of(chosen.stderr) == sid
 
 
-async def test_run_streams_before_the_step_ends_and_ctrl_c_interrupts(tmp_path, provider):
-    cli = Cli(tmp_path, provider)
-    # The provider sends its first delta, then holds the stream open: the step cannot end.
-    provider.queue(
+async def interrupted(cli: Cli, *args: str) -> tuple[int | None, str]:
+    """``kittiwake run *args`` against a provider that sends its first delta ("Streaming")
+    and then holds the stream open, sent SIGINT once that delta is printed: its exit status
+    and standard error."""
+    cli.provider.queue(
         Reply(chunks=[sse(chunk({"role": "assistant", "content": "Streaming"}))], hang=True)
     )
     proc = await trio.lowlevel.open_process(
-        cli.argv("run", "tell", "me"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        cli.argv("run", *args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, cwd=cli.project, env=cli.env,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
@@ -151,17 +167,22 @@ async def test_run_streams_before_the_step_ends_and_ctrl_c_interrupts(tmp_path, 
             data = await proc.stdout.receive_some(4096)
             assert data, "stdout closed before the first text"
             seen += data
-    assert provider.disconnects == 0  # the step is still streaming
+    assert cli.provider.disconnects == 0  # the step is still streaming
     proc.send_signal(signal.SIGINT)
     err = b""
     with trio.fail_after(30):
         while data := await proc.stderr.receive_some(4096):
             err += data
         await proc.wait()
-    assert proc.returncode == 130, err.decode()
-    text = err.decode()
-    sid = session_of(err)
-    assert f"interrupted session {sid}" in text and f"--session {sid}" in text
+    return proc.returncode, err.decode()
+
+
+async def test_run_streams_before_the_step_ends_and_ctrl_c_interrupts(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    status, text = await interrupted(cli, "tell", "me")
+    assert status == 130, text
+    sid = session_of(text.encode())
+    assert f"interrupted session {sid}; continue with: kittiwake run --session {sid} PROMPT" in text
     assert "Traceback" not in text
 
 
@@ -179,7 +200,9 @@ async def test_piped_prompt_and_tool_calls_are_shown(tmp_path, provider):
     assert "kittiwake notes" in str(tool_result)
 
 
-async def test_empty_prompt_is_refused_before_anything_is_created(tmp_path, provider):
+async def test_an_empty_or_oversized_prompt_is_refused_before_anything_is_created(
+    tmp_path, provider
+):
     cli = Cli(tmp_path, provider)
     for args, stdin in (((), b""), (("  ",), b"\n \n")):
         done = await cli("run", *args, stdin=stdin)
@@ -187,6 +210,12 @@ async def test_empty_prompt_is_refused_before_anything_is_created(tmp_path, prov
         assert done.stderr.decode() == (
             "kittiwake: run needs a prompt: as arguments, or piped on standard input\n"
         )
+    big = await cli("run", "--command", "init", stdin=b"x" * (1024 * 1024))
+    assert big.returncode == 2
+    assert big.stderr.decode() == (
+        "kittiwake: the prompt is 1048609 bytes as sent, over the server's request limit "
+        "of 1048576 bytes (1 MiB)\n"
+    )
     assert sorted(p.name for p in cli.data.iterdir()) == ["models-dev.json"]
     assert provider.requests == []
 
@@ -201,7 +230,7 @@ async def test_a_failed_step_exits_1_with_the_reason(tmp_path, provider):
     assert "Traceback" not in err
 
 
-async def test_held_data_dir_is_one_line_naming_the_holder(tmp_path, provider):
+async def test_commands_beside_a_server_attach_to_it(tmp_path, provider):
     cli = Cli(tmp_path, provider)
     server = await trio.lowlevel.open_process(
         cli.argv("serve", "--port", "0"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -214,22 +243,59 @@ async def test_held_data_dir_is_one_line_naming_the_holder(tmp_path, provider):
             while b"serving" not in out:
                 out += await server.stdout.receive_some(4096)
         url = re.search(rb"serving (http://\S+)", out).group(1).decode()  # type: ignore[union-attr]
-        for args in (("run", "hello"), ("sessions", "list"), ("serve", "--port", "0")):
-            started = time.monotonic()
-            done = await cli(*args)
-            took = time.monotonic() - started
-            assert done.returncode == 1, args
-            lines = done.stderr.decode().splitlines()
-            assert len(lines) == 1, lines
-            assert f"in use by process {server.pid} (kittiwake serve on {url})" in lines[0]
-            assert ("stop it" if args[0] == "serve" else f"add --attach {url}") in lines[0]
-            # Refused while the holder still runs, not after waiting for it: the server holds
-            # the dir until the end, so a waiting command would run into the 60 s limit.
-            # Start-up takes about 0.5 s on a quiet machine, several at a load of 15.
-            assert server.returncode is None
-            assert took < 10, (args, took)
-        attached = await cli("sessions", "list", "--attach", url)
-        assert attached.returncode == 0, attached.stderr.decode()
+        note = f"kittiwake: attaching to the kittiwake serve on {url} that holds {cli.data}"
+
+        provider.queue(said("attached answer"))
+        done = await cli("run", "hello")
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode() == "attached answer\n"
+        assert done.stderr.decode().splitlines()[0] == note
+        sid = session_of(done.stderr)
+        listed = await cli("sessions", "list")
+        assert listed.returncode == 0, listed.stderr.decode()
+        assert listed.stderr.decode().splitlines() == [note]
+        assert [line.split()[0] for line in listed.stdout.decode().splitlines()] == [sid]
+
+        # A prompt over the server's body limit: refused before a session is created.
+        big = await cli("run", stdin=b"x" * (2 * 1024 * 1024))
+        assert big.returncode == 2, big.stderr.decode()
+        assert big.stderr.decode().splitlines()[-1] == (
+            "kittiwake: the prompt is 2097174 bytes as sent, over the server's request limit "
+            "of 1048576 bytes (1 MiB)"
+        )
+        # A first prompt the server refuses: the session made for it is gone too.
+        unknown = await cli("run", "--command", "nope", "hello")
+        assert unknown.returncode == 1
+        assert "InvalidRequestError: Unknown command 'nope'" in unknown.stderr.decode()
+        listed = await cli("sessions", "list")
+        assert [line.split()[0] for line in listed.stdout.decode().splitlines()] == [sid]
+
+        # Interrupted with --attach: the command it suggests names the server too, and works.
+        status, text = await interrupted(cli, "--attach", url, "tell", "me")
+        assert status == 130, text
+        hint = text.split("continue with: ")[-1].strip()
+        stopped = session_of(text.encode())
+        assert hint == f"kittiwake run --attach {url} --session {stopped} PROMPT"
+        provider.queue(said("continued"))
+        again = await cli(*hint.split()[1:-1], "go", "on")
+        assert again.returncode == 0, again.stderr.decode()
+        assert again.stdout.decode() == "continued\n"
+        assert session_of(again.stderr) == stopped
+
+        started = time.monotonic()
+        refused = await cli("serve", "--port", "0")
+        took = time.monotonic() - started
+        assert refused.returncode == 1
+        lines = refused.stderr.decode().splitlines()
+        assert lines == [
+            f"kittiwake: the data dir {cli.data} is in use by process {server.pid} "
+            f"(kittiwake serve on {url}); stop it, or serve another --data-dir"
+        ]
+        # Refused while the holder still runs, not after waiting for it: the server holds
+        # the dir until the end, so a waiting command would run into the 60 s limit.
+        # Start-up takes about 0.5 s on a quiet machine, several at a load of 15.
+        assert server.returncode is None
+        assert took < 10, took
     finally:
         server.send_signal(signal.SIGTERM)
         with trio.fail_after(30):

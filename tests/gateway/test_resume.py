@@ -95,6 +95,10 @@ async def test_kittiwake_sessions_resume(tmp_path: Path) -> None:
         done = await kittiwake("sessions", "resume", SID, "--attach", g.url)
         assert done.returncode == 0, done.stderr.decode()
         assert done.stdout.decode() == f"resumed {SID}\n"
+        # Its progress on stderr: what it does, then the run's answer as it streams.
+        assert done.stderr.decode() == (
+            f"kittiwake: resuming {SID}; following its run until it is idle\nresumed\n"
+        )
         await _resumed(g, client)
         again = await kittiwake("sessions", "resume", SID, "--attach", g.url)
         assert again.returncode == 1 and "ResumeNotNeededError" in again.stderr.decode()
