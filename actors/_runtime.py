@@ -13,21 +13,22 @@ from typing import Any, Final
 
 import trio
 
-from actors._cluster import ClusterOptions, Relay, sweep
-from actors._config import Configuration
-from actors._context import ContextFactory, default_context
-from actors._directory import ActorDirectory
-from actors._events import EventHub
-from actors._execution import LocationLoads, SessionExecution, ToolsFactory
-from actors._opening import DEFAULT_ADMISSION_TIMEOUT
-from actors._recovery import recover_until_written
-from actors._session import DEFAULT_MAX_TURNS
-from actors._session_tools import DEFAULT_MAX_TASKS, SessionTools
-from actors._sessions import Sessions
-from actors._storage import DEFAULT_MAX_BATCH, StorageActor, StorageMode
-from actors._supervisor import Supervisor, SupervisorPolicy, run_root
-from actors._telemetry import open_telemetry
-from actors._titles import TitleModel
+from actors.api import DEFAULT_MAX_TASKS, Sessions, SessionTools
+from actors.cluster import ClusterOptions, Relay, sweep
+from actors.kernel import ActorDirectory, EventHub, Supervisor, SupervisorPolicy, run_root
+from actors.session import (
+    DEFAULT_ADMISSION_TIMEOUT,
+    DEFAULT_MAX_TURNS,
+    Configuration,
+    ContextFactory,
+    LocationLoads,
+    SessionExecution,
+    TitleModel,
+    ToolsFactory,
+    default_context,
+    recover_until_written,
+)
+from actors.store import DEFAULT_MAX_BATCH, StorageActor, StorageMode, open_telemetry
 from runtime import IdGenerator, ModelRef, StorageError
 from runtime import llm as llm_package
 from runtime.agents import AgentInfo

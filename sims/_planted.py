@@ -14,9 +14,9 @@ from typing import Any, Final
 
 import msgspec
 
-import actors._questions as questions_module
-import actors._recovery as recovery_module
-import actors._sessions as sessions_module
+import actors.api._sessions as sessions_module
+import actors.session._questions as questions_module
+import actors.session._recovery as recovery_module
 import storage._batch as batch_module
 import storage._commands as commands_module
 from runtime import events as ev

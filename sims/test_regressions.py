@@ -61,7 +61,7 @@ REGRESSIONS = [
     # From the long run (1002059 then, which a later change of the runtime moved away): a
     # permission reply whose fdatasync failed (the pages were kept) was answered in the
     # store after the restart, but the tool call waiting for it never heard of it; the
-    # session stayed busy. Fixed in actors._permissions (the waiting call reads the stored
+    # session stayed busy. Fixed in actors.session._permissions (the waiting call reads the stored
     # answer; tests/execution/test_permissions.py).
     # Seed 3203 reaches the situation again (a reply's fdatasync fails, the pages are kept,
     # the waiting call reads the stored answer); without the fix its session is freed
@@ -70,7 +70,7 @@ REGRESSIONS = [
     (3203, 4, (3, 9), COMPACTION, "s0 reply once -> StorageError"),
     # From the long run: the events of a batch reported failed (its fdatasync failed, the
     # pages were kept) were in the store after the restart but never published: the
-    # checker saw a seq gap. Fixed in actors._storage (published once the store reopens,
+    # checker saw a seq gap. Fixed in actors.store._storage (published once the store reopens,
     # before anything newer; tests/storage/test_failed_commit.py). So were 1002007, 1002038.
     (1002062, 2, (2, 5), COMPACTION, "fault storage.fsync pages kept"),
     # From the long run: a batch whose fdatasync failed with its pages kept was too big for
@@ -94,7 +94,7 @@ REGRESSIONS = [
     # From the third long run, no crash: a tool result's write failed (fdatasync), the turn
     # closed its step failed, and the write that closes the call failed too (pages
     # dropped); the call was left to the session's next drain, which never came. The
-    # closing write is now tried again on the restarted store (actors._recovery.
+    # closing write is now tried again on the restarted store (actors.session._recovery.
     # close_failed_turn; tests/execution/test_failed_turn_recovery.py).
     (1119374, 2, (2, 5), COMPACTION, "fault storage.fsync pages dropped"),
     # From the long run, simulator: the stored epoch renewed by a compaction after the last
@@ -112,12 +112,12 @@ REGRESSIONS = [
     # pages were dropped); start-up recovery gave up after two and nothing woke the
     # session, so the call stayed without a result. Recovery writes are now tried
     # RECOVERY_ATTEMPTS times, and a session still not recovered is woken so its actor
-    # recovers it (actors._recovery.recover_until_written;
+    # recovers it (actors.session._recovery.recover_until_written;
     # tests/execution/test_failed_turn_recovery.py).
     (1182887, 2, (2, 5), COMPACTION, "fault storage.full"),
     # A question's answer whose fdatasync failed (the pages were kept) was in the store
     # after the restart, but the call waiting for it never heard of it: the session stayed
-    # busy (found by reading first; fixed in actors._replies, shared with permission
+    # busy (found by reading first; fixed in actors.session._replies, shared with permission
     # replies, tests/execution/test_session_tools.py). Without the fix this seed fails
     # the liveness check.
     (116, 4, (3, 9), QUESTIONS, "s2 answer reply -> StorageError"),

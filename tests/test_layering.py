@@ -91,9 +91,9 @@ def test_no_package_imports_another_packages_private_module() -> None:
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("actors._turn", "from runtime import _schema as ev"),
-        ("gateway._app", "from actors._events import OVERFLOWED"),
-        ("actors._sessions", "import storage._batch"),
+        ("actors.session._turn", "from runtime import _schema as ev"),
+        ("gateway._app", "from actors.kernel._events import OVERFLOWED"),
+        ("actors.api._sessions", "import storage._batch"),
         ("runtime.tools._model", "from runtime._ids import IdGenerator"),
         ("runtime.config._load", "from runtime.context._instructions import RACY_NS"),
         ("runtime._history", "from .llm._errors import LLMError"),
@@ -106,8 +106,8 @@ def test_the_walk_sees_a_private_import(module: str, source: str) -> None:
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("actors._turn", "from runtime import events as ev"),
-        ("actors._turn", "from actors._events import EventHub"),
+        ("actors.session._turn", "from runtime import events as ev"),
+        ("actors.session._turn", "from actors.kernel._events import EventHub"),
         ("runtime.llm._client", "from runtime.llm._errors import LLMError"),
         ("runtime._history", "from runtime._lowering import lower_history"),
         ("runtime.tools._model", "from runtime import IdGenerator"),

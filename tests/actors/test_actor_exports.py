@@ -1,6 +1,21 @@
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
+import pytest
+
 import actors
+
+# The package and its rooms, each a public surface of its own.
+SURFACES = (
+    "actors",
+    "actors.api",
+    "actors.cluster",
+    "actors.kernel",
+    "actors.session",
+    "actors.store",
+)
 
 
 def public_names(module: object) -> list[str]:
@@ -11,11 +26,13 @@ def public_names(module: object) -> list[str]:
     ]
 
 
-def test_all_is_sorted_and_complete() -> None:
-    assert actors.__all__ == sorted(actors.__all__)
-    assert set(public_names(actors)) <= set(actors.__all__)
-    for name in actors.__all__:
-        assert hasattr(actors, name), name
+@pytest.mark.parametrize("name", SURFACES)
+def test_all_is_sorted_and_complete(name: str) -> None:
+    surface: ModuleType = importlib.import_module(name)
+    assert surface.__all__ == sorted(surface.__all__)
+    assert set(public_names(surface)) <= set(surface.__all__)
+    for exported in surface.__all__:
+        assert hasattr(surface, exported), exported
 
 
 def test_errors_share_one_root() -> None:

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors._replies import AwaitedReplies, Stored
+from actors.session._replies import AwaitedReplies, Stored
 
 
 async def test_a_doubt_with_nothing_stored_waits_on_for_the_reply() -> None:

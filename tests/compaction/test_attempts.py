@@ -129,7 +129,7 @@ async def test_an_overflow_after_output_fails_the_turn_without_compacting(tmp_pa
 
 
 def test_compaction_settings_come_from_the_configuration(tmp_path):
-    from actors._config import location_watch
+    from actors.session._config import location_watch
     from runtime.compaction import CompactionSettings
 
     def settings(document: dict) -> CompactionSettings:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from actors import Configuration
-from actors._config import location_watch
+from actors.session._config import location_watch
 from runtime import Location, ModelRef, open_runtime
 from runtime.llm import ScriptedLLM
 from runtime.tools import ToolOutputLimits

@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors._events import DEFAULT_SUBSCRIBER_BUFFER
+from actors.kernel._events import DEFAULT_SUBSCRIBER_BUFFER
 from runtime import AssistantMessage, Location, ModelRef, SessionNotFoundError, llm
 from runtime import events as ev
 from storage import Children, EventStore, Footprint, StoredEvent

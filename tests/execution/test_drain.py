@@ -7,7 +7,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from actors._session_messages import Wake
+from actors.session._session_messages import Wake
 from runtime import AssistantMessage, llm
 from runtime import messages as m
 from storage import PendingInputs, StoredEvent

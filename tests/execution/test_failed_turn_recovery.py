@@ -14,7 +14,7 @@ import pytest
 import trio
 from msgspec import UNSET
 
-from actors._recovery import RECOVERY_ATTEMPTS
+from actors.session._recovery import RECOVERY_ATTEMPTS
 from runtime import llm, open_runtime
 from runtime import messages as m
 from storage import JournalFiles, SessionHistory

@@ -11,7 +11,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from actors._session_messages import Wake
+from actors.session._session_messages import Wake
 from runtime import llm
 from storage import PendingInputs
 from tests.execution.conftest import GatedLLM, answer, prompt, running, user_texts

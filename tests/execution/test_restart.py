@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from actors._session import SessionActor
-from actors._session_messages import Wake
+from actors.session._session import SessionActor
+from actors.session._session_messages import Wake
 from runtime import llm
 from tests.execution.conftest import answer, eventually, prompt, running
 

@@ -16,7 +16,7 @@ import msgspec
 import trio
 from msgspec import UNSET
 
-from actors._turn import INTERRUPTED_TOOL, NO_TOOLS, Turn, run_turn
+from actors.session._turn import INTERRUPTED_TOOL, NO_TOOLS, Turn, run_turn
 from runtime import AssistantMessage, Location, ModelRef, Prompt, llm, open_runtime
 from runtime import events as ev
 from runtime import messages as m

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 import trio
 
-from actors._questions import late_answer
+from actors.session._questions import late_answer
 from runtime import AssistantMessage, Location, Prompt, UserMessage, derived_id, llm, open_runtime
 from runtime import events as ev
 from runtime import messages as m

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from actors._mailbox import Reply
+from actors.kernel import Reply
 from runtime import events as ev
 from runtime.history import HistoryDelta
 

@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from actors._commands import Commands
-from actors._execution import SessionExecution
-from actors._questions import DEFAULT_QUESTION_EVENTS, DurableQuestions
-from actors._storage import StorageActor
+from actors.api._commands import Commands
+from actors.session import DEFAULT_QUESTION_EVENTS, DurableQuestions, SessionExecution
+from actors.store import StorageActor
 from runtime import AssistantMessage, Location, Prompt, SessionNotFoundError
 from runtime import events as ev
 from runtime import messages as m
@@ -24,7 +23,7 @@ from runtime.tools import TaskInput, TaskResult, ToolContext, ToolError
 from storage import Append, EventsOfType, HistoryChanges
 
 if TYPE_CHECKING:
-    from actors._sessions import Sessions
+    from actors.api._sessions import Sessions
 
 __all__ = ["DEFAULT_MAX_TASKS", "DEFAULT_QUESTION_EVENTS", "SessionTools"]
 
@@ -118,7 +117,7 @@ class SessionTools:
         """Answer a pending question: the waiting tool call returns the answers (on this
         worker or, through the store, on the one driving the session). When the call
         that asked was closed without them (a crash cut it), they reach the model as a
-        prompt (``actors._questions.late_answer``), admitted with the reply and woken
+        prompt (``actors.session._questions.late_answer``), admitted with the reply and woken
         here, or by the recovery that closes the call. A standing revert is committed
         first, as for any prompt.
 

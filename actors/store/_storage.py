@@ -41,10 +41,17 @@ from opentelemetry.context import attach, detach
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
-from actors._actor import Actor, ActorState, ActorStatistics, held
-from actors._errors import ActorCrashed, ActorStopped
-from actors._events import EventHub
-from actors._mailbox import Reply, open_mailbox
+from actors.kernel import (
+    Actor,
+    ActorCrashed,
+    ActorState,
+    ActorStatistics,
+    ActorStopped,
+    EventHub,
+    Reply,
+    held,
+    open_mailbox,
+)
 from runtime import StorageError
 from runtime.telemetry import active_processor, current_span_context, recording
 from storage import Command, Events, EventStore, Outcome, PostgresStore, Query, StoredEvent

@@ -41,8 +41,8 @@ from runtime.tools import before_image
 from storage import Append, EventsOfType, GetSession, History, PendingInputs
 
 if TYPE_CHECKING:
-    from actors._execution import SessionExecution
-    from actors._storage import StorageActor
+    from actors.session._execution import SessionExecution
+    from actors.store import StorageActor
 
 __all__ = ["DEFAULT_MAX_IMAGES", "Reverted", "Reverts"]
 

@@ -29,7 +29,7 @@ from runtime.agents import (
 from runtime.config import global_config_dir
 
 if TYPE_CHECKING:
-    from actors._sessions import Sessions
+    from actors.api._sessions import Sessions
 
 __all__ = ["CommandLimits", "Commands"]
 

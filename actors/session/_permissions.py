@@ -5,7 +5,7 @@
 is cancelled while waiting is recorded as rejected: the call never ran.
 
 A reply whose write is reported failed, or refused as already answered, puts the request
-in doubt: the waiting call reads its durable state (``actors._replies``).
+in doubt: the waiting call reads its durable state (``actors.session._replies``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Final
 
 import trio
 
-from actors._replies import AwaitedReplies, Stored
-from actors._storage import StorageActor
+from actors.session._replies import AwaitedReplies, Stored
+from actors.store import StorageActor
 from runtime import InvalidInputError, PromptConflictError, SessionNotFoundError, StorageError
 from runtime import events as ev
 from runtime.agents import PermissionReply, PermissionRequest

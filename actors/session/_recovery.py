@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from actors._config import session_model
-from actors._questions import DEFAULT_QUESTION_EVENTS, admit_late_answers
-from actors._turn import INTERRUPTED_TOOL
+from actors.session._config import session_model
+from actors.session._questions import DEFAULT_QUESTION_EVENTS, admit_late_answers
+from actors.session._turn import INTERRUPTED_TOOL
 from runtime import StorageError
 from runtime import events as ev
 from runtime.agents import AgentInfo
@@ -23,8 +23,8 @@ from runtime.history import recovery_events
 from storage import Append, SessionHistory
 
 if TYPE_CHECKING:
-    from actors._ports import SessionPorts
-    from actors._storage import StorageActor
+    from actors.session._ports import SessionPorts
+    from actors.store import StorageActor
 
 __all__ = [
     "RECOVERY_ATTEMPTS",
@@ -153,7 +153,7 @@ async def recover_session(
     session as needing a resume when its latest work was cut short
     (``runtime._recovery``); True when anything was written. Durable before it returns.
     A call closed here that had asked a question already answered gets its answers
-    admitted as a prompt (``actors._questions.admit_late_answers``, reading the last
+    admitted as a prompt (``actors.session._questions.admit_late_answers``, reading the last
     *question_events*) before the closing is written, so a crash in between loses
     neither, and again after it for a question answered meanwhile; without a wake: the
     caller drains the session next.

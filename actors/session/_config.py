@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import trio
 
-from actors._turn import report_retry
+from actors.session._turn import report_retry
 from runtime import SessionInfo, llm
 from runtime import events as ev
 from runtime.agents import AgentInfo, load_agents, resolve_agent

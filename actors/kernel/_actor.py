@@ -16,8 +16,8 @@ from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 import msgspec
 import trio
 
-from actors._errors import ActorCrashed, ActorStopped
-from actors._mailbox import Mailbox, Reply
+from actors.kernel._errors import ActorCrashed, ActorStopped
+from actors.kernel._mailbox import Mailbox, Reply
 
 __all__ = ["Actor", "ActorState", "ActorStatistics", "call", "current_time", "held"]
 

@@ -10,7 +10,7 @@ the call (``admit_late_answers``), under one message id derived from the reply.
 
 An answer whose write is reported failed, or refused because the question is no longer
 pending, puts the question in doubt: the waiting call reads its durable state, as a
-permission request's does (``actors._replies``).
+permission request's does (``actors.session._replies``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Final, TypeVar
 
 import trio
 
-from actors._replies import AwaitedReplies, Stored
-from actors._storage import StorageActor
+from actors.session._replies import AwaitedReplies, Stored
+from actors.store import StorageActor
 from runtime import (
     IdGenerator,
     InvalidInputError,

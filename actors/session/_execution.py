@@ -16,22 +16,32 @@ from typing import Any, Final, Literal, NoReturn
 
 import trio
 
-from actors._actor import call, held
-from actors._cluster import ClusterOptions
-from actors._config import Configuration, LocationSettings, instructions_producer, location_watch
-from actors._context import ContextFactory
-from actors._directory import ActorDirectory
-from actors._errors import ActorNotFound, ActorStopped
-from actors._events import EventHub
-from actors._location import LocationState
-from actors._mailbox import Reply
-from actors._permissions import DurablePermissions
-from actors._ports import SessionLocation, SessionPorts
-from actors._session import SessionActor
-from actors._session_messages import CompactSoon, Interrupt, Run, Wake
-from actors._storage import StorageActor
-from actors._supervisor import Supervisor, SupervisorPolicy
-from actors._titles import TitleModel
+from actors.cluster import ClusterOptions
+from actors.kernel import (
+    ActorDirectory,
+    ActorNotFound,
+    ActorStopped,
+    EventHub,
+    Reply,
+    Supervisor,
+    SupervisorPolicy,
+    call,
+    held,
+)
+from actors.session._config import (
+    Configuration,
+    LocationSettings,
+    instructions_producer,
+    location_watch,
+)
+from actors.session._context import ContextFactory
+from actors.session._location import LocationState
+from actors.session._permissions import DurablePermissions
+from actors.session._ports import SessionLocation, SessionPorts
+from actors.session._session import SessionActor
+from actors.session._session_messages import CompactSoon, Interrupt, Run, Wake
+from actors.session._titles import TitleModel
+from actors.store import StorageActor
 from runtime import IdGenerator, SessionInfo, SessionNotFoundError, llm
 from runtime import events as ev
 from runtime.agents import AgentInfo
@@ -115,7 +125,7 @@ class SessionExecution:
             tools' imports): ``"threaded"`` in a worker thread, ``"inline"`` on the trio
             thread (simulations under an autojump clock, which must not see threads).
         cluster: cluster mode (a worker among others on one database): drains run under
-            the session's lease (``actors._cluster``); ``None`` in one process.
+            the session's lease (``actors.cluster._cluster``); ``None`` in one process.
     """
 
     def __init__(

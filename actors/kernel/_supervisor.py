@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import msgspec
 import trio
 
-from actors._actor import Actor, ActorState, current_time
-from actors._errors import ActorNotFound, DuplicateActor, Escalation
-from actors._mailbox import open_mailbox
+from actors.kernel._actor import Actor, ActorState, current_time
+from actors.kernel._errors import ActorNotFound, DuplicateActor, Escalation
+from actors.kernel._mailbox import open_mailbox
 
 if TYPE_CHECKING:
-    from actors._directory import ActorDirectory
+    from actors.kernel._directory import ActorDirectory
 
 __all__ = ["DEFAULT_POLICY", "Supervisor", "SupervisorPolicy", "run_root"]
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from actors._titles import TitleModel
+from actors.session._titles import TitleModel
 from runtime import IdGenerator, SessionInfo, llm
 from runtime import events as ev
 from runtime.agents import AgentInfo
@@ -19,11 +19,11 @@ from runtime.titles import TitleLimits
 from runtime.tools import ToolRegistry
 
 if TYPE_CHECKING:
-    from actors._cluster import ClusterOptions
-    from actors._config import LocationSettings
-    from actors._events import EventHub
-    from actors._permissions import DurablePermissions
-    from actors._storage import StorageActor
+    from actors.cluster import ClusterOptions
+    from actors.kernel import EventHub
+    from actors.session._config import LocationSettings
+    from actors.session._permissions import DurablePermissions
+    from actors.store import StorageActor
 
 __all__ = ["SessionLocation", "SessionPorts"]
 
@@ -61,7 +61,7 @@ class SessionPorts:
         title_model / title_limits: the title request's model (``None``: no titles)
             and its bounds.
         cluster: this worker's identity and lease timings in cluster mode (drains run
-            under the session's lease, ``actors._cluster``); ``None`` in one process.
+            under the session's lease, ``actors.cluster._cluster``); ``None`` in one process.
     """
 
     storage: StorageActor

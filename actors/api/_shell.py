@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from actors._turn import INTERRUPTED_TOOL
+from actors.session import INTERRUPTED_TOOL
 from runtime import IdGenerator, ModelRef, Prompt, llm
 from runtime import events as ev
 from runtime.agents import resolve_agent

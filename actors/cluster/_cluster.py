@@ -25,13 +25,13 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 import trio
 
-from actors._events import EventHub
-from actors._storage import DRAIN_FENCE, StorageActor
+from actors.kernel import EventHub
+from actors.store import DRAIN_FENCE, StorageActor
 from runtime import StorageError
 from runtime import events as ev
 from runtime.drain import WAKE_ANY
@@ -48,9 +48,28 @@ from storage import (
     StoredEvent,
 )
 
-if TYPE_CHECKING:
-    from actors._execution import SessionExecution
-    from actors._questions import DurableQuestions
+
+class _Driven(Protocol):
+    @property
+    def driving(self) -> bool: ...
+
+
+class _RepliesElsewhere(Protocol):
+    def replied_elsewhere(self, request_id: str, reply: Any) -> None: ...
+
+
+class _Execution(Protocol):
+    """What cluster routing uses of session execution (``actors.session.SessionExecution``)."""
+
+    @property
+    def permissions(self) -> _RepliesElsewhere: ...
+
+    def active(self, session_id: str) -> _Driven | None: ...
+
+    async def wake(self, session_id: str, seq: int) -> None: ...
+
+    async def interrupt(self, session_id: str, seq: int | None = None) -> None: ...
+
 
 __all__ = [
     "DRAIN_FENCE",
@@ -245,8 +264,8 @@ class Relay:
     """
 
     def __init__(
-        self, storage: StorageActor, hub: EventHub, execution: SessionExecution,
-        questions: DurableQuestions | None = None,
+        self, storage: StorageActor, hub: EventHub, execution: _Execution,
+        questions: _RepliesElsewhere | None = None,
     ) -> None:  # fmt: skip
         self._questions = questions
         self._storage = storage
@@ -309,9 +328,7 @@ class Relay:
                 self._questions.replied_elsewhere(event.request_id, answers)
 
 
-async def sweep(
-    storage: StorageActor, execution: SessionExecution, options: ClusterOptions
-) -> None:
+async def sweep(storage: StorageActor, execution: _Execution, options: ClusterOptions) -> None:
     """Wake, every ``sweep_every`` seconds (the first time at once), the sessions whose
     lease expired (or was never taken) with work left: unpromoted input, or a drain cut
     short. The wake acquires the lease; the actor recovers the session as a restart does.

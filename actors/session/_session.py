@@ -20,14 +20,13 @@ import trio
 from msgspec.structs import replace
 from opentelemetry.trace import SpanContext
 
-from actors._actor import Actor, ActorStatistics
-from actors._cluster import SessionLease
-from actors._compaction import RequestBudget, attempt_for, compact, prune
-from actors._config import session_model
-from actors._context import EpochKeeper
-from actors._mailbox import Reply, open_mailbox
-from actors._ports import SessionLocation, SessionPorts
-from actors._recovery import (
+from actors.cluster import SessionLease
+from actors.kernel import Actor, ActorStatistics, Reply, open_mailbox
+from actors.session._compaction import RequestBudget, attempt_for, compact, prune
+from actors.session._config import session_model
+from actors.session._context import EpochKeeper
+from actors.session._ports import SessionLocation, SessionPorts
+from actors.session._recovery import (
     StepLimitExceededError,
     close_failed_turn,
     failed_step_start,
@@ -35,9 +34,16 @@ from actors._recovery import (
     record_failure,
     recover_until_written,
 )
-from actors._session_messages import CompactSoon, Interrupt, Message, Opened, Run, Wake
-from actors._titles import first_prompt, write_title
-from actors._turn import Turn, TurnOutcome, failure_tag, run_turn, turn_attributes, turn_report
+from actors.session._session_messages import CompactSoon, Interrupt, Message, Opened, Run, Wake
+from actors.session._titles import first_prompt, write_title
+from actors.session._turn import (
+    Turn,
+    TurnOutcome,
+    failure_tag,
+    run_turn,
+    turn_attributes,
+    turn_report,
+)
 from runtime import events as ev
 from runtime import llm
 from runtime.agents import AgentInfo, system_prompt
@@ -526,7 +532,7 @@ class SessionActor(Actor[Message]):
         return outcome
 
     async def _compact(self, reason: ev.CompactionReason, *, overflow: bool) -> Compacted:
-        """Perform one compaction attempt (``actors._compaction``); report whether it
+        """Perform one compaction attempt (``actors.session._compaction``); report whether it
         completed."""
         info = self._p.session_info(self.session_id)
         location = await self._p.location(info.location.directory)
@@ -571,7 +577,7 @@ class SessionActor(Actor[Message]):
         turn was closed by the turn itself; tool calls it left without a result are
         closed by recovery here.
 
-        Bounded and shielded (``actors._recovery.record_failure``); a write that fails is
+        Bounded and shielded (``actors.session._recovery.record_failure``); a write that fails is
         logged, and the next drain's recovery closes what stayed open.
         """
         turn = self._turn

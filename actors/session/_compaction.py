@@ -38,9 +38,9 @@ from runtime.telemetry import span
 from storage import Append
 
 if TYPE_CHECKING:
-    from actors._config import LocationSettings
-    from actors._events import EventHub
-    from actors._storage import StorageActor
+    from actors.kernel import EventHub
+    from actors.session._config import LocationSettings
+    from actors.store import StorageActor
 
 __all__ = [
     "CompactionAttempt",

@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 
-from actors._actor import Actor, ActorStatistics
-from actors._errors import ActorNotFound, DuplicateActor
+from actors.kernel._actor import Actor, ActorStatistics
+from actors.kernel._errors import ActorNotFound, DuplicateActor
 
 __all__ = ["ActorDirectory", "ActorTreeNode"]
 

@@ -10,14 +10,17 @@ from typing import Any, Final, Literal
 import trio
 from msgspec import UNSET
 
-from actors._cluster import ClusterOptions, wait_elsewhere
-from actors._events import OVERFLOWED, EventHub
-from actors._execution import SessionExecution
-from actors._location import check_directory
-from actors._opening import DEFAULT_ADMISSION_TIMEOUT, admit_and_open
-from actors._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
-from actors._revert import Reverts
-from actors._storage import StorageActor
+from actors.api._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
+from actors.cluster import ClusterOptions, wait_elsewhere
+from actors.kernel import OVERFLOWED, EventHub
+from actors.session import (
+    DEFAULT_ADMISSION_TIMEOUT,
+    Reverts,
+    SessionExecution,
+    admit_and_open,
+    check_directory,
+)
+from actors.store import StorageActor
 from runtime import (
     IdGenerator,
     InputAdmitted,
@@ -152,7 +155,7 @@ class Sessions:
         ``SessionInputAdmitted.promotedSeq``).
         When the session's actor is active, idle and ready, the drain's opening
         promotion is made in the admission's own batch and handed to the actor instead
-        of a wake (``actors._opening``); cancellation then waits for that batch, a few
+        of a wake (``actors.session._opening``); cancellation then waits for that batch, a few
         milliseconds, at most ``admission_timeout`` seconds. An actor that stops
         meanwhile (its session deleted, the runtime closing) is not handed it; the
         admission stands.
@@ -416,7 +419,7 @@ class Sessions:
 
     async def wait_idle(self, session_id: str) -> None:
         """Wait until the session has no active or pending drain; in cluster mode on any
-        worker (``actors._cluster.wait_elsewhere``)."""
+        worker (``actors.cluster._cluster.wait_elsewhere``)."""
         await self._x.wait_idle(session_id)
         if self._cluster is not None:
             await wait_elsewhere(self._storage, self._hub, session_id, self._cluster)

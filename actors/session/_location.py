@@ -25,7 +25,7 @@ from runtime.tools import (
 )
 
 if TYPE_CHECKING:
-    from actors._config import LocationSettings
+    from actors.session._config import LocationSettings
 
 __all__ = ["LocationState", "check_directory"]
 

@@ -12,9 +12,9 @@ from typing import Final
 
 import trio
 
-from actors._session import SessionActor
-from actors._session_messages import Opened
-from actors._storage import StorageActor
+from actors.session._session import SessionActor
+from actors.session._session_messages import Opened
+from actors.store import StorageActor
 from runtime import InputAdmitted, StorageError
 from storage import AdmitAndOpen, AdmitPrompt, HistoryChanges
 

@@ -26,7 +26,7 @@ import msgspec
 import trio
 from opentelemetry.trace import Status, StatusCode
 
-from actors._events import EventHub
+from actors.kernel import EventHub
 from runtime import events as ev
 from runtime import llm
 from runtime.agents import AgentInfo, PermissionGate

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from msgspec import UNSET
 
-from actors._turn import INTERRUPTED_TOOL
+from actors.session import INTERRUPTED_TOOL
 from runtime import IdGenerator, InvalidInputError, SessionInfo, SessionMessage
 from runtime import events as ev
 from runtime import messages as msg

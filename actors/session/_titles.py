@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from actors._storage import StorageActor
+from actors.store import StorageActor
 from runtime import SessionInfo, UserMessage, llm
 from runtime import events as ev
 from runtime.history import to_llm_model

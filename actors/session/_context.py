@@ -15,7 +15,7 @@ from typing import Final
 
 import msgspec
 
-from actors._storage import StorageActor
+from actors.store import StorageActor
 from runtime import IdGenerator
 from runtime import events as ev
 from runtime.context import (

@@ -1,0 +1,27 @@
+"""The runtime's session API as embedding programs call it: ``rt.sessions`` and ``rt.tools``,
+commands, forks, the user's shell commands, and the pages sessions and events are read in.
+"""
+
+from actors.api._fork import fork_events as fork_events
+from actors.api._fork import fork_session as fork_session
+from actors.api._fork import fork_title as fork_title
+from actors.api._pages import Page as Page
+from actors.api._pages import SessionEvent as SessionEvent
+from actors.api._session_tools import DEFAULT_MAX_TASKS as DEFAULT_MAX_TASKS
+from actors.api._session_tools import SessionTools as SessionTools
+from actors.api._sessions import Sessions as Sessions
+from actors.api._shell import USER_SHELL_TEXT as USER_SHELL_TEXT
+from actors.api._shell import run_user_shell as run_user_shell
+
+__all__ = [
+    "DEFAULT_MAX_TASKS",
+    "Page",
+    "SessionEvent",
+    "SessionTools",
+    "Sessions",
+    "USER_SHELL_TEXT",
+    "fork_events",
+    "fork_session",
+    "fork_title",
+    "run_user_shell",
+]
