@@ -174,9 +174,8 @@ class Turn:
         self._open.pop(part, None)
         return "".join(self.texts.pop(part, []))
 
-    async def handle(self, event: llm.LLMEvent, nursery: trio.Nursery | None) -> None:
-        """Fold one stream event into the turn; a local tool call starts in *nursery*
-        (which must be given for one)."""
+    async def handle(self, event: llm.LLMEvent, nursery: trio.Nursery) -> None:
+        """Fold one stream event into the turn; a local tool call starts in *nursery*."""
         if self._first is None:
             self._first = time.perf_counter()
         ids = self._ids()
@@ -231,7 +230,7 @@ class Turn:
             case llm.ProviderError(message=message, kind=kind):
                 self.outcome.error, self.outcome.error_kind = message, kind
 
-    async def _tool_call(self, call: llm.ToolCall, nursery: trio.Nursery | None) -> None:
+    async def _tool_call(self, call: llm.ToolCall, nursery: trio.Nursery) -> None:
         """Record *call*; start a local one in *nursery*, unless the request did not offer
         its tool: then it settles failed at once and nothing runs.
 
@@ -260,7 +259,6 @@ class Turn:
             )
             self.buffer.append(self._settled(call, ToolFailure(error=refused)))
             return
-        assert nursery is not None, "a local tool call needs the turn's tool nursery"
         if not await self.flush():  # written later if at all, and ordered before this
             self.buffer.append(self._settled(call, ToolFailure(error=_UNWRITTEN_CALL)))
             return
@@ -467,13 +465,12 @@ async def _run(client: llm.LLMClient, request: llm.LLMRequest, turn: Turn) -> Tu
     events: AsyncIterator[llm.LLMEvent] | None = None
     try:
         events = aiter(client.stream(request))
-        first = await _fold(events, turn, None)
-        if first is not None:
-            # A local tool call: the rest of the stream runs beside the tools it starts.
-            async with trio.open_nursery() as tools:
-                await _fold(events, turn, tools, first)
-                if turn.outcome.local_tools:
-                    await turn.flush()
+        # The stream is read beside the local tools it starts; the nursery's exit waits
+        # for their settlement.
+        async with trio.open_nursery() as tools:
+            await _fold(events, turn, tools)
+            if turn.outcome.local_tools:
+                await turn.flush()
     except BaseException as exc:
         cancelled = _cancelled(exc)
         with trio.CancelScope(shield=True):
@@ -510,28 +507,19 @@ async def _close_stream(events: AsyncIterator[llm.LLMEvent] | None) -> None:
             _log.warning("closing the provider stream failed", exc_info=exc)
 
 
-async def _fold(
-    events: AsyncIterator[llm.LLMEvent], turn: Turn, tools: trio.Nursery | None,
-    first: llm.LLMEvent | None = None,
-) -> llm.ToolCall | None:  # fmt: skip
-    """Fold *first*, then *events*, into *turn* until they end. Without a tool nursery,
-    stop at the first local tool call and return it unhandled, so a turn without one
-    opens no nursery (whose exit is a schedule point). A provider failure (the stream
-    raising) ends the step: it becomes the turn's error. Errors of the turn's own
-    writes propagate."""
-    if first is not None:
-        await turn.handle(first, tools)
+async def _fold(events: AsyncIterator[llm.LLMEvent], turn: Turn, tools: trio.Nursery) -> None:
+    """Fold *events* into *turn* until they end; local tool calls start in *tools*. A
+    provider failure (the stream raising) ends the step: it becomes the turn's error.
+    Errors of the turn's own writes propagate."""
     while True:
         try:
             event = await anext(events, None)
         except Exception as exc:  # noqa: BLE001 - a provider failure ends the step
             _log.warning("provider stream failed", exc_info=exc)
             turn.outcome.error = f"{type(exc).__name__}: {exc}"
-            return None
+            return
         if event is None:
-            return None
-        if tools is None and isinstance(event, llm.ToolCall) and not event.provider_executed:
-            return event
+            return
         await turn.handle(event, tools)
 
 
