@@ -1,5 +1,10 @@
 """Kittiwake's gateway: OpenCode's V2 HTTP API, SSE, websocket, inspector and CLI.
 
+Its rooms: ``http`` (the core every surface is built on), ``opencode`` (OpenCode's API
+beside the V2 core, and its terminal UI's launcher), ``operator`` (inspector and
+telemetry routes), ``cli`` (the ``kittiwake`` command) and ``cluster`` (``serve
+--workers``); ``create_app`` and ``serve`` put the core and its rooms together.
+
 The names below load on first use (PEP 562), so ``kittiwake`` commands that only talk to
 a server (``--attach``) never import the web framework.
 """
@@ -10,20 +15,20 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gateway._app import Gateway as Gateway
-    from gateway._app import create_app as create_app
-    from gateway._serve import Server as Server
-    from gateway._serve import serve as serve
-    from gateway._ws import WebsocketLimits as WebsocketLimits
+    from gateway._gateway import create_app as create_app
+    from gateway._gateway import serve as serve
+    from gateway.http import Gateway as Gateway
+    from gateway.http import Server as Server
+    from gateway.http import WebsocketLimits as WebsocketLimits
 
 __all__ = ["Gateway", "Server", "WebsocketLimits", "create_app", "serve"]
 
 _HOMES = {
-    "Gateway": "gateway._app",
-    "create_app": "gateway._app",
-    "Server": "gateway._serve",
-    "serve": "gateway._serve",
-    "WebsocketLimits": "gateway._ws",
+    "Gateway": "gateway.http",
+    "create_app": "gateway._gateway",
+    "Server": "gateway.http",
+    "serve": "gateway._gateway",
+    "WebsocketLimits": "gateway.http",
 }
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "record_failure",
     "recover_session",
     "recover_until_written",
+    "run_failure",
 ]
 
 _log = logging.getLogger("kittiwake.session")
@@ -192,3 +193,13 @@ async def recover_session(
             extra={"session": session_id, "messages": admitted},
         )
     return True
+
+
+def run_failure(events: list[ev.DurableEvent], session_id: str, tag: str) -> ev.RunFailed | None:
+    """The ``run.failed`` a batch's failed step (a provider error ended the turn) brings
+    with it, tagged *tag*, so the session's ``last_error`` shows it; None without one."""
+    for event in events:
+        if isinstance(event, ev.StepFailed):
+            error = ev.RunError(tag=tag, message=event.error.message)
+            return ev.RunFailed(timestamp=event.timestamp, session_id=session_id, error=error)
+    return None

@@ -33,6 +33,7 @@ from actors.session._recovery import (
     failure_events,
     record_failure,
     recover_until_written,
+    run_failure,
 )
 from actors.session._session_messages import CompactSoon, Interrupt, Message, Opened, Run, Wake
 from actors.session._titles import first_prompt, write_title
@@ -558,16 +559,10 @@ class SessionActor(Actor[Message]):
         among them (a provider error ended the turn) also fails the run: ``run.failed``
         goes in the same batch, so the session's ``last_error`` shows it."""
         sid = self.session_id
-        for event in events:
-            if isinstance(event, ev.StepFailed):
-                tag = failure_tag(self._turn)
-                error = ev.RunError(tag=tag, message=event.error.message)
-                self.last_error = f"{tag}: {error.message}"
-                events = [
-                    *events,
-                    ev.RunFailed(timestamp=event.timestamp, session_id=sid, error=error),
-                ]
-                break
+        failed = run_failure(events, sid, failure_tag(self._turn))
+        if failed is not None:
+            events = [*events, failed]
+            self.last_error = f"{failed.error.tag}: {failed.error.message}"
         return await self._p.storage.write(AppendWithPending(session_id=sid, events=events))
 
     async def _record_failure(self, exc: Exception) -> None:

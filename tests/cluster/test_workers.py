@@ -15,7 +15,7 @@ import httpx
 import psycopg
 import trio
 
-from gateway._args import parser, worker_options
+from gateway.cli._args import parser, worker_options
 from tests.cluster.harness import Workers, answer_each, exited, read_until
 from tests.gateway.test_cli_run import Cli, provider
 from tests.llm.conftest import LocalServer

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from gateway._serve import ReraiseCancellation
+from gateway.http._serve import ReraiseCancellation
 
 
 async def test_a_cancellation_grouped_with_an_app_error_is_not_swallowed(

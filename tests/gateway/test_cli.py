@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import trio
 
-from gateway.cli import default_data_dir, render_tree
+from gateway.cli._main import default_data_dir, render_tree
 
 from .conftest import served
 
@@ -97,7 +97,7 @@ async def test_actors_inspector_and_cors(tmp_path):
 async def test_serving_without_a_provider_does_not_import_an_http_client():
     # Start-up time: httpx (with rich and pygments behind it) loads only when a provider or
     # an HTTP-talking command needs it; `kittiwake --attach` commands skip the web framework.
-    probe = "import sys, gateway.cli, gateway._serve; print('httpx' in sys.modules)"
+    probe = "import sys, gateway.cli, gateway.http._serve; print('httpx' in sys.modules)"
     with trio.fail_after(30):
         done = await trio.run_process(
             [sys.executable, "-c", probe], capture_stdout=True, check=True, cwd=ROOT

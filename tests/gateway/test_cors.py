@@ -11,7 +11,7 @@ import httpx
 import trio
 from trio_websocket import open_websocket_url
 
-from gateway._app import gateway_of
+from gateway.http._app import gateway_of
 
 from .conftest import served
 

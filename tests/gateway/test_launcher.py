@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from gateway.cli import _end_startup
+from gateway.cli._main import _end_startup
 
 ROOT = Path(__file__).resolve().parents[2]
 

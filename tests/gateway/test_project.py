@@ -273,7 +273,7 @@ async def test_providers_config_agents_and_log(tmp_path, caplog):
 
 @pytest.mark.parametrize("query", ["", "zzzz"])
 def test_fuzzy_score_orders_and_rejects(query):
-    from gateway._files import fuzzy_score
+    from gateway.opencode._files import fuzzy_score
 
     if query:
         assert fuzzy_score(query, "src/main.py") is None

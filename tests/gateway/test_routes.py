@@ -9,8 +9,8 @@ import httpx
 from openapi_spec_validator import validate as validate_openapi
 from quart import request
 
-from gateway._app import gateway_of
-from gateway._routes import quart_path
+from gateway.http._app import gateway_of
+from gateway.http._routes import quart_path
 
 from .conftest import OPENAPI, served
 

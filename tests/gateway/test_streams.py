@@ -17,7 +17,7 @@ from trio_websocket import (
 )
 
 from gateway import WebsocketLimits
-from gateway._app import gateway_of
+from gateway.http._app import gateway_of
 from runtime.llm import ScriptedLLM
 from tests.waiting import eventually
 

@@ -22,9 +22,9 @@ import trio.testing
 from hypercorn.trio import serve as hypercorn_serve
 
 from gateway import Server, create_app, serve
-from gateway._app import DEFAULT_MAX_BODY, gateway_of
-from gateway._fast import FastPath
-from gateway._serve import server_config
+from gateway.http._app import DEFAULT_MAX_BODY, gateway_of
+from gateway.http._fast import FastPath
+from gateway.http._serve import server_config
 from runtime import open_runtime
 from runtime.llm import ScriptedLLM
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from gateway._opencode import tool_state_json
+from gateway.http._opencode import tool_state_json
 from runtime import ModelRef
 from runtime import messages as msg
 from runtime.events import ToolTextContent

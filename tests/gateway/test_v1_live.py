@@ -12,8 +12,8 @@ import httpx
 import pytest
 import trio
 
-from gateway._transcript import transcript
-from gateway._v1_live import LiveAnswers
+from gateway.opencode._transcript import transcript
+from gateway.opencode._v1_live import LiveAnswers
 from runtime import events as ev
 from runtime.llm import (
     LLMEvent,

@@ -38,8 +38,8 @@ def test_run_attach_prints_the_answer_then_continues_with_c(kittiwake: Kittiwake
         assert continued.returncode == 0, continued.stderr
         # `run --attach` exits as soon as the prompt's answer arrives, printing only what
         # its event stream brought before: the server answers once every V1 stream sent
-        # the session's idle status (gateway._v1_events.StatusBoard.settled, for at most
-        # gateway._v1.SETTLE_TIMEOUT), yet the pinned client can still handle the answer
+        # the session's idle status (gateway.opencode._v1_events.StatusBoard.settled, for at most
+        # gateway.opencode._v1.SETTLE_TIMEOUT), yet the pinned client can still handle the answer
         # first when both arrive together (seen about once in 40 runs at a load of 10,
         # empty stdout, exit 0; a fix is proposed upstream in anomalyco/opencode#46896).
         assert continued.stdout.strip() == "Hello from the mock.", continued.stderr

@@ -13,7 +13,8 @@ import httpx
 import pytest
 import trio
 
-from gateway import cli, serve
+from gateway import serve
+from gateway.cli import _main as cli
 from runtime import Location, Prompt, llm, open_runtime
 from storage import TelemetryOptions, TelemetryStore
 from tests.execution.conftest import answer, tool_calls

@@ -1,0 +1,253 @@
+"""The ``kittiwake`` command line: every command, option and environment variable it reads."""
+
+from __future__ import annotations
+
+import argparse
+from importlib.metadata import PackageNotFoundError, version
+from typing import Final, NoReturn
+
+__all__ = ["parser", "worker_options"]
+
+_ENVIRONMENT: Final = """\
+environment:
+  KITTIWAKE_DATA_DIR         the data dir (else $XDG_DATA_HOME/kittiwake, else
+                             ~/.local/share/kittiwake); --data-dir wins over it
+  KITTIWAKE_MODEL            provider/model: the default model (run --model wins)
+  KITTIWAKE_SERVER_PASSWORD  HTTP basic auth password of serve, and the one --attach sends
+  KITTIWAKE_CORS_ORIGINS     comma-separated origins serve allows (CORS is off without it)
+  KITTIWAKE_LOG              log level (default WARNING); set, run/sessions/inspect log to
+                             standard error instead of <data dir>/log/kittiwake.log
+  KITTIWAKE_CONFIG           a configuration file read after the global one
+  KITTIWAKE_CONFIG_CONTENT   inline configuration JSON, read last (wins)
+  KITTIWAKE_DISABLE_PROJECT_CONFIG
+                             1 or true: read no project configuration files
+  XDG_CONFIG_HOME            the global configuration is $XDG_CONFIG_HOME/kittiwake/
+                             kittiwake.json (else ~/.config/kittiwake/kittiwake.json)
+  ANTHROPIC_API_KEY, OPENAI_API_KEY, ...
+                             a provider's API key, named by the model catalog (see
+                             `kittiwake models`); `kittiwake auth login` stores one instead
+
+exit status: 0 done, 1 failed (one line says why), 2 bad usage or server unreachable,
+130 interrupted (Ctrl-C)"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port number (0-65535)")
+    return port
+
+
+def _count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of workers (1 or more)")
+    return count
+
+
+def _version() -> str:
+    try:
+        return version("kittiwake")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+_DATA_DIR_HELP: Final = "the data dir (default: $KITTIWAKE_DATA_DIR, else $XDG_DATA_HOME/kittiwake)"
+_PER_WORKER: Final = ("--owner", "--worker-slot", "--listen-fd", "--ready-fd", "--lifeline-fd")
+"""What a ``--workers`` parent tells each worker itself (``gateway/cluster/_workers.py``); hidden."""
+_PARENT_ONLY: Final = ("--workers", "--port")
+"""Serve options a ``--workers`` parent keeps: it binds the port once (each worker is
+handed the socket and told the bound port)."""
+
+
+def _add_serve_options(serve: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Add the options of ``serve`` to *serve*; return them."""
+    added = [
+        serve.add_argument(
+            "--port", type=_port,
+            help="TCP port (default: the configuration's server.port, else 4096; 0: any)",
+        ),
+        serve.add_argument(
+            "--hostname",
+            help="address (default: the configuration's server.hostname, else 127.0.0.1)",
+        ),
+        serve.add_argument("--data-dir", help=_DATA_DIR_HELP),
+        serve.add_argument(
+            "--store", metavar="URL", help="keep sessions in PostgreSQL at URL (postgresql://...) "
+            "instead of DuckDB in the data dir; see --workers and docs/cluster.md",
+        ),
+        serve.add_argument(
+            "--workers", type=_count, metavar="N", help="with --store: bind once and serve with "
+            "N worker processes, each restarted if it dies (docs/cluster.md)",
+        ),
+        serve.add_argument(
+            "--lease-ttl", type=float, default=10.0, metavar="SECONDS",
+            help="with --store: how long a session's lease lasts unrenewed, so how soon another "
+            "worker takes over the sessions of one that died (default 10)",
+        ),
+    ]  # fmt: skip
+    for hidden in _PER_WORKER:
+        kind = str if hidden == "--owner" else int
+        added.append(serve.add_argument(hidden, help=argparse.SUPPRESS, type=kind))
+    added += [
+        serve.add_argument(
+            "--certfile", help="PEM certificate (chain): serve HTTPS (needs --keyfile)"
+        ),
+        serve.add_argument("--keyfile", help="PEM private key of --certfile"),
+        serve.add_argument(
+            "--directory", help="the project directory: where sessions without one work and the "
+            "file routes are confined (default: the current directory)",
+        ),
+    ]  # fmt: skip
+    return added
+
+
+def worker_options(args: argparse.Namespace) -> list[str]:
+    """The options a ``serve --workers`` parent with *args* passes on to each worker: every
+    ``serve`` option that has a value (given, defaulted, or resolved by the parent), except
+    ``--workers``, ``--port`` and those the parent sets for each worker itself. Derived
+    from the options ``serve`` has, so an option added to it reaches the workers too."""
+    forwarded: list[str] = []
+    for action in _add_serve_options(_Parser(add_help=False)):
+        flag = action.option_strings[0]
+        value = getattr(args, action.dest, None)
+        if flag in _PARENT_ONLY or flag in _PER_WORKER or value is None or value is False:
+            continue
+        forwarded += [flag] if value is True else [flag, str(value)]
+    return forwarded
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``kittiwake`` and its commands (``--help`` is their documentation)."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog="kittiwake",
+        description="Durable AI coding-agent sessions: serve them over HTTP, or prompt one here.",
+        epilog=_ENVIRONMENT,
+        formatter_class=fmt,
+    )
+    parser.add_argument("--version", action="version", version=f"kittiwake {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, description: str = "") -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=help_text, description=description or help_text, epilog=_ENVIRONMENT,
+            formatter_class=fmt,
+        )  # fmt: skip
+
+    attach_help = (
+        "URL of a running `kittiwake serve` to talk to (default: the one holding the data dir, "
+        "if any; else the data dir is opened here)"
+    )
+    serve = command("serve", "serve the HTTP API (OpenCode V2 routes) until Ctrl-C or SIGTERM")
+    _add_serve_options(serve)
+    run = command(
+        "run", "prompt a session once and print the answer as it streams",
+        "Prompt a new session (or --session ID, or --continue) and print the answer as it "
+        "streams: text on standard output, tool calls and their outcomes on standard error. "
+        "Permission requests are asked on the terminal (rejected when there is none). "
+        "Ctrl-C interrupts the session and exits 130.",
+    )  # fmt: skip
+    run.add_argument(
+        "prompt", nargs="*", help="the prompt; standard input is added when it is a pipe or a "
+        "file (read to its end; pass </dev/null to skip it)",
+    )  # fmt: skip
+    run.add_argument("--model", metavar="PROVIDER/MODEL", help="the model for this prompt on")
+    run.add_argument("--agent", help="the agent for this prompt on (e.g. build, plan)")
+    run.add_argument(
+        "--command", dest="run_command", metavar="NAME",
+        help="run this command (.kittiwake/command/NAME.md, or init); the prompt words are "
+        "its arguments",
+    )  # fmt: skip
+    which = run.add_mutually_exclusive_group()
+    which.add_argument("--session", metavar="ID", help="prompt this session instead of a new one")
+    which.add_argument(
+        "--continue", "-c", dest="continue_latest", action="store_true",
+        help="prompt the latest session of the current directory",
+    )  # fmt: skip
+    run.add_argument(
+        "--format", choices=["default", "json"], default="default",
+        help="json: every event (durable ones and deltas) as one JSON object per line",
+    )  # fmt: skip
+    tui = command(
+        "tui", "OpenCode's terminal UI (opencode attach) on a Kittiwake server",
+        "Run OpenCode's terminal UI (`opencode attach`, the npm package opencode-ai, found on "
+        "PATH) against --attach URL, else the kittiwake serve that holds the data dir (the URL "
+        "it recorded in <data dir>/serving.json), else a server started here on --port that "
+        "stops when the UI exits. Exits with the UI's status; 1 when opencode is not on PATH.",
+    )  # fmt: skip
+    tui.add_argument(
+        "--port", type=_port, default=0, help="port of a server started here (default 0: any)"
+    )
+    tui.add_argument("--hostname", default="127.0.0.1", help="address of a server started here")
+    tui.add_argument(
+        "--directory", help="the project directory the UI works in (default: the current one)"
+    )
+    tui_which = tui.add_mutually_exclusive_group()
+    tui_which.add_argument("--session", metavar="ID", help="open this session")
+    tui_which.add_argument(
+        "--continue", "-c", dest="continue_latest", action="store_true",
+        help="open the latest session",
+    )  # fmt: skip
+    sessions = command(
+        "sessions", "list, show, resume, compact or delete sessions",
+        "List sessions ([needs resume] marks those a crash cut short), show one, resume one "
+        "a crash cut short (exits 1 if it does not need it, or if the resumed run failed), "
+        "compact one into a checkpoint, or delete one.",
+    )  # fmt: skip
+    sessions.add_argument("action", choices=["list", "show", "resume", "compact", "delete"])
+    sessions.add_argument("id", nargs="?", help="the session of show, resume, compact and delete")
+    sessions.add_argument("--limit", type=int, default=50, help="most sessions listed (50)")
+    inspect = command("inspect", "print the actor tree")
+    stats = command(
+        "stats", "print turns, tokens, cost, errors and latency percentiles from telemetry"
+    )
+    stats.add_argument("--since", default="7d", help="period: 7d, 12h, 30m (default 7d)")
+    stats.add_argument("--by", choices=["model", "session", "day"], default="model")
+    trace = command("trace", "print the span tree of a session's last drains with durations")
+    trace.add_argument("session", help="the session id")
+    trace.add_argument("--drains", type=int, default=3, help="how many drains (default 3)")
+    models = command(
+        "models", "list the catalog's models; ✓ marks those whose provider has credentials"
+    )
+    models.add_argument("provider", nargs="?", help="only this provider's models")
+    auth = command(
+        "auth", "store, list or remove provider credentials (<data dir>/auth.json, mode 0600)",
+        "login PROVIDER stores an API key, typed without echo or piped on standard input "
+        "(github-copilot: a GitHub device login instead); list shows the stored credentials "
+        "and the providers whose variables are set, never a secret; logout PROVIDER removes "
+        "one.",
+    )  # fmt: skip
+    auth.add_argument("action", choices=["login", "list", "logout"])
+    auth.add_argument("provider", nargs="?", help="the provider id (see kittiwake models)")
+    auth.add_argument(
+        "--enterprise-url", metavar="URL", help="github-copilot: a GitHub Enterprise server"
+    )
+    config = command(
+        "config", "print the effective configuration, the source of every key, and diagnostics",
+        "Print the configuration a session in the directory gets: the sources read (lowest "
+        "precedence first: $XDG_CONFIG_HOME/kittiwake/kittiwake.json(c), $KITTIWAKE_CONFIG, "
+        "the project's kittiwake.json(c) and .kittiwake/kittiwake.json(c) files from the git "
+        "worktree root down, $KITTIWAKE_CONFIG_CONTENT), every key as SOURCE<TAB>key=value "
+        "(API keys and header values redacted), then the keys that were ignored.",
+    )  # fmt: skip
+    config.add_argument("--directory", help="the directory (default: the current one)")
+    for cmd in (models, auth, config):
+        cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    for cmd in (run, tui, sessions, inspect, stats, trace):
+        cmd.add_argument("--attach", metavar="URL", help=attach_help)
+        cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    return parser

@@ -1,0 +1,461 @@
+"""The Quart-Trio application: its state (``Gateway``), the V2 session routes and ``/doc``.
+
+``create_core`` builds the app from a ``Gateway`` and the rooms that install their routes
+on the same table (``gateway.create_app`` is the gateway as served, with all its rooms).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+import trio
+from quart import Response, request
+from quart_trio import QuartTrio
+
+from actors import Runtime
+from gateway._limits import DEFAULT_MAX_BODY
+from gateway.http._guards import install_cors, install_errors, install_guards
+from gateway.http._openapi import openapi_document
+from gateway.http._routes import (
+    JSON,
+    NO_CONTENT,
+    Answer,
+    Named,
+    Route,
+    RouteTable,
+    register,
+)
+from gateway.http._streams import after_arg, stream_routes
+from gateway.http._wire import (
+    AgentBody,
+    CreateBody,
+    GatewayError,
+    ModelBody,
+    PermissionCreateBody,
+    PermissionReplyBody,
+    PromptBody,
+    durable_event_json,
+    encode,
+    find_permission,
+    permission_json,
+    reply_permission,
+)
+from gateway.http._ws import WebsocketLimits
+from runtime import InputAdmitted, Location, SessionInfo, SessionMessage, SessionNotFoundError
+from storage import MessageEntry
+
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "HEALTHY",
+    "JSON",
+    "Gateway",
+    "admit_prompt",
+    "Room",
+    "create_core",
+    "gateway_of",
+    "wait_idle",
+]
+
+_log = logging.getLogger("kittiwake.gateway")
+DEFAULT_HEARTBEAT: Final = 10.0
+DEFAULT_SSE_BUFFER: Final = 256
+DEFAULT_KNOWN_SESSIONS: Final = 4096
+_EXTENSION: Final = "kittiwake"
+
+
+class Health(msgspec.Struct, frozen=True):
+    """``GET /api/health``'s answer."""
+
+    healthy: bool
+
+
+HEALTHY: Final = encode(Health(healthy=True))
+# OpenCode's ``PermissionV2Request`` shape (``permission_json``).
+PERMISSION: Final = Named(
+    "PermissionV2Request",
+    {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "sessionID": {"type": "string"},
+            "action": {"type": "string"},
+            "resources": {"type": "array", "items": {"type": "string"}},
+            "metadata": {"type": "object"},
+        },
+        "required": ["id", "sessionID", "action", "resources"],
+    },
+)
+PERMISSIONS: Final = Named(PERMISSION.name, PERMISSION.schema, array=True)
+
+
+class Gateway:
+    """Per-app state: the runtime, limits, and the open streams to close on shutdown."""
+
+    def __init__(
+        self, rt: Runtime, *, password: str | None, heartbeat: float, sse_buffer: int,
+        ws_limits: WebsocketLimits, directory: Path, origins: frozenset[str], max_body: int,
+        known_sessions: int = DEFAULT_KNOWN_SESSIONS,
+    ) -> None:  # fmt: skip
+        self.rt = rt
+        self.password = password
+        self.origins = origins
+        self.max_body = max_body
+        self.heartbeat = heartbeat
+        self.sse_buffer = sse_buffer
+        self.ws_limits = ws_limits
+        self.directory = directory
+        self.streams: set[trio.CancelScope] = set()
+        self.routes: tuple[Route, ...] = ()
+        self.closing = False
+        self._known: OrderedDict[str, None] = OrderedDict()
+        self._known_limit = known_sessions
+        self.observers: list[Callable[[Any], None]] = []
+        """Hub observers the rooms add (``EventHub.add_observer``), observing while served."""
+        self.background: list[Callable[[trio.Event], Awaitable[None]]] = []
+        """Tasks the rooms run while served, each given the event that stops serving."""
+
+    async def check_session(self, session_id: str) -> None:
+        """Raise ``SessionNotFoundError`` unless the session exists.
+
+        The last ``known_sessions`` ids seen to exist are remembered and not looked up in
+        the store again; a deletion through the gateway forgets its id (``forget``).
+        Cancellation abandons the lookup.
+        """
+        if session_id in self._known:
+            self._known.move_to_end(session_id)
+            return
+        await self.rt.sessions.get(session_id)
+        self._known[session_id] = None
+        if len(self._known) > self._known_limit:
+            self._known.popitem(last=False)
+
+    def forget(self, session_id: str) -> None:
+        """Stop remembering a deleted session as existing."""
+        self._known.pop(session_id, None)
+
+    def close_streams(self) -> None:
+        """End every open SSE stream and websocket; new ones are refused from now on."""
+        self.closing = True
+        for scope in list(self.streams):
+            scope.cancel()
+
+
+def gateway_of(app: QuartTrio) -> Gateway:
+    gw: Gateway = app.extensions[_EXTENSION]
+    return gw
+
+
+Room = Callable[[RouteTable, QuartTrio], None]
+"""A surface's installer: adds its routes to the core's table (and its observers and
+background tasks to the ``Gateway``) when the app is built."""
+
+
+def create_core(gw: Gateway, rooms: Sequence[Room] = ()) -> QuartTrio:
+    """Build the app serving *gw*: the V2 session routes, the streams, ``/doc``, then each
+    of *rooms* in turn. Nothing runs until Hypercorn serves it (``serve_app``)."""
+    app = QuartTrio("kittiwake", static_folder=None)  # every page is inline; no /static
+    app.config["MAX_CONTENT_LENGTH"] = gw.max_body
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
+    app.extensions[_EXTENSION] = gw
+    install_guards(app, gw)
+    install_errors(app, gw.max_body)
+    table = RouteTable()
+    _session_routes(table, gw)
+    stream_routes(table, app, gw)
+    _doc_route(table, gw)
+    for room in rooms:
+        room(table, app)
+    gw.routes = tuple(table.routes)
+    register(app, table.routes)
+    install_cors(app, gw.origins, table.routes)
+    return app
+
+
+def _json(body: Any, *, status: int = 200) -> Response:
+    return Response(encode(body), status=status, content_type=JSON)
+
+
+def _no_content() -> Response:
+    return Response(b"", status=204)
+
+
+# -- the hot routes' answers, shared with the fast path (gateway/http/_fast.py) -----------------
+
+
+async def admit_prompt(rt: Runtime, session_id: str, body: PromptBody) -> bytes:
+    """``POST /api/session/{id}/prompt``: admit the body durably; the receipt's JSON.
+
+    Raises the runtime's errors (unknown session, conflicting retry). Cancellation before the runtime acknowledges the write
+    leaves the prompt admitted or not, never half-written; an exact retry is safe.
+    """
+    receipt = await rt.sessions.prompt(
+        session_id, prompt=body.prompt, id=body.id, delivery=body.delivery, resume=body.resume
+    )
+    return encode({"data": receipt})
+
+
+async def wait_idle(gw: Gateway, session_id: str) -> None:
+    """``POST /api/session/{id}/wait``: return once the session is idle.
+
+    Raises ``SessionNotFoundError`` for an unknown session; cancellation stops waiting and
+    changes nothing.
+    """
+    await gw.check_session(session_id)
+    await gw.rt.sessions.wait_idle(session_id)
+
+
+# -- V2 session routes --------------------------------------------------------------------
+
+
+def _int_arg(name: str, default: int) -> int:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(float(raw)) if float(raw).is_integer() else int(raw)
+    except ValueError:
+        raise GatewayError("InvalidRequestError", f"{name} must be a number") from None
+
+
+def _order_arg() -> Literal["asc", "desc"] | None:
+    order = request.args.get("order")
+    if order is None:
+        return None
+    if order not in ("asc", "desc"):
+        raise GatewayError("InvalidRequestError", "order must be 'asc' or 'desc'")
+    return order  # type: ignore[return-value]
+
+
+def _page(data: Any, previous: str | None, next_: str | None) -> dict[str, Any]:
+    cursor = {k: v for k, v in (("previous", previous), ("next", next_)) if v is not None}
+    return {"data": data, "cursor": cursor}
+
+
+def _session_routes(table: RouteTable, gw: Gateway) -> None:
+    rt = gw.rt
+
+    @table.get(
+        "/api/health", "v2.health.get", "Health", answer=Answer(type=Health), hot=True,
+        waits=False,
+    )  # fmt: skip
+    async def health(params: Mapping[str, str], body: None) -> tuple[int, bytes]:
+        return 200, HEALTHY
+
+    @table.get(
+        "/api/session", "v2.session.list", "List sessions",
+        answer=Answer(type=SessionInfo, envelope="page"), query=("limit", "cursor", "order"),
+        errors=("InvalidRequestError", "InvalidCursorError"),
+    )  # fmt: skip
+    async def list_sessions() -> Response:
+        limit = _int_arg("limit", 50)
+        if _order_arg() == "asc":
+            raise GatewayError("InvalidRequestError", "sessions are listed newest first only")
+        page = await rt.sessions.list(limit=limit, cursor=request.args.get("cursor"))
+        return _json(_page(page.data, page.previous, page.next))
+
+    @table.get(
+        "/api/session/active", "v2.session.active", "Sessions whose drain runs now",
+        answer=Answer(type=dict[str, Any]),
+    )  # fmt: skip
+    async def active_sessions() -> Response:
+        return _json({"data": {sid: {"type": "running"} for sid in rt.sessions.active()}})
+
+    @table.get(
+        "/api/session/{sessionID}/history", "v2.session.history",
+        "One page of durable events after a seq", answer=Answer(type=dict[str, Any]),
+        query=("after", "limit"), errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def history(session_id: str) -> Response:
+        page, more = await rt.sessions.history(
+            session_id, after=after_arg(), limit=_int_arg("limit", 100)
+        )
+        return _json({"data": [durable_event_json(item) for item in page], "hasMore": more})
+
+    @table.post(
+        "/api/session", "v2.session.create", "Create a session",
+        body=CreateBody, answer=Answer(type=SessionInfo, envelope="data"),
+        errors=("ConflictError",),
+        empty_ok=True,
+    )  # fmt: skip
+    async def create_session(body: CreateBody) -> Response:
+        location = body.location or Location(directory=str(gw.directory))
+        info = await rt.sessions.create(
+            id=body.id, location=location, agent=body.agent, model=body.model, title=body.title
+        )
+        return _json({"data": info})
+
+    @table.get(
+        "/api/session/{sessionID}", "v2.session.get", "Get a session",
+        answer=Answer(type=SessionInfo, envelope="data"),
+    )  # fmt: skip
+    async def get_session(session_id: str) -> Response:
+        return _json({"data": await rt.sessions.get(session_id)})
+
+    @table.post(
+        "/api/session/{sessionID}/prompt", "v2.session.prompt", "Admit a prompt",
+        body=PromptBody, answer=Answer(type=InputAdmitted, envelope="data"),
+        errors=("ConflictError",), hot=True,
+    )  # fmt: skip
+    async def prompt(params: Mapping[str, str], body: PromptBody) -> tuple[int, bytes]:
+        return 200, await admit_prompt(rt, params["session_id"], body)
+
+    @table.post(
+        "/api/session/{sessionID}/interrupt", "v2.session.interrupt", "Interrupt",
+        answer=NO_CONTENT,
+    )  # fmt: skip
+    async def interrupt(session_id: str) -> Response:
+        await gw.check_session(session_id)
+        await rt.sessions.interrupt(session_id)
+        return _no_content()
+
+    @table.post(
+        "/api/session/{sessionID}/resume", "kittiwake.session.resume",
+        "Resume a session a crash cut short (409 if not needed)", answer=NO_CONTENT,
+        errors=("ResumeNotNeededError",),
+    )  # fmt: skip
+    async def resume(session_id: str) -> Response:
+        await rt.sessions.resume(session_id, wait=False, if_needed=True)
+        return _no_content()
+
+    @table.post(
+        "/api/session/{sessionID}/wait", "v2.session.wait", "Wait until idle",
+        answer=NO_CONTENT, hot=True,
+    )  # fmt: skip
+    async def wait(params: Mapping[str, str], body: None) -> tuple[int, bytes]:
+        await wait_idle(gw, params["session_id"])
+        return 204, b""
+
+    @table.post(
+        "/api/session/{sessionID}/compact", "v2.session.compact",
+        "Compact at the next safe boundary (now, when idle)", answer=NO_CONTENT,
+    )  # fmt: skip
+    async def compact(session_id: str) -> Response:
+        await rt.sessions.compact(session_id)
+        return _no_content()
+
+    @table.post(
+        "/api/session/{sessionID}/agent", "v2.session.switchAgent", "Switch agent",
+        body=AgentBody, answer=NO_CONTENT, errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def switch_agent(body: AgentBody, session_id: str) -> Response:
+        await gw.check_session(session_id)
+        await rt.sessions.switch_agent(session_id, body.agent)
+        return _no_content()
+
+    @table.post(
+        "/api/session/{sessionID}/model", "v2.session.switchModel", "Switch model",
+        body=ModelBody, answer=NO_CONTENT, errors=("InvalidRequestError",),
+    )  # fmt: skip
+    async def switch_model(body: ModelBody, session_id: str) -> Response:
+        await gw.check_session(session_id)
+        await rt.sessions.switch_model(session_id, body.model)
+        return _no_content()
+
+    @table.get(
+        "/api/session/{sessionID}/context", "v2.session.context", "Model-visible history",
+        answer=Answer(type=list[SessionMessage], envelope="data"),
+    )  # fmt: skip
+    async def context(session_id: str) -> Response:
+        return _json({"data": await rt.sessions.context(session_id)})
+
+    @table.get(
+        "/api/session/{sessionID}/message", "v2.session.messages", "Messages",
+        answer=Answer(type=SessionMessage, envelope="page"), query=("limit", "order", "cursor"),
+        errors=("InvalidRequestError", "InvalidCursorError"),
+    )  # fmt: skip
+    async def messages(session_id: str) -> Response:
+        limit = _int_arg("limit", 50)
+        order = _order_arg()
+        cursor = request.args.get("cursor")
+        if cursor is not None and order is not None:
+            raise GatewayError("InvalidRequestError", "Do not combine cursor with order")
+        page = await rt.sessions.messages(
+            session_id, limit=limit, order=order or "desc", cursor=cursor
+        )
+        return _json(_page(page.data, page.previous, page.next))
+
+    @table.get(
+        "/api/session/{sessionID}/message/{messageID}", "v2.session.message", "One message",
+        answer=Answer(type=SessionMessage, envelope="data"), errors=("MessageNotFoundError",),
+    )  # fmt: skip
+    async def message(session_id: str, message_id: str) -> Response:
+        await gw.check_session(session_id)
+        entry = await rt.storage.read(MessageEntry(message_id=message_id))
+        if entry is None or entry[0] != session_id:
+            raise GatewayError(
+                "MessageNotFoundError", f"Message not found: {message_id}",
+                sessionID=session_id, messageID=message_id,
+            )  # fmt: skip
+        return _json({"data": entry[2]})
+
+    @table.get(
+        "/api/session/{sessionID}/permission", "v2.session.permission.list",
+        "Pending permission requests", answer=Answer(type=PERMISSIONS, envelope="data"),
+    )  # fmt: skip
+    async def permissions(session_id: str) -> Response:
+        # The session's own, then those of the subagent children running under its tasks.
+        pending = [p for p in await rt.sessions.permissions(session_id) if p.status == "pending"]
+        for child in rt.tools.running_descendants(session_id):
+            with contextlib.suppress(SessionNotFoundError):  # deleted meanwhile
+                pending += [
+                    p for p in await rt.sessions.permissions(child) if p.status == "pending"
+                ]
+        return _json({"data": [permission_json(p) for p in pending]})
+
+    @table.post(
+        "/api/session/{sessionID}/permission", "v2.session.permission.create",
+        "Evaluate a permission; record a pending request when it needs approval",
+        body=PermissionCreateBody, answer=Answer(type=dict[str, Any]),
+        errors=("ConflictError",),
+    )  # fmt: skip
+    async def create_permission(body: PermissionCreateBody, session_id: str) -> Response:
+        source = body.source
+        request_id, effect = await rt.sessions.create_permission(
+            session_id, action=body.action, resources=body.resources, agent=body.agent,
+            id=body.id, save=body.save, metadata=body.metadata,
+            message_id=source.messageID if source else None,
+            call_id=source.callID if source else None,
+        )  # fmt: skip
+        return _json({"data": {"id": request_id, "effect": effect}})
+
+    @table.get(
+        "/api/session/{sessionID}/permission/{requestID}", "v2.session.permission.get",
+        "One permission request", answer=Answer(type=PERMISSION, envelope="data"),
+        errors=("PermissionNotFoundError",),
+    )  # fmt: skip
+    async def permission(session_id: str, request_id: str) -> Response:
+        return _json({"data": permission_json(await find_permission(rt, session_id, request_id))})
+
+    @table.post(
+        "/api/session/{sessionID}/permission/{requestID}/reply",
+        "v2.session.permission.reply", "Answer a permission request", body=PermissionReplyBody,
+        answer=NO_CONTENT, errors=("PermissionNotFoundError", "ConflictError"),
+    )  # fmt: skip
+    async def reply(body: PermissionReplyBody, session_id: str, request_id: str) -> Response:
+        await reply_permission(rt, session_id, request_id, body)
+        return _no_content()
+
+    async def share(session_id: str) -> Response:
+        raise GatewayError("NotImplementedError", "Sharing is not implemented", status=501)
+
+    for method, summary in (("POST", "Share (501)"), ("DELETE", "Unshare (501)")):
+        table.add(
+            method, "/api/session/{sessionID}/share", f"kittiwake.session.share.{method.lower()}",
+            summary, errors=("NotImplementedError",),
+        )(share)  # fmt: skip
+
+
+def _doc_route(table: RouteTable, gw: Gateway) -> None:
+    document: dict[str, Any] = {}
+
+    @table.get("/doc", "kittiwake.doc", "This document", answer=Answer(type=dict[str, Any]))
+    async def doc() -> Response:
+        if not document:
+            document.update(openapi_document(gw.routes))
+        return _json(document)
