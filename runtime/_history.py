@@ -18,8 +18,8 @@ import msgspec
 from runtime import llm
 from runtime._lowering import lower_checkpoint, lower_message
 from runtime._messages import CompactionMessage, SessionMessage, SystemMessage
-from runtime._revert import is_hidden
 from runtime._schema import ModelRef
+from runtime.revert import is_hidden
 
 __all__ = ["HistoryDelta", "HistoryView", "latest_checkpoint", "visible_history"]
 

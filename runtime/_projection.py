@@ -36,7 +36,7 @@ from runtime._messages import (
     ToolTime,
     UserMessage,
 )
-from runtime._revert import HIDDEN_OPEN, close_hidden, hidden_ranges, open_hidden
+from runtime.revert import HIDDEN_OPEN, close_hidden, hidden_ranges, open_hidden
 
 __all__ = ["ProjectionError", "ProjectionState", "project"]
 

@@ -1,7 +1,5 @@
 """The Location-scoped Tool Registry, bounded Model Tool Output and built-in tools."""
 
-from runtime.tools._addresses import AddressPolicy as AddressPolicy
-from runtime.tools._addresses import address_kind as address_kind
 from runtime.tools._authority import ResolvedPath as ResolvedPath
 from runtime.tools._authority import resolve_path as resolve_path
 from runtime.tools._bounding import apply_bounding as apply_bounding
@@ -16,15 +14,6 @@ from runtime.tools._custom import load_custom_tools as load_custom_tools
 from runtime.tools._diff import FilePatch as FilePatch
 from runtime.tools._diff import file_patch as file_patch
 from runtime.tools._diff import patch_counts as patch_counts
-from runtime.tools._lsp import LanguageServers as LanguageServers
-from runtime.tools._lsp import LspInput as LspInput
-from runtime.tools._lsp import builtin_server_specs as builtin_server_specs
-from runtime.tools._lsp import lsp_tool as lsp_tool
-from runtime.tools._lsp import server_specs as server_specs
-from runtime.tools._lsp_server import LanguageServer as LanguageServer
-from runtime.tools._lsp_server import LspError as LspError
-from runtime.tools._lsp_server import LspLimits as LspLimits
-from runtime.tools._lsp_server import ServerSpec as ServerSpec
 from runtime.tools._managed import DEFAULT_CLEANUP_EVERY as DEFAULT_CLEANUP_EVERY
 from runtime.tools._managed import cleanup_tool_output as cleanup_tool_output
 from runtime.tools._managed import run_tool_output_cleanup as run_tool_output_cleanup
@@ -84,21 +73,32 @@ from runtime.tools._skill import skill_tool as skill_tool
 from runtime.tools._tool import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
 from runtime.tools._tool import Tool as Tool
 from runtime.tools._tool import input_schema as input_schema
-from runtime.tools._webfetch import WebFetchInput as WebFetchInput
-from runtime.tools._webfetch import WebFetchLimits as WebFetchLimits
-from runtime.tools._webfetch import html_to_markdown as html_to_markdown
-from runtime.tools._webfetch import html_to_text as html_to_text
-from runtime.tools._webfetch import webfetch_tool as webfetch_tool
-from runtime.tools._websearch import SearchResult as SearchResult
-from runtime.tools._websearch import WebSearchInput as WebSearchInput
-from runtime.tools._websearch import WebSearchSettings as WebSearchSettings
-from runtime.tools._websearch import parse_search_answer as parse_search_answer
-from runtime.tools._websearch import search_request as search_request
-from runtime.tools._websearch import websearch_tool as websearch_tool
 from runtime.tools._write import EditInput as EditInput
 from runtime.tools._write import WriteInput as WriteInput
 from runtime.tools._write import edit_tool as edit_tool
 from runtime.tools._write import write_tool as write_tool
+from runtime.tools.lsp import LanguageServer as LanguageServer
+from runtime.tools.lsp import LanguageServers as LanguageServers
+from runtime.tools.lsp import LspError as LspError
+from runtime.tools.lsp import LspInput as LspInput
+from runtime.tools.lsp import LspLimits as LspLimits
+from runtime.tools.lsp import ServerSpec as ServerSpec
+from runtime.tools.lsp import builtin_server_specs as builtin_server_specs
+from runtime.tools.lsp import lsp_tool as lsp_tool
+from runtime.tools.lsp import server_specs as server_specs
+from runtime.tools.web import AddressPolicy as AddressPolicy
+from runtime.tools.web import SearchResult as SearchResult
+from runtime.tools.web import WebFetchInput as WebFetchInput
+from runtime.tools.web import WebFetchLimits as WebFetchLimits
+from runtime.tools.web import WebSearchInput as WebSearchInput
+from runtime.tools.web import WebSearchSettings as WebSearchSettings
+from runtime.tools.web import address_kind as address_kind
+from runtime.tools.web import html_to_markdown as html_to_markdown
+from runtime.tools.web import html_to_text as html_to_text
+from runtime.tools.web import parse_search_answer as parse_search_answer
+from runtime.tools.web import search_request as search_request
+from runtime.tools.web import webfetch_tool as webfetch_tool
+from runtime.tools.web import websearch_tool as websearch_tool
 
 __all__ = [
     "AddressPolicy",

@@ -1,6 +1,8 @@
 import runtime.agents
 import runtime.tools
+import runtime.tools.lsp
 import runtime.tools.testing
+import runtime.tools.web
 
 
 def _public(module) -> list[str]:
@@ -12,6 +14,13 @@ def test_exports_are_pinned_and_sorted():
         assert module.__all__ == sorted(module.__all__)
         exported = set(module.__all__)
         assert exported <= set(_public(module))
+
+
+def test_tool_rooms_export_exactly_their_public_names_and_tools_re_exports_them():
+    for room in (runtime.tools.lsp, runtime.tools.web):
+        assert room.__all__ == sorted(room.__all__) == _public(room)
+        for name in room.__all__:
+            assert getattr(runtime.tools, name) is getattr(room, name), name
 
 
 def test_drain_loop_seam_names():

@@ -28,7 +28,7 @@ import trio
 from runtime.llm import TextPart
 from runtime.tools._model import ToolContext, ToolEnvironment, ToolError, ToolOutput
 from runtime.tools._tool import Tool
-from runtime.tools._webfetch import read_bounded
+from runtime.tools.web._webfetch import read_bounded
 
 __all__ = [
     "SearchBackend",

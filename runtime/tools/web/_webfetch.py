@@ -22,10 +22,10 @@ import msgspec
 import trio
 
 from runtime.llm import TextPart
-from runtime.tools._addresses import AddressPolicy, refusal
 from runtime.tools._io import run_blocking
 from runtime.tools._model import ToolContext, ToolEnvironment, ToolError, ToolOutput
 from runtime.tools._tool import Tool
+from runtime.tools.web._addresses import AddressPolicy, refusal
 
 if TYPE_CHECKING:
     import httpx

@@ -25,10 +25,10 @@ import trio
 
 from runtime.llm import TextPart
 from runtime.tools._authority import resolve_path
-from runtime.tools._lsp_server import LanguageServer, LspError, LspLimits, ServerSpec, converter
 from runtime.tools._model import ToolContext, ToolEnvironment, ToolError, ToolOutput
 from runtime.tools._registry import EditReport
 from runtime.tools._tool import Tool
+from runtime.tools.lsp._server import LanguageServer, LspError, LspLimits, ServerSpec, converter
 
 if TYPE_CHECKING:
     from lsprotocol import types as lsp

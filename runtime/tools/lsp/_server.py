@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 import trio
 
-from runtime.tools._lsp_rpc import FrameError, FrameReader, encode_frame
+from runtime.tools.lsp._rpc import FrameError, FrameReader, encode_frame
 
 if TYPE_CHECKING:
     from cattrs import Converter
