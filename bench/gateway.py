@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python bench/gateway.py [--sequential 50] [--concurrent 20] [--rounds 5]
                                        [--runs 3] [--cold 5] [--telemetry] [--pairs 0]
+                                       [--opencode]
 
 Every server is a child process (this file with ``--serve``): a runtime on a temporary
 DuckDB store served by Hypercorn's trio worker. Two providers are measured:
@@ -21,15 +22,22 @@ client (``_LeanClient``, one connection per session), as wrk-style load generato
 because it shares the two cores with the server; the ``openai`` provider is measured again
 with httpx (one keep-alive pool), whose CPU per prompt is printed beside it:
 
-- one warm session, N sequential prompts: median and p95 latency, prompts/s;
-- M sessions prompted at once, R rounds: prompts/s (median of the rounds);
+- one warm session, N sequential prompts: median and p95 latency, prompts/s, and the
+  server's CPU per prompt (every thread, from ``/proc``);
+- M sessions prompted at once, R rounds after a warm-up round: prompts/s (median of the
+  rounds) and the server's CPU per prompt over them;
 - a websocket variant (``openai`` provider): one ``/api/ws`` connection subscribed to the
   session sends a ``prompt`` frame and waits for the answering durable
   ``session.next.step.ended`` event on the same connection;
 - cold start: ``kittiwake serve`` in a fresh process until the first 200 from /api/health;
 - idle RSS of that process one second after startup.
 
-Warm figures are the median over ``--runs`` fresh servers.
+Warm figures are the median over ``--runs`` fresh servers. ``--opencode`` measures ``opencode
+serve --pure`` 1.18.33 (``bench/_opencode.py``, offline; ``make opencode``) on the same mock in
+each run, after Kittiwake's servers, with the same lean client through its V1 routes (``POST
+/session``, then ``POST /session/{id}/message``, which answers when the turn has ended); its
+CPU is its processes'. Its first prompt in a session also asks for a title: the warm-up
+prompts and round take those.
 
 ``--pairs N`` measures telemetry's overhead instead: N pairs of fresh servers, telemetry
 off and on (``KITTIWAKE_BENCH_SAMPLE``, else the default sampling) in alternating order,
@@ -287,9 +295,16 @@ class _LeanClient:
 _PROMPT_BODY = msgspec.json.encode({"prompt": {"text": "hi"}})
 
 
-async def _prompt(client: httpx.AsyncClient | _LeanClient, sid: str) -> float:
-    """One prompt, end to end: ``POST /prompt`` then ``POST /wait``; seconds taken."""
+_V1_PROMPT_BODY = msgspec.json.encode({"parts": [{"type": "text", "text": "hi"}]})
+
+
+async def _prompt(client: httpx.AsyncClient | _LeanClient, sid: str, v1: bool = False) -> float:
+    """One prompt, end to end: ``POST /prompt`` then ``POST /wait`` (*v1*: OpenCode's ``POST
+    /session/{id}/message``, lean client only); seconds taken."""
     start = time.perf_counter()
+    if v1 and isinstance(client, _LeanClient):
+        await client.post(f"/session/{sid}/message", _V1_PROMPT_BODY)
+        return time.perf_counter() - start
     if isinstance(client, _LeanClient):
         await client.post(f"/api/session/{sid}/prompt", _PROMPT_BODY)
         await client.post(f"/api/session/{sid}/wait")
@@ -315,6 +330,8 @@ class Series(msgspec.Struct, kw_only=True):
     rate: float
     concurrent: float | None = None
     client_cpu: float | None = None  # the client's own CPU seconds per sequential prompt
+    server_cpu: float | None = None  # the server's CPU seconds per prompt, sequential
+    server_cpu_concurrent: float | None = None  # the same, sessions at once
 
 
 def _summary(samples: list[float]) -> Series:
@@ -323,33 +340,47 @@ def _summary(samples: list[float]) -> Series:
     return Series(median=statistics.median(ordered), p95=p95, rate=len(ordered) / sum(ordered))
 
 
-async def _http_series(url: str, args: argparse.Namespace, lean: bool) -> Series:
+async def _http_series(
+    url: str, args: argparse.Namespace, lean: bool, pids: list[int] | None = None,
+    v1: bool = False,
+) -> Series:  # fmt: skip
     """Sequential and concurrent prompts over HTTP, with the lean client (one connection
-    per session) or with httpx (one keep-alive pool)."""
+    per session) or with httpx (one keep-alive pool); the CPU of *pids* (the server's
+    processes) per prompt when given. *v1*: OpenCode's routes (``POST /session``, ``POST
+    /session/{id}/message``, which answers when the turn has ended)."""
+    pids = pids or []
     limits = httpx.Limits(max_connections=args.concurrent + 5)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
         sids = [
-            (await client.post("/api/session", json={})).json()["data"]["id"]
+            (await client.post("/session", json={})).json()["id"]
+            if v1 else (await client.post("/api/session", json={})).json()["data"]["id"]
             for _ in range(args.concurrent)
-        ]
+        ]  # fmt: skip
         clients: list[httpx.AsyncClient | _LeanClient] = [client] * len(sids)
+        prompt = partial(_prompt, v1=v1)
         if lean:
             clients = [await _LeanClient.open(url) for _ in sids]
         try:
             for _ in range(5):
-                await _prompt(clients[0], sids[0])
-            cpu = time.process_time()
-            series = _summary([await _prompt(clients[0], sids[0]) for _ in range(args.sequential)])
+                await prompt(clients[0], sids[0])
+            cpu, served = time.process_time(), _cpu_of(pids)
+            series = _summary([await prompt(clients[0], sids[0]) for _ in range(args.sequential)])
             series.client_cpu = (time.process_time() - cpu) / args.sequential
-            await _check_answered(client, sids[0])
-            rates = []
+            series.server_cpu = (_cpu_of(pids) - served) / args.sequential
+            if not v1:
+                await _check_answered(client, sids[0])
+            async with trio.open_nursery() as inner:  # each session's first prompt (a title)
+                for c, s in zip(clients, sids, strict=True):
+                    inner.start_soon(prompt, c, s)
+            rates, served = [], _cpu_of(pids)
             for _ in range(args.rounds):
                 start = time.perf_counter()
                 async with trio.open_nursery() as inner:
                     for c, s in zip(clients, sids, strict=True):
-                        inner.start_soon(_prompt, c, s)
+                        inner.start_soon(prompt, c, s)
                 rates.append(len(sids) / (time.perf_counter() - start))
             series.concurrent = statistics.median(rates)
+            series.server_cpu_concurrent = (_cpu_of(pids) - served) / (len(sids) * args.rounds)
         finally:
             for c in clients if lean else []:
                 await c.aclose()
@@ -415,6 +446,27 @@ def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time of process *pid*, all threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_of(pids: list[int]) -> float:
+    """User plus system CPU time of the processes *pids* and their children that ended
+    (OpenCode's helpers), all threads."""
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = sum(int(f) for f in fields[11:15])
+        total += ticks / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes under *pid* (OpenCode's runtime is a child of its launcher)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        for child in map(int, children):
+            found += [child, *_descendants(child)]
+    return found
 
 
 async def _request_costs(url: str, pid: int, n: int) -> dict[str, tuple[float, float]]:
@@ -514,6 +566,10 @@ def _print_series(label: str, runs: list[Series]) -> None:
         line += f"; at once: {med(lambda s: s.concurrent):6.1f} prompts/s"
     if runs[0].client_cpu is not None:
         line += f"; client CPU {med(lambda s: s.client_cpu) * 1000:.1f} ms/prompt"
+    if runs[0].server_cpu is not None:
+        line += f"; server CPU {med(lambda s: s.server_cpu) * 1000:.2f} ms/prompt"
+    if runs[0].server_cpu_concurrent is not None:
+        line += f" ({med(lambda s: s.server_cpu_concurrent) * 1000:.2f} at once)"
     per_run = ", ".join(f"{s.median * 1000:.1f}" for s in runs)
     print(f"{line}  (run medians ms: {per_run})", flush=True)
 
@@ -521,7 +577,9 @@ def _print_series(label: str, runs: list[Series]) -> None:
 async def _measure(args: argparse.Namespace) -> None:
     print(f"{args.runs} run(s): {args.sequential} sequential prompts, {args.concurrent} "
           f"sessions at once x {args.rounds} rounds", flush=True)  # fmt: skip
-    results: dict[str, list[Series]] = {"openai": [], "httpx": [], "ws": [], "scripted": []}
+    results: dict[str, list[Series]] = {
+        "openai": [], "httpx": [], "ws": [], "scripted": [], "opencode": []
+    }  # fmt: skip
     costs: list[dict[str, tuple[float, float]]] = []
     for _ in range(args.runs):
         mock_port = _free_port()
@@ -534,16 +592,24 @@ async def _measure(args: argparse.Namespace) -> None:
                     which = mock if provider == "openai" else "scripted"
                     argv = ["--serve", str(port), tmp, which]
                     async with _child(argv, url, "/api/health") as pid:
-                        results[provider].append(await _http_series(url, args, lean=True))
+                        results[provider].append(
+                            await _http_series(url, args, lean=True, pids=[pid])
+                        )
                         if provider == "openai":
-                            results["httpx"].append(await _http_series(url, args, lean=False))
+                            results["httpx"].append(
+                                await _http_series(url, args, lean=False, pids=[pid])
+                            )
                             results["ws"].append(await _ws_series(url, args))
                             costs.append(await _request_costs(url, pid, args.requests))
+            if args.opencode:
+                results["opencode"].append(await _opencode_series(mock_port, args))
     if args.runs:
         _print_series("HTTP, OpenAI-compatible mock", results["openai"])
         _print_series("same, httpx client", results["httpx"])
         _print_series("websocket, same mock", results["ws"])
         _print_series("HTTP, in-process ScriptedLLM", results["scripted"])
+        if args.opencode:
+            _print_series("OpenCode 1.18.33, same mock", results["opencode"])
     if costs:
         print(f"one request, {args.requests} times (median latency, server CPU per request):")
         for name in costs[0]:
@@ -556,6 +622,24 @@ async def _measure(args: argparse.Namespace) -> None:
         print(f"cold start to first 200: median {statistics.median(colds):.2f} s "
               f"over {len(colds)} ({per_run})")  # fmt: skip
         print(f"idle RSS after start: median {statistics.median(rss):.0f} MB")
+
+
+async def _opencode_series(mock_port: int, args: argparse.Namespace) -> Series:
+    """``opencode serve --pure`` (``bench/_opencode.py``) on the same mock, measured as the
+    lean client's series through its V1 routes; its CPU is its processes'. Each session's
+    first prompt (which also asks the model for a title) is left out of the figures."""
+    sys.path.insert(0, str(ROOT))
+    from bench._opencode import OpenCodeServe
+
+    with tempfile.TemporaryDirectory() as tmp:
+        serve = OpenCodeServe(Path(tmp), mock_port, (MOCK_MODEL,))
+        try:
+            await trio.to_thread.run_sync(serve.start)
+            assert serve.process is not None
+            pids = [serve.process.pid, *_descendants(serve.process.pid)]
+            return await _http_series(serve.url, args, lean=True, pids=pids, v1=True)
+        finally:
+            await trio.to_thread.run_sync(serve.stop)
 
 
 async def _one_side(args: argparse.Namespace, telemetry: bool) -> dict[str, float]:
@@ -623,6 +707,10 @@ def main() -> None:
     parser.add_argument(
         "--pairs", type=int, default=0, help="telemetry off / on pairs (overhead, see above)"
     )
+    parser.add_argument(
+        "--opencode", action="store_true",
+        help="also measure opencode serve (1.18.33, make opencode) on the same mock, each run",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.telemetry:  # the served children read it
         os.environ["KITTIWAKE_BENCH_TELEMETRY"] = "1"

@@ -1,0 +1,275 @@
+"""Where a prompt's CPU goes in the served process, stage by stage.
+
+Run: .venv/bin/python bench/profile.py [--rounds 5] [--prompts 300] [--concurrent 20]
+                                       [--rate 1000] [--telemetry default|off|RATE]
+                                       [--leaves N] [--raw DIR]
+
+The server is ``bench/gateway.py``'s (``--serve``: a runtime on a temporary DuckDB store,
+Hypercorn's trio worker, the zero-latency OpenAI-compatible mock reached through the real
+``ProviderClient``), with telemetry as ``kittiwake serve`` has it by default (``--telemetry
+default``: on, the default sampling), off, or sampled at another rate. The client is the
+benchmark's lean keep-alive client.
+
+Each round sends ``--prompts`` sequential prompts (``POST /prompt`` then ``POST /wait``; a
+new session every ``HISTORY``, as a provider request carries the session's history), then
+as many again spread over ``--concurrent`` new sessions at once (0: none), while ``py-spy
+record --nonblocking`` samples the server's threads (``--rate`` a second). Each thread's
+CPU time over the round (user plus system, from ``/proc``) is shared among the stages of
+its sampled stacks: a stack's stage is that of its leaf-most frame outside trio, h11 and
+the standard library (``RULES``, first match), so a socket write counts for whoever wrote.
+The table gives, per stage, the median over the rounds of its CPU per prompt and its share.
+py-spy's own CPU is its process's, not the server's, but it shares the two cores.
+
+Needs ``py-spy`` (the ``dev`` extra) and the right to trace the server (root, or
+``kernel.yama.ptrace_scope`` 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Final
+
+import msgspec
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.gateway import (  # noqa: E402 - the repository's root is on the path first
+    _PROMPT_BODY,
+    _child,
+    _free_port,
+    _LeanClient,
+)
+
+PY_SPY: Final = Path(sys.executable).with_name("py-spy")
+
+# A sampled stack's stage is decided by its leaf-most frame that is not "transparent" (trio,
+# outcome, h11, the standard library: code every stage runs through): the first rule below
+# whose path part (and function name part, when given) that frame has. A stack with no such
+# frame is its thread's: the event loop's own work on the main thread ("trio scheduling and
+# I/O"), the writer threads' waiting and waking ("storage pipeline").
+RULES: Final[tuple[tuple[str, str, str], ...]] = (
+    # (stage, path part, function name part)
+    ("telemetry", "opentelemetry/", ""),
+    ("telemetry", "runtime/_telemetry.py", ""),
+    ("telemetry", "storage/_telemetry.py", ""),
+    ("telemetry", "gateway/_telemetry.py", ""),
+    ("telemetry", "actors/store/_telemetry.py", ""),
+    ("HTTP framing (Hypercorn, ASGI)", "hypercorn/", ""),
+    ("HTTP framing (Hypercorn, ASGI)", "gateway/_serve.py", ""),
+    ("journal (append, fdatasync)", "storage/_journal.py", ""),
+    ("journal (append, fdatasync)", "storage/_segments.py", ""),
+    ("store apply (DuckDB)", "storage/_worker.py", "_apply"),
+    ("store apply (DuckDB)", "storage/_rows.py", ""),
+    ("storage pipeline (store actor, batches, caches)", "storage/", ""),
+    ("storage pipeline (store actor, batches, caches)", "actors/store/", ""),
+    ("admission", "actors/api/_sessions.py", ""),
+    ("admission", "actors/session/_opening.py", ""),
+    ("admission", "runtime/_inbox.py", ""),
+    ("provider request + stream decode", "runtime/llm/", ""),
+    ("provider request + stream decode", "httpx/", ""),
+    ("provider request + stream decode", "httpcore/", ""),
+    ("events, hub, live views", "runtime/events.py", ""),
+    ("events, hub, live views", "runtime/_live.py", ""),
+    ("events, hub, live views", "actors/kernel/_events.py", ""),
+    ("events, hub, live views", "gateway/_v1_live.py", ""),
+    ("events, hub, live views", "gateway/_v1_events.py", ""),
+    ("events, hub, live views", "gateway/_streams.py", ""),
+    ("actor kernel (mailboxes, supervision)", "actors/kernel/", ""),
+    ("route, body decode, answer encode", "gateway/", ""),
+    ("drain (turn, fold, projection)", "actors/", ""),
+    ("drain (turn, fold, projection)", "runtime/", ""),
+)
+TRANSPARENT: Final = ("packages/trio/", "packages/outcome/", "packages/h11/", "packages/sniffio/",
+                      "<attrs generated", "<frozen ")  # fmt: skip
+"""Frames of these (and of the standard library) never decide a stage."""
+MAIN_THREAD: Final = "trio scheduling and I/O"
+OTHER_THREAD: Final = "storage pipeline (store actor, batches, caches)"
+STAGES: Final = tuple(dict.fromkeys([*(stage for stage, _, _ in RULES), MAIN_THREAD]))
+
+
+def stage_of(frames: list[str], main: bool) -> str:
+    """The stage of one stack (frames ``function (path:line)`` from the root)."""
+    for frame in reversed(frames):
+        function, _, where = frame.partition(" (")
+        if any(part in where for part in TRANSPARENT) or "bench/" in where:
+            continue
+        if "/lib/python3" in where and "-packages/" not in where:  # the standard library
+            continue
+        for stage, path, name in RULES:
+            if path in where and name in function:
+                return stage
+    return MAIN_THREAD if main else OTHER_THREAD
+
+
+def _thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user plus system) of each thread of *pid*, by thread id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+HISTORY: Final = 50
+"""Prompts per session: a provider request carries the session's history, so a longer one
+costs more per prompt (``bench/gateway.py`` sends 55 to one session)."""
+
+
+async def _session(client: _LeanClient) -> str:
+    answer = msgspec.json.decode(await client.post("/api/session", b"{}"))
+    return str(answer["data"]["id"])
+
+
+async def _drive(url: str, prompts: int, concurrent: int) -> None:
+    """*prompts* sequential prompts, a new session every ``HISTORY``, then as many again
+    spread over *concurrent* new sessions at once; each phase on new keep-alive
+    connections (an idle one is closed after 5 s)."""
+    first = await _LeanClient.open(url)
+    for number in range(prompts):
+        if number % HISTORY == 0:
+            sid = await _session(first)
+        await first.post(f"/api/session/{sid}/prompt", _PROMPT_BODY)
+        await first.post(f"/api/session/{sid}/wait")
+    await first.aclose()
+    per = max(1, prompts // concurrent) if concurrent else 0
+
+    async def one() -> None:
+        client = await _LeanClient.open(url)
+        sid = await _session(client)
+        for _ in range(per):
+            await client.post(f"/api/session/{sid}/prompt", _PROMPT_BODY)
+            await client.post(f"/api/session/{sid}/wait")
+        await client.aclose()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(concurrent):
+            nursery.start_soon(one)
+
+
+Round = tuple[int, dict[str, float], Counter[str]]
+"""One round: prompts sent, CPU seconds by stage, and samples by stage and leaf frame."""
+
+
+async def _profile(args: argparse.Namespace) -> list[Round]:
+    if args.telemetry != "off":
+        os.environ["KITTIWAKE_BENCH_TELEMETRY"] = "1"
+        if args.telemetry != "default":
+            os.environ["KITTIWAKE_BENCH_SAMPLE"] = args.telemetry
+    rounds: list[Round] = []
+    mock_port = _free_port()
+    mock = f"http://127.0.0.1:{mock_port}"
+    async with _child(["--mock-openai", str(mock_port)], mock, "/"):
+        with tempfile.TemporaryDirectory() as tmp:
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}"
+            async with _child(["--serve", str(port), tmp, mock], url, "/api/health") as pid:
+                await _drive(url, 20, args.concurrent)  # warm up
+                for number in range(args.rounds):
+                    out = Path(args.raw or tmp) / f"round{number}.txt"
+                    spy = await trio.lowlevel.open_process(
+                        [str(PY_SPY), "record", "--pid", str(pid), "--rate", str(args.rate),
+                         "--format", "raw", "--nonblocking", "--threads", "--full-filenames",
+                         "--output", str(out)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    )  # fmt: skip
+                    await trio.sleep(1.0)  # py-spy attaches
+                    before = _thread_cpu(pid)
+                    started = time.perf_counter()
+                    await _drive(url, args.prompts, args.concurrent)
+                    after = _thread_cpu(pid)
+                    wall = time.perf_counter() - started
+                    spy.send_signal(signal.SIGINT)
+                    await spy.wait()
+                    sent = args.prompts + (
+                        args.prompts // args.concurrent * args.concurrent if args.concurrent else 0
+                    )
+                    spent = {t: after[t] - before.get(t, 0.0) for t in after}
+                    cpu, leaves = _attribute(out, spent, pid)
+                    rounds.append((sent, cpu, leaves))
+                    print(f"round {number + 1}: {sent} prompts, server CPU "
+                          f"{sum(cpu.values()) / sent * 1000:.2f} ms/prompt, wall {wall:.1f} s, "
+                          f"load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    return rounds
+
+
+NATIVE: Final = "threads without Python frames (DuckDB's own)"
+
+
+def _attribute(
+    out: Path, spent: dict[int, float], main: int
+) -> tuple[dict[str, float], Counter[str]]:
+    """Each thread's CPU seconds *spent* shared among the stages of its sampled stacks."""
+    by_thread: dict[int, Counter[str]] = {}
+    leaves: Counter[str] = Counter()
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack.startswith("thread ("):
+            continue
+        frames = stack.split(";")
+        tid = int(frames[0].split("(", 1)[1].split(")", 1)[0])
+        stage = stage_of(frames[1:], tid == main)
+        by_thread.setdefault(tid, Counter())[stage] += int(count)
+        leaves[f"{stage} | {frames[-1]}"] += int(count)
+    cpu: dict[str, float] = {}
+    for tid, seconds in spent.items():
+        samples = by_thread.get(tid)
+        if not samples:
+            cpu[NATIVE] = cpu.get(NATIVE, 0.0) + seconds
+            continue
+        total = sum(samples.values())
+        for stage, n in samples.items():
+            cpu[stage] = cpu.get(stage, 0.0) + seconds * n / total
+    return cpu, leaves
+
+
+def _report(rounds: list[Round], args: argparse.Namespace) -> None:
+    per_prompt = [sum(cpu.values()) / sent * 1000 for sent, cpu, _ in rounds]
+    print(f"\nserver CPU per prompt: median {statistics.median(per_prompt):.2f} ms "
+          f"(rounds: {', '.join(f'{v:.2f}' for v in per_prompt)})")  # fmt: skip
+    print("| stage | CPU ms per prompt | share |\n|---|---:|---:|")
+    rows = []
+    for name in (*STAGES, NATIVE):
+        ms = [cpu.get(name, 0.0) / sent * 1000 for sent, cpu, _ in rounds]
+        shares = [cpu.get(name, 0.0) / sum(cpu.values()) for _, cpu, _ in rounds]
+        rows.append((statistics.median(ms), statistics.median(shares), name))
+    for ms_median, share, name in sorted(rows, reverse=True):
+        print(f"| {name} | {ms_median:.2f} | {share:.0%} |")
+    if args.leaves:
+        total: Counter[str] = Counter()
+        for _, _, leaves in rounds:
+            total.update(leaves)
+        all_samples = sum(total.values())
+        print(f"\ntop {args.leaves} leaf frames (share of the samples, not of the CPU):")
+        for leaf, n in total.most_common(args.leaves):
+            print(f"  {n / all_samples:6.1%}  {leaf}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--prompts", type=int, default=300)
+    parser.add_argument("--concurrent", type=int, default=20)
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--telemetry", default="default")
+    parser.add_argument("--leaves", type=int, default=0)
+    parser.add_argument("--raw", help="a directory to keep py-spy's raw stacks in")
+    args = parser.parse_args()
+    _report(trio.run(_profile, args), args)
+
+
+if __name__ == "__main__":
+    main()
