@@ -172,7 +172,7 @@ async def open_runtime(
         return
     store, processor = await open_telemetry(Path(telemetry_dir or data_dir), telemetry)
     try:
-        with recording(processor, record_text=telemetry.record_text, sample=telemetry.sample):
+        with recording(processor, record_text=telemetry.record_text):
             async with _open_runtime(**options) as rt:
                 rt.telemetry = store
                 yield rt

@@ -51,15 +51,13 @@ _ROOT: Final = Context()
 
 
 class _Recording:
-    """Where this context's spans go: the processor, text or not, and the sampled share."""
+    """Where this context's spans go: the processor, and text or not."""
 
-    __slots__ = ("processor", "record_text", "bound", "sink")
+    __slots__ = ("processor", "record_text", "sink")
 
-    def __init__(self, processor: SpanProcessor, record_text: bool, sample: float) -> None:
+    def __init__(self, processor: SpanProcessor, record_text: bool) -> None:
         self.processor = processor
         self.record_text = record_text
-        self.bound = int(sample * (1 << 64))
-        """A new trace is recorded when the low 64 bits of its id are below this."""
         self.sink: Callable[[RecordedSpan], None] | None = (
             processor.record if isinstance(processor, SpanRecorder) else None
         )
@@ -82,9 +80,9 @@ the current span, known without the API's lookup."""
 
 
 class _WhereRecording(Sampler):
-    """Record a span iff a processor is active in the starting task's context, and its
-    trace is sampled: a child follows its parent, a new trace is kept for the configured
-    share of trace ids (``recording(sample=...)``)."""
+    """Record a span iff a processor is active in the starting task's context: every new
+    trace, and a child whose parent is recorded (which traces are kept is the processor's
+    choice once they end, e.g. ``TailSampler``)."""
 
     def should_sample(
         self,
@@ -102,11 +100,7 @@ class _WhereRecording(Sampler):
         if where is None:
             return _DROP
         parent = trace.get_current_span(parent_context).get_span_context()
-        if parent.is_valid:
-            sampled = parent.trace_flags.sampled
-        else:  # a new trace: kept by its trace id
-            sampled = (trace_id & 0xFFFFFFFFFFFFFFFF) < where.bound
-        if not sampled:
+        if parent.is_valid and not parent.trace_flags.sampled:
             return _DROP
         return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
 
@@ -337,21 +331,18 @@ tracer: Tracer = _provider.get_tracer(TRACER_NAME)
 
 
 @contextmanager
-def recording(
-    processor: SpanProcessor, *, record_text: bool = False, sample: float = 1.0
-) -> Iterator[None]:
+def recording(processor: SpanProcessor, *, record_text: bool = False) -> Iterator[None]:
     """Record the spans started in this context (and tasks spawned from it) into *processor*.
 
-    The processor's ``on_end`` is called on the thread that ends the span and must not
-    block (queue the span, write it elsewhere); its ``on_start`` is not called. Leaving the
-    block stops recording new spans; spans already started still reach *processor* when they
+    Every span is recorded; which traces are kept is the processor's choice (the telemetry
+    tables sample whole traces once they end, ``TailSampler``). The processor's ``on_end``
+    is called on the thread that ends the span and must not block (buffer the span, work
+    on it elsewhere: ``SpanBuffer``); its ``on_start`` is not called. Leaving the block
+    stops recording new spans; spans already started still reach *processor* when they
     end. Nothing is flushed here. *record_text* lets instrumentation add prompt and answer
-    text (``records_text``). *sample* is the share of new traces recorded (1.0: all); a
-    span in a trace that is not recorded costs a non-recording span and no processor call.
+    text (``records_text``).
     """
-    if not 0.0 <= sample <= 1.0:
-        raise ValueError(f"sample must be between 0 and 1, got {sample}")
-    token = _current.set(_Recording(processor, record_text, sample))
+    token = _current.set(_Recording(processor, record_text))
     try:
         yield
     finally:
@@ -372,9 +363,7 @@ def span(
 
     When nothing records spans here it yields the invalid span at the cost of one
     context-variable read. *root* starts a new trace (linked to *links*) instead of a
-    child of the current span; so does a span started where no span is current. A new
-    trace is recorded or not here, once (``recording(sample=...)``): one not recorded
-    costs a non-recording span its children see, and each child a context lookup.
+    child of the current span; so does a span started where no span is current.
     Cancellation (``trio.Cancelled``, alone or in groups) ends the span with
     ``kittiwake.outcome`` ``interrupted`` and its status unset; any other exception sets
     the error status with the exception's type and message. Both propagate.
@@ -406,13 +395,7 @@ class _SpanBlock:
         if not self._root:
             parent, context, valid = _current_span()
             if context is None and valid:
-                return parent  # a trace not recorded: its children cost nothing more
-        if context is None and getrandbits(64) >= where.bound:
-            # A new trace, not recorded: a non-recording span its children see, and no
-            # SDK span behind it.
-            unsampled = SpanContext(getrandbits(128) or 1, getrandbits(64) or 1, is_remote=False)
-            self._attach(trace.NonRecordingSpan(unsampled), None)
-            return trace.INVALID_SPAN
+                return parent  # a trace recorded elsewhere (or not at all): not ours
         current: trace.Span
         if where.sink is not None:
             current = RecordedSpan(self._name, context, self._attributes, self._links, where.sink)

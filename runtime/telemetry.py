@@ -8,11 +8,16 @@ Instrument through the OpenTelemetry API::
         ...
 
 Spans are recorded only inside ``recording(processor)`` (a runtime opened with telemetry
-on); elsewhere they are dropped by the sampler. See ``docs/telemetry.md``.
+on); elsewhere they are dropped by the sampler. A processor buffers finished spans
+(``SpanBuffer``) and keeps whole traces once they end (``TailSampler``) on a thread of its
+own. See ``docs/telemetry.md``.
 """
 
 from __future__ import annotations
 
+from runtime._sampling import SamplingCounts as SamplingCounts
+from runtime._sampling import SpanBuffer as SpanBuffer
+from runtime._sampling import TailSampler as TailSampler
 from runtime._telemetry import TRACER_NAME as TRACER_NAME
 from runtime._telemetry import RecordedSpan as RecordedSpan
 from runtime._telemetry import SpanRecorder as SpanRecorder
@@ -26,8 +31,11 @@ from runtime._telemetry import tracer as tracer
 
 __all__ = [
     "RecordedSpan",
+    "SamplingCounts",
+    "SpanBuffer",
     "SpanRecorder",
     "TRACER_NAME",
+    "TailSampler",
     "active_processor",
     "child_span",
     "current_span_context",

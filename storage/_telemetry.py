@@ -2,12 +2,15 @@
 
 :class:`TelemetryStore` is an OpenTelemetry SDK ``SpanProcessor`` (a ``SpanRecorder``: the
 spans of ``runtime.telemetry.span`` reach it without the SDK's span objects). ``on_end`` and
-``record`` only encode the finished span's row and queue it (dropping it, counted, when
-``buffer_max`` spans already wait); a worker thread inserts what gathered over
-``flush_interval`` in one DuckDB transaction on the telemetry file's own connection. The
-file is separate from the event store's database and the journal: telemetry is never
-journaled, a killed process loses at most the spans not yet flushed, and nothing here can
-hold up or damage an event write.
+``record`` only append the finished span to a bounded buffer (``SpanBuffer``: dropped and
+counted when ``buffer_max`` spans already wait). A worker thread takes what gathered over
+``flush_interval`` (or ``batch_max`` spans at once), keeps whole traces by tail sampling
+(``TailSampler``: every trace with an error, every root slower than the running p95 of its
+name, ``sample`` of the rest), encodes the kept spans' rows and inserts them in one DuckDB
+transaction on the telemetry file's own connection (and hands them to an exporter, when
+one is given). The file is separate from the event store's database and the journal:
+telemetry is never journaled, a killed process loses at most the spans not yet flushed,
+and nothing here can hold up or damage an event write.
 
 Retention runs on the same thread at open and every ``retention_every`` seconds: spans older
 than ``retention_days`` go, then the oldest ones until the data fits ``max_bytes``.
@@ -27,11 +30,11 @@ from typing import Any, Final, Literal
 
 import duckdb
 import msgspec
-from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import Span as ApiSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from runtime.telemetry import RecordedSpan, SpanRecorder, child_span
+from runtime.telemetry import RecordedSpan, SpanBuffer, SpanRecorder, TailSampler, child_span
 from storage._worker import Worker
 
 __all__ = [
@@ -113,18 +116,26 @@ class TelemetryOptions(msgspec.Struct, frozen=True, kw_only=True):
     record_text: bool = False
     """Whether prompt and answer text attributes are kept (``TEXT_ATTRIBUTES``)."""
     flush_interval: float = 5.0
-    """Seconds spans gather before a write: fewer, larger transactions (a write costs
-    some 3 ms of CPU whatever its size). The queries write what is queued first."""
+    """Seconds finished spans gather before the writer samples and writes them: fewer,
+    larger transactions (a write costs some 3 ms of CPU whatever its size). The queries
+    write what is buffered first."""
     batch_max: int = 4096
-    """Queued spans that start a write at once, gathering or not."""
-    buffer_max: int = 65_536
-    """Spans held unwritten before new ones are dropped (and counted in ``dropped``)."""
+    """Buffered spans that start the writer at once, gathering or not."""
+    buffer_max: int = 16_384
+    """Finished spans the buffer holds for the writer; a span finished while it is full
+    is dropped and counted (``dropped``, ``buffer_full``). Nothing blocks the thread that
+    ends a span, and the span objects it holds are what this bounds (some 1-2 KB each)."""
+    pending_max: int = 16_384
+    """Spans held for traces whose root span has not ended yet; past it the oldest such
+    trace is decided without its root (kept when it has an error, or by the draw)."""
     retention_every: float = 300.0
     """Seconds between retention sweeps."""
     sample: float = 0.05
-    """The share of traces recorded (a drain's, a request's): 1.0 records all. The
-    summary's turns, tokens, cost and errors count every turn whatever it is (they come
-    from the events); its percentiles come from the recorded traces."""
+    """The share of the traces that neither failed nor were slow kept (a drain's, a
+    request's): every trace is recorded, and one with an error or whose root took longer
+    than the running p95 of its name is always kept (tail sampling, ``TailSampler``); 1.0
+    keeps all. The summary's turns, tokens, cost and errors count every turn whatever it
+    is (they come from the events); its percentiles come from the kept traces."""
     otlp_endpoint: str | None = None
     """An OTLP/HTTP traces endpoint (``http://host:4318/v1/traces``) that also gets the spans."""
     otlp_headers: dict[str, str] = {}
@@ -135,26 +146,45 @@ class TelemetryStore(SpanRecorder):
     """The telemetry tables of one data directory; see the module docstring."""
 
     def __init__(
-        self, conn: duckdb.DuckDBPyConnection, options: TelemetryOptions, directory: Path
-    ) -> None:
+        self, conn: duckdb.DuckDBPyConnection, options: TelemetryOptions, directory: Path,
+        export: SpanProcessor | None = None,
+    ) -> None:  # fmt: skip
         self._conn = conn
         self._batch = directory / _BATCH_FILE
         self.options = options
         self.written = 0
-        self.dropped = 0
+        self.failed = 0
+        """Spans kept but lost: their row could not be encoded or written (logged)."""
+        self.late = 0
+        """Spans that ended after the store was shut down."""
         self.flushes = 0
         self.last_flush_ms = 0.0
         self._last_retention = time.monotonic()
         self._closed = False
         self._close_lock = threading.Lock()
-        self._worker: Worker[bytes | threading.Event] = Worker(
+        self._export = export
+        self._p95_ms: dict[str, float] = {}
+        """The sampler's running p95 by root name (ms), as of the latest flush."""
+        self._buffer: SpanBuffer[ReadableSpan | RecordedSpan] = SpanBuffer(options.buffer_max)
+        self._sampler: TailSampler[ReadableSpan | RecordedSpan] = TailSampler(
+            options.sample, pending_max=options.pending_max
+        )
+        # The worker's queue holds wake-ups (the buffer's first span, its batch_max-th)
+        # and force_flush's events; the second item in it ends the linger.
+        self._worker: Worker[None | threading.Event] = Worker(
             self._flush, name="kittiwake-telemetry", linger=options.flush_interval,
-            max_backlog=options.batch_max,
+            max_backlog=2,
         )  # fmt: skip
 
     @classmethod
-    def open(cls, directory: Path | str, options: TelemetryOptions | None = None) -> TelemetryStore:
+    def open(
+        cls, directory: Path | str, options: TelemetryOptions | None = None,
+        export: SpanProcessor | None = None,
+    ) -> TelemetryStore:  # fmt: skip
         """Open (creating if needed) ``telemetry.duckdb`` in *directory* and sweep retention.
+        The kept spans also go to *export*'s ``on_end`` (from the writer thread; SDK spans
+        only reach it when the store is used as a plain ``SpanProcessor``, see
+        ``actors/store/_telemetry.py``); the store shuts it down with itself.
 
         Raises duckdb.Error when the file cannot be opened (held by another process, or
         not a DuckDB file).
@@ -166,7 +196,7 @@ class TelemetryStore(SpanRecorder):
         try:
             conn.execute(_SCHEMA)
             conn.execute("create index if not exists spans_trace on spans (trace_id)")
-            store = cls(conn, options, directory)
+            store = cls(conn, options, directory, export)
             store.retain()
         except BaseException:
             conn.close()
@@ -179,28 +209,30 @@ class TelemetryStore(SpanRecorder):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Queue *span*'s row for the next write; drop it (counted) when the buffer is full."""
+        """Buffer *span* for the writer; drop it (counted) when the buffer is full."""
         self.record(span)
 
     def record(self, span: ReadableSpan | RecordedSpan) -> None:
-        """Queue *span*'s row (an SDK span or one of ``runtime.telemetry.span``'s) for the
-        next write, encoded now: the span's objects go at once, and what waits for the
-        write is one bytes object, which the garbage collector does not track. Drops it
-        (counted) when the buffer is full or it cannot be encoded (logged)."""
-        if self._closed or self._worker.backlog >= self.options.buffer_max:
-            self.dropped += 1
+        """Buffer *span* (an SDK span or one of ``runtime.telemetry.span``'s) for the
+        writer, which samples, encodes and writes it: all this thread does is append it,
+        waking the writer for the buffer's first span and its ``batch_max``-th. Drops it
+        (counted in ``buffer_full``) when ``buffer_max`` spans already wait."""
+        if self._closed:
+            self.late += 1
             return
-        try:
-            row = _encode(_row(span, record_text=self.options.record_text))
-        except Exception:  # noqa: BLE001 - telemetry never stops the runtime; logged
-            _log.exception("could not encode the span %r", span.name)
-            self.dropped += 1
-            return
-        self._worker.submit(row)
+        waiting = self._buffer.append(span)
+        if waiting == 1 or waiting == self.options.batch_max:
+            self._worker.submit(None)
+
+    @property
+    def dropped(self) -> int:
+        """Spans lost: the buffer was full, their row failed, or they ended too late."""
+        return self._buffer.dropped + self.failed + self.late
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Write every span that ended before this call; False when that did not finish
-        within the timeout (or the writer stopped)."""
+        """Sample and write every span that ended before this call (the spans of traces
+        whose root has not ended wait for it); False when that did not finish within the
+        timeout (or the writer stopped)."""
         if self._closed:
             return True
         if self._worker.error is not None:
@@ -213,25 +245,50 @@ class TelemetryStore(SpanRecorder):
         return written.wait(timeout_millis / 1000) and worker.error is None
 
     def shutdown(self) -> None:
-        """Write what is queued, stop the thread and close the file (waits for the write)."""
+        """Sample and write what is buffered, deciding the traces whose root has not ended
+        on their errors and ids; stop the thread, shut the exporter down (it exports what
+        it holds) and close the file (waits for all of it)."""
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
         self._worker.stop()
+        if self._worker.error is None:  # the thread is gone: its state is this one's
+            self._keep(self._sampler.offer(self._buffer.take()) + self._sampler.flush())
+        if self._export is not None:
+            self._export.shutdown()
         self._conn.close()
 
     close = shutdown
 
     # -- the writer thread ----------------------------------------------------------------
 
-    def _flush(self, work: list[bytes | threading.Event]) -> None:
-        rows = [row for row in work if isinstance(row, bytes)]
-        if rows:
-            self._write(rows)
+    def _flush(self, work: list[None | threading.Event]) -> None:
+        self._keep(self._sampler.offer(self._buffer.take()))
+        self._p95_ms = {name: ns / 1e6 for name, ns in self._sampler.p95s().items()}
         for item in work:
             if isinstance(item, threading.Event):
                 item.set()
+
+    def _keep(self, spans: list[ReadableSpan | RecordedSpan]) -> None:
+        """Encode and write the rows of the kept *spans*, and export them."""
+        if not spans:
+            return
+        rows: list[bytes] = []
+        record_text = self.options.record_text
+        for span in spans:
+            try:
+                rows.append(_encode(_row(span, record_text=record_text)))
+            except Exception:  # noqa: BLE001 - telemetry never stops the runtime; logged
+                _log.exception("could not encode the span %r", span.name)
+                self.failed += 1
+        if rows:
+            self._write(rows)
+        export = self._export
+        if export is not None:
+            for span in spans:
+                if isinstance(span, ReadableSpan):
+                    export.on_end(span)
 
     def _write(self, rows: list[bytes]) -> None:
         started = time.perf_counter()
@@ -247,7 +304,7 @@ class TelemetryStore(SpanRecorder):
             self.written += len(rows)
         except Exception:  # noqa: BLE001 - telemetry never stops the runtime; logged
             _log.exception("could not write %d spans", len(rows))
-            self.dropped += len(rows)
+            self.failed += len(rows)
         self.flushes += 1
         self.last_flush_ms = (time.perf_counter() - started) * 1000
         if time.monotonic() - self._last_retention >= self.options.retention_every:
@@ -378,9 +435,15 @@ class TelemetryStore(SpanRecorder):
         return [dict(zip(names, row, strict=True)) for row in rows]
 
     def statistics(self) -> dict[str, Any]:
-        """What was written and dropped, the queue and the last write's time."""
+        """What was written and dropped (of it, for a full buffer), the spans buffered and
+        those waiting for their trace's root, the sampler's decisions (traces), the
+        running p95 by root name over which a trace counts as slow, and the last write's
+        time."""
         return {
-            "written": self.written, "dropped": self.dropped, "queued": self._worker.backlog,
+            "written": self.written, "dropped": self.dropped,
+            "buffer_full": self._buffer.dropped, "queued": len(self._buffer),
+            "pending": self._sampler.pending, "traces": self._sampler.counts.as_dict(),
+            "p95_ms": {name: round(ms, 3) for name, ms in self._p95_ms.items()},
             "flushes": self.flushes, "last_flush_ms": round(self.last_flush_ms, 2),
         }  # fmt: skip
 

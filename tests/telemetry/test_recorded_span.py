@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.context import attach, detach
 from opentelemetry.sdk.trace import SynchronousMultiSpanProcessor
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode
 
 from runtime.telemetry import (
     RecordedSpan,
@@ -62,7 +64,7 @@ def _stored(store: TelemetryStore) -> list[dict[str, Any]]:
 
 
 def test_recorded_spans_are_stored_as_the_sdks_spans_are(tmp_path: Path) -> None:
-    options = TelemetryOptions(flush_interval=0)
+    options = TelemetryOptions(flush_interval=0, sample=1.0)
     straight = TelemetryStore.open(tmp_path / "straight", options)
     through_sdk = TelemetryStore.open(tmp_path / "sdk", options)
     sdk = SynchronousMultiSpanProcessor()  # not a SpanRecorder: the SDK's spans
@@ -121,11 +123,15 @@ def test_a_recorded_span_keeps_the_sdks_rules() -> None:
 
 def test_child_span_is_none_unless_the_current_span_is_recorded(tmp_path: Path) -> None:
     assert child_span("storage.batch") is None  # nothing records here
-    store = TelemetryStore.open(tmp_path, TelemetryOptions(flush_interval=0))
+    store = TelemetryStore.open(tmp_path, TelemetryOptions(flush_interval=0, sample=1.0))
     try:
-        with recording(store, sample=0.0):
-            with span("drain", root=True):  # a trace not recorded
+        unsampled = SpanContext(trace_id=7, span_id=8, is_remote=False)  # not sampled
+        token = attach(trace.set_span_in_context(NonRecordingSpan(unsampled)))
+        try:
+            with recording(store), span("drain"):  # a trace not recorded here
                 assert child_span("storage.batch") is None
+        finally:
+            detach(token)
         with recording(store):
             assert child_span("storage.batch") is None  # no current span
             with span("drain", root=True) as drain:
@@ -142,7 +148,7 @@ def test_child_span_is_none_unless_the_current_span_is_recorded(tmp_path: Path) 
 def test_a_span_started_through_the_api_inside_the_helpers_is_the_parent_while_current(
     tmp_path: Path,
 ) -> None:
-    store = TelemetryStore.open(tmp_path, TelemetryOptions(flush_interval=0))
+    store = TelemetryStore.open(tmp_path, TelemetryOptions(flush_interval=0, sample=1.0))
     try:
         with recording(store), span("drain", root=True):
             with tracer.start_as_current_span("sdk") as sdk:

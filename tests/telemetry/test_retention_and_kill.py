@@ -32,7 +32,9 @@ def _spans(store: TelemetryStore, count: int, *, start_ns: int, step_ns: int = 1
 
 
 def test_retention_deletes_spans_older_than_the_configured_days(tmp_path: Path) -> None:
-    store = TelemetryStore.open(tmp_path, TelemetryOptions(retention_days=2, flush_interval=0))
+    store = TelemetryStore.open(
+        tmp_path, TelemetryOptions(retention_days=2, flush_interval=0, sample=1.0)
+    )
     try:
         now = time.time_ns()
         _spans(store, 5, start_ns=now - 3 * DAY_NS)
@@ -47,7 +49,9 @@ def test_retention_deletes_spans_older_than_the_configured_days(tmp_path: Path) 
 
 
 def test_retention_deletes_the_oldest_spans_beyond_the_size_bound(tmp_path: Path) -> None:
-    store = TelemetryStore.open(tmp_path, TelemetryOptions(flush_interval=0, batch_max=50_000))
+    store = TelemetryStore.open(
+        tmp_path, TelemetryOptions(flush_interval=0, batch_max=50_000, sample=1.0)
+    )
     try:
         now = time.time_ns()
         _spans(store, 4000, start_ns=now - 3_600 * 10**9)
