@@ -23,6 +23,7 @@ from runtime import events as ev
 from runtime.compaction import (
     COMPACTION_PROMPT,
     CompactionSettings,
+    RequestChars,
     UsageMark,
     estimate_request,
     estimate_tokens,
@@ -30,7 +31,6 @@ from runtime.compaction import (
     plan_checkpoint,
     prune_calls,
     recent_context,
-    request_chars,
     summary_request,
 )
 from runtime.history import checkpoint_text, to_llm_model
@@ -92,6 +92,7 @@ class RequestBudget:
         self.auto = True
         """Whether automatic compaction was on for it (``compaction.auto``)."""
         self._chars = 0
+        self._chars_of = RequestChars()
         self._prefix: tuple[Any, ...] = ()
         self._known: tuple[tuple[Any, ...], UsageMark] | None = None
 
@@ -99,7 +100,7 @@ class RequestBudget:
         """Estimate *request*, sent with *prefix* (model, baseline, checkpoint): from the
         provider's count of the previous request when it had the same prefix. *auto*:
         whether automatic compaction is on for it."""
-        self._chars, self._prefix, self.auto = request_chars(request), prefix, auto
+        self._chars, self._prefix, self.auto = self._chars_of(request), prefix, auto
         known = self._known[1] if self._known and self._known[0] == prefix else None
         self.estimate = estimate_request(self._chars, known)
         return self.estimate

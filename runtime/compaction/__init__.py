@@ -4,6 +4,7 @@ summarising request and old tool-result pruning (see ``docs/execution.md``)."""
 from runtime.compaction._compaction import COMPACTION_PROMPT as COMPACTION_PROMPT
 from runtime.compaction._compaction import CheckpointPlan as CheckpointPlan
 from runtime.compaction._compaction import CompactionSettings as CompactionSettings
+from runtime.compaction._compaction import RequestChars as RequestChars
 from runtime.compaction._compaction import UsageMark as UsageMark
 from runtime.compaction._compaction import estimate_request as estimate_request
 from runtime.compaction._compaction import estimate_tokens as estimate_tokens
@@ -19,6 +20,7 @@ __all__ = [
     "COMPACTION_PROMPT",
     "CheckpointPlan",
     "CompactionSettings",
+    "RequestChars",
     "UsageMark",
     "estimate_request",
     "estimate_tokens",

@@ -16,6 +16,7 @@ the same request prefix (:func:`estimate_request`).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Final
 
@@ -31,6 +32,7 @@ __all__ = [
     "COMPACTION_PROMPT",
     "CheckpointPlan",
     "CompactionSettings",
+    "RequestChars",
     "UsageMark",
     "estimate_request",
     "estimate_tokens",
@@ -125,6 +127,39 @@ def request_chars(request: llm.LLMRequest) -> int:
     return (
         len(_encode(request.system)) + len(_encode(request.messages)) + len(_encode(request.tools))
     )
+
+
+class RequestChars:
+    """``request_chars`` for one session's requests, turn after turn: a session sends the
+    same immutable message objects turn after turn (``HistoryView.lowered``), so the
+    lengths of the leading messages that are the very objects of the last request measured
+    are kept, and a request costs the encoding of the messages after them, not of its
+    whole history. It holds the last request's messages only. Use from one task."""
+
+    def __init__(self) -> None:
+        self._messages: list[llm.Message] = []
+        self._ends: list[int] = []
+        """The JSON length of ``_messages[: i + 1]``'s items, summed, at ``i``."""
+
+    @property
+    def cached(self) -> int:
+        """Messages whose length is kept (those of the last request measured)."""
+        return len(self._messages)
+
+    def __call__(self, request: llm.LLMRequest) -> int:
+        """``request_chars(request)``, exactly: a JSON array is its items' lengths, one
+        comma between each two, and two brackets."""
+        messages = request.messages
+        same = list(map(operator.is_, self._messages, messages))  # compared in C
+        kept = same.index(False) if False in same else len(same)
+        ends = self._ends[:kept]
+        total = ends[-1] if ends else 0
+        for message in messages[kept:]:
+            total += len(_encode(message))
+            ends.append(total)
+        self._messages, self._ends = list(messages), ends
+        listed = 2 + total + max(len(messages) - 1, 0)
+        return len(_encode(request.system)) + listed + len(_encode(request.tools))
 
 
 def estimate_request(chars: int, known: UsageMark | None) -> int:

@@ -10,12 +10,14 @@ from runtime import messages as m
 from runtime._messages import ToolProviderInfo
 from runtime.compaction import (
     CompactionSettings,
+    RequestChars,
     UsageMark,
     estimate_request,
     over_budget,
     plan_checkpoint,
     prune_calls,
     recent_context,
+    request_chars,
     summary_request,
 )
 from runtime.drain import (
@@ -104,6 +106,33 @@ def test_budget_and_estimate() -> None:
     assert estimate_request(400, None) == 100
     assert estimate_request(400, UsageMark(200, 90)) == 140  # the provider's count + the rest
     assert estimate_request(100, UsageMark(200, 90)) == 25  # not an extension: estimated
+
+
+def test_a_sessions_request_sizes_are_exact_and_encode_only_new_messages() -> None:
+    history = HistoryView()
+    rows = [(1, _user("u1", "hello")), (2, _answer("a1", "hi", _tool("c1", "x" * 500)))]
+    history.apply(HistoryDelta(generation=0, version=2, full=True, entries=rows))
+    chars = RequestChars()
+
+    def request(messages: list[llm.Message]) -> llm.LLMRequest:
+        return llm.LLMRequest(model=llm.ModelRef(provider_id="p", model_id="m"),
+                              system=["be brief"], messages=messages)  # fmt: skip
+
+    empty = request([])
+    assert chars(empty) == request_chars(empty) and chars.cached == 0
+    first = request(history.lowered(MODEL, None))
+    assert chars(first) == request_chars(first) and chars.cached == len(first.messages)
+    history.apply(
+        HistoryDelta(generation=0, version=3, full=False, entries=[(3, _user("u2", "more"))])
+    )
+    second = request(history.lowered(MODEL, None))
+    kept = [a for a, b in zip(first.messages, second.messages, strict=False) if a is b]
+    assert kept and len(second.messages) > len(first.messages)  # the same objects go again
+    assert chars(second) == request_chars(second)
+    # An equal message that is another object is measured anew, and only the last
+    # request's messages stay kept.
+    replaced = request([llm.UserMessage(content=[llm.TextPart(text="other")])])
+    assert chars(replaced) == request_chars(replaced) and chars.cached == 1
 
 
 def _user(i: str, text: str) -> m.UserMessage:
