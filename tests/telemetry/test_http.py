@@ -149,3 +149,34 @@ async def test_tokens_and_cost_are_exact_when_one_trace_in_ten_is_sampled(
     assert (model["turns"], model["cost"]) == (prompts, row["cost"])
     assert "the 10% of traces sampled" in printed
     assert printed.splitlines()[1].split()[1] == str(prompts)
+
+
+async def test_a_request_span_names_the_first_route_of_the_table_that_serves_its_path(
+    tmp_path: Path,
+) -> None:
+    import re
+
+    from gateway import create_app
+    from gateway.http._app import gateway_of
+    from gateway.http._routes import quart_path
+    from gateway.http._traced import Traced
+
+    async with open_runtime(data_dir=tmp_path / "data", llm=llm.ScriptedLLM([])) as rt:
+        app = create_app(rt)
+        routes = gateway_of(app).routes
+        traced = Traced(app, routes)
+
+    def first(method: str, path: str) -> str:  # the table's order decides
+        for route in routes:
+            pattern = re.sub(r"<(\w+)>", "[^/]+", re.escape(quart_path(route.path)))
+            if route.method == method and re.fullmatch(pattern, path):
+                return route.path
+        return "(unmatched)"
+
+    assert len(routes) > 100
+    for route in routes:
+        path = re.sub(r"\{\w+\}", "ses_x1", route.path)
+        assert traced._route(route.method, path) == first(route.method, path), route.path
+    assert traced._route("GET", "/api/session/ses_1/no/such") == "(unmatched)"
+    assert traced._route("BREW", "/api/health") == "(unmatched)"
+    assert traced._route("GET", "/inspector") in ("/inspector", first("GET", "/inspector"))
