@@ -67,11 +67,11 @@ import trio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.gateway import (  # noqa: E402 - after the path is set
-    _chat_answer,
-    _cpu_seconds,
-    _free_port,
-    _LeanClient,
+from bench._lean import (  # noqa: E402 - after the path is set
+    LeanClient,
+    chat_answer,
+    cpu_seconds,
+    free_port,
 )
 
 FAST, STREAMED = "mock-model", "stream-model"
@@ -99,7 +99,7 @@ async def _mock(stream: trio.SocketStream) -> None:
     """One keep-alive connection, ``bench/gateway.py``'s framing: a request naming the
     streamed model gets CHUNKS timed chunks SPACING apart (content-length framed: every
     timestamp has the same width); any other gets ``bench/gateway.py``'s one answer."""
-    answer = _chat_answer()
+    answer = chat_answer()
     fast = (
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
         + str(len(answer)).encode() + b"\r\n\r\n" + answer
@@ -195,7 +195,7 @@ async def _serving(
     tmp: Path, mock_url: str, store: str | None, workers: int
 ) -> AsyncIterator[Server]:
     env = _environment(tmp, mock_url)
-    argv = [sys.executable, "-m", "gateway", "serve", "--port", str(_free_port())]
+    argv = [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())]
     if store is not None:
         argv += ["--store", store, "--workers", str(workers)]
     errors = open(tmp / "stderr", "wb")  # noqa: ASYNC230, SIM115 - a new local file; closed below
@@ -238,7 +238,7 @@ async def _sessions(url: str, n: int, model: str = FAST, v1: bool = False) -> li
         ]
 
 
-async def _prompt(client: _LeanClient, sid: str, v1: bool = False) -> float:
+async def _prompt(client: LeanClient, sid: str, v1: bool = False) -> float:
     """One prompt to its answer: V2 ``/prompt`` then ``/wait``, or V1 ``/message`` (which
     answers when the turn has ended)."""
     start = time.perf_counter()
@@ -252,7 +252,7 @@ async def _prompt(client: _LeanClient, sid: str, v1: bool = False) -> float:
 
 async def _sequential(url: str, n: int, v1: bool = False) -> tuple[float, float]:
     (sid,) = await _sessions(url, 1, v1=v1)
-    client = await _LeanClient.open(url)
+    client = await LeanClient.open(url)
     try:
         for _ in range(5):
             await _prompt(client, sid, v1)
@@ -280,7 +280,7 @@ async def _at_once(
     v1: bool = False,
 ) -> Costs:
     sids = await _sessions(url, n, v1=v1)
-    clients = [await _LeanClient.open(url) for _ in sids]
+    clients = [await LeanClient.open(url) for _ in sids]
     try:
 
         async def round_() -> float:
@@ -291,13 +291,13 @@ async def _at_once(
             return time.perf_counter() - start
 
         await round_()  # warm
-        cpu0 = sum(_cpu_seconds(p) for p in pids)
-        pg0 = sum(_cpu_seconds(p) for p in pg[1]) if pg else 0.0
+        cpu0 = sum(cpu_seconds(p) for p in pids)
+        pg0 = sum(cpu_seconds(p) for p in pg[1]) if pg else 0.0
         commits0 = _commits(pg[0]) if pg else 0
         took = [await round_() for _ in range(rounds)]
         prompts = n * rounds
-        cpu = (sum(_cpu_seconds(p) for p in pids) - cpu0) / prompts
-        pg_cpu = ((sum(_cpu_seconds(p) for p in pg[1]) - pg0) / prompts) if pg else 0.0
+        cpu = (sum(cpu_seconds(p) for p in pids) - cpu0) / prompts
+        pg_cpu = ((sum(cpu_seconds(p) for p in pg[1]) - pg0) / prompts) if pg else 0.0
         commits = ((_commits(pg[0]) - commits0) / prompts) if pg else 0.0
     finally:
         for c in clients:
@@ -343,10 +343,10 @@ async def _stream_delays(url: str, n: int) -> tuple[float, float] | None:
             text = json.loads(data)["data"]["text"]
             delays.append(arrived - float(text.rstrip(";").split(";")[-1]))
 
-    async def prompt(sid: str, client: _LeanClient) -> None:
+    async def prompt(sid: str, client: LeanClient) -> None:
         await client.post(f"/api/session/{sid}/prompt", _PROMPT)
 
-    clients = [await _LeanClient.open(url) for _ in sids]
+    clients = [await LeanClient.open(url) for _ in sids]
     try:
         with trio.move_on_after(30):
             async with trio.open_nursery() as nursery:
@@ -400,7 +400,7 @@ async def _takeover(tmp: Path, mock_url: str, store: str, ttl: float) -> float:
         for name in ("a", "b"):
             env = _environment(tmp / name, mock_url)
             argv = [
-                sys.executable, "-m", "gateway", "serve", "--port", str(_free_port()),
+                sys.executable, "-m", "gateway", "serve", "--port", str(free_port()),
                 "--store", store, "--lease-ttl", str(ttl),
             ]  # fmt: skip
             proc = await trio.lowlevel.open_process(
@@ -437,7 +437,7 @@ async def _takeover(tmp: Path, mock_url: str, store: str, ttl: float) -> float:
 async def _measure(args: argparse.Namespace) -> None:
     from tests.postgres import PostgresCluster
 
-    mock_port = _free_port()
+    mock_port = free_port()
     mock = await trio.lowlevel.open_process(
         [sys.executable, __file__, "--mock", str(mock_port)], stdout=subprocess.DEVNULL
     )

@@ -18,7 +18,7 @@ DuckDB store served by Hypercorn's trio worker. Two providers are measured:
 
 The client measures, end to end, ``POST /prompt`` followed by ``POST /wait`` (the answer
 is durable when ``wait`` returns). The headline client is a minimal keep-alive HTTP/1.1
-client (``_LeanClient``, one connection per session), as wrk-style load generators are,
+client (``LeanClient``, one connection per session), as wrk-style load generators are,
 because it shares the two cores with the server; the ``openai`` provider is measured again
 with httpx (one keep-alive pool), whose CPU per prompt is printed beside it:
 
@@ -67,71 +67,24 @@ import msgspec
 import trio
 
 ROOT = Path(__file__).resolve().parents[1]
-MOCK_MODEL = "mock-model"
-MAX_REQUEST = 64 * 1024 * 1024
+sys.path.insert(0, str(ROOT))
+
+from bench._lean import (  # noqa: E402 - after the path is set
+    MAX_REQUEST,
+    MOCK_MODEL,
+    LeanClient,
+    cpu_of,
+    cpu_seconds,
+    descendants,
+    free_port,
+    mock_openai,
+    wait_healthy,
+)
+
 STEP_ENDED = "session.next.step.ended"
 
 
 # -- the zero-latency OpenAI-compatible mock -------------------------------------------------
-
-
-def _chat_answer() -> bytes:
-    """One chat-completions SSE answer: "ok", finish ``stop``, usage, ``[DONE]``."""
-    chunks: list[dict[str, Any]] = [
-        {"id": "c", "object": "chat.completion.chunk", "model": MOCK_MODEL,
-         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"},
-                      "finish_reason": None}]},
-        {"id": "c", "object": "chat.completion.chunk", "model": MOCK_MODEL,
-         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-        {"id": "c", "object": "chat.completion.chunk", "model": MOCK_MODEL, "choices": [],
-         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}},
-    ]  # fmt: skip
-    body = b"".join(b"data: " + msgspec.json.encode(c) + b"\n\n" for c in chunks)
-    return body + b"data: [DONE]\n\n"
-
-
-async def _mock_connection(answer: bytes, stream: trio.SocketStream) -> None:
-    """Answer every request on one keep-alive connection with *answer*.
-
-    A minimal HTTP/1.1 server, so the mock costs next to nothing beside the gateway:
-    request bodies need a ``content-length`` (httpx sends one), the reply's headers and
-    body leave in one write. Anything else closes the connection.
-    """
-    reply = (
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
-        + str(len(answer)).encode() + b"\r\n\r\n" + answer
-    )  # fmt: skip
-    buffer = bytearray()
-    try:
-        while True:
-            while (end := buffer.find(b"\r\n\r\n")) < 0:
-                data = await stream.receive_some(65536)
-                if not data or len(buffer) > MAX_REQUEST:
-                    return
-                buffer += data
-            head = bytes(buffer[:end]).lower()
-            del buffer[: end + 4]
-            if b"\r\ntransfer-encoding:" in head:
-                return
-            _, found, rest = head.partition(b"\r\ncontent-length:")
-            length = int(rest.split(b"\r\n", 1)[0]) if found else 0
-            if length > MAX_REQUEST:
-                return
-            while len(buffer) < length:
-                data = await stream.receive_some(65536)
-                if not data:
-                    return
-                buffer += data
-            del buffer[:length]
-            await stream.send_all(reply)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError):
-        return
-
-
-async def _mock_openai(port: int) -> None:
-    listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
-    print(f"http://127.0.0.1:{port}", flush=True)
-    await trio.serve_listeners(partial(_mock_connection, _chat_answer()), listeners)
 
 
 # -- the served runtime ----------------------------------------------------------------------
@@ -186,27 +139,6 @@ async def _serve(port: int, data_dir: str, provider: str) -> None:
 # -- measuring -------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _wait_healthy(url: str, deadline: float, path: str = "/api/health") -> float:
-    async with httpx.AsyncClient() as client:
-        while True:
-            try:
-                if (await client.get(url + path)).status_code < 500:
-                    return time.perf_counter()
-            except httpx.TransportError:
-                pass
-            if time.perf_counter() > deadline:
-                raise TimeoutError(url)
-            await trio.sleep(0.005)
-
-
 @asynccontextmanager
 async def _child(argv: list[str], url: str, path: str) -> AsyncIterator[int]:
     """Run this file with *argv* in a child process until it answers *path*; yield its pid
@@ -219,77 +151,10 @@ async def _child(argv: list[str], url: str, path: str) -> AsyncIterator[int]:
             )
         )  # fmt: skip
         try:
-            await _wait_healthy(url, time.perf_counter() + 30, path)
+            await wait_healthy(url, time.perf_counter() + 30, path)
             yield proc.pid
         finally:
             proc.terminate()
-
-
-class _LeanClient:
-    """A minimal keep-alive HTTP/1.1 client on one trio socket, the way wrk-style load
-    generators are: it writes a request and reads one content-length framed answer.
-
-    httpx costs 3-5 ms of CPU per prompt (two requests), on the same two cores as the
-    server; this client costs about 0.3 ms, so the figures measure the server.
-    """
-
-    def __init__(self, stream: trio.SocketStream, host: str) -> None:
-        self._stream = stream
-        self._host = host.encode()
-        self._buffer = bytearray()
-
-    @classmethod
-    async def open(cls, url: str) -> _LeanClient:
-        host, port = url.removeprefix("http://").split(":")
-        return cls(await trio.open_tcp_stream(host, int(port)), f"{host}:{port}")
-
-    async def post(self, path: str, body: bytes = b"") -> bytes:
-        """POST *body* as JSON; the answer's body. Raises RuntimeError on a status >= 300."""
-        await self._stream.send_all(
-            b"POST " + path.encode() + b" HTTP/1.1\r\nhost: " + self._host
-            + b"\r\ncontent-type: application/json\r\ncontent-length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body
-        )  # fmt: skip
-        buffer = self._buffer
-        while (end := buffer.find(b"\r\n\r\n")) < 0:
-            buffer += await self._receive()
-        head = bytes(buffer[:end]).lower()
-        del buffer[: end + 4]
-        _, found, rest = head.partition(b"\r\ncontent-length:")
-        if not found and b"transfer-encoding: chunked" in head:
-            answer = await self._chunked()
-        else:
-            length = int(rest.split(b"\r\n", 1)[0]) if found else 0
-            while len(buffer) < length:
-                buffer += await self._receive()
-            answer = bytes(buffer[:length])
-            del buffer[:length]
-        if not head.startswith(b"http/1.1 2"):
-            raise RuntimeError(f"{path}: {head[:12]!r} {answer[:200]!r}")
-        return answer
-
-    async def _chunked(self) -> bytes:
-        """A chunked body (OpenCode's answers to ``POST /session/{id}/message``)."""
-        buffer, body = self._buffer, bytearray()
-        while True:
-            while (end := buffer.find(b"\r\n")) < 0:
-                buffer += await self._receive()
-            size = int(bytes(buffer[:end]).split(b";", 1)[0], 16)
-            while len(buffer) < end + 2 + size + 2:
-                buffer += await self._receive()
-            body += buffer[end + 2 : end + 2 + size]
-            del buffer[: end + 2 + size + 2]
-            if size == 0:
-                return bytes(body)
-
-    async def _receive(self) -> bytes:
-        data = await self._stream.receive_some(65536)
-        if not data:
-            raise RuntimeError("the server closed the connection")
-        return data
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
 
 
 _PROMPT_BODY = msgspec.json.encode({"prompt": {"text": "hi"}})
@@ -298,14 +163,14 @@ _PROMPT_BODY = msgspec.json.encode({"prompt": {"text": "hi"}})
 _V1_PROMPT_BODY = msgspec.json.encode({"parts": [{"type": "text", "text": "hi"}]})
 
 
-async def _prompt(client: httpx.AsyncClient | _LeanClient, sid: str, v1: bool = False) -> float:
+async def _prompt(client: httpx.AsyncClient | LeanClient, sid: str, v1: bool = False) -> float:
     """One prompt, end to end: ``POST /prompt`` then ``POST /wait`` (*v1*: OpenCode's ``POST
     /session/{id}/message``, lean client only); seconds taken."""
     start = time.perf_counter()
-    if v1 and isinstance(client, _LeanClient):
+    if v1 and isinstance(client, LeanClient):
         await client.post(f"/session/{sid}/message", _V1_PROMPT_BODY)
         return time.perf_counter() - start
-    if isinstance(client, _LeanClient):
+    if isinstance(client, LeanClient):
         await client.post(f"/api/session/{sid}/prompt", _PROMPT_BODY)
         await client.post(f"/api/session/{sid}/wait")
         return time.perf_counter() - start
@@ -356,23 +221,23 @@ async def _http_series(
             if v1 else (await client.post("/api/session", json={})).json()["data"]["id"]
             for _ in range(args.concurrent)
         ]  # fmt: skip
-        clients: list[httpx.AsyncClient | _LeanClient] = [client] * len(sids)
+        clients: list[httpx.AsyncClient | LeanClient] = [client] * len(sids)
         prompt = partial(_prompt, v1=v1)
         if lean:
-            clients = [await _LeanClient.open(url) for _ in sids]
+            clients = [await LeanClient.open(url) for _ in sids]
         try:
             for _ in range(5):
                 await prompt(clients[0], sids[0])
-            cpu, served = time.process_time(), _cpu_of(pids)
+            cpu, served = time.process_time(), cpu_of(pids)
             series = _summary([await prompt(clients[0], sids[0]) for _ in range(args.sequential)])
             series.client_cpu = (time.process_time() - cpu) / args.sequential
-            series.server_cpu = (_cpu_of(pids) - served) / args.sequential
+            series.server_cpu = (cpu_of(pids) - served) / args.sequential
             if not v1:
                 await _check_answered(client, sids[0])
             async with trio.open_nursery() as inner:  # each session's first prompt (a title)
                 for c, s in zip(clients, sids, strict=True):
                     inner.start_soon(prompt, c, s)
-            rates, served = [], _cpu_of(pids)
+            rates, served = [], cpu_of(pids)
             for _ in range(args.rounds):
                 start = time.perf_counter()
                 async with trio.open_nursery() as inner:
@@ -380,7 +245,7 @@ async def _http_series(
                         inner.start_soon(prompt, c, s)
                 rates.append(len(sids) / (time.perf_counter() - start))
             series.concurrent = statistics.median(rates)
-            series.server_cpu_concurrent = (_cpu_of(pids) - served) / (len(sids) * args.rounds)
+            series.server_cpu_concurrent = (cpu_of(pids) - served) / (len(sids) * args.rounds)
         finally:
             for c in clients if lean else []:
                 await c.aclose()
@@ -442,33 +307,6 @@ async def _ws_series(url: str, args: argparse.Namespace) -> Series:
     return series
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process *pid*, all threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_of(pids: list[int]) -> float:
-    """User plus system CPU time of the processes *pids* and their children that ended
-    (OpenCode's helpers), all threads."""
-    total = 0.0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = sum(int(f) for f in fields[11:15])
-        total += ticks / os.sysconf("SC_CLK_TCK")
-    return total
-
-
-def _descendants(pid: int) -> list[int]:
-    """The processes under *pid* (OpenCode's runtime is a child of its launcher)."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children = (task / "children").read_text().split()
-        for child in map(int, children):
-            found += [child, *_descendants(child)]
-    return found
-
-
 async def _request_costs(url: str, pid: int, n: int) -> dict[str, tuple[float, float]]:
     """Median latency and server CPU of single requests: the fast path's routes, and the
     same ``wait`` sent chunked (no content-length), which the fast path leaves to Quart."""
@@ -491,12 +329,12 @@ async def _request_costs(url: str, pid: int, n: int) -> dict[str, tuple[float, f
             for _ in range(20):
                 (await send()).raise_for_status()
             samples = []
-            cpu = _cpu_seconds(pid)
+            cpu = cpu_seconds(pid)
             for _ in range(n):
                 start = time.perf_counter()
                 (await send()).raise_for_status()
                 samples.append(time.perf_counter() - start)
-            out[name] = (statistics.median(samples), (_cpu_seconds(pid) - cpu) / n)
+            out[name] = (statistics.median(samples), (cpu_seconds(pid) - cpu) / n)
         return out
 
 
@@ -536,7 +374,7 @@ async def _cold(args: argparse.Namespace) -> tuple[list[float], list[float]]:
     colds, rss = [], []
     for _ in range(args.cold):
         with tempfile.TemporaryDirectory() as tmp:
-            port = _free_port()
+            port = free_port()
             env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "KITTIWAKE_DATA_DIR": tmp}
             kittiwake = [sys.executable, "-m", "gateway", "serve", "--port", str(port)]
             async with trio.open_nursery() as nursery:
@@ -582,12 +420,12 @@ async def _measure(args: argparse.Namespace) -> None:
     }  # fmt: skip
     costs: list[dict[str, tuple[float, float]]] = []
     for _ in range(args.runs):
-        mock_port = _free_port()
+        mock_port = free_port()
         mock = f"http://127.0.0.1:{mock_port}"
         async with _child(["--mock-openai", str(mock_port)], mock, "/"):
             for provider in ("openai", "scripted"):
                 with tempfile.TemporaryDirectory() as tmp:
-                    port = _free_port()
+                    port = free_port()
                     url = f"http://127.0.0.1:{port}"
                     which = mock if provider == "openai" else "scripted"
                     argv = ["--serve", str(port), tmp, which]
@@ -636,7 +474,7 @@ async def _opencode_series(mock_port: int, args: argparse.Namespace) -> Series:
         try:
             await trio.to_thread.run_sync(serve.start)
             assert serve.process is not None
-            pids = [serve.process.pid, *_descendants(serve.process.pid)]
+            pids = [serve.process.pid, *descendants(serve.process.pid)]
             return await _http_series(serve.url, args, lean=True, pids=pids, v1=True)
         finally:
             await trio.to_thread.run_sync(serve.stop)
@@ -649,20 +487,20 @@ async def _one_side(args: argparse.Namespace, telemetry: bool) -> dict[str, floa
     else:
         os.environ.pop("KITTIWAKE_BENCH_TELEMETRY", None)
     figures: dict[str, float] = {}
-    mock_port = _free_port()
+    mock_port = free_port()
     mock = f"http://127.0.0.1:{mock_port}"
     async with _child(["--mock-openai", str(mock_port)], mock, "/"):
         for provider in ("openai", "scripted"):
             with tempfile.TemporaryDirectory() as tmp:
-                port = _free_port()
+                port = free_port()
                 url = f"http://127.0.0.1:{port}"
                 argv = ["--serve", str(port), tmp, mock if provider == "openai" else "scripted"]
                 async with _child(argv, url, "/api/health") as pid:
-                    cpu = _cpu_seconds(pid)
+                    cpu = cpu_seconds(pid)
                     series = await _http_series(url, args, lean=True)
                     prompts = 5 + args.sequential + args.concurrent * args.rounds
                     label = "OpenAI-compatible mock" if provider == "openai" else "ScriptedLLM"
-                    figures[f"{label}, server CPU per prompt"] = (_cpu_seconds(pid) - cpu) / prompts
+                    figures[f"{label}, server CPU per prompt"] = (cpu_seconds(pid) - cpu) / prompts
                     figures[f"{label}, sequential median"] = series.median
                     figures[f"{label}, {args.concurrent} at once (prompts/s)"] = (
                         series.concurrent or 0.0
@@ -716,7 +554,7 @@ def main() -> None:
         os.environ["KITTIWAKE_BENCH_TELEMETRY"] = "1"
     try:
         if args.mock_openai:
-            trio.run(_mock_openai, args.mock_openai)
+            trio.run(mock_openai, args.mock_openai)
         elif args.pairs:
             trio.run(_pairs, args)
         elif args.serve:

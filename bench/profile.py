@@ -55,12 +55,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.gateway import (  # noqa: E402 - the repository's root is on the path first
-    _PROMPT_BODY,
-    _child,
-    _free_port,
-    _LeanClient,
-)
+from bench._lean import LeanClient, free_port  # noqa: E402 - the root is on the path first
+from bench.gateway import _PROMPT_BODY, _child  # noqa: E402
 
 PY_SPY: Final = Path(sys.executable).with_name("py-spy")
 
@@ -183,7 +179,7 @@ HISTORY: Final = 50
 costs more per prompt (``bench/gateway.py`` sends 55 to one session)."""
 
 
-async def _session(client: _LeanClient) -> str:
+async def _session(client: LeanClient) -> str:
     answer = msgspec.json.decode(await client.post("/api/session", b"{}"))
     return str(answer["data"]["id"])
 
@@ -192,7 +188,7 @@ async def _drive(url: str, prompts: int, concurrent: int, sequential: bool = Tru
     """*prompts* sequential prompts, a new session every ``HISTORY``, then as many again
     spread over *concurrent* new sessions at once; each phase on new keep-alive
     connections (an idle one is closed after 5 s)."""
-    first = await _LeanClient.open(url)
+    first = await LeanClient.open(url)
     for number in range(prompts if sequential else 0):
         if number % HISTORY == 0:
             sid = await _session(first)
@@ -202,7 +198,7 @@ async def _drive(url: str, prompts: int, concurrent: int, sequential: bool = Tru
     per = max(1, prompts // concurrent) if concurrent else 0
 
     async def one() -> None:
-        client = await _LeanClient.open(url)
+        client = await LeanClient.open(url)
         sid = await _session(client)
         for _ in range(per):
             await client.post(f"/api/session/{sid}/prompt", _PROMPT_BODY)
@@ -225,11 +221,11 @@ async def _profile(args: argparse.Namespace) -> list[Round]:
         if args.telemetry != "default":
             os.environ["KITTIWAKE_BENCH_SAMPLE"] = args.telemetry
     rounds: list[Round] = []
-    mock_port = _free_port()
+    mock_port = free_port()
     mock = f"http://127.0.0.1:{mock_port}"
     async with _child(["--mock-openai", str(mock_port)], mock, "/"):
         with tempfile.TemporaryDirectory() as tmp:
-            port = _free_port()
+            port = free_port()
             url = f"http://127.0.0.1:{port}"
             async with _child(["--serve", str(port), tmp, mock], url, "/api/health") as pid:
                 if args.client_nice:
