@@ -44,7 +44,7 @@ from runtime.tools import (
     run_tool_output_cleanup,
     session_tools,
 )
-from storage import SessionsWithPending, TelemetryOptions, TelemetryStore, listen
+from storage import SessionsWithPending, TelemetryOptions, TelemetryStore
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -238,6 +238,8 @@ async def _open_runtime(
             directory=directory, data_dir=data, tools=tools_api,
         )  # fmt: skip
         if cluster is not None and store_url is not None:  # recovery under each lease
+            from storage import listen  # psycopg loads only for a PostgreSQL store
+
             send, receive = trio.open_memory_channel[tuple[str, int, int]](_RELAY_BUFFER)
             await nursery.start(listen, store_url, cluster.owner, send)
             relay = Relay(storage, hub, execution, questions=tools_api.questions)

@@ -1,9 +1,15 @@
 """The DuckDB event store, its projections and the journal beside it, and the PostgreSQL
 store. All SQL lives here.
 
+The PostgreSQL names (``PostgresStore``, ``PostgresStatistics``, ``Listener``, ``listen``)
+load on first use (PEP 562), so a DuckDB process never imports psycopg.
+
 The runtime talks to storage through the port: the ``Store`` protocol and its typed
 commands and queries (``storage._port``).
 """
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from storage._batch import ApprovalRow as ApprovalRow
 from storage._batch import EpochConflictError as EpochConflictError
@@ -18,8 +24,6 @@ from storage._journal import JournalCorrupt as JournalCorrupt
 from storage._journal import JournalError as JournalError
 from storage._journal import JournalFiles as JournalFiles
 from storage._journal import JournalHeld as JournalHeld
-from storage._pg_listen import Listener as Listener
-from storage._pg_listen import listen as listen
 from storage._port import AcquireLease as AcquireLease
 from storage._port import AdmitAndOpen as AdmitAndOpen
 from storage._port import AdmitContext as AdmitContext
@@ -72,8 +76,6 @@ from storage._port import Statistics as Statistics
 from storage._port import Store as Store
 from storage._port import Usage as Usage
 from storage._port import UsageRow as UsageRow
-from storage._postgres import PostgresStatistics as PostgresStatistics
-from storage._postgres import PostgresStore as PostgresStore
 from storage._store import DB_FILE as DB_FILE
 from storage._store import EventStore as EventStore
 from storage._store import Outcome as Outcome
@@ -84,6 +86,12 @@ from storage._telemetry import TEXT_ATTRIBUTES as TEXT_ATTRIBUTES
 from storage._telemetry import SummaryKey as SummaryKey
 from storage._telemetry import TelemetryOptions as TelemetryOptions
 from storage._telemetry import TelemetryStore as TelemetryStore
+
+if TYPE_CHECKING:
+    from storage._pg_listen import Listener as Listener
+    from storage._pg_listen import listen as listen
+    from storage._postgres import PostgresStatistics as PostgresStatistics
+    from storage._postgres import PostgresStore as PostgresStore
 
 __all__ = [
     "AcquireLease",
@@ -166,3 +174,18 @@ __all__ = [
     "decode_stored",
     "listen",
 ]
+
+
+_HOMES = {
+    "Listener": "storage._pg_listen",
+    "PostgresStatistics": "storage._postgres",
+    "PostgresStore": "storage._postgres",
+    "listen": "storage._pg_listen",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'storage' has no attribute {name!r}")
+    return getattr(import_module(home), name)

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-import psycopg
 
 from storage._port import (
     AcquireLease,
@@ -34,6 +33,9 @@ from storage._port import (
     ReleaseLease,
     RenewLease,
 )
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = [
     "LEASE_COMMANDS",

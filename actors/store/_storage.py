@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeVar, overload
 
 import msgspec
 import pykka
@@ -54,7 +54,10 @@ from actors.kernel import (
 )
 from runtime import StorageError
 from runtime.telemetry import active_processor, current_span_context, recording
-from storage import Command, Events, EventStore, Outcome, PostgresStore, Query, StoredEvent
+from storage import Command, Events, EventStore, Outcome, Query, StoredEvent
+
+if TYPE_CHECKING:
+    from storage import PostgresStore
 
 __all__ = ["DRAIN_FENCE", "StorageActor", "StorageMode"]
 
@@ -97,13 +100,16 @@ _Request = _Write | _Read
 _Post = Callable[..., None]
 
 
-_Backend = EventStore | PostgresStore
+if TYPE_CHECKING:
+    _Backend: TypeAlias = EventStore | PostgresStore
 
 
 def _open_store(directory: Path, url: str | None, options: dict[str, Any]) -> _Backend:
     """The DuckDB store in *directory*, or with *url* the PostgreSQL store there."""
     if url is None:
         return EventStore.open(directory, **options)
+    from storage import PostgresStore  # psycopg loads only for a PostgreSQL store
+
     return PostgresStore.open(url, directory=directory, **options)
 
 

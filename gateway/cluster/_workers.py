@@ -40,7 +40,6 @@ import trio
 from actors import ClusterOptions
 from gateway._datadir import CliError, forget_serving, record_serving
 from runtime import StorageError
-from storage import PostgresStore
 
 __all__ = [
     "WorkerLimits",
@@ -120,6 +119,8 @@ async def reach_store(url: str | None, data_dir: Path, owner: str) -> None:
     """
     if url is None:
         return
+    from storage import PostgresStore  # psycopg loads only for a PostgreSQL store
+
     try:
         store = await trio.to_thread.run_sync(
             lambda: PostgresStore.open(url, directory=data_dir, connect_timeout=5, owner=owner)

@@ -109,3 +109,19 @@ async def test_serving_without_a_provider_does_not_import_an_http_client():
             capture_stdout=True, check=True, cwd=ROOT,
         )  # fmt: skip
     assert done.stdout.decode().split() == ["False"]
+
+
+async def test_serving_from_duckdb_does_not_import_what_only_a_feature_needs():
+    # Idle memory and start-up: psycopg loads only for --store postgresql, OpenTelemetry's
+    # OTLP exporter only with an endpoint, html-to-markdown only when webfetch runs and the
+    # LSP types only when a language server starts.
+    optional = ["psycopg", "opentelemetry.exporter", "html_to_markdown", "lsprotocol"]
+    probe = (
+        "import sys, gateway.cli, gateway._gateway, gateway.http._serve, actors, storage; "
+        f"print(*[m for m in {optional!r} if m in sys.modules])"
+    )
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, "-c", probe], capture_stdout=True, check=True, cwd=ROOT
+        )
+    assert done.stdout.decode().split() == []
