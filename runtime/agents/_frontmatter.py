@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-import yaml
-
 __all__ = ["parse_front_matter"]
 
 _FENCE: Final = "---"
@@ -34,6 +32,8 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
     except StopIteration:
         raise ValueError("Front matter is not closed by '---'") from None
     block = lines[1:end]
+    import yaml  # about 20 ms of start-up, loaded by the first file with front matter
+
     try:
         data = yaml.safe_load("\n".join(block))
     except yaml.YAMLError as exc:

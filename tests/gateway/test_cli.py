@@ -114,8 +114,8 @@ async def test_serving_without_a_provider_does_not_import_an_http_client():
 async def test_serving_from_duckdb_does_not_import_what_only_a_feature_needs():
     # Idle memory and start-up: psycopg loads only for --store postgresql, OpenTelemetry's
     # OTLP exporter only with an endpoint, html-to-markdown only when webfetch runs and the
-    # LSP types only when a language server starts.
-    optional = ["psycopg", "opentelemetry.exporter", "html_to_markdown", "lsprotocol"]
+    # LSP types only when a language server starts, PyYAML only when a file has front matter.
+    optional = ["psycopg", "opentelemetry.exporter", "html_to_markdown", "lsprotocol", "yaml"]
     probe = (
         "import sys, gateway.cli, gateway._gateway, gateway.http._serve, actors, storage; "
         f"print(*[m for m in {optional!r} if m in sys.modules])"
