@@ -25,6 +25,7 @@ through. Leases and fencing: ``storage._leases``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from typing import Any, Final, TypeVar, cast
 
 import msgspec
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from runtime import IdGenerator, StorageError
 from storage._batch import StoredEvent, WriteBatch
@@ -124,6 +126,7 @@ _SCHEMA: Final[list[list[str]]] = [
     LEASE_SCHEMA,
 ]
 SCHEMA_VERSION: Final = len(_SCHEMA)
+_log = logging.getLogger("kittiwake.storage")
 _SCHEMA_LOCK: Final = 0x4B697474  # an advisory lock key: one opener migrates at a time
 _OWNER_LOCK: Final = 0x4B697475
 """A session-level advisory lock the connection of a store opened without ``owner`` holds
@@ -260,11 +263,21 @@ class PostgresStore(WritePipeline, PostgresQueries):
                 )
 
     def close(self) -> None:
-        """Close the connection; safe to call twice."""
+        """Release this store's advisory locks, then close the connection; safe to call
+        twice. The locks are released by name first: PostgreSQL frees a closed session's
+        locks only when its backend has exited, after the client's close returns, so a
+        store opened right after this one could still find them held. A connection that
+        is already broken is just closed (its backend ends, and its locks with it)."""
         self._conn = None
         if self._pg is not None:
             pg, self._pg = self._pg, None
-            pg.close()
+            try:
+                if not pg.closed and pg.info.transaction_status == TransactionStatus.IDLE:
+                    pg.execute("select pg_advisory_unlock_all()")
+            except psycopg.Error as exc:
+                _log.warning("releasing the store's advisory locks failed", exc_info=exc)
+            finally:
+                pg.close()
 
     # -- writes -------------------------------------------------------------------------
 
