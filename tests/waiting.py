@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import trio
 
-__all__ = ["eventually", "published"]
+__all__ = ["eventually", "published", "serving_url"]
 
 
 class _Watch(trio.abc.Instrument):
@@ -49,3 +50,18 @@ async def published(sub: Any, event_type: str) -> Any:
             item = await sub.receive()
             if getattr(item, "type", None) == event_type:
                 return item
+
+
+async def serving_url(server: trio.Process) -> str:
+    """The URL a ``kittiwake serve`` child prints on its standard output once it serves
+    (``kittiwake: serving http://...``). Fails if its output ends first or 30 s pass."""
+    assert server.stdout is not None
+    out = b""
+    with trio.fail_after(30):
+        while b"serving" not in out:
+            chunk = await server.stdout.receive_some(4096)
+            assert chunk, out.decode()
+            out += chunk
+    found = re.search(rb"serving (https?://\S+)", out)
+    assert found is not None, out.decode()
+    return found.group(1).decode()

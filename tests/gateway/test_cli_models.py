@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -12,6 +11,8 @@ import sys
 from pathlib import Path
 
 import trio
+
+from tests.waiting import serving_url
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = Path("/work/shared/fixtures/models-dev-sample.json")
@@ -97,12 +98,7 @@ async def test_a_configured_model_changed_to_a_wrong_name_fails_prompts_listing_
         env=_environ(tmp_path),
     )  # fmt: skip
     try:
-        assert server.stdout is not None
-        out = b""
-        with trio.fail_after(30):
-            while b"serving" not in out:
-                out += await server.stdout.receive_some(4096)
-        url = re.search(rb"serving (http://\S+)", out).group(1).decode()  # type: ignore[union-attr]
+        url = await serving_url(server)
         config.write_text(config.read_text().replace("mock/mock-model", "mock/nope-model"))
         done = await _kittiwake(tmp_path, "run", "--attach", url, "hello", cwd=config.parent)
         assert done.returncode == 1, done.stderr.decode()

@@ -18,6 +18,7 @@ import trio
 
 from tests.llm.conftest import LocalServer, Reply
 from tests.llm.streams import sse
+from tests.waiting import serving_url
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION = re.compile(r"ses_[0-9A-Za-z]+")
@@ -237,12 +238,7 @@ async def test_commands_beside_a_server_attach_to_it(tmp_path, provider):
         stderr=subprocess.DEVNULL, cwd=cli.project, env=cli.env,
     )  # fmt: skip
     try:
-        assert server.stdout is not None
-        out = b""
-        with trio.fail_after(30):
-            while b"serving" not in out:
-                out += await server.stdout.receive_some(4096)
-        url = re.search(rb"serving (http://\S+)", out).group(1).decode()  # type: ignore[union-attr]
+        url = await serving_url(server)
         note = f"kittiwake: attaching to the kittiwake serve on {url} that holds {cli.data}"
 
         provider.queue(said("attached answer"))
@@ -526,12 +522,7 @@ async def test_serve_directory_is_where_sessions_without_one_work(tmp_path, prov
         cwd=cli.project, env=cli.env,
     )  # fmt: skip
     try:
-        assert server.stdout is not None
-        out = b""
-        with trio.fail_after(30):
-            while b"serving" not in out:
-                out += await server.stdout.receive_some(4096)
-        url = re.search(rb"serving (http://\S+)", out).group(1).decode()  # type: ignore[union-attr]
+        url = await serving_url(server)
         async with httpx.AsyncClient(base_url=url) as client:
             created = (await client.post("/api/session", json={})).json()["data"]
             project = (await client.get("/project/current")).json()

@@ -4,7 +4,6 @@ and a server that cannot be reached is one line."""
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 from collections.abc import AsyncIterator
@@ -15,6 +14,7 @@ import trio
 
 from tests.gateway.test_cli_run import Cli, provider, said
 from tests.llm.conftest import LocalServer
+from tests.waiting import serving_url
 
 __all__ = ["provider"]  # the fixture, imported for the tests here
 
@@ -29,16 +29,7 @@ async def serving(cli: Cli, *args: str) -> AsyncIterator[str]:
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cli.project, env=cli.env,
     )  # fmt: skip
     try:
-        assert server.stdout is not None
-        out = b""
-        with trio.fail_after(30):
-            while b"serving" not in out:
-                chunk = await server.stdout.receive_some(4096)
-                assert chunk, out.decode()
-                out += chunk
-        found = re.search(rb"serving (http://\S+)", out)
-        assert found is not None
-        yield found.group(1).decode()
+        yield await serving_url(server)
     finally:
         server.send_signal(signal.SIGTERM)
         with trio.fail_after(30):
