@@ -140,6 +140,10 @@ class RequestChars:
         self._messages: list[llm.Message] = []
         self._ends: list[int] = []
         """The JSON length of ``_messages[: i + 1]``'s items, summed, at ``i``."""
+        self._tools: list[llm.ToolDefinition] = []
+        self._tools_chars = 2
+        """The JSON length of ``_tools`` (the last request's definitions, the same objects
+        turn after turn while the registry keeps its catalog)."""
 
     @property
     def cached(self) -> int:
@@ -159,7 +163,10 @@ class RequestChars:
             ends.append(total)
         self._messages, self._ends = list(messages), ends
         listed = 2 + total + max(len(messages) - 1, 0)
-        return len(_encode(request.system)) + listed + len(_encode(request.tools))
+        tools = request.tools
+        if len(tools) != len(self._tools) or not all(map(operator.is_, self._tools, tools)):
+            self._tools, self._tools_chars = list(tools), len(_encode(tools))
+        return len(_encode(request.system)) + listed + self._tools_chars
 
 
 def estimate_request(chars: int, known: UsageMark | None) -> int:

@@ -270,8 +270,13 @@ class Catalog:
         )
 
 
+_NO_CONTROLS: Final = GenerationControls()
+
+
 def overlay_generation(base: GenerationControls, top: GenerationControls) -> GenerationControls:
     """Fields set in *top* win over *base*."""
+    if top == _NO_CONTROLS:  # the common case: a request that sets none
+        return base
     fields = {f: getattr(top, f) for f in top.__struct_fields__ if getattr(top, f) is not None}
     return msgspec.structs.replace(base, **fields)
 

@@ -38,10 +38,12 @@ T = TypeVar("T")
 
 
 class LoweringCache:
-    """Wire shapes of history messages already lowered, by message identity.
+    """Wire shapes of history messages (and tool definitions) already lowered, by identity.
 
     A session sends the same immutable message objects turn after turn, so a protocol
-    whose messages lower one by one lowers each of them once instead of on every request.
+    whose messages lower one by one lowers each of them once instead of on every request;
+    the tool registry hands the same definitions turn after turn, so a protocol may keep
+    each one's encoded JSON (``msgspec.Raw``) the same way.
 
     Args:
         max_entries: messages kept, least recently used out (0 keeps none). An entry holds

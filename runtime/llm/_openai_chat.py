@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -39,6 +39,7 @@ from ._schema import (
     SystemMessage,
     TextPart,
     ToolCallPart,
+    ToolDefinition,
     ToolMessage,
     Usage,
     UserMessage,
@@ -77,17 +78,10 @@ def encode_chat(
     body: dict[str, Any] = {"model": route.model_id, "messages": messages, "stream": True}
     body["stream_options"] = {"include_usage": True}
     if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                },
-            }
-            for t in request.tools
-        ]
+        if cache is None:
+            body["tools"] = [_tool(t) for t in request.tools]
+        else:  # the registry hands the same definitions turn after turn: encoded once
+            body["tools"] = [cache.lower(t, _ENCODED_TOOL, _encoded_tool) for t in request.tools]
         body["tool_choice"] = _tool_choice(request.tool_choice)
     _generation(body, request, route)
     for key in _OPTION_KEYS:
@@ -99,6 +93,24 @@ def encode_chat(
     headers = {"content-type": "application/json", "accept": "text/event-stream", **route.headers}
     url = route.base_url.rstrip("/") + "/chat/completions"
     return WireRequest(url=url, headers=headers, body=dumps(body))
+
+
+_ENCODED_TOOL: Final = "chat-tool"
+
+
+def _tool(tool: ToolDefinition) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.input_schema,
+        },
+    }
+
+
+def _encoded_tool(tool: ToolDefinition) -> msgspec.Raw:
+    return msgspec.Raw(dumps(_tool(tool)))
 
 
 def _generation(body: dict[str, Any], request: LLMRequest, route: Route) -> None:

@@ -135,6 +135,20 @@ def test_a_sessions_request_sizes_are_exact_and_encode_only_new_messages() -> No
     assert chars(replaced) == request_chars(replaced) and chars.cached == 1
 
 
+def test_request_sizes_follow_the_tool_catalog() -> None:
+    chars = RequestChars()
+    read = llm.ToolDefinition(name="read", description="Read a file", input_schema={})
+    grep = llm.ToolDefinition(name="grep", description="Search", input_schema={"type": "object"})
+
+    def request(*tools: llm.ToolDefinition) -> llm.LLMRequest:
+        return llm.LLMRequest(model=llm.ModelRef(provider_id="p", model_id="m"),
+                              system=["be brief"], messages=[], tools=list(tools))  # fmt: skip
+
+    # The same definitions again (a new list), then one more, one fewer, another one.
+    for tools in ((read,), (read,), (read, grep), (grep,), (read,), ()):
+        assert chars(request(*tools)) == request_chars(request(*tools))
+
+
 def _user(i: str, text: str) -> m.UserMessage:
     return m.UserMessage(id=i, time=TIME, text=text)
 
