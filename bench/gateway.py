@@ -416,7 +416,7 @@ async def _measure(args: argparse.Namespace) -> None:
     print(f"{args.runs} run(s): {args.sequential} sequential prompts, {args.concurrent} "
           f"sessions at once x {args.rounds} rounds", flush=True)  # fmt: skip
     results: dict[str, list[Series]] = {
-        "openai": [], "httpx": [], "ws": [], "scripted": [], "opencode": []
+        "openai": [], "v1": [], "httpx": [], "ws": [], "scripted": [], "opencode": []
     }  # fmt: skip
     costs: list[dict[str, tuple[float, float]]] = []
     for _ in range(args.runs):
@@ -434,6 +434,9 @@ async def _measure(args: argparse.Namespace) -> None:
                             await _http_series(url, args, lean=True, pids=[pid])
                         )
                         if provider == "openai":
+                            results["v1"].append(
+                                await _http_series(url, args, lean=True, pids=[pid], v1=True)
+                            )
                             results["httpx"].append(
                                 await _http_series(url, args, lean=False, pids=[pid])
                             )
@@ -443,6 +446,7 @@ async def _measure(args: argparse.Namespace) -> None:
                 results["opencode"].append(await _opencode_series(mock_port, args))
     if args.runs:
         _print_series("HTTP, OpenAI-compatible mock", results["openai"])
+        _print_series("same, V1 route (1 request)", results["v1"])
         _print_series("same, httpx client", results["httpx"])
         _print_series("websocket, same mock", results["ws"])
         _print_series("HTTP, in-process ScriptedLLM", results["scripted"])

@@ -12,9 +12,18 @@ from runtime import SessionMessage
 if TYPE_CHECKING:
     from actors import Runtime
 
-__all__ = ["message_in", "reply_of", "replies_to", "session_messages", "transcript"]
+__all__ = [
+    "message_in",
+    "reply_of",
+    "replies_to",
+    "session_messages",
+    "transcript",
+    "transcript_from",
+]
 
 _PAGE: Final = 200
+_RECENT: Final = 8
+"""Messages read per page, newest first, looking back for a prompt just answered."""
 
 
 async def session_messages(rt: Runtime, session_id: str, *, limit: int) -> list[SessionMessage]:
@@ -41,6 +50,34 @@ async def transcript(rt: Runtime, session_id: str, *, limit: int) -> list[dict[s
     return message_projections(items, info, rt.execution.default_model)
 
 
+async def transcript_from(
+    rt: Runtime, session_id: str, message_id: str, *, limit: int
+) -> list[dict[str, Any]]:
+    """The session's messages from *message_id* on as ``{info, parts}``, chronological:
+    read newest first until *message_id* (or *limit* messages, the newest kept), so
+    answering a prompt costs its own messages, not the session's whole history.
+
+    Raises ``SessionNotFoundError``. Cancellation abandons the read.
+    """
+    info = await rt.sessions.get(session_id)
+    newest: list[SessionMessage] = []
+    cursor: str | None = None
+    while len(newest) < limit:
+        size = min(_PAGE, max(_RECENT, len(newest)))  # pages grow when the prompt is far back
+        page = await rt.sessions.messages(session_id, limit=size, order="desc", cursor=cursor)
+        found = next((i for i, m in enumerate(page.data) if m.id == message_id), None)
+        if found is not None:
+            newest.extend(page.data[: found + 1])  # type: ignore[arg-type]
+            break
+        newest.extend(page.data)  # type: ignore[arg-type]
+        cursor = page.next
+        if cursor is None:
+            break
+    newest = newest[:limit]
+    newest.reverse()
+    return message_projections(newest, info, rt.execution.default_model)
+
+
 def replies_to(items: list[dict[str, Any]], message_id: str) -> list[dict[str, Any]]:
     """The assistant messages of *items* answering user message *message_id*."""
     return [
@@ -52,7 +89,7 @@ def replies_to(items: list[dict[str, Any]], message_id: str) -> list[dict[str, A
 async def reply_of(rt: Runtime, session_id: str, message_id: str, *, limit: int) -> dict[str, Any]:
     """The last reply to *message_id*, read once the caller waited for the session to be
     idle; 503 ``ServiceUnavailableError`` when the session settled without one."""
-    replies = replies_to(await transcript(rt, session_id, limit=limit), message_id)
+    replies = replies_to(await transcript_from(rt, session_id, message_id, limit=limit), message_id)
     if not replies:
         raise GatewayError(
             "ServiceUnavailableError", "The session settled without an answer to the prompt"

@@ -21,7 +21,7 @@ from quart import Response, request
 
 from gateway.http import Answer, GatewayError, RouteTable, encode, session_json
 from gateway.opencode._diff import session_diffs
-from gateway.opencode._transcript import message_in, replies_to, transcript
+from gateway.opencode._transcript import message_in, replies_to, transcript, transcript_from
 from gateway.opencode._v1_live import live_items
 from runtime import Location, ModelRef, Prompt, SessionInfo, SessionNotFoundError
 from runtime import events as ev
@@ -187,12 +187,15 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
                 break
         return out[:max_sessions]
 
-    async def projections(session_id: str) -> list[dict[str, Any]]:
-        """The stored messages, and the assistant message being written when the store
-        does not hold it all yet (taken before the store is read, so a step ending
-        meanwhile is in what the store answers)."""
+    async def projections(session_id: str, since: str | None = None) -> list[dict[str, Any]]:
+        """The stored messages (*since*: from that message on), and the assistant message
+        being written when the store does not hold it all yet (taken before the store is
+        read, so a step ending meanwhile is in what the store answers)."""
         live = gw.live.held(session_id)
-        items = await transcript(rt, session_id, limit=max_messages)
+        if since is None:
+            items = await transcript(rt, session_id, limit=max_messages)
+        else:
+            items = await transcript_from(rt, session_id, since, limit=max_messages)
         if live is None:
             return items
         info = await rt.sessions.get(session_id)
@@ -358,7 +361,7 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
         await rt.sessions.wait_idle(session_id)
         with trio.move_on_after(SETTLE_TIMEOUT):
             await gw.board.settled(session_id)
-        items = await projections(session_id)
+        items = await projections(session_id, since=user_id)
         replies = replies_to(items, user_id)
         mine = [i for i in items if i["info"]["id"] == user_id]
         return _json((replies or mine or items)[-1])

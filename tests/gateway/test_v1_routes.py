@@ -59,6 +59,23 @@ async def _prompt(client: httpx.AsyncClient, sid: str, text: str) -> dict[str, A
     return dict(_valid(r, "/session/{sessionID}/message", "post"))
 
 
+async def test_a_prompt_is_answered_with_its_own_reply_past_the_listing_bound(
+    tmp_path: Any,
+) -> None:
+    """``POST /session/{id}/message`` reads back from the newest message to the prompt,
+    so a session longer than the listing bound still answers each prompt's reply."""
+    from gateway.opencode import FileLimits
+
+    async with served(tmp_path, file_limits=FileLimits(max_messages=3)) as g:
+        async with httpx.AsyncClient(base_url=g.url) as client:
+            sid = await _session(client)
+            for n in range(6):
+                reply = await _prompt(client, sid, f"prompt {n}")
+                assert reply["info"]["role"] == "assistant"
+                text = [p["text"] for p in reply["parts"] if p["type"] == "text"]
+                assert text == [f"answer {2 * n + 1}"]  # the history it was asked with
+
+
 async def test_fork_copies_the_history_before_a_message_durably(tmp_path: Any) -> None:
     async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
         sid = await _session(client)
