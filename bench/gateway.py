@@ -223,8 +223,8 @@ async def _http_series(
         ]  # fmt: skip
         clients: list[httpx.AsyncClient | LeanClient] = [client] * len(sids)
         prompt = partial(_prompt, v1=v1)
-        if lean:
-            clients = [await LeanClient.open(url) for _ in sids]
+        if lean:  # the others' connections open after the sequential series: an idle
+            clients = [await LeanClient.open(url)]  # one longer than keep-alive is closed
         try:
             for _ in range(5):
                 await prompt(clients[0], sids[0])
@@ -234,6 +234,8 @@ async def _http_series(
             series.server_cpu = (cpu_of(pids) - served) / args.sequential
             if not v1:
                 await _check_answered(client, sids[0])
+            if lean:
+                clients += [await LeanClient.open(url) for _ in sids[1:]]
             async with trio.open_nursery() as inner:  # each session's first prompt (a title)
                 for c, s in zip(clients, sids, strict=True):
                     inner.start_soon(prompt, c, s)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -154,9 +156,19 @@ class StoreQueries(StoreCaches):
         self, session_id: str, *, limit: int, order: str, after_seq: int | None = None,
         before_seq: int | None = None,
     ) -> list[tuple[int, SessionMessage]]:  # fmt: skip
-        """A page of projected messages by creating-event seq."""
+        """A page of projected messages by creating-event seq: from the session's cached
+        history when it is held (it has every message, those not yet applied too, so the
+        page needs no read barrier), else from DuckDB."""
         direction = "desc" if order == "desc" else "asc"
-        rows = (
+        cached = self._histories.get(session_id)
+        if cached is not None:
+            rows = cached.listing(0 if after_seq is None else after_seq + 1)
+            if before_seq is not None:
+                rows = rows[: bisect.bisect_left(rows, before_seq, key=itemgetter(0))]
+            if direction == "desc":
+                rows.reverse()
+            return rows[:limit]
+        found = (
             self._db()
             .execute(
                 "select seq, data from session_message where session_id = ? "
@@ -166,7 +178,7 @@ class StoreQueries(StoreCaches):
             )
             .fetchall()
         )
-        return [(int(r[0]), decode_message(r[1])) for r in rows]
+        return [(int(r[0]), decode_message(r[1])) for r in found]
 
     def events(self, session_id: str, *, after: int, limit: int) -> list[StoredEvent]:
         """Durable events with seq > *after*, ascending, *limit* at most."""

@@ -612,3 +612,38 @@ async def test_a_write_fenced_with_a_replaced_token_is_refused_and_writes_nothin
         await _write(store, ReleaseLease(session_id="ses_a", owner="w2", token=new.token))
         with pytest.raises(LeaseLost):
             await _write(store, Append(session_id="ses_a", events=[interrupt], fence=new.token))
+
+
+@pytest.mark.parametrize("mode", ["threaded", "inline"])
+async def test_message_pages_agree_from_the_cached_history_and_from_duckdb(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's history held in the store's cache answers its message pages (no read
+    barrier); once the cache let it go, DuckDB answers them, and the pages agree."""
+    import storage._caches
+    import storage._pipeline
+
+    for module in (storage._caches, storage._pipeline):  # one history held at a time
+        monkeypatch.setattr(module, "CACHE_HISTORIES", 1)
+    queries = [
+        Messages(session_id="ses_a", limit=limit, order=order, after_seq=after, before_seq=before)
+        for limit in (1, 2, 10)
+        for order in ("asc", "desc")
+        for after in (None, 0, 3)
+        for before in (None, 4, 100)
+    ]
+
+    async def pages(store: Store) -> list[list[tuple[int, str]]]:
+        return [[(seq, m.id) for seq, m in await _read(store, q)] for q in queries]
+
+    async with _runtime_store(tmp_path, mode) as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        for n in range(6):
+            await _write(store, _admit("ses_a", f"msg_{n}"))
+        await _write(store, PromoteInputs(session_id="ses_a", opening=True, timestamp=3))
+        cached = await pages(store)
+        await _write(store, CreateSession(info=_info("ses_b")))  # ses_a's history goes
+        assert await pages(store) == cached
+    whole = cached[queries.index(Messages(session_id="ses_a", limit=10, order="asc"))]
+    assert [mid for _, mid in whole] == [f"msg_{n}" for n in range(6)]
+    assert any(0 < len(page) < 6 for page in cached)  # the bounds cut some pages
