@@ -54,6 +54,10 @@ DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 4096
 KEEP_ALIVE_TIMEOUT: Final = 5.0
 """Seconds an idle keep-alive connection stays open."""
+LISTEN_BACKLOG: Final = 1024
+"""Connections the kernel completes and holds for the server to accept (capped by
+``net.core.somaxconn``): hundreds of sessions' clients connecting at once wait in it
+instead of being dropped (Hypercorn's default is 100)."""
 TLS_HANDSHAKE_TIMEOUT: Final = 10.0
 """Seconds a client has to finish the TLS handshake."""
 MAX_REQUEST_HEAD: Final = 16 * 1024
@@ -178,6 +182,7 @@ def server_config(
         config.keyfile = str(keyfile)
     config.graceful_timeout = graceful_timeout
     config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
+    config.backlog = LISTEN_BACKLOG
     config.ssl_handshake_timeout = TLS_HANDSHAKE_TIMEOUT
     config.h11_max_incomplete_size = MAX_REQUEST_HEAD
     # Never reached: past its limit Hypercorn 0.18 answers 1009 but then handles one frame

@@ -7,11 +7,14 @@ own app, or the gateway's ``serve`` itself) and talks to it over sockets with h1
 from __future__ import annotations
 
 import json
+import select
 import socket
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from pathlib import Path
+from socket import SO_ERROR, SOL_SOCKET
 from typing import Any
 
 import h11
@@ -123,6 +126,25 @@ class Client:
         except trio.BrokenResourceError:
             pass  # reset rather than closed: gone all the same
         return trio.current_time()
+
+
+async def test_a_burst_of_connections_waits_in_the_listen_backlog(tmp_path):
+    """300 clients connecting while the server cannot accept (its event loop is busy
+    here) are all connected by the kernel, held in the listen backlog."""
+    async with gateway_served(tmp_path) as (host, port):
+        clients = [socket.socket() for _ in range(300)]
+        try:
+            for client in clients:  # no checkpoint: the server accepts none meanwhile
+                client.setblocking(False)
+                client.connect_ex((host, port))
+            pending, deadline = set(clients), time.monotonic() + 2.0
+            while pending and time.monotonic() < deadline:
+                _, writable, _ = select.select([], list(pending), [], 0.05)
+                pending -= {c for c in writable if not c.getsockopt(SOL_SOCKET, SO_ERROR)}
+            assert not pending, f"{len(pending)} of 300 connections were not completed"
+        finally:
+            for client in clients:
+                client.close()
 
 
 async def test_keep_alive_timeout_closes_only_idle_connections(tmp_path):
