@@ -439,9 +439,10 @@ async def _measure(args: argparse.Namespace) -> None:
                             results["v1"].append(
                                 await _http_series(url, args, lean=True, pids=[pid], v1=True)
                             )
-                            results["httpx"].append(
-                                await _http_series(url, args, lean=False, pids=[pid])
-                            )
+                            if args.httpx:
+                                results["httpx"].append(
+                                    await _http_series(url, args, lean=False, pids=[pid])
+                                )
                             results["ws"].append(await _ws_series(url, args))
                             costs.append(await _request_costs(url, pid, args.requests))
             if args.opencode:
@@ -449,7 +450,8 @@ async def _measure(args: argparse.Namespace) -> None:
     if args.runs:
         _print_series("HTTP, OpenAI-compatible mock", results["openai"])
         _print_series("same, V1 route (1 request)", results["v1"])
-        _print_series("same, httpx client", results["httpx"])
+        if args.httpx:
+            _print_series("same, httpx client", results["httpx"])
         _print_series("websocket, same mock", results["ws"])
         _print_series("HTTP, in-process ScriptedLLM", results["scripted"])
         if args.opencode:
@@ -545,6 +547,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cold", type=int, default=5)
     parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument(
+        "--httpx", action=argparse.BooleanOptionalAction, default=True,
+        help="the httpx client's series (one pool: at hundreds of sessions a connection it "
+        "kept past the server's 5 s keep-alive can meet the server closing it)",
+    )  # fmt: skip
     parser.add_argument(
         "--telemetry", action="store_true", help="served runtimes record spans (telemetry on)"
     )
