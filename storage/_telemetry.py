@@ -192,7 +192,11 @@ class TelemetryStore(SpanRecorder):
         options = options or TelemetryOptions()
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        conn = duckdb.connect(str(directory / TELEMETRY_FILE), config={"threads": 1})
+        # One thread: the writer's. DuckDB's asynchronous I/O pool (four threads per CPU,
+        # started at connect) serves only Parquet and CSV scans, which these tables never run.
+        conn = duckdb.connect(
+            str(directory / TELEMETRY_FILE), config={"threads": 1, "async_threads": 0}
+        )
         try:
             conn.execute(_SCHEMA)
             conn.execute("create index if not exists spans_trace on spans (trace_id)")
