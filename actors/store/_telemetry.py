@@ -7,7 +7,6 @@ from typing import Any
 
 import trio
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from storage import TelemetryOptions, TelemetryStore
 
@@ -50,6 +49,7 @@ async def open_telemetry(
         store = await trio.to_thread.run_sync(TelemetryStore.open, directory, options)
         return store, store
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     exporter = OTLPSpanExporter(endpoint=options.otlp_endpoint, headers=options.otlp_headers)
     export = BatchSpanProcessor(exporter)

@@ -8,7 +8,6 @@ the data dir.
 
 from __future__ import annotations
 
-import getpass
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -158,6 +157,8 @@ async def auth_login(
 
 def _read_key(provider_id: str, stdin: TextIO) -> str:
     if stdin.isatty():
+        import getpass  # only here: a terminal login
+
         key = getpass.getpass(f"API key for {provider_id}: ")
     else:
         key = stdin.readline()

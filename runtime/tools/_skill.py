@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from html import escape
 from typing import Final
-from xml.sax.saxutils import escape
 
 import msgspec
 
@@ -142,8 +142,8 @@ def _describe(skills: Mapping[str, Skill], agent: AgentInfo) -> str:
     if not allowed:
         return f"{SKILL_DESCRIPTION}\n\nNo skills are available."
     listed = "\n".join(
-        f"  <skill>\n    <name>{escape(s.name)}</name>\n"
-        f"    <description>{escape(s.description)}</description>\n  </skill>"
+        f"  <skill>\n    <name>{escape(s.name, quote=False)}</name>\n"
+        f"    <description>{escape(s.description, quote=False)}</description>\n  </skill>"
         for s in sorted(allowed, key=lambda s: s.name)
     )
     return f"{SKILL_DESCRIPTION}\n\n<available_skills>\n{listed}\n</available_skills>"
@@ -178,7 +178,7 @@ def skill_tool(
             raise ToolError(f"Skill {args.name} could not be read: {exc}") from None
         base = os.path.dirname(skill.location)
         text = (
-            f'<skill_content name="{escape(skill.name)}">\n# Skill: {skill.name}\n\n'
+            f'<skill_content name="{escape(skill.name, quote=False)}">\n# Skill: {skill.name}\n\n'
             f"{skill.content.strip()}\n\nBase directory for this skill: file://{base}\n"
             "Relative paths in this skill (e.g., scripts/, reference/) are relative to this "
             "base directory.\n</skill_content>"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import httpx
 import trio
 
 from gateway.cli._main import default_data_dir, render_tree
+from tests.waiting import serving_url
 
 from .conftest import served
 
@@ -125,3 +128,53 @@ async def test_serving_from_duckdb_does_not_import_what_only_a_feature_needs():
             [sys.executable, "-c", probe], capture_stdout=True, check=True, cwd=ROOT
         )
     assert done.stdout.decode().split() == []
+
+
+_FEATURE_ONLY = (
+    "getpass", "html_to_markdown", "httpx", "lsprotocol", "opentelemetry.exporter",
+    "opentelemetry.sdk.trace.export", "psycopg", "xml", "yaml",
+)  # fmt: skip
+"""What a serving process imports only for a feature it was not asked for: the HTTP client
+(a provider), the exporters (an OTLP endpoint), PostgreSQL (``--store``), the web and LSP
+tools' libraries, PyYAML (front matter) and getpass (``auth login``); nothing escapes XML
+with ``xml.sax``."""
+
+
+async def test_a_serving_process_imports_feature_modules_only_when_used(tmp_path):
+    # The import-time probes above miss what start-up and requests import later: this is
+    # `kittiwake serve` itself (DuckDB, no provider), asked for its health, a session, a
+    # prompt (its turn fails: no provider) and OpenCode's session list, then stopped.
+    listing = tmp_path / "modules.txt"
+    probe = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(listing)!r}, 'w').write(' '.join(sys.modules)))\n"
+        "from gateway.__main__ import main\n"
+        "sys.argv = ['kittiwake', 'serve', '--port', '0']\n"
+        "raise SystemExit(main())\n"
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "KITTIWAKE_SERVER_PASSWORD": "",
+        "KITTIWAKE_DATA_DIR": str(tmp_path / "data"),
+    }  # fmt: skip
+    server = await trio.lowlevel.open_process(
+        [sys.executable, "-c", probe], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, cwd=project, env=env,
+    )  # fmt: skip
+    try:
+        url = await serving_url(server)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            assert (await client.get("/api/health")).status_code == 200
+            sid = (await client.post("/api/session", json={})).json()["data"]["id"]
+            prompt = {"prompt": {"text": "hi"}}
+            assert (await client.post(f"/api/session/{sid}/prompt", json=prompt)).is_success
+            assert (await client.post(f"/api/session/{sid}/wait")).is_success
+            assert sid in (await client.get("/session")).text
+    finally:
+        server.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            await server.wait()
+    loaded = set(listing.read_text().split())
+    assert "gateway.http._serve" in loaded and "runtime.telemetry" in loaded
+    assert [m for m in _FEATURE_ONLY if m in loaded] == []

@@ -6,6 +6,7 @@ import trio.testing
 from runtime.agents import BUILD, AgentInfo
 from runtime.llm import TextPart, ToolDefinition
 from runtime.tools import (
+    Skill,
     Tool,
     ToolContext,
     ToolEnvironment,
@@ -14,6 +15,7 @@ from runtime.tools import (
     ToolRegistry,
     ToolSettlement,
     ToolSuccess,
+    skill_tool,
 )
 from runtime.tools.testing import EchoInput, testing_registry
 
@@ -204,3 +206,12 @@ async def test_oversized_failure_message_is_bounded(tmp_path):
     assert isinstance(result, ToolFailure)
     assert result.error.startswith("bad line\n") and len(result.error.split("\n")) <= 2000
     assert "... error message truncated ..." in result.error
+
+
+def test_the_skill_listing_escapes_markup_in_names_and_descriptions():
+    odd = Skill(name="a&b", description='<b> "bold" & more', location="/x/SKILL.md", content="")
+    listing = skill_tool(lambda: {odd.name: odd}).definition(BUILD).description
+    assert (
+        "  <skill>\n    <name>a&amp;b</name>\n"
+        '    <description>&lt;b&gt; "bold" &amp; more</description>\n  </skill>'
+    ) in listing
