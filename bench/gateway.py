@@ -29,8 +29,10 @@ with httpx (one keep-alive pool), whose CPU per prompt is printed beside it:
 - a websocket variant (``openai`` provider): one ``/api/ws`` connection subscribed to the
   session sends a ``prompt`` frame and waits for the answering durable
   ``session.next.step.ended`` event on the same connection;
-- cold start: ``kittiwake serve`` in a fresh process until the first 200 from /api/health;
-- idle RSS of that process one second after startup.
+- cold start: ``kittiwake serve`` in a fresh process until the first 200 from /api/health,
+  and the CPU the process used by then (every thread, from ``/proc``: steadier than the
+  wall time on a shared machine);
+- idle RSS and threads of that process one second after startup.
 
 Warm figures are the median over ``--runs`` fresh servers. ``--opencode`` measures ``opencode
 serve --pure`` 1.18.33 (``bench/_opencode.py``, offline; ``make opencode``) on the same mock in
@@ -340,11 +342,12 @@ async def _request_costs(url: str, pid: int, n: int) -> dict[str, tuple[float, f
         return out
 
 
-def _rss_mb(pid: int) -> float:
+def _status(pid: int, field: str) -> int:
+    """A number of ``/proc/<pid>/status`` (*field* ``VmRSS`` is in KiB)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise LookupError(field)
 
 
 async def _first_200(url: str, deadline: float) -> float:
@@ -372,8 +375,18 @@ async def _first_200(url: str, deadline: float) -> float:
         await trio.sleep(0.005)
 
 
-async def _cold(args: argparse.Namespace) -> tuple[list[float], list[float]]:
-    colds, rss = [], []
+class Cold(msgspec.Struct):
+    """One fresh ``kittiwake serve``: seconds to its first 200, CPU seconds used by then,
+    MiB resident and threads one second later."""
+
+    wall: float
+    cpu: float
+    rss: float
+    threads: int
+
+
+async def _cold(args: argparse.Namespace) -> list[Cold]:
+    starts: list[Cold] = []
     for _ in range(args.cold):
         with tempfile.TemporaryDirectory() as tmp:
             port = free_port()
@@ -387,11 +400,12 @@ async def _cold(args: argparse.Namespace) -> tuple[list[float], list[float]]:
                             stderr=trio.lowlevel.FdStream(os.open(os.devnull, os.O_WRONLY)))
                 )  # fmt: skip
                 ready = await _first_200(f"http://127.0.0.1:{port}", start + 30)
-                colds.append(ready - start)
+                cpu = cpu_seconds(proc.pid)
                 await trio.sleep(1.0)
-                rss.append(_rss_mb(proc.pid))
+                rss, threads = _status(proc.pid, "VmRSS") / 1024, _status(proc.pid, "Threads")
+                starts.append(Cold(ready - start, cpu, rss, threads))
                 proc.terminate()
-    return colds, rss
+    return starts
 
 
 def _print_series(label: str, runs: list[Series]) -> None:
@@ -463,11 +477,15 @@ async def _measure(args: argparse.Namespace) -> None:
             cpu = statistics.median(c[name][1] for c in costs) * 1000
             print(f"  {name:<40} {latency:5.2f} ms, server CPU {cpu:4.2f} ms")
     if args.cold:
-        colds, rss = await _cold(args)
-        per_run = ", ".join(f"{c:.2f}" for c in colds)
-        print(f"cold start to first 200: median {statistics.median(colds):.2f} s "
-              f"over {len(colds)} ({per_run})")  # fmt: skip
-        print(f"idle RSS after start: median {statistics.median(rss):.0f} MB")
+        starts = await _cold(args)
+        per_run = ", ".join(f"{c.wall:.2f}" for c in starts)
+        cpus = ", ".join(f"{c.cpu:.2f}" for c in starts)
+        print(f"cold start to first 200: median {statistics.median(c.wall for c in starts):.2f} s "
+              f"over {len(starts)} ({per_run}); CPU by then: median "
+              f"{statistics.median(c.cpu for c in starts):.2f} s ({cpus})")  # fmt: skip
+        print(f"idle RSS after start: median {statistics.median(c.rss for c in starts):.1f} MiB "
+              f"({', '.join(f'{c.rss:.1f}' for c in starts)}), "
+              f"{statistics.median(c.threads for c in starts):.0f} threads")  # fmt: skip
 
 
 async def _opencode_series(mock_port: int, args: argparse.Namespace) -> Series:
