@@ -32,7 +32,8 @@ with httpx (one keep-alive pool), whose CPU per prompt is printed beside it:
 - cold start: ``kittiwake serve`` in a fresh process until the first 200 from /api/health,
   and the CPU the process used by then (every thread, from ``/proc``: steadier than the
   wall time on a shared machine);
-- idle RSS and threads of that process one second after startup.
+- idle RSS and threads of that process one second after startup, and how much of that RSS
+  is DuckDB's shared library (its pages mapped, from ``/proc/<pid>/smaps``).
 
 Warm figures are the median over ``--runs`` fresh servers. ``--opencode`` measures ``opencode
 serve --pure`` 1.18.33 (``bench/_opencode.py``, offline; ``make opencode``) on the same mock in
@@ -350,6 +351,18 @@ def _status(pid: int, field: str) -> int:
     raise LookupError(field)
 
 
+def _library_mib(pid: int) -> float:
+    """MiB of DuckDB's shared library (``_duckdb*.so``) resident in process *pid*."""
+    kib, duckdb = 0, False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        first = line.split(maxsplit=1)[0]
+        if "-" in first and not first.endswith(":"):  # a mapping's header line
+            duckdb = "/_duckdb" in line
+        elif duckdb and first == "Rss:":
+            kib += int(line.split()[1])
+    return kib / 1024
+
+
 async def _first_200(url: str, deadline: float) -> float:
     """When ``GET /api/health`` first answers 200: one raw HTTP/1.1 request per attempt,
     every 5 ms, a refused or reset connection retried.
@@ -377,11 +390,12 @@ async def _first_200(url: str, deadline: float) -> float:
 
 class Cold(msgspec.Struct):
     """One fresh ``kittiwake serve``: seconds to its first 200, CPU seconds used by then,
-    MiB resident and threads one second later."""
+    MiB resident (of it, DuckDB's library) and threads one second later."""
 
     wall: float
     cpu: float
     rss: float
+    library: float
     threads: int
 
 
@@ -403,7 +417,7 @@ async def _cold(args: argparse.Namespace) -> list[Cold]:
                 cpu = cpu_seconds(proc.pid)
                 await trio.sleep(1.0)
                 rss, threads = _status(proc.pid, "VmRSS") / 1024, _status(proc.pid, "Threads")
-                starts.append(Cold(ready - start, cpu, rss, threads))
+                starts.append(Cold(ready - start, cpu, rss, _library_mib(proc.pid), threads))
                 proc.terminate()
     return starts
 
@@ -484,7 +498,8 @@ async def _measure(args: argparse.Namespace) -> None:
               f"over {len(starts)} ({per_run}); CPU by then: median "
               f"{statistics.median(c.cpu for c in starts):.2f} s ({cpus})")  # fmt: skip
         print(f"idle RSS after start: median {statistics.median(c.rss for c in starts):.1f} MiB "
-              f"({', '.join(f'{c.rss:.1f}' for c in starts)}), "
+              f"({', '.join(f'{c.rss:.1f}' for c in starts)}), of it DuckDB's library "
+              f"{statistics.median(c.library for c in starts):.1f} MiB; "
               f"{statistics.median(c.threads for c in starts):.0f} threads")  # fmt: skip
 
 
