@@ -238,8 +238,9 @@ def _read(
     looked.extend(loaded.looked_at)
     data = loaded.data
     load = load_agents(
-        directory, config_agents=data.get("agent"), config_permission=data.get("permission")
-    )
+        directory, config_agents=data.get("agent"), config_permission=data.get("permission"),
+        config_tools=data.get("tools"),
+    )  # fmt: skip
     agents = {**load.agents, **overrides}
     for name, entry in (data.get("agent") or {}).items():
         if isinstance(entry, Mapping) and entry.get("disable") and name not in overrides:

@@ -67,11 +67,14 @@ def load_agents(
     *,
     config_agents: Mapping[str, Mapping[str, Any]] | None = None,
     config_permission: Mapping[str, Any] | str | None = None,
+    config_tools: Mapping[str, bool] | None = None,
 ) -> AgentLoad:
     """Agents of the Location *directory*: built-ins, then config entries, then agent files.
 
     Blocking (reads files). A later source overrides an earlier agent of the
-    same name; a broken entry or file is skipped with a diagnostic.
+    same name; a broken entry or file is skipped with a diagnostic. *config_tools* (the
+    top-level ``tools``) switches tools on or off for every agent, under each agent's
+    own ``tools``.
     """
     configured = rules_from_config(config_permission)
     agents = {
@@ -84,6 +87,11 @@ def load_agents(
     for path in _agent_files(directory):
         name = os.path.splitext(os.path.basename(path))[0]
         _add(agents, diagnostics, name, path, partial(_read_agent_file, path), configured)
+    if config_tools:
+        agents = {
+            n: msgspec.structs.replace(a, tools={**config_tools, **a.tools})
+            for n, a in agents.items()
+        }
     return AgentLoad(agents=agents, diagnostics=diagnostics)
 
 

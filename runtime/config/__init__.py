@@ -34,6 +34,8 @@ from runtime.config._load import worktree_root as worktree_root
 from runtime.config._load import write_config_patch as write_config_patch
 from runtime.config._schema import AgentConfig as AgentConfig
 from runtime.config._schema import Config as Config
+from runtime.config._schema import ExperimentalConfig as ExperimentalConfig
+from runtime.config._schema import McpOAuthConfig as McpOAuthConfig
 from runtime.config._schema import McpServerConfig as McpServerConfig
 from runtime.config._schema import ModelConfig as ModelConfig
 from runtime.config._schema import PermissionConfig as PermissionConfig
@@ -53,8 +55,10 @@ __all__ = [
     "ConfigError",
     "ConfigWatch",
     "Document",
+    "ExperimentalConfig",
     "KeyPath",
     "LoadedConfig",
+    "McpOAuthConfig",
     "McpServerConfig",
     "ModelConfig",
     "PermissionConfig",

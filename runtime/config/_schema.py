@@ -16,8 +16,10 @@ __all__ = [
     "AgentConfig",
     "CompactionConfig",
     "Config",
+    "ExperimentalConfig",
     "LanguageServersConfig",
     "LspServerConfig",
+    "McpOAuthConfig",
     "McpServerConfig",
     "ModelConfig",
     "ModelCostConfig",
@@ -206,17 +208,38 @@ class TelemetryConfig(_Section, frozen=True):
     otlp: TelemetryOtlpConfig | None = None
 
 
+class McpOAuthConfig(_Section, frozen=True):
+    """``mcp.<name>.oauth``: how a remote server's OAuth client registers and signs in."""
+
+    clientId: str | None = None
+    clientSecret: str | None = None
+    scope: str | None = None
+    callbackPort: Annotated[int, Meta(ge=1, le=65535)] | None = None
+    redirectUri: str | None = None
+
+
 class McpServerConfig(_Section, frozen=True):
-    """``mcp.<name>``: a local (``command``) or remote (``url``) server; validated and kept."""
+    """``mcp.<name>``: a local server (``type: "local"``, ``command``, ``environment``,
+    ``cwd`` relative to the project), a remote one (``type: "remote"``, ``url``,
+    ``headers``, ``oauth``), or only ``{"enabled": false}``; ``timeout`` is a call's, in
+    milliseconds (``docs/mcp.md``)."""
 
     type: Literal["local", "remote"] | None = None
     command: list[str] | None = None
     environment: dict[str, str] | None = None
+    cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] | None = None
-    oauth: bool | dict[str, Any] | None = None
+    oauth: McpOAuthConfig | bool | None = None
     enabled: bool | None = None
     timeout: _Positive | None = None
+
+
+class ExperimentalConfig(_Section, frozen=True):
+    """``experimental``: of OpenCode's keys, ``mcp_timeout`` (milliseconds: the call
+    timeout of MCP servers that set none)."""
+
+    mcp_timeout: _Positive | None = None
 
 
 class WebFetchConfig(_Section, frozen=True):
@@ -283,6 +306,8 @@ class Config(_Section, frozen=True, rename={"schema": "$schema"}):
     compaction: CompactionConfig | None = None
     tool_output: ToolOutputConfig | None = None
     mcp: dict[str, McpServerConfig] | None = None
+    tools: dict[str, bool] | None = None
+    experimental: ExperimentalConfig | None = None
     telemetry: TelemetryConfig | None = None
     webfetch: WebFetchConfig | None = None
     websearch: WebSearchConfig | None = None
