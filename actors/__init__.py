@@ -31,6 +31,7 @@ from actors.kernel import Escalation as Escalation
 from actors.kernel import EventHub as EventHub
 from actors.kernel import Mailbox as Mailbox
 from actors.kernel import MailboxStatistics as MailboxStatistics
+from actors.kernel import Notice as Notice
 from actors.kernel import Reply as Reply
 from actors.kernel import Subscription as Subscription
 from actors.kernel import Supervisor as Supervisor
@@ -65,6 +66,7 @@ __all__ = [
     "EventHub",
     "Mailbox",
     "MailboxStatistics",
+    "Notice",
     "OVERFLOWED",
     "Page",
     "ProviderClients",

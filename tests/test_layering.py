@@ -26,6 +26,7 @@ RUNTIME_PACKAGES = (
     "runtime.config",
     "runtime.context",
     "runtime.llm",
+    "runtime.mcp",
     "runtime.tools",
 )
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
@@ -190,6 +191,9 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("gateway/operator/_planted.py", "from gateway.opencode import FileLimits", "gateway's"),
         ("gateway/cluster/_planted.py", "from gateway.cli import main", "gateway's rooms"),
         ("gateway/opencode/_planted.py", "from gateway.http._app import Gateway", "private"),
+        ("runtime/mcp/_planted.py", "from runtime._ids import IdGenerator", "subpackages use"),
+        ("runtime/mcp/_planted.py", "from runtime.tools._model import ToolError", "private"),
+        ("actors/session/_planted.py", "import mcp.types", "only runtime.mcp imports the mcp"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(

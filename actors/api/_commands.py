@@ -4,6 +4,11 @@ Expansion (``runtime.agents``): ``$ARGUMENTS`` / ``$1``...; then each ``!`comman
 runs in the Location's directory (``bash -c``, bounded in time and output) and is replaced by
 its output; then each ``@path`` naming a file inside the Location brings the file's text in,
 appended as ``<file path="...">`` blocks. Files are read in a worker thread.
+
+The prompts of the Location's connected MCP servers are commands too (``<server>:<prompt>``):
+their template is fetched from the server when one runs, with ``$1``... in place of its
+arguments, and only the arguments are put in (a server's text runs no shell command and
+brings in no file).
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from runtime.agents import (
     shell_spans,
 )
 from runtime.config import global_config_dir
+from runtime.tools import ToolError
 
 if TYPE_CHECKING:
     from actors.api._sessions import Sessions
+    from runtime.mcp import McpServers
 
 __all__ = ["CommandLimits", "Commands"]
 
@@ -61,8 +68,10 @@ class Commands:
         self, *, sessions: Callable[[], Sessions], env: dict[str, str] | None,
         run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
         limits: CommandLimits | None = None,
+        mcp: Callable[[str], Awaitable[McpServers]] | None = None,
     ) -> None:  # fmt: skip
         self._sessions = sessions
+        self._mcp = mcp
         self._global = global_config_dir(env) if env is not None else None
         self._run_blocking = run_blocking
         self.limits = limits or CommandLimits()
@@ -76,7 +85,10 @@ class Commands:
         load = await self._run_blocking(
             lambda: load_commands(directory, self._global, max_bytes=self.limits.max_file_bytes)
         )
-        commands: dict[str, CommandInfo] = load.commands
+        commands: dict[str, CommandInfo] = dict(load.commands)
+        if self._mcp is not None:
+            servers = await self._mcp(directory)
+            commands.update((c.name, c) for c in servers.commands() if c.name not in commands)
         return commands
 
     async def run(
@@ -101,7 +113,15 @@ class Commands:
         if command is None:
             known = ", ".join(sorted(found))
             raise InvalidInputError(f"Unknown command {name!r}; known commands: {known}")
-        text = await self.expand(command, arguments, directory)
+        if command.source == "mcp" and self._mcp is not None:
+            servers = await self._mcp(directory)
+            try:
+                template = await servers.prompt_template(name)
+            except (LookupError, ToolError) as exc:
+                raise InvalidInputError(f"Command {name!r} failed: {exc}") from None
+            text = expand_arguments(template, arguments)
+        else:
+            text = await self.expand(command, arguments, directory)
         chosen = agent or command.agent
         if chosen is not None and chosen != info.agent:
             await sessions.switch_agent(session_id, chosen)

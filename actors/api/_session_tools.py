@@ -24,6 +24,7 @@ from storage import Append, EventsOfType, HistoryChanges
 
 if TYPE_CHECKING:
     from actors.api._sessions import Sessions
+    from runtime.mcp import McpServers
 
 __all__ = ["DEFAULT_MAX_TASKS", "DEFAULT_QUESTION_EVENTS", "SessionTools"]
 
@@ -59,13 +60,17 @@ class SessionTools:
         config = execution.configuration
         self.commands = Commands(
             sessions=lambda: self.sessions, env=config.env if config is not None else None,
-            run_blocking=execution.run_blocking,
+            run_blocking=execution.run_blocking, mcp=self._mcp_of,
         )  # fmt: skip
         """The commands of each Location, and running one in a session."""
         self._slots: dict[str, tuple[trio.Semaphore, int]] = {}
         self._running: dict[str, dict[str, int]] = {}
         """Children running under a task call, by parent (with how many calls run each)."""
         self.tasks_running = 0
+
+    async def _mcp_of(self, directory: str) -> McpServers:
+        """The MCP servers of the Location of *directory* (opened at first use)."""
+        return (await self._x.location(directory)).mcp
 
     def bind(self, sessions: Sessions) -> None:
         """Give the tools the session API (built after the execution they serve)."""

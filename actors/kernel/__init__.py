@@ -20,6 +20,7 @@ from actors.kernel._errors import DuplicateActor as DuplicateActor
 from actors.kernel._errors import Escalation as Escalation
 from actors.kernel._events import OVERFLOWED as OVERFLOWED
 from actors.kernel._events import EventHub as EventHub
+from actors.kernel._events import Notice as Notice
 from actors.kernel._events import Subscription as Subscription
 from actors.kernel._mailbox import Mailbox as Mailbox
 from actors.kernel._mailbox import MailboxStatistics as MailboxStatistics
@@ -46,6 +47,7 @@ __all__ = [
     "EventHub",
     "Mailbox",
     "MailboxStatistics",
+    "Notice",
     "OVERFLOWED",
     "Reply",
     "Subscription",

@@ -11,17 +11,29 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
+import msgspec
 import trio
 
 from runtime import LiveDelta
 from storage import StoredEvent
 
-__all__ = ["OVERFLOWED", "EventHub", "HubItem", "Subscription"]
+__all__ = ["OVERFLOWED", "EventHub", "HubItem", "Notice", "Subscription"]
 
 OVERFLOWED: Final = "overflowed"
-HubItem = StoredEvent | LiveDelta | Literal["overflowed"]
+
+
+class Notice(msgspec.Struct, frozen=True, kw_only=True):
+    """A Location's live notice for every-session subscribers, in OpenCode's bus shape
+    (``mcp.tools.changed`` ``{server}``); never stored, not a session's."""
+
+    type: str
+    properties: dict[str, Any]
+    directory: str
+
+
+HubItem = StoredEvent | LiveDelta | Notice | Literal["overflowed"]
 DEFAULT_SUBSCRIBER_BUFFER: Final = 1024
 _log = logging.getLogger("kittiwake.hub")
 
@@ -106,6 +118,12 @@ class EventHub:
     def publish_delta(self, delta: LiveDelta) -> None:
         """Offer a live-only delta; it is never stored."""
         self._offer(delta.session_id, delta)
+
+    def publish_notice(self, notice: Notice) -> None:
+        """Offer a Location's *notice* to the subscribers of every session (not to
+        observers, nor to one session's subscribers)."""
+        for sub in self._by_session.get(None, ()):
+            sub.offer(notice)
 
     def follows(self, session_id: str) -> bool:
         """Whether anyone here subscribes to *session_id*'s events (or to every session's)."""

@@ -28,6 +28,8 @@ from runtime.config import (
     load_config,
 )
 from runtime.context import SystemContext
+from runtime.mcp import McpServerSpec
+from runtime.mcp import server_specs as mcp_server_specs
 from runtime.tools import (
     AddressPolicy,
     LspLimits,
@@ -137,6 +139,8 @@ class LocationSettings:
     diagnostics: list[str] = field(default_factory=list)
     language_servers: list[ServerSpec] = field(default_factory=list)
     """The servers of ``lsp`` (and the built-ins found on PATH), resolved at reading."""
+    mcp_servers: dict[str, McpServerSpec] = field(default_factory=dict)
+    """The servers of ``mcp``, by name."""
 
     def agent(self, name: str | None) -> AgentInfo:
         """The agent called *name*, else the configured ``default_agent``, else ``build``."""
@@ -258,6 +262,7 @@ def _read(
         llm=_Failing(error) if error is not None else client, error=error,
         diagnostics=[*map(str, loaded.diagnostics), *load.diagnostics],
         language_servers=server_specs(loaded.config.lsp),
+        mcp_servers=mcp_server_specs(loaded.config, directory),
     )  # fmt: skip
     if error is not None:
         looked = [*looked, *_candidates(directory, configuration)]

@@ -22,6 +22,7 @@ from actors.kernel import (
     ActorNotFound,
     ActorStopped,
     EventHub,
+    Notice,
     Reply,
     Supervisor,
     SupervisorPolicy,
@@ -435,8 +436,10 @@ class SessionExecution:
             registry.saved_approvals = self.permissions
         location = LocationState(directory, registry, context, watch, settings)
         location.skills = skills
+        location.mcp.on_tools_changed = partial(self._mcp_tools_changed, directory)
         if self.supervisor._nursery is not None:  # servers start lazily, inside this task
             self.supervisor._nursery.start_soon(location.language_servers.run)
+            self.supervisor._nursery.start_soon(location.mcp.run)
         if self.location_tools is not None:
             tools = self.location_tools()
             rescan = partial(self.rescan_skills, location)
@@ -454,6 +457,13 @@ class SessionExecution:
             )  # fmt: skip
         self._locations[directory] = location
         return location
+
+    def _mcp_tools_changed(self, directory: str, server: str) -> None:
+        """OpenCode's ``mcp.tools.changed`` for every-session subscribers."""
+        notice = Notice(
+            type="mcp.tools.changed", properties={"server": server}, directory=directory
+        )
+        self.hub.publish_notice(notice)
 
     async def current_location(self, directory: str) -> LocationState:
         """The Location of *directory* (see :meth:`location`) with its configuration and

@@ -12,6 +12,7 @@ from runtime import InvalidSessionInputError
 from runtime.agents import AgentInfo
 from runtime.config import ConfigWatch
 from runtime.context import SystemContext, SystemContextRegistry
+from runtime.mcp import McpServers
 from runtime.tools import (
     LanguageServers,
     Skill,
@@ -38,7 +39,9 @@ class LocationState:
     Its registry gets ``webfetch`` (under the current ``webfetch`` settings) and, while
     the configuration names a backend, ``websearch``, each as a contribution of its own;
     and ``lsp`` over its :class:`LanguageServers`, which also append diagnostics to edits
-    (whoever opens the Location runs ``language_servers.run`` in a nursery).
+    (whoever opens the Location runs ``language_servers.run`` in a nursery). Its MCP
+    servers (``mcp``) follow the configuration at each :meth:`refresh`, which also
+    brings their tools into the registry (whoever opens the Location runs ``mcp.run``).
 
     A plain object, not an actor: nothing is sent to it. Its callers are the tasks of
     one trio run; :meth:`observe_context` shares one observation between concurrent
@@ -71,6 +74,10 @@ class LocationState:
         )
         registry.edit_observer = self.language_servers
         self._lsp = registry.contribute(lsp_tool(self.language_servers))
+        self.mcp = McpServers(
+            directory, registry, specs=lambda: self.settings.mcp_servers,
+            data_dir=registry.env.data_dir,
+        )  # fmt: skip
 
     def _sync_search(self) -> None:
         """Offer ``websearch`` exactly while the configuration names a backend."""
@@ -104,12 +111,15 @@ class LocationState:
 
     async def refresh(self) -> LocationSettings:
         """Read the configuration and agent files again if one changed (a few ``lstat``
-        calls when none did). Cancellation waits for a running read to end."""
+        calls when none did), and bring the MCP servers' current tools into the registry.
+        Cancellation waits for a running read to end."""
         settings = await self._watch.load()
         if settings is not self.settings:
             self.settings = settings
             self.describe_subagents()
             self._sync_search()
+            self.mcp.sync()
+        self.mcp.apply()
         return self.settings
 
     async def observe_context(self) -> SystemContext:

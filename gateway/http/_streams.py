@@ -13,7 +13,7 @@ import trio
 from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
-from actors import OVERFLOWED
+from actors import OVERFLOWED, Notice
 from gateway.http._opencode import session_json
 from gateway.http._routes import SSE, RouteTable
 from gateway.http._wire import (
@@ -99,7 +99,9 @@ def after_arg() -> int | None:
         raise GatewayError("InvalidRequestError", "after must be an integer seq") from None
 
 
-def _global_frame(item: StoredEvent | LiveDelta) -> bytes:
+def _global_frame(item: StoredEvent | LiveDelta | Notice) -> bytes:
+    if isinstance(item, Notice):  # a Location's notice (``mcp.tools.changed``)
+        return sse_frame(encode({"type": item.type, "properties": item.properties}))
     if isinstance(item, StoredEvent) and item.type == _SESSION_UPDATED:
         # OpenCode's ``session.updated``: the client replaces its copy of the session.
         event = decode_event(item.data)

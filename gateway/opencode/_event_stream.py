@@ -11,7 +11,7 @@ import trio
 from quart import Response
 from quart_trio import QuartTrio
 
-from actors import OVERFLOWED
+from actors import OVERFLOWED, Notice
 from gateway.http import SSE, Producer, RouteTable, encode, sse_frame, sse_response
 from gateway.opencode._diff import session_diffs
 from gateway.opencode._v1_events import Idle, Lookup, V1Projection
@@ -86,14 +86,16 @@ def _v1_producer(gw: OpenCodeGateway, *, envelope: bool) -> Producer:
     home = str(gw.directory.resolve())
     directories: dict[str, str] = {}
 
-    async def frame(payload: dict[str, Any]) -> bytes:
+    async def frame(payload: dict[str, Any], where: str | None = None) -> bytes:
         payload = {"id": ids.new("evt"), **payload}
         if not envelope:
             return sse_frame(encode(payload))
         props = payload["properties"]
         sid = props.get("sessionID")
         directory = home
-        if isinstance(props.get("info"), dict) and "directory" in props["info"]:
+        if where is not None:
+            directory = where
+        elif isinstance(props.get("info"), dict) and "directory" in props["info"]:
             directory = props["info"]["directory"]
         elif isinstance(sid, str):
             if sid not in directories:
@@ -122,6 +124,10 @@ def _v1_producer(gw: OpenCodeGateway, *, envelope: bool) -> Producer:
                         if item == OVERFLOWED:
                             projection.reset()
                             nexts.reset()
+                            continue
+                        if isinstance(item, Notice):  # a Location's (mcp.tools.changed)
+                            notice = {"type": item.type, "properties": item.properties}
+                            await send.send(await frame(notice, item.directory))
                             continue
                         try:
                             payloads = []

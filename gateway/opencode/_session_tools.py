@@ -188,8 +188,10 @@ class CommandV2Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 def command_json(command: CommandInfo) -> dict[str, Any]:
     """OpenCode's ``Command``."""
-    body: dict[str, Any] = {"name": command.name, "source": "command",
-                            "template": command.template, "hints": command_hints(command.template)}  # fmt: skip
+    hints = command.hints if command.hints is not None else command_hints(command.template)
+    source = "mcp" if command.source == "mcp" else "command"
+    body: dict[str, Any] = {"name": command.name, "source": source,
+                            "template": command.template, "hints": hints}  # fmt: skip
     for key in ("description", "agent", "model"):
         if getattr(command, key) is not None:
             body[key] = getattr(command, key)

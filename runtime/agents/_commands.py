@@ -46,14 +46,18 @@ Only state what the files show; do not guess at commands that are not there."""
 
 
 class CommandInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """One command: a prompt template run by name (``/name arguments``)."""
+    """One command: a prompt template run by name (``/name arguments``).
+
+    An MCP server's prompt (``source`` ``mcp``) has its template fetched when it runs;
+    ``hints`` then names its arguments (``$1``...), which the empty template cannot."""
 
     name: str
     template: str
     description: str | None = None
     agent: str | None = None
     model: str | None = None
-    source: Literal["builtin", "command"] = "command"
+    source: Literal["builtin", "command", "mcp"] = "command"
+    hints: list[str] | None = None
 
 
 class CommandLoad(msgspec.Struct, frozen=True, kw_only=True):

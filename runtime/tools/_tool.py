@@ -47,6 +47,9 @@ class Tool(Generic[InputT]):
         changes: for a tool that changes files, the absolute paths a call may change; the
             registry records their content before the handler runs (``settle``'s
             ``before_change``), so that a revert can restore them. May raise ``ToolError``.
+        schema: the JSON schema advertised instead of *input_type*'s (a tool whose
+            inputs another program describes, such as an MCP server's); *input_type*
+            still decodes each call's input.
 
     Raises:
         ValueError: the name is invalid.
@@ -79,6 +82,7 @@ class Tool(Generic[InputT]):
         describe: Callable[[AgentInfo], str] | None = None,
         touched: Callable[[Any], list[str]] | None = None,
         changes: ResourceExtractor[InputT] | None = None,
+        schema: dict[str, Any] | None = None,
     ) -> None:
         if not TOOL_NAME_PATTERN.match(name):
             raise ValueError(f"Invalid tool name: {name!r}")
@@ -92,7 +96,7 @@ class Tool(Generic[InputT]):
         self.touched = touched
         self.describe = describe
         self.changes = changes
-        self.schema = input_schema(input_type)
+        self.schema = input_schema(input_type) if schema is None else schema
 
     def definition(self, agent: AgentInfo | None = None) -> ToolDefinition:
         """The model-visible definition (as advertised to *agent*, when given)."""

@@ -1,0 +1,58 @@
+"""Kittiwake's MCP client: a Location's Model Context Protocol servers, as OpenCode's
+``mcp`` configuration describes them.
+
+Each Location's :class:`McpServers` runs its servers (local ones over stdio, each under a
+guard process that takes its process group down with Kittiwake; remote ones over
+Streamable HTTP, else SSE), contributes their tools to the Location's Tool Registry as
+``<server>_<tool>`` (so every call passes its permission rules, bounding and telemetry),
+offers their prompts as ``<server>:<prompt>`` commands and lists their resources. The
+``mcp`` package is imported only when a server starts, in a worker thread.
+"""
+
+from runtime.mcp._convert import input_schema as input_schema
+from runtime.mcp._convert import prompt_text as prompt_text
+from runtime.mcp._convert import resource_json as resource_json
+from runtime.mcp._convert import tool_output as tool_output
+from runtime.mcp._names import MAX_TOOL_NAME as MAX_TOOL_NAME
+from runtime.mcp._names import command_name as command_name
+from runtime.mcp._names import sanitize as sanitize
+from runtime.mcp._names import tool_ids as tool_ids
+from runtime.mcp._server import GUARD as GUARD
+from runtime.mcp._server import McpAuth as McpAuth
+from runtime.mcp._server import McpAuthRequired as McpAuthRequired
+from runtime.mcp._server import McpServer as McpServer
+from runtime.mcp._server import McpServerStatistics as McpServerStatistics
+from runtime.mcp._server import Status as Status
+from runtime.mcp._servers import McpServerNotFound as McpServerNotFound
+from runtime.mcp._servers import McpServers as McpServers
+from runtime.mcp._servers import mcp_tool as mcp_tool
+from runtime.mcp._spec import DEFAULT_CALL_TIMEOUT as DEFAULT_CALL_TIMEOUT
+from runtime.mcp._spec import McpLimits as McpLimits
+from runtime.mcp._spec import McpServerSpec as McpServerSpec
+from runtime.mcp._spec import server_specs as server_specs
+from runtime.mcp._spec import spec_of as spec_of
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "GUARD",
+    "MAX_TOOL_NAME",
+    "McpAuth",
+    "McpAuthRequired",
+    "McpLimits",
+    "McpServer",
+    "McpServerNotFound",
+    "McpServerSpec",
+    "McpServerStatistics",
+    "McpServers",
+    "Status",
+    "command_name",
+    "input_schema",
+    "mcp_tool",
+    "prompt_text",
+    "resource_json",
+    "sanitize",
+    "server_specs",
+    "spec_of",
+    "tool_ids",
+    "tool_output",
+]

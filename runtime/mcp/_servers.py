@@ -1,0 +1,303 @@
+"""The MCP servers of one Location: started with it, kept in step with its configuration,
+their tools contributed to its registry, their prompts and resources offered."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+import trio
+
+from runtime.agents import CommandInfo
+from runtime.mcp._convert import encoded, input_schema, prompt_text, resource_json, tool_output
+from runtime.mcp._names import command_name, sanitize, tool_ids
+from runtime.mcp._server import McpAuth, McpServer
+from runtime.mcp._spec import McpLimits, McpServerSpec
+from runtime.tools import (
+    Tool,
+    ToolContext,
+    ToolContribution,
+    ToolEnvironment,
+    ToolOutput,
+    ToolRegistry,
+)
+
+__all__ = ["McpServerNotFound", "McpServers", "mcp_tool"]
+
+
+class McpServerNotFound(LookupError):
+    """No server of that name in the Location."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"MCP server not found: {name}")
+        self.name = name
+
+
+class McpServers:
+    """A Location's MCP servers.
+
+    ``run`` (started by whoever opens the Location) hosts them: each connects on its own,
+    concurrently, so nothing waits for them; closing the run stops every server in order
+    (bounded by ``stop_grace``). ``sync`` follows the configuration (servers added,
+    removed or changed are started, stopped or restarted); ``apply`` brings the
+    registry in line with what connected servers list, and is meant for the start of
+    each provider turn, so a tool list that changed reaches the model at its next turn.
+
+    Args:
+        directory: the Location.
+        registry: the Location's Tool Registry.
+        specs: the configured servers, read at each ``sync``.
+        data_dir: where local servers' standard error is written (``log/mcp/``).
+        limits: timeouts and bounds.
+        auth: signs remote servers' requests in (the OAuth seam; ``None``: headers only).
+        on_tools_changed: told the name of a server whose tools changed after it said
+            so (``notifications/tools/list_changed``).
+    """
+
+    def __init__(
+        self, directory: str, registry: ToolRegistry, *,
+        specs: Callable[[], Mapping[str, McpServerSpec]], data_dir: str,
+        limits: McpLimits | None = None, auth: McpAuth | None = None,
+        on_tools_changed: Callable[[str], None] | None = None,
+    ) -> None:  # fmt: skip
+        self.directory = directory
+        self.registry = registry
+        self._specs = specs
+        self.limits = limits or McpLimits()
+        self._auth = auth
+        self.on_tools_changed = on_tools_changed
+        """Told the name of a server whose tools changed after it said so."""
+        digest = hashlib.sha256(directory.encode()).hexdigest()[:8]
+        self._log_dir = os.path.join(data_dir, "log", "mcp", digest)
+        self.servers: dict[str, McpServer] = {}
+        self._added: dict[str, McpServerSpec] = {}
+        self._switched: dict[str, tuple[McpServerSpec, bool]] = {}
+        self._nursery: trio.Nursery | None = None
+        self._contributed: dict[str, tuple[tuple[McpServer, bytes], ToolContribution]] = {}
+        self._applied: tuple[Any, ...] | None = None
+        self._seen_changes: dict[str, int] = {}
+        self.changed = trio.Event()
+        """Set (and replaced) whenever a server's state changes."""
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Host the servers until cancelled; on cancellation each is stopped in order
+        (``stop_grace`` bounds each)."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                self.sync()
+                task_status.started()
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+                for server in self.servers.values():
+                    server.stop()
+
+    def _desired(self) -> dict[str, McpServerSpec]:
+        desired = {**self._specs(), **self._added}
+        for name, spec in list(desired.items()):
+            switched = self._switched.get(name)
+            if switched is not None and switched[0] == spec:
+                desired[name] = msgspec.structs.replace(spec, enabled=switched[1])
+            elif switched is not None:
+                del self._switched[name]  # the configuration changed since: it wins
+        return desired
+
+    def sync(self) -> None:
+        """Start, stop or restart servers so they match the configuration (never
+        blocks; a no-op until ``run`` has started)."""
+        if self._nursery is None:
+            return
+        desired = self._desired()
+        for name in [n for n in self.servers if n not in desired]:
+            self.servers.pop(name).stop()
+        for name, spec in desired.items():
+            current = self.servers.get(name)
+            if current is not None and current.spec == spec:
+                continue
+            if current is not None:
+                current.stop()
+            self._start(spec)
+        self._note_change()
+
+    def _start(self, spec: McpServerSpec) -> McpServer:
+        assert self._nursery is not None
+        server = McpServer(
+            spec, directory=self.directory, limits=self.limits, auth=self._auth,
+            log_path=os.path.join(self._log_dir, f"{sanitize(spec.name)}.log"),
+            on_change=self._note_change,
+        )  # fmt: skip
+        self.servers[spec.name] = server
+        self._nursery.start_soon(server.supervise)
+        return server
+
+    def _note_change(self) -> None:
+        for name, server in self.servers.items():
+            if server.tools_changed != self._seen_changes.get(name, 0):
+                self._seen_changes[name] = server.tools_changed
+                if self.on_tools_changed is not None:
+                    self.on_tools_changed(name)
+        self.changed.set()
+        self.changed = trio.Event()
+
+    # -- tools --------------------------------------------------------------------------
+
+    def apply(self) -> bool:
+        """Contribute the tools of connected servers to the registry, one contribution
+        per tool, and close those of tools that went away or changed (their calls in
+        flight settle as stale); True when something changed. Cheap when nothing did."""
+        state = tuple((n, s, s.generation, s.status) for n, s in self.servers.items())
+        if state == self._applied:
+            return False
+        self._applied = state
+        live = [s for s in self.servers.values() if s.status == "connected"]
+        ids = tool_ids((s.name, str(t.get("name", ""))) for s in live for t in s.tools)
+        wanted = {ids[(s.name, str(t.get("name", "")))]: (s, t) for s in live for t in s.tools}
+        changed = False
+        for tool_id, (key, contribution) in list(self._contributed.items()):
+            found = wanted.get(tool_id)
+            if found is None or found[0] is not key[0] or encoded(found[1]) != key[1]:
+                contribution.close()
+                del self._contributed[tool_id]
+                changed = True
+        for tool_id, (server, tool) in wanted.items():
+            if tool_id not in self._contributed:
+                contribution = self.registry.contribute(mcp_tool(tool_id, server, tool))
+                self._contributed[tool_id] = ((server, encoded(tool)), contribution)
+                changed = True
+        return changed
+
+    # -- what the routes use ------------------------------------------------------------
+
+    def statuses(self) -> dict[str, dict[str, Any]]:
+        """OpenCode's status map: ``{name: MCPStatus}``."""
+        return {name: server.describe() for name, server in self.servers.items()}
+
+    async def settled(self) -> None:
+        """Wait until no server is connecting (each is bounded by ``connect_timeout``;
+        this wait too, a second longer). Cancellation abandons the wait."""
+        with trio.move_on_after(self.limits.connect_timeout + 1):
+            while any(s.status == "connecting" for s in self.servers.values()):
+                await self.changed.wait()
+
+    def _named(self, name: str) -> McpServer:
+        server = self.servers.get(name)
+        if server is None:
+            raise McpServerNotFound(name)
+        return server
+
+    async def add(self, spec: McpServerSpec) -> dict[str, dict[str, Any]]:
+        """Add (or replace) a server for as long as the Location is open, wait until it
+        connected or failed; the whole status map."""
+        self._added[spec.name] = spec
+        self._switched.pop(spec.name, None)
+        self.sync()
+        await self.settled()
+        return self.statuses()
+
+    async def connect(self, name: str) -> None:
+        """Enable *name* (until its configuration changes) and connect it again unless it
+        is connected; waits until it connected or failed.
+
+        Raises:
+            McpServerNotFound: no such server.
+        """
+        server = self._named(name)
+        desired = {**self._specs(), **self._added}
+        self._switched[name] = (desired.get(name, server.spec), True)
+        if server.status != "connected":
+            server.stop()
+            self.servers.pop(name)
+        self.sync()
+        await self.settled()
+
+    async def disconnect(self, name: str) -> None:
+        """Stop *name* and mark it ``disabled`` until it is connected again or its
+        configuration changes.
+
+        Raises:
+            McpServerNotFound: no such server.
+        """
+        server = self._named(name)
+        desired = {**self._specs(), **self._added}
+        self._switched[name] = (desired.get(name, server.spec), False)
+        self.sync()
+        await trio.lowlevel.checkpoint()
+
+    def commands(self) -> list[CommandInfo]:
+        """The prompts of connected servers as commands ``<server>:<prompt>`` (source
+        ``mcp``), their arguments as ``$1``...``$n`` in order."""
+        out: list[CommandInfo] = []
+        for server in self.servers.values():
+            if server.status != "connected":
+                continue
+            for prompt in server.prompts:
+                arity = len(prompt.get("arguments") or [])
+                out.append(
+                    CommandInfo(
+                        name=command_name(server.name, str(prompt.get("name", ""))),
+                        template="",
+                        description=prompt.get("description"),
+                        source="mcp",
+                        hints=[f"${i}" for i in range(1, arity + 1)],
+                    )  # fmt: skip
+                )
+        return out
+
+    async def prompt_template(self, command: str) -> str:
+        """The template of the command *command* (see :meth:`commands`): the server's
+        prompt fetched with ``$1``...``$n`` as its arguments, so that running the
+        command puts the caller's arguments in their places.
+
+        Raises:
+            McpServerNotFound: no connected server has that prompt.
+            ToolError: the server failed to answer.
+        """
+        for server in self.servers.values():
+            for prompt in server.prompts:
+                if command_name(server.name, str(prompt.get("name", ""))) == command:
+                    names = [str(a.get("name")) for a in prompt.get("arguments") or []]
+                    arguments = {n: f"${i}" for i, n in enumerate(names, 1)}
+                    result = await server.get_prompt(str(prompt["name"]), arguments)
+                    return prompt_text(result)
+        raise McpServerNotFound(command.partition(":")[0])
+
+    def resources(self) -> dict[str, dict[str, Any]]:
+        """OpenCode's resource map: ``{"<server>:<uri>": McpResource}``."""
+        return {
+            f"{server.name}:{resource.get('uri')}": resource_json(server.name, resource)
+            for server in self.servers.values()
+            if server.status == "connected"
+            for resource in server.resources
+        }
+
+    async def read_resource(self, server: str, uri: str) -> dict[str, Any]:
+        """The ``ReadResourceResult`` of *uri* on *server*, as JSON.
+
+        Raises:
+            McpServerNotFound: no such server.
+            ToolError: the server is not connected or failed to answer.
+        """
+        return await self._named(server).read_resource(uri)
+
+
+def mcp_tool(tool_id: str, server: McpServer, tool: Mapping[str, Any]) -> Tool[dict[str, Any]]:
+    """The registry's tool for *tool* of *server*: its permission is the tool id (so
+    rules such as ``"github_*": "ask"`` apply), its schema the server's, normalised."""
+    name = str(tool.get("name", ""))
+
+    async def handler(
+        arguments: dict[str, Any], ctx: ToolContext, env: ToolEnvironment
+    ) -> ToolOutput:
+        return tool_output(await server.call(name, arguments))
+
+    description = tool.get("description") or f"{name} (MCP server {server.name})"
+    return Tool(
+        name=tool_id, description=str(description), input_type=dict[str, Any],
+        handler=handler, permission=tool_id, schema=input_schema(tool.get("inputSchema")),
+    )  # fmt: skip

@@ -1,0 +1,139 @@
+"""An MCP server for the tests, written with the ``mcp`` package's server API (FastMCP).
+
+``python server.py stdio`` or ``python server.py http PORT`` (Streamable HTTP on
+127.0.0.1, or ``sse PORT`` for the legacy transport). What it sees worth checking
+(its pid, a cancelled call, a grandchild's pid) is appended as JSON lines to the file
+named by ``MCP_RECORD``. With ``MCP_CHILD=1`` it starts a grandchild process that sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import anyio
+from mcp.server.fastmcp import Context, FastMCP, Image
+
+server = FastMCP("test-server", host="127.0.0.1")
+RECORD = os.environ.get("MCP_RECORD")
+CANCELLED: list[object] = []
+_events: dict[str, anyio.Event] = {}
+
+
+def some_cancelled() -> anyio.Event:
+    """Set once a request was cancelled (made inside the server's event loop)."""
+    return _events.setdefault("cancelled", anyio.Event())
+
+
+def record(**fields: object) -> None:
+    if RECORD:
+        with open(RECORD, "a") as handle:
+            handle.write(json.dumps(fields) + "\n")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@server.tool()
+def shout(text: str) -> str:
+    """Repeat text in capitals, twice as two text parts."""
+    return f"{text.upper()}"
+
+
+@server.tool(structured_output=False)
+def picture():  # noqa: ANN201 - FastMCP reads no output schema from it
+    """Return a caption and a tiny PNG image."""
+    png = bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6300010000050001ff0d0a2db40000000049454e44ae426082"
+    )
+    return ["a red dot", Image(data=png, format="png")]
+
+
+@server.tool()
+def fail() -> str:
+    """Always fail."""
+    raise ValueError("the tool refused")
+
+
+@server.tool()
+async def slow(steps: int, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Take steps * 0.3 s, reporting progress after each step."""
+    for step in range(steps):
+        await anyio.sleep(0.3)
+        await ctx.report_progress(step + 1, steps)
+    return f"slept {steps} steps"
+
+
+@server.tool()
+async def hang(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Report progress once, then never answer; a cancellation is recorded."""
+    await ctx.report_progress(0, 1)
+    try:
+        await anyio.sleep(3600)
+    except anyio.get_cancelled_exc_class():
+        CANCELLED.append(ctx.request_id)
+        some_cancelled().set()
+        raise
+    return "woke"
+
+
+@server.tool()
+async def cancelled_requests() -> list[object]:
+    """The ids of the requests cancelled so far, once there is one (5 s at most)."""
+    with anyio.move_on_after(5):
+        await some_cancelled().wait()
+    return CANCELLED
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the server process at once."""
+    record(event="crash", pid=os.getpid())
+    os._exit(3)
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Add the tool ``extra`` and say that the tool list changed."""
+
+    def extra() -> str:
+        """A tool added at run time."""
+        return "extra!"
+
+    server.add_tool(extra, name="extra")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+@server.prompt()
+def review(path: str, focus: str) -> str:
+    """Review a file with a focus."""
+    return f"Please review {path}, looking for {focus}."
+
+
+@server.resource("notes://readme", name="readme", mime_type="text/plain")
+def readme() -> str:
+    """The project notes."""
+    return "Remember the milk."
+
+
+def main() -> None:
+    record(event="start", pid=os.getpid(), transport=sys.argv[1])
+    if os.environ.get("MCP_CHILD"):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        record(event="child", pid=child.pid)
+    if sys.argv[1] == "stdio":
+        server.run("stdio")
+    else:
+        server.settings.port = int(sys.argv[2])
+        server.run("streamable-http" if sys.argv[1] == "http" else "sse")
+
+
+if __name__ == "__main__":
+    main()
