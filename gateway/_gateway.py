@@ -1,5 +1,6 @@
 """The gateway as served: the HTTP core (``gateway.http``) with OpenCode's room
-(``gateway.opencode``) and the operator's (``gateway.operator``) installed on it."""
+(``gateway.opencode``), MCP's (``gateway.mcp``) and the operator's (``gateway.operator``)
+installed on it."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from gateway.http import (
     create_core,
     serve_app,
 )
+from gateway.mcp import mcp_routes
 from gateway.opencode import FileLimits, LiveAnswers, OpenCodeGateway, opencode_routes
 from gateway.operator import operator_routes
 
@@ -57,7 +59,7 @@ def create_app(
         origins=frozenset(cors_origins or ()), max_body=max_body, known_sessions=known_sessions,
         live=live,
     )  # fmt: skip
-    rooms = (opencode_routes(gw, file_limits or FileLimits()), operator_routes(gw))
+    rooms = (opencode_routes(gw, file_limits or FileLimits()), mcp_routes(gw), operator_routes(gw))
     return create_core(gw, rooms)
 
 

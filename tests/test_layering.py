@@ -191,9 +191,13 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("gateway/operator/_planted.py", "from gateway.opencode import FileLimits", "gateway's"),
         ("gateway/cluster/_planted.py", "from gateway.cli import main", "gateway's rooms"),
         ("gateway/opencode/_planted.py", "from gateway.http._app import Gateway", "private"),
+        ("gateway/mcp/_planted.py", "from gateway.opencode import OpenCodeGateway", "gateway's"),
+        ("gateway/opencode/_planted.py", "from gateway.mcp import mcp_routes", "gateway's rooms"),
+        ("gateway/mcp/_planted.py", "from runtime.mcp._server import McpServer", "private"),
         ("runtime/mcp/_planted.py", "from runtime._ids import IdGenerator", "subpackages use"),
         ("runtime/mcp/_planted.py", "from runtime.tools._model import ToolError", "private"),
         ("actors/session/_planted.py", "import mcp.types", "only runtime.mcp imports the mcp"),
+        ("gateway/mcp/_planted.py", "from mcp import ClientSession", "only runtime.mcp imports"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(

@@ -31,6 +31,7 @@ from gateway.http._opencode import tool_name_json as tool_name_json
 from gateway.http._opencode import tool_state_json as tool_state_json
 from gateway.http._opencode import turn_agent_model as turn_agent_model
 from gateway.http._opencode import user_json as user_json
+from gateway.http._places import request_directory as request_directory
 from gateway.http._routes import HTML as HTML
 from gateway.http._routes import JSON as JSON
 from gateway.http._routes import NO_CONTENT as NO_CONTENT
@@ -96,6 +97,7 @@ __all__ = [
     "provider_v2_json",
     "quart_path",
     "reply_permission",
+    "request_directory",
     "serve_app",
     "session_json",
     "sse_frame",

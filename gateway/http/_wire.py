@@ -58,6 +58,7 @@ STATUS_BY_TAG: Final[dict[str, int]] = {
     "MessageNotFoundError": 404,
     "PermissionNotFoundError": 404,
     "QuestionNotFoundError": 404,
+    "McpServerNotFoundError": 404,
     "NotFoundError": 404,
     "ConflictError": 409,
     "ResumeNotNeededError": 409,

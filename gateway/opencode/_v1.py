@@ -13,13 +13,19 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
-from urllib.parse import unquote
 
 import msgspec
 import trio
 from quart import Response, request
 
-from gateway.http import Answer, GatewayError, RouteTable, encode, session_json
+from gateway.http import (
+    Answer,
+    GatewayError,
+    RouteTable,
+    encode,
+    request_directory,
+    session_json,
+)
 from gateway.opencode._diff import session_diffs
 from gateway.opencode._transcript import message_in, replies_to, transcript, transcript_from
 from gateway.opencode._v1_live import live_items
@@ -30,7 +36,7 @@ if TYPE_CHECKING:
     from gateway.http import Gateway
     from gateway.opencode._state import OpenCodeGateway
 
-__all__ = ["SETTLE_TIMEOUT", "located", "request_directory", "v1_session_routes"]
+__all__ = ["SETTLE_TIMEOUT", "located", "v1_session_routes"]
 
 SETTLE_TIMEOUT: Final = 2.0
 """Seconds a blocking prompt waits, once idle, for the V1 streams to send the idle status."""
@@ -39,23 +45,6 @@ _SHARING_DISABLED: Final = "Sharing is disabled: Kittiwake does not share sessio
 _LIST: Final = Answer(type=list[dict[str, Any]])
 _OBJECT: Final = Answer(type=dict[str, Any])
 _BOOL: Final = Answer(type=bool)
-
-
-def request_directory(gw: Gateway) -> Path:
-    """The directory a request names (header, then query), else the server's.
-
-    Raises 400 ``InvalidRequestError`` when it is not an existing directory.
-    """
-    raw = request.headers.get("x-opencode-directory") or request.args.get("directory")
-    if not raw:
-        return gw.directory.resolve()
-    path = Path(unquote(raw)).expanduser()
-    if not path.is_absolute():
-        path = gw.directory / path
-    path = path.resolve()
-    if not path.is_dir():
-        raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
-    return path
 
 
 def located(gw: Gateway) -> tuple[Path, dict[str, Any]]:

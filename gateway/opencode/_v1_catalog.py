@@ -12,9 +12,17 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 from quart import Response, request
 
-from gateway.http import Answer, GatewayError, RouteTable, agent_json, agent_v2_json, encode
+from gateway.http import (
+    Answer,
+    GatewayError,
+    RouteTable,
+    agent_json,
+    agent_v2_json,
+    encode,
+    request_directory,
+)
 from gateway.opencode._files import fuzzy_score
-from gateway.opencode._v1 import located, request_directory
+from gateway.opencode._v1 import located
 
 if TYPE_CHECKING:
     from gateway.http import Gateway
@@ -92,9 +100,7 @@ def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
 
     for route, op, summary, empty in (
         ("/formatter", "formatter.status", "Formatters (none run: empty)", []),
-        ("/mcp", "mcp.status", "MCP servers (none connected: empty)", {}),
         ("/provider/auth", "provider.auth", "Provider login methods (none: empty)", {}),
-        ("/experimental/resource", "experimental.resource.list", "MCP resources (none)", {}),
         ("/experimental/workspace", "experimental.workspace.list", "Workspaces (none)", []),
         ("/experimental/workspace/status", "experimental.workspace.status",
          "Workspace status (none)", []),

@@ -81,6 +81,8 @@ class McpServers:
         self._seen_changes: dict[str, int] = {}
         self.changed = trio.Event()
         """Set (and replaced) whenever a server's state changes."""
+        self.started = trio.Event()
+        """Set once ``run`` has started the configured servers."""
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -91,6 +93,7 @@ class McpServers:
             self._nursery = nursery
             try:
                 self.sync()
+                self.started.set()
                 task_status.started()
                 await trio.sleep_forever()
             finally:
@@ -179,9 +182,14 @@ class McpServers:
         return {name: server.describe() for name, server in self.servers.items()}
 
     async def settled(self) -> None:
-        """Wait until no server is connecting (each is bounded by ``connect_timeout``;
-        this wait too, a second longer). Cancellation abandons the wait."""
+        """Wait until the servers have started and none is connecting (each is bounded by
+        ``connect_timeout``; this wait too, a second longer). Cancellation abandons the
+        wait."""
+        if not self.servers and not self._added and not self._specs():
+            await trio.lowlevel.checkpoint()
+            return
         with trio.move_on_after(self.limits.connect_timeout + 1):
+            await self.started.wait()
             while any(s.status == "connecting" for s in self.servers.values()):
                 await self.changed.wait()
 

@@ -100,13 +100,14 @@ def crash() -> str:
 
 @server.tool()
 async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
-    """Add the tool ``extra`` and say that the tool list changed."""
+    """Add a tool (``extra``, then ``extra2``, ...) and say that the tool list changed."""
 
     def extra() -> str:
         """A tool added at run time."""
         return "extra!"
 
-    server.add_tool(extra, name="extra")
+    grown = sum(1 for t in await server.list_tools() if t.name.startswith("extra"))
+    server.add_tool(extra, name="extra" if not grown else f"extra{grown + 1}")
     await ctx.session.send_tool_list_changed()
     return "grown"
 
