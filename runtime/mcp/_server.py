@@ -194,7 +194,12 @@ class McpServer:
         with self._stop_scope:
             while not self._stopping:
                 started = trio.current_time()
-                outcome = await self._connect_once()
+                try:
+                    outcome = await self._connect_once()
+                except Exception as exc:  # a bug or a broken SDK install: never the runtime's
+                    _log.exception("MCP server supervision failed", extra={"server": self.name})
+                    self._set("failed", f"internal error: {exc!r}")
+                    outcome = "failed"
                 if self._stopping or outcome == "final":
                     break
                 if trio.current_time() - started >= self.limits.stable_after:
