@@ -237,3 +237,30 @@ async def test_configuration_changes_apply_at_the_next_turn(tmp_path: Path, reco
     assert not any(n.startswith(("test_", "other_")) for n in names[1])
     assert "other_add" in names[2] and "test_add" not in names[2]
     assert statuses == {"test": {"status": "disabled"}, "other": {"status": "connected"}}
+
+
+async def test_a_failure_inside_supervision_fails_the_server_not_the_runtime(
+    tmp_path: Path, monkeypatch
+):
+    import runtime.mcp._server as server_module
+
+    async def broken() -> None:
+        raise ImportError("the mcp package is broken")
+
+    monkeypatch.setattr(server_module, "load_sdk", broken)
+    client = ScriptedLLM([answer("still here")])
+    async with mcp_runtime(tmp_path, {"mcp": {"test": local()}}, client) as (rt, work):
+        location = await rt.execution.location(str(work))
+
+        def failed() -> bool:
+            server = location.mcp.servers.get("test")
+            return server is not None and "internal error" in (server.error or "")
+
+        await eventually(failed)
+        sid = await new_session(rt, work)
+        await rt.sessions.prompt(sid, prompt=prompt("hi"))
+        await rt.sessions.wait_idle(sid)
+        server = location.mcp.servers["test"]
+        assert server.status == "failed"
+        assert "ImportError('the mcp package is broken')" in (server.error or "")
+    assert len(client.requests) == 1
