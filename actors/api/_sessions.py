@@ -182,7 +182,7 @@ class Sessions:
         with span("admission", attributes) as current:
             if records_text():
                 current.set_attribute("kittiwake.prompt", prompt.text)
-            reserved = self._x.reserve_opening(session_id) if resume and id is None else None
+            reserved = self._x.reserve_opening(session_id) if resume else None
             if reserved is not None:
                 return await admit_and_open(
                     self._storage, op, *reserved, admission_timeout=self._admission_timeout
