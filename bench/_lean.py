@@ -129,6 +129,14 @@ class LeanClient:
         host, port = url.removeprefix("http://").split(":")
         return cls(await trio.open_tcp_stream(host, int(port)), f"{host}:{port}")
 
+    async def _reconnect(self) -> None:
+        """A new connection after the server said ``connection: close`` (Hypercorn does
+        on a connection's 1000th request, its ``keep_alive_max_requests``)."""
+        await self._stream.aclose()
+        host, port = self._host.decode().split(":")
+        self._stream = await trio.open_tcp_stream(host, int(port))
+        self._buffer = bytearray()
+
     async def post(self, path: str, body: bytes = b"") -> bytes:
         """POST *body* as JSON; the answer's body. Raises RuntimeError on a status >= 300."""
         await self._stream.send_all(
@@ -150,6 +158,8 @@ class LeanClient:
                 buffer += await self._receive()
             answer = bytes(buffer[:length])
             del buffer[:length]
+        if b"\r\nconnection: close" in head:
+            await self._reconnect()
         if not head.startswith(b"http/1.1 2"):
             raise RuntimeError(f"{path}: {head[:12]!r} {answer[:200]!r}")
         return answer
