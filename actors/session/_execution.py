@@ -49,6 +49,7 @@ from runtime.agents import AgentInfo
 from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
 from runtime.context import SystemContextRegistry
 from runtime.drain import WAKE_ANY
+from runtime.mcp import McpOAuth
 from runtime.titles import TitleLimits
 from runtime.tools import (
     Skill,
@@ -97,6 +98,7 @@ class _ExecutionSupervisor(Supervisor):
         self._execution._reset()
         assert self._nursery is not None
         self._nursery.start_soon(self._execution._sweep)
+        self._nursery.start_soon(self._execution.mcp_oauth.run)
         self._execution.ready.set()
 
 
@@ -155,6 +157,8 @@ class SessionExecution:
         self._tools = tools
         self._context = context
         self._data_dir = data_dir
+        self.mcp_oauth = McpOAuth(str(data_dir))
+        """Sign-ins to remote MCP servers (``mcp-auth.json``), shared by every Location."""
         self._idle_timeout = idle_timeout
         self._max_active = max_active
         self._sessions: dict[str, SessionActor] = {}
@@ -434,7 +438,9 @@ class SessionExecution:
     ) -> LocationState:  # fmt: skip
         if registry.saved_approvals is None:
             registry.saved_approvals = self.permissions
-        location = LocationState(directory, registry, context, watch, settings)
+        location = LocationState(
+            directory, registry, context, watch, settings, mcp_auth=self.mcp_oauth.auth
+        )
         location.skills = skills
         location.mcp.on_tools_changed = partial(self._mcp_tools_changed, directory)
         if self.supervisor._nursery is not None:  # servers start lazily, inside this task

@@ -12,7 +12,7 @@ from runtime import InvalidSessionInputError
 from runtime.agents import AgentInfo
 from runtime.config import ConfigWatch
 from runtime.context import SystemContext, SystemContextRegistry
-from runtime.mcp import McpServers
+from runtime.mcp import McpAuth, McpServers
 from runtime.tools import (
     LanguageServers,
     Skill,
@@ -51,6 +51,7 @@ class LocationState:
     def __init__(
         self, directory: str, registry: ToolRegistry, context: SystemContextRegistry,
         watch: ConfigWatch[LocationSettings], settings: LocationSettings,
+        mcp_auth: McpAuth | None = None,
     ) -> None:  # fmt: skip
         self.directory = directory
         self.registry = registry
@@ -76,7 +77,7 @@ class LocationState:
         self._lsp = registry.contribute(lsp_tool(self.language_servers))
         self.mcp = McpServers(
             directory, registry, specs=lambda: self.settings.mcp_servers,
-            data_dir=registry.env.data_dir,
+            data_dir=registry.env.data_dir, auth=mcp_auth,
         )  # fmt: skip
 
     def _sync_search(self) -> None:

@@ -1,8 +1,7 @@
 """OpenCode's MCP routes, answering in its shapes (``MCPStatus``, ``McpResource``,
 ``McpServerNotFoundError``) for the Location a request names (``?directory=``).
 
-The OAuth routes (``/mcp/{name}/auth...``) are not here: remote servers sign in through
-``runtime.mcp.McpAuth``, the seam they will use.
+The sign-in routes (``/mcp/{name}/auth...``) are ``_auth.py``'s.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from gateway.http import (
     encode,
     request_directory,
 )
+from gateway.mcp._auth import declare_auth
 from runtime.config import McpServerConfig
 from runtime.mcp import McpServerNotFound, McpServers, spec_of
 
@@ -81,6 +81,8 @@ def _declare(table: RouteTable, gw: Gateway) -> None:
     async def servers() -> tuple[str, McpServers]:
         directory = str(request_directory(gw))
         return directory, (await gw.rt.execution.current_location(directory)).mcp
+
+    declare_auth(table, gw, servers, _STATUS)
 
     def not_found(exc: McpServerNotFound) -> GatewayError:
         return GatewayError(

@@ -7,16 +7,31 @@ Streamable HTTP, else SSE), contributes their tools to the Location's Tool Regis
 ``<server>_<tool>`` (so every call passes its permission rules, bounding and telemetry),
 offers their prompts as ``<server>:<prompt>`` commands and lists their resources. The
 ``mcp`` package is imported only when a server starts, in a worker thread.
+
+:class:`McpOAuth` signs remote servers in (OAuth discovery, dynamic registration, PKCE,
+the loopback callback, refresh; tokens in ``<data dir>/mcp-auth.json``).
 """
 
 from runtime.mcp._convert import input_schema as input_schema
 from runtime.mcp._convert import prompt_text as prompt_text
 from runtime.mcp._convert import resource_json as resource_json
 from runtime.mcp._convert import tool_output as tool_output
+from runtime.mcp._discovery import McpOAuthLimits as McpOAuthLimits
+from runtime.mcp._discovery import McpSignInError as McpSignInError
 from runtime.mcp._names import MAX_TOOL_NAME as MAX_TOOL_NAME
 from runtime.mcp._names import command_name as command_name
 from runtime.mcp._names import sanitize as sanitize
 from runtime.mcp._names import tool_ids as tool_ids
+from runtime.mcp._oauth import CALLBACK_PATH as CALLBACK_PATH
+from runtime.mcp._oauth import CALLBACK_PORT as CALLBACK_PORT
+from runtime.mcp._oauth import McpOAuth as McpOAuth
+from runtime.mcp._oauth import McpSignIn as McpSignIn
+from runtime.mcp._oauth import TokenState as TokenState
+from runtime.mcp._oauth import redirect_uri as redirect_uri
+from runtime.mcp._oauth_store import McpAuthEntry as McpAuthEntry
+from runtime.mcp._oauth_store import McpAuthStore as McpAuthStore
+from runtime.mcp._oauth_store import McpClientInfo as McpClientInfo
+from runtime.mcp._oauth_store import McpTokens as McpTokens
 from runtime.mcp._server import GUARD as GUARD
 from runtime.mcp._server import McpAuth as McpAuth
 from runtime.mcp._server import McpAuthRequired as McpAuthRequired
@@ -33,22 +48,34 @@ from runtime.mcp._spec import server_specs as server_specs
 from runtime.mcp._spec import spec_of as spec_of
 
 __all__ = [
+    "CALLBACK_PATH",
+    "CALLBACK_PORT",
     "DEFAULT_CALL_TIMEOUT",
     "GUARD",
     "MAX_TOOL_NAME",
     "McpAuth",
+    "McpAuthEntry",
     "McpAuthRequired",
+    "McpAuthStore",
+    "McpClientInfo",
     "McpLimits",
+    "McpOAuth",
+    "McpOAuthLimits",
     "McpServer",
     "McpServerNotFound",
     "McpServerSpec",
     "McpServerStatistics",
     "McpServers",
+    "McpSignIn",
+    "McpSignInError",
+    "McpTokens",
     "Status",
+    "TokenState",
     "command_name",
     "input_schema",
     "mcp_tool",
     "prompt_text",
+    "redirect_uri",
     "resource_json",
     "sanitize",
     "server_specs",

@@ -224,6 +224,17 @@ class McpServers:
         self.sync()
         await self.settled()
 
+    def reconnect(self, name: str, *, connected_too: bool = False) -> None:
+        """Connect *name* again (after a sign-in or a sign-out) unless it is connected
+        (*connected_too*: even then); never blocks, a no-op for an unknown name."""
+        server = self.servers.get(name)
+        if server is None or self._nursery is None:
+            return
+        if server.status != "connected" or connected_too:
+            server.stop()
+            self.servers.pop(name)
+            self.sync()
+
     async def disconnect(self, name: str) -> None:
         """Stop *name* and mark it ``disabled`` until it is connected again or its
         configuration changes.

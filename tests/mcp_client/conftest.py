@@ -124,3 +124,39 @@ def lines(path: Path) -> list[str]:
 @pytest.fixture
 def record(tmp_path: Path) -> Path:
     return tmp_path / "record.jsonl"
+
+
+OAUTH_SERVER = Path(__file__).with_name("oauth_server.py")
+
+
+@asynccontextmanager
+async def oauth_servers(*flags: str) -> AsyncIterator[tuple[str, str]]:
+    """The protected MCP server and its authorization server (``oauth_server.py``) in a
+    subprocess; ``(authorization server URL, MCP URL)`` once both listen."""
+    issuer, resource = free_port(), free_port()
+    process = await trio.lowlevel.open_process(
+        [sys.executable, str(OAUTH_SERVER), str(issuer), str(resource), *flags],
+        stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert process.stderr is not None
+    stderr = process.stderr
+
+    async def drain() -> None:  # its request log, read so that the pipe never fills
+        while await stderr.receive_some(65536):
+            pass
+
+    try:
+        seen = b""
+        with trio.fail_after(30):
+            while b"oauth-ready" not in seen:
+                chunk = await stderr.receive_some(4096)
+                assert chunk, seen.decode()
+                seen += chunk
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            yield f"http://127.0.0.1:{issuer}", f"http://127.0.0.1:{resource}/mcp"
+            nursery.cancel_scope.cancel()
+    finally:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
