@@ -5,6 +5,7 @@ a ``LoadedConfig``: the merged configuration (typed and as JSON data), the sourc
 key, and diagnostics for keys that were ignored. ``ConfigError`` names file, line, column
 and key path. Parsing, substitution, validation and merging are pure functions
 (``parse_document``, ``merge_documents``); ``ConfigWatch`` re-reads only after a change.
+``write_config_value`` sets one key of a file in place, keeping its comments.
 """
 
 from runtime.config._core import ConfigDiagnostic as ConfigDiagnostic
@@ -13,6 +14,8 @@ from runtime.config._core import merge_documents as merge_documents
 from runtime.config._core import parse_document as parse_document
 from runtime.config._core import substitute as substitute
 from runtime.config._core import validate_document as validate_document
+from runtime.config._edit import set_jsonc_value as set_jsonc_value
+from runtime.config._edit import write_config_value as write_config_value
 from runtime.config._instructions import CONFIG_INSTRUCTIONS_KEY as CONFIG_INSTRUCTIONS_KEY
 from runtime.config._instructions import config_instructions_source as config_instructions_source
 from runtime.config._instructions import find_instruction_files as find_instruction_files
@@ -79,8 +82,10 @@ __all__ = [
     "parse_jsonc",
     "project_config_file",
     "render_path",
+    "set_jsonc_value",
     "substitute",
     "validate_document",
     "worktree_root",
     "write_config_patch",
+    "write_config_value",
 ]
