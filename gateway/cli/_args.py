@@ -245,7 +245,40 @@ def parser() -> argparse.ArgumentParser:
         "(API keys and header values redacted), then the keys that were ignored.",
     )  # fmt: skip
     config.add_argument("--directory", help="the directory (default: the current one)")
-    for cmd in (models, auth, config):
+    mcp = command(
+        "mcp", "add, list, sign in to, sign out of and debug MCP servers",
+        "add NAME --url URL [--header K=V]... | add NAME [--env K=V]... -- COMMAND...: write "
+        "the server into the project's configuration file (kittiwake.json(c) at the git "
+        "worktree root; --global: the global one), comments kept. list: every configured "
+        "server and its status (as GET /mcp answers). auth [NAME]: sign in to a remote "
+        "server with OAuth: the authorization URL is printed and opened in a browser, and "
+        "the sign-in waits for the browser to come back (5 minutes at most); auth list: the "
+        "remote servers and their sign-in. logout [NAME]: forget a server's tokens and "
+        "client. debug NAME: the initialize exchange, its WWW-Authenticate header, the "
+        "stored tokens and where signing in would go. Sign-ins are kept in "
+        "<data dir>/mcp-auth.json (mode 0600).",
+    )  # fmt: skip
+    mcp.add_argument("action", choices=["add", "list", "ls", "auth", "logout", "debug"])
+    mcp.add_argument("name", nargs="?", help="the server (auth list: list the sign-ins)")
+    mcp.add_argument("rest", nargs="*", metavar="COMMAND", help="add: a local server's command")
+    mcp.add_argument("--url", help="add: the URL of a remote server")
+    mcp.add_argument(
+        "--header", action="append", default=[], metavar="KEY=VALUE",
+        help="add: an HTTP header of a remote server (repeatable)",
+    )  # fmt: skip
+    mcp.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE",
+        help="add: an environment variable of a local server (repeatable)",
+    )  # fmt: skip
+    mcp.add_argument(
+        "--global", dest="scope", action="store_const", const="global", default="project",
+        help="add: write the global configuration instead of the project's",
+    )  # fmt: skip
+    mcp.add_argument(
+        "--no-browser", action="store_true", help="auth: print the URL, do not open a browser"
+    )
+    mcp.add_argument("--attach", metavar="URL", help="list: " + attach_help)
+    for cmd in (models, auth, config, mcp):
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     for cmd in (run, tui, sessions, inspect, stats, trace):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)

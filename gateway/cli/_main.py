@@ -1,4 +1,5 @@
-"""The ``kittiwake`` command: ``serve``, ``run``, ``sessions``, ``inspect``, ``auth`` and ``models``.
+"""The ``kittiwake`` command: ``serve``, ``run``, ``sessions``, ``inspect``, ``auth``, ``models``,
+``mcp`` (``_mcp.py``) and the others ``kittiwake --help`` lists.
 
 Every failure a person can cause (a data dir held by another process, a port in use, a bad
 option, a malformed credentials file, an unknown session) ends the command with one line on
@@ -240,6 +241,10 @@ async def _api(
     if args.command == "run" or getattr(args, "action", None) == "resume":
         provider = await configured_provider(data_dir, sys.stderr, config, wanted)
     options: dict[str, Any] = provider.options() if provider else {}
+    if args.command == "mcp":  # its Locations read their configuration: their servers
+        from actors import Configuration
+
+        options["configuration"] = Configuration(env=os.environ)
     options["telemetry"] = telemetry_options(config.config.telemetry)
     try:
         async with open_runtime(
@@ -303,6 +308,12 @@ async def _auth(args: argparse.Namespace) -> int:
         data_dir, args.provider, catalog, enterprise_url=args.enterprise_url, stdin=sys.stdin,
         err=sys.stderr,
     )  # fmt: skip
+
+
+async def _mcp(args: argparse.Namespace) -> int:
+    from gateway.cli._mcp import mcp_command  # the mcp package loads only when used
+
+    return await mcp_command(args, _data_dir(args), _api)
 
 
 async def _sessions(args: argparse.Namespace) -> int:
@@ -418,7 +429,14 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
     collector for start-up: ``serve`` resumes it once accepting, other commands at once.
     A failure a person can cause is printed as one line (see the module docstring).
     """
-    args = parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if words[:2] == ["mcp", "add"] and "--" in words:  # a local server's own options
+        at = words.index("--")
+        words, command = words[:at], words[at + 1 :]
+    args = parser().parse_args(words)
+    if command:
+        args.rest = [*args.rest, *command]
     args.collector_paused = collector_paused
     if args.command != "serve":
         _end_startup(args)
@@ -456,12 +474,16 @@ def _dispatch(args: argparse.Namespace) -> int:
                 f"kittiwake: attaching to the kittiwake serve on {args.attach} that holds "
                 f"{_data_dir(args)}", file=sys.stderr, flush=True,
             )  # fmt: skip
+    if args.command == "mcp" and args.action in ("list", "ls") and not args.attach:
+        args.attach = server_to_reuse(None, _data_dir(args), args.command)
+        args.found_server = args.attach is not None
     _configure_logging(args)
     if args.command == "auth" and args.action != "list" and not args.provider:
         raise CliError(f"auth {args.action} needs a provider id (kittiwake models lists them)", 2)
     command = {
         "serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect,
         "models": _models, "auth": _auth, "config": _config, "stats": _stats, "trace": _trace,
+        "mcp": _mcp,
         "tui": lambda args: import_module("gateway.opencode._tui").tui(args),
     }  # fmt: skip
     return trio.run(command[args.command], args)

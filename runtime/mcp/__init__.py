@@ -16,6 +16,7 @@ from runtime.mcp._convert import input_schema as input_schema
 from runtime.mcp._convert import prompt_text as prompt_text
 from runtime.mcp._convert import resource_json as resource_json
 from runtime.mcp._convert import tool_output as tool_output
+from runtime.mcp._debug import diagnose as diagnose
 from runtime.mcp._discovery import McpOAuthLimits as McpOAuthLimits
 from runtime.mcp._discovery import McpSignInError as McpSignInError
 from runtime.mcp._names import MAX_TOOL_NAME as MAX_TOOL_NAME
@@ -72,6 +73,7 @@ __all__ = [
     "Status",
     "TokenState",
     "command_name",
+    "diagnose",
     "input_schema",
     "mcp_tool",
     "prompt_text",
