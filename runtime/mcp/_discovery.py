@@ -21,6 +21,7 @@ import msgspec
 import trio
 
 from runtime.mcp._oauth_store import McpClientInfo, McpTokens
+from runtime.mcp._sdk import IMPORT_LOCK
 from runtime.mcp._spec import McpServerSpec
 
 if TYPE_CHECKING:
@@ -72,6 +73,11 @@ _loaded: SimpleNamespace | None = None
 
 
 def _import() -> SimpleNamespace:
+    with IMPORT_LOCK:
+        return _imported()
+
+
+def _imported() -> SimpleNamespace:
     import mcp.client.auth
     import mcp.client.auth.utils
     import mcp.shared.auth

@@ -7,15 +7,21 @@ trio thread: sessions that use no MCP tool go on meanwhile.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["Sdk", "load_sdk"]
+__all__ = ["IMPORT_LOCK", "Sdk", "load_sdk"]
+
+IMPORT_LOCK: Final = threading.Lock()
+"""Held by every worker thread importing parts of the ``mcp`` package: two threads
+importing its modules from different entry points at once can deadlock on Python's
+module locks (``_DeadlockError``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +42,11 @@ _loaded: Sdk | None = None
 
 
 def _import() -> Sdk:
+    with IMPORT_LOCK:
+        return _imported()
+
+
+def _imported() -> Sdk:
     import anyio
     import mcp
     import mcp.types

@@ -101,12 +101,13 @@ async def test_sign_in_end_to_end_then_refresh(tmp_path: Path):
             signed_in = stored(rt)["web"]
             first_log = await as_log(issuer)
 
-            # An hour and more later: the token is refreshed before it is sent.
+            # Two hours later by the clock: the token is refreshed before it is sent (the
+            # server would still take the old one).
             oauth = rt.execution.mcp_oauth
             oauth.now = lambda: time.time() + 7200
-            await expire_tokens(issuer)
             later = await server.call("whoami", {})
             refreshed = stored(rt)["web"]["tokens"]
+            proactive_log = await as_log(issuer)
 
             # The authorization server drops the tokens early: a 401, one refresh, again.
             oauth.now = time.time
@@ -136,6 +137,7 @@ async def test_sign_in_end_to_end_then_refresh(tmp_path: Path):
     assert "codeVerifier" not in signed_in and "oauthState" not in signed_in
     assert first_log["grants"] == [{"kind": "authorization_code", "resource": url}]
     assert later["content"][0]["text"] == client_id
+    assert [g["kind"] for g in proactive_log["grants"]] == ["authorization_code", "refresh_token"]
     assert refreshed["accessToken"] != signed_in["tokens"]["accessToken"]
     assert again["structuredContent"] == {"result": 2}
     kinds = [g["kind"] for g in last_log["grants"]]
