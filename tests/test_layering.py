@@ -190,6 +190,10 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("gateway/operator/_planted.py", "from gateway.opencode import FileLimits", "gateway's"),
         ("gateway/cluster/_planted.py", "from gateway.cli import main", "gateway's rooms"),
         ("gateway/opencode/_planted.py", "from gateway.http._app import Gateway", "private"),
+        ("gateway/acp/_planted.py", "from gateway.opencode import OpenCodeGateway", "gateway's"),
+        ("gateway/opencode/_planted.py", "from gateway.acp import EmbeddedBackend", "gateway's"),
+        ("gateway/acp/_planted.py", "from actors.session import SessionExecution", "ACP's room"),
+        ("gateway/acp/_planted.py", "from gateway.http._wire import follow", "private modules"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(
