@@ -411,7 +411,7 @@ class AcpAgent:
         session.prompt = state
         try:
             async with session.lock:
-                await self._follow_prompt(session, state, admit)
+                await self._follow_prompt(session, state, admit, command is not None)
         finally:
             session.prompt = None
         updates = state.updates
@@ -422,13 +422,16 @@ class AcpAgent:
         return PromptResult(stop_reason=stop, usage=updates.prompt_usage())  # type: ignore[arg-type]
 
     async def _follow_prompt(
-        self, session: _Session, state: _Prompt, admit: Callable[[], Awaitable[Any]]
-    ) -> None:
+        self, session: _Session, state: _Prompt, admit: Callable[[], Awaitable[Any]],
+        switches: bool,
+    ) -> None:  # fmt: skip
         """Admit the prompt, then send what its run shows until the session is idle."""
         async with self._backend.follow(session.id) as follow, self._routed(session.id):
             receipt = await admit()
             if state.cancelled:  # cancelled while it was being admitted
                 await self._backend.interrupt(session.id)
+            if switches:  # a command selects its agent and model before its prompt
+                await self._switched(session, await self._backend.get(session.id))
             idle = trio.Event()
             async with trio.open_nursery() as nursery:
 
@@ -443,6 +446,15 @@ class AcpAgent:
                         for action in state.updates.feed(item):
                             await self._act(session, action, nursery)
                 nursery.cancel_scope.cancel()  # permission requests left unanswered
+
+    async def _switched(self, session: _Session, info: SessionInfo) -> None:
+        """Tell the client the agent and model *info* shows, where they changed."""
+        agent, model = session.agent, session.model
+        self._follow_info(session, info)
+        if session.agent != agent:
+            await self._update(session.id, CurrentModeUpdate(current_mode_id=session.agent))
+        if session.agent != agent or session.model != model:
+            await self._options_changed(session)
 
     @asynccontextmanager
     async def _routed(self, session_id: str) -> AsyncIterator[None]:

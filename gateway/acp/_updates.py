@@ -185,6 +185,7 @@ class Updates:
         return []
 
     def _chunk(self, part: str, text: str, message_id: str, thought: bool) -> list[Action]:
+        part = f"{message_id}/{part}"  # a provider numbers the parts of each step afresh
         if part in self._ended or not text:
             return []
         self._sent[part] = self._sent.get(part, 0) + len(text)
@@ -193,6 +194,7 @@ class Updates:
 
     def _ended_part(self, part: str, text: str, message_id: str, thought: bool) -> list[Action]:
         """A part's end: what its deltas did not send (all of it in a replay)."""
+        part = f"{message_id}/{part}"
         if part in self._ended:
             return []
         self._ended.add(part)

@@ -28,10 +28,11 @@ from acp import schema as S
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
 
-from tests.gateway.test_cli_run import catalog
 from tests.opencode.harness import Provider
 
 ROOT = Path(__file__).resolve().parents[2]
+CONTEXT = 400_000
+"""The mock model's context window: large enough that no test's turns compact."""
 READ_LIMIT = 64 * 1024 * 1024
 WAIT = 30.0
 
@@ -106,7 +107,8 @@ class Checker:
                 kinds = CLIENT_REQUESTS if "id" in message else NOTIFICATIONS
                 validator(kinds[method]).validate(message.get("params"))
             elif "error" in message:
-                validator(S.AgentErrorMessage).validate(message)
+                error = {"id": message.get("id"), "error": message["error"]}
+                validator(S.AgentErrorMessage).validate(error)
             else:
                 method = self.asked[message["id"]]
                 validator(RESPONSES[method]).validate(message["result"])
@@ -228,8 +230,8 @@ class Editor:
         self, session_id: str, terminal_id: str, **kwargs: Any
     ) -> S.WaitForTerminalExitResponse:
         terminal = self.terminals[terminal_id]
-        code = await terminal.process.wait()
         self.terminal_calls.append(f"wait {terminal_id}")
+        code = await terminal.process.wait()
         return S.WaitForTerminalExitResponse(exit_code=code if code >= 0 else None)
 
     async def terminal_output(
@@ -270,6 +272,27 @@ class Editor:
         pass
 
 
+def catalog(port: int) -> dict[str, Any]:
+    """A models.dev catalog with one provider, ``local``, at the mock's port."""
+    models = {
+        "m1": {
+            "id": "m1",
+            "name": "Local One",
+            "tool_call": True,
+            "limit": {"context": CONTEXT},
+            "attachment": True,
+            "modalities": {"input": ["text", "image"], "output": ["text"]},
+        },
+        "m2": {"id": "m2", "name": "Local Two", "tool_call": True, "limit": {"context": 1000}},
+    }
+    return {
+        "local": {
+            "id": "local", "name": "Local", "npm": "@ai-sdk/openai-compatible",
+            "api": f"http://127.0.0.1:{port}", "env": ["LOCAL_API_KEY"], "models": models,
+        }
+    }  # fmt: skip
+
+
 class Setup:
     """A data dir whose model catalog has the mock provider, and a project directory."""
 
@@ -279,9 +302,7 @@ class Setup:
         self.project = tmp / "project"
         self.project.mkdir(exist_ok=True)
         self.data.mkdir(exist_ok=True)
-        (self.data / "models-dev.json").write_text(
-            json.dumps(catalog(f"http://127.0.0.1:{provider.port}"))
-        )
+        (self.data / "models-dev.json").write_text(json.dumps(catalog(provider.port)))
         self.env = {**os.environ, "HOME": str(tmp), "KITTIWAKE_DATA_DIR": str(self.data)}
         for name in ("KITTIWAKE_SERVER_PASSWORD", "KITTIWAKE_MODEL", "KITTIWAKE_LOG"):
             self.env.pop(name, None)
