@@ -21,6 +21,7 @@ from typing import Any, Final, TypeVar
 import msgspec
 import trio
 
+from actors import SessionEvent
 from gateway.acp._backend import Backend, ModelChoice, Offer, Reply
 from gateway.acp._content import leading_command, to_prompt
 from gateway.acp._editor import Editor
@@ -129,6 +130,8 @@ class _Session:
     offer: Offer
     prompt: _Prompt | None = None
     lock: trio.Lock = field(default_factory=trio.Lock)
+    cursor: int | None = None
+    """The last seq of the session this connection saw (``None``: not known)."""
 
 
 def _rpc_error(exc: KittiwakeError) -> RpcError:
@@ -229,6 +232,7 @@ class AcpAgent:
         self._require_provider()
         info = await self._backend.create(params.cwd)
         session = await self._adopt(info)
+        session.cursor = 0  # a new session's log is its creation
         return Then(self._setup(session, with_id=True), partial(self._announce, session))
 
     async def load_session(self, params: SessionSetup) -> Then:
@@ -304,8 +308,8 @@ class AcpAgent:
         session = self._sessions.get(info.id)
         if session is None:
             session = _Session(
-                id=info.id, directory=info.location.directory, agent=_BUILD,
-                model=self._backend.default_model, offer=offer,
+                id=info.id, directory=info.location.directory, agent=_BUILD, model=offer.model,
+                offer=offer,
             )  # fmt: skip
             self._sessions[info.id] = session
         session.offer = offer
@@ -325,7 +329,7 @@ class AcpAgent:
             return
         chosen = next((a for a in session.offer.agents if a.name == session.agent), None)
         agent_model = ModelRef.parse(chosen.model) if chosen is not None else None
-        session.model = agent_model or self._backend.default_model
+        session.model = agent_model or session.offer.model
 
     def _setup(self, session: _Session, *, with_id: bool = False) -> SessionResult:
         modes = ModeState(
@@ -385,10 +389,11 @@ class AcpAgent:
         """Send the session's whole history as updates, oldest first."""
         updates = Updates(session.directory, replay=True)
         cursor, more = 0, True
+        session.cursor = 0
         while more:
             page, more = await self._backend.history(session.id, cursor)
             for event in page:
-                cursor = event.seq
+                cursor = session.cursor = event.seq
                 for action in updates.feed(event):
                     if not isinstance(action, Ask | Question | ModelChanged):
                         await self._update(session.id, action)
@@ -426,7 +431,8 @@ class AcpAgent:
         switches: bool,
     ) -> None:  # fmt: skip
         """Admit the prompt, then send what its run shows until the session is idle."""
-        async with self._backend.follow(session.id) as follow, self._routed(session.id):
+        following = self._backend.follow(session.id, session.cursor)
+        async with following as follow, self._routed(session.id):
             receipt = await admit()
             if state.cancelled:  # cancelled while it was being admitted
                 await self._backend.interrupt(session.id)
@@ -443,6 +449,8 @@ class AcpAgent:
                 items = follow.items(receipt.admitted_seq - 1, idle)
                 async with aclosing(items) as stream:  # type: ignore[type-var]
                     async for item in stream:
+                        if isinstance(item, SessionEvent):
+                            session.cursor = item.seq
                         for action in state.updates.feed(item):
                             await self._act(session, action, nursery)
                 nursery.cancel_scope.cancel()  # permission requests left unanswered

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Final, Literal, Protocol
+from typing import Final, Literal, Protocol, TypeVar
 
 import msgspec
 import trio
@@ -30,6 +30,7 @@ __all__ = [
     "ModelChoice",
     "Offer",
     "Reply",
+    "next_or_idle",
     "primary_agents",
 ]
 
@@ -40,6 +41,7 @@ _CREATED: Final = SessionCreated.__struct_config__.tag
 _DELETED: Final = SessionDeleted.__struct_config__.tag
 Item = SessionEvent | LiveDelta
 Reply = Literal["once", "always", "reject"]
+T_co = TypeVar("T_co", covariant=True)
 
 
 class ModelChoice(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,11 +54,13 @@ class ModelChoice(msgspec.Struct, frozen=True, kw_only=True):
 
 class Offer(msgspec.Struct, frozen=True, kw_only=True):
     """What a Location offers its sessions: the agents a person picks (primary ones), the
-    commands, and the models of the providers with credentials."""
+    commands, the models of the providers with credentials, and the model a session runs
+    with when neither it nor its agent selects one (the configured one, else the default)."""
 
     agents: list[AgentInfo]
     commands: list[CommandInfo]
     models: list[ModelChoice]
+    model: ModelRef
 
 
 class Follow(Protocol):
@@ -74,9 +78,6 @@ class Backend(Protocol):
     (``SessionNotFoundError``, ``InvalidInputError``, ...) for what it refuses."""
 
     @property
-    def default_model(self) -> ModelRef: ...
-
-    @property
     def runs_tools_here(self) -> bool:
         """Whether sessions' tools run in this process (so ``route_io`` can route them)."""
         ...
@@ -92,7 +93,11 @@ class Backend(Protocol):
     async def interrupt(self, session_id: str) -> None: ...
     async def wait_idle(self, session_id: str) -> None: ...
     async def history(self, session_id: str, after: int) -> tuple[list[SessionEvent], bool]: ...
-    def follow(self, session_id: str) -> AbstractAsyncContextManager[Follow]: ...
+    def follow(self, session_id: str, after: int | None) -> AbstractAsyncContextManager[Follow]:
+        """Subscribe to the session's stream before the work it follows starts; *after*:
+        the last seq of the session known to be written (``None``: not known)."""
+        ...
+
     async def reply_permission(self, session_id: str, request_id: str, reply: Reply) -> None: ...
     async def reject_question(self, session_id: str, request_id: str) -> None: ...
     async def switch_agent(self, session_id: str, agent: str) -> SessionInfo: ...
@@ -118,10 +123,6 @@ class EmbeddedBackend:
         self._rt = rt
         self._models = list(models)
         self._ids = IdGenerator()
-
-    @property
-    def default_model(self) -> ModelRef:
-        return self._rt.execution.default_model
 
     @property
     def runs_tools_here(self) -> bool:
@@ -161,8 +162,8 @@ class EmbeddedBackend:
         return await self._rt.sessions.history(session_id, after=after, limit=_PAGE)
 
     @asynccontextmanager
-    async def follow(self, session_id: str) -> AsyncIterator[Follow]:
-        with self._rt.hub.subscribe(session_id) as subscription:
+    async def follow(self, session_id: str, after: int | None) -> AsyncIterator[Follow]:
+        with self._rt.hub.subscribe(session_id) as subscription:  # every seq is in the store
             yield _HubFollow(self, session_id, subscription)
 
     async def reply_permission(self, session_id: str, request_id: str, reply: Reply) -> None:
@@ -182,7 +183,7 @@ class EmbeddedBackend:
         commands = await self._rt.tools.commands.list(directory)
         return Offer(
             agents=primary_agents(list(place.agents.values())), commands=commands,
-            models=self._models,
+            models=self._models, model=place.settings.model or self._rt.execution.default_model,
         )  # fmt: skip
 
     def route_io(self, session_id: str, io: ToolIO) -> AbstractAsyncContextManager[None]:
@@ -234,23 +235,40 @@ class _HubFollow:
 
     async def _next(self, idle: trio.Event) -> object | None:
         """The next item of the subscription, or ``None`` once *idle* is set first."""
-        try:
-            return self._sub.receive_nowait()
-        except trio.WouldBlock:
-            pass
-        if idle.is_set():
-            return None
-        received: list[object] = []
-        async with trio.open_nursery() as nursery:
+        return await next_or_idle(self._sub, idle)
 
-            async def receive() -> None:
-                received.append(await self._sub.receive())
-                nursery.cancel_scope.cancel()
 
-            async def until_idle() -> None:
+class _Source(Protocol[T_co]):
+    def receive_nowait(self) -> T_co: ...
+    async def receive(self) -> T_co: ...
+
+
+async def next_or_idle(source: _Source[T_co], idle: trio.Event) -> T_co | None:
+    """*source*'s next item, or ``None`` once *idle* is set first (or once the source has
+    ended and *idle* is set). A receive cut short by *idle* takes nothing."""
+    try:
+        return source.receive_nowait()
+    except trio.WouldBlock:
+        pass
+    except trio.EndOfChannel:
+        await idle.wait()
+        return None
+    if idle.is_set():
+        return None
+    received: list[T_co] = []
+    async with trio.open_nursery() as nursery:
+
+        async def receive() -> None:
+            try:
+                received.append(await source.receive())
+            except trio.EndOfChannel:
                 await idle.wait()
-                nursery.cancel_scope.cancel()
+            nursery.cancel_scope.cancel()
 
-            nursery.start_soon(receive)
-            nursery.start_soon(until_idle)
-        return received[0] if received else None
+        async def until_idle() -> None:
+            await idle.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(receive)
+        nursery.start_soon(until_idle)
+    return received[0] if received else None

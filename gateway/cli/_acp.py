@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from gateway._datadir import CliError, check_free, default_data_dir
+from gateway._datadir import CliError, default_data_dir, server_to_reuse
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
 from gateway.cli._stats import telemetry_options
 from runtime import ModelRef, open_runtime
@@ -62,15 +62,22 @@ def _enter(cwd: str | None) -> Path:
 
 
 async def acp(args: argparse.Namespace) -> int:
-    """Serve ACP on standard input and output until the client closes them."""
+    """Serve ACP on standard input and output until the client closes them: over a runtime
+    opened here, or the server ``--attach`` names (else the one holding the data dir)."""
     from gateway.acp import AgentOptions, EmbeddedBackend, protocol_streams, serve_acp
 
     with protocol_streams() as (receive, send):
-        if args.attach:
-            raise CliError("acp --attach is not available yet: run acp without it", 2)
         directory = _enter(args.cwd)
         data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
-        check_free(data_dir, "acp")
+        url = server_to_reuse(args.attach, data_dir, "acp")
+        if url is not None:
+            if not args.attach:
+                print(
+                    f"kittiwake: attaching to the kittiwake serve on {url} that holds {data_dir}",
+                    file=sys.stderr, flush=True,
+                )  # fmt: skip
+            await _attached(url, receive, send)
+            return 0
         config = load_config_warned(str(directory))
         provider = await configured_provider(data_dir, sys.stderr, config)
         options: dict[str, Any] = provider.options() if provider is not None else {}
@@ -87,3 +94,26 @@ async def acp(args: argparse.Namespace) -> int:
             if provider is not None:
                 await provider.clients.aclose()
     return 0
+
+
+async def _attached(url: str, receive: Any, send: Any) -> None:
+    """Serve ACP over the server at *url* (``KITTIWAKE_SERVER_PASSWORD`` its password).
+
+    Raises ``CliError`` (exit 2) when it does not answer ``GET /api/health``.
+    """
+    import httpx
+
+    from gateway.acp import AgentOptions, AttachedBackend, serve_acp
+
+    password = os.environ.get("KITTIWAKE_SERVER_PASSWORD") or None
+    auth = ("kittiwake", password) if password else None
+    timeout = httpx.Timeout(30.0, read=None)  # /wait lasts as long as the run
+    async with httpx.AsyncClient(base_url=url, auth=auth, timeout=timeout) as client:
+        try:
+            health = await client.get("/api/health")
+        except httpx.HTTPError as exc:
+            raise CliError(f"cannot reach the server at {url}: {exc}", 2) from None
+        if health.status_code != 200:
+            raise CliError(f"{url}/api/health answered {health.status_code}", 2)
+        backend = AttachedBackend(client, password=password)
+        await serve_acp(backend, AgentOptions(version=_version()), receive, send)

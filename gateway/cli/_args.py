@@ -207,7 +207,8 @@ def parser() -> argparse.ArgumentParser:
         "Serve the Agent Client Protocol (version 1: newline-delimited JSON-RPC) on standard "
         "input and output, for an editor that starts this command (Zed, JetBrains, Neovim "
         "clients): its sessions are Kittiwake's durable sessions. Logs go to standard error. "
-        "The data dir is opened here, as serve opens it. See docs/acp.md.",
+        "It drives --attach URL, else the kittiwake serve holding the data dir, else the data "
+        "dir opened here as serve opens it. See docs/acp.md.",
     )  # fmt: skip
     acp.add_argument(
         "--cwd", metavar="DIR", help="the directory whose configuration is read and where the "
