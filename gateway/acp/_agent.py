@@ -26,7 +26,7 @@ from gateway.acp._backend import Backend, ModelChoice, Offer, Reply
 from gateway.acp._content import leading_command, to_prompt
 from gateway.acp._editor import Editor
 from gateway.acp._rpc import Connection, Method, RpcError, Then
-from gateway.acp._updates import Ask, ModelChanged, Question, Updates, iso
+from gateway.acp._updates import Ask, Delegated, ModelChanged, Question, Updates, iso
 from gateway.acp._wire import (
     AUTH_REQUIRED,
     INTERNAL_ERROR,
@@ -55,6 +55,7 @@ from gateway.acp._wire import (
     ModeState,
     NewSessionParams,
     PermissionOption,
+    PermissionToolCall,
     PromptCapabilities,
     PromptParams,
     PromptResult,
@@ -117,6 +118,8 @@ class _PermissionAnswer(msgspec.Struct, frozen=True):
 class _Prompt:
     updates: Updates
     cancelled: bool = False
+    watching: bool = False
+    """Whether its subagent children's permission requests are watched."""
 
 
 @dataclass(slots=True)
@@ -395,7 +398,7 @@ class AcpAgent:
             for event in page:
                 cursor = session.cursor = event.seq
                 for action in updates.feed(event):
-                    if not isinstance(action, Ask | Question | ModelChanged):
+                    if not isinstance(action, Ask | Question | ModelChanged | Delegated):
                         await self._update(session.id, action)
 
     # -- prompts ------------------------------------------------------------------------------
@@ -452,7 +455,7 @@ class AcpAgent:
                         if isinstance(item, SessionEvent):
                             session.cursor = item.seq
                         for action in state.updates.feed(item):
-                            await self._act(session, action, nursery)
+                            await self._act(session, state, action, nursery)
                 nursery.cancel_scope.cancel()  # permission requests left unanswered
 
     async def _switched(self, session: _Session, info: SessionInfo) -> None:
@@ -473,9 +476,15 @@ class AcpAgent:
         async with self._backend.route_io(session_id, io):
             yield
 
-    async def _act(self, session: _Session, action: Any, nursery: trio.Nursery) -> None:
+    async def _act(
+        self, session: _Session, state: _Prompt, action: Any, nursery: trio.Nursery
+    ) -> None:
         if isinstance(action, Ask):
             nursery.start_soon(self._ask, session, action)
+        elif isinstance(action, Delegated):
+            if not state.watching:
+                state.watching = True
+                nursery.start_soon(self._watch_children, session, nursery)
         elif isinstance(action, Question):
             nursery.start_soon(self._dismiss, action)
         elif isinstance(action, ModelChanged):
@@ -504,13 +513,25 @@ class AcpAgent:
         reply = _REPLIES.get(chosen or "", "reject")
         try:
             await self._backend.reply_permission(ask.session_id, ask.request_id, reply)
-        except (PromptConflictError, SessionNotFoundError) as exc:
+        except KittiwakeError as exc:  # answered elsewhere, or its call and session gone
             _log.info("permission %s already settled: %s", ask.request_id, exc)
+
+    async def _watch_children(self, session: _Session, nursery: trio.Nursery) -> None:
+        """Put the permission requests of the session's subagent children to the client,
+        until the prompt ends (which cancels this)."""
+        async with aclosing(self._backend.descendant_asks(session.id)) as asks:  # type: ignore[type-var]
+            async for info in asks:
+                title = f"{info.agent}: {info.permission} {', '.join(info.resources)}".strip()
+                call = PermissionToolCall(
+                    tool_call_id=info.call_id or info.id, title=title, status="pending"
+                )
+                ask = Ask(session_id=info.session_id, request_id=info.id, tool_call=call)
+                nursery.start_soon(self._ask, session, ask)
 
     async def _dismiss(self, question: Question) -> None:
         try:
             await self._backend.reject_question(question.session_id, question.request_id)
-        except (QuestionNotFoundError, SessionNotFoundError) as exc:
+        except KittiwakeError as exc:
             _log.info("question %s already settled: %s", question.request_id, exc)
 
     async def _terminal_shown(self, session_id: str, call_id: str, terminal_id: str) -> None:

@@ -45,6 +45,7 @@ from runtime import (
     SessionNotFoundError,
 )
 from runtime.agents import AgentInfo, CommandInfo
+from runtime.events import PermissionAsked, PermissionInfo
 from runtime.tools import ToolIO
 
 __all__ = ["AttachedBackend"]
@@ -53,6 +54,7 @@ _log = logging.getLogger("kittiwake.acp")
 _PAGE: Final = 1000
 _FRAMES: Final = 1024
 """Websocket frames read ahead of the agent."""
+_ASKED: Final = PermissionAsked.__struct_config__.tag
 T = TypeVar("T")
 
 
@@ -125,6 +127,29 @@ class _Model(msgspec.Struct, rename="camel", frozen=True):
     enabled: bool = False
     status: str = "active"
     limit: _Limit = _Limit()
+
+
+class _Kind(msgspec.Struct, frozen=True):
+    type: str = ""
+
+
+class _Permission(msgspec.Struct, frozen=True):
+    """OpenCode's ``PermissionV2Request`` as ``permission_json`` writes it."""
+
+    id: str
+    session_id: str = msgspec.field(name="sessionID")
+    action: str = ""
+    resources: list[str] = []
+    metadata: dict[str, Any] = {}
+
+    def info(self) -> PermissionInfo:
+        meta = self.metadata
+        return PermissionInfo(
+            id=self.id, session_id=self.session_id, agent=str(meta.get("agent", "")),
+            tool=str(meta.get("tool", "")), call_id=str(meta.get("callID", "")),
+            permission=self.action, resources=list(self.resources),
+            time_created=int(meta.get("timeCreated", 0)),
+        )  # fmt: skip
 
 
 class _Provider(msgspec.Struct, frozen=True):
@@ -251,6 +276,28 @@ class AttachedBackend:
                 nursery.start_soon(follow.read)
                 yield follow
                 nursery.cancel_scope.cancel()
+
+    async def descendant_asks(self, session_id: str) -> AsyncGenerator[PermissionInfo, None]:
+        """Over the server's ``GET /api/event`` (every session's events): each
+        ``permission.v2.asked`` there has the session's pending requests listed again
+        (``GET /api/session/{id}/permission`` lists its running children's too)."""
+        seen: set[str] = set()
+        async with self._http.stream("GET", "/api/event") as stream:
+            lines = stream.aiter_lines()
+            stale = True
+            while True:
+                if stale:
+                    path = f"/api/session/{session_id}/permission"
+                    pending = await self._call("GET", path, _Data[list[_Permission]])
+                    for asked in pending.data:
+                        if asked.session_id != session_id and asked.id not in seen:
+                            seen.add(asked.id)
+                            yield asked.info()
+                line = await anext(lines)
+                stale = False
+                if line.startswith("data:"):
+                    kind = msgspec.json.decode(line[5:], type=_Kind).type
+                    stale = kind == _ASKED
 
     async def reply_permission(self, session_id: str, request_id: str, reply: Reply) -> None:
         path = f"/api/session/{session_id}/permission/{request_id}/reply"

@@ -15,9 +15,24 @@ import msgspec
 import trio
 
 from actors import OVERFLOWED, Runtime, SessionEvent, Subscription, fork_session
-from runtime import IdGenerator, InputAdmitted, LiveDelta, Location, ModelRef, Prompt, SessionInfo
+from runtime import (
+    IdGenerator,
+    InputAdmitted,
+    LiveDelta,
+    Location,
+    ModelRef,
+    Prompt,
+    SessionInfo,
+    SessionNotFoundError,
+)
 from runtime.agents import AgentInfo, CommandInfo
-from runtime.events import SessionCreated, SessionDeleted, decode_event
+from runtime.events import (
+    PermissionAsked,
+    PermissionInfo,
+    SessionCreated,
+    SessionDeleted,
+    decode_event,
+)
 from runtime.tools import ToolIO
 from storage import StoredEvent
 
@@ -39,6 +54,7 @@ MAX_FORK_MESSAGES: Final = 10_000
 _PAGE: Final = 1000
 _CREATED: Final = SessionCreated.__struct_config__.tag
 _DELETED: Final = SessionDeleted.__struct_config__.tag
+_ASKED: Final = PermissionAsked.__struct_config__.tag
 Item = SessionEvent | LiveDelta
 Reply = Literal["once", "always", "reject"]
 T_co = TypeVar("T_co", covariant=True)
@@ -96,6 +112,12 @@ class Backend(Protocol):
     def follow(self, session_id: str, after: int | None) -> AbstractAsyncContextManager[Follow]:
         """Subscribe to the session's stream before the work it follows starts; *after*:
         the last seq of the session known to be written (``None``: not known)."""
+        ...
+
+    def descendant_asks(self, session_id: str) -> AsyncIterator[PermissionInfo]:
+        """The pending permission requests of the subagent children running under the
+        session's task calls (and theirs): those pending now, then each one as it is
+        asked, each once. Runs until cancelled."""
         ...
 
     async def reply_permission(self, session_id: str, request_id: str, reply: Reply) -> None: ...
@@ -165,6 +187,27 @@ class EmbeddedBackend:
     async def follow(self, session_id: str, after: int | None) -> AsyncIterator[Follow]:
         with self._rt.hub.subscribe(session_id) as subscription:  # every seq is in the store
             yield _HubFollow(self, session_id, subscription)
+
+    async def descendant_asks(self, session_id: str) -> AsyncGenerator[PermissionInfo, None]:
+        tools, seen = self._rt.tools, set[str]()
+        with self._rt.hub.subscribe(None) as sub:
+            stale = True
+            while True:
+                if stale:  # list them again: cheap, and nothing is missed
+                    for child in tools.running_descendants(session_id):
+                        try:
+                            asked = await self._rt.sessions.permissions(child)
+                        except SessionNotFoundError:
+                            continue
+                        for info in asked:
+                            if info.status == "pending" and info.id not in seen:
+                                seen.add(info.id)
+                                yield info
+                item = await sub.receive()
+                stale = item == OVERFLOWED or (
+                    isinstance(item, StoredEvent) and item.type == _ASKED
+                    and item.aggregate_id in tools.running_descendants(session_id)
+                )  # fmt: skip
 
     async def reply_permission(self, session_id: str, request_id: str, reply: Reply) -> None:
         await self._rt.sessions.reply_permission(session_id, request_id, reply)

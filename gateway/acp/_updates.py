@@ -48,11 +48,21 @@ from gateway.acp._wire import (
 from runtime import LiveDelta, ModelRef
 from runtime import events as ev
 
-__all__ = ["DEFAULT_TOOL_TEXT", "Action", "Ask", "ModelChanged", "Question", "Updates"]
+__all__ = [
+    "DEFAULT_TOOL_TEXT",
+    "Action",
+    "Ask",
+    "Delegated",
+    "ModelChanged",
+    "Question",
+    "Updates",
+    "iso",
+]
 
 DEFAULT_TOOL_TEXT: Final = 16 * 1024
 """Characters of a tool's output shown in its call (the last ones of a running command)."""
 _STEP_LIMIT: Final = "StepLimitExceededError"
+_TASK: Final = "task"
 
 
 class Ask(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,7 +84,12 @@ class ModelChanged(msgspec.Struct, frozen=True, kw_only=True):
     model: ModelRef
 
 
-Action: TypeAlias = SessionUpdate | Ask | Question | ModelChanged
+class Delegated(msgspec.Struct, frozen=True, kw_only=True):
+    """A subagent task started: its child sessions' permission requests are to be put to
+    the client too."""
+
+
+Action: TypeAlias = SessionUpdate | Ask | Question | ModelChanged | Delegated
 
 
 class _Call:
@@ -217,7 +232,10 @@ class Updates:
             case ev.ToolInputStarted():
                 return self._start(event.call_id, event.name, {}, "pending")
             case ev.ToolCalled():
-                return self._start(event.call_id, event.tool, event.input, "in_progress")
+                shown = self._start(event.call_id, event.tool, event.input, "in_progress")
+                if event.tool == _TASK and not self._replay:
+                    return [*shown, Delegated()]
+                return shown
             case ev.ToolSuccess() | ev.ToolFailed():
                 return self._settled(event)
             case ev.TodoUpdated():

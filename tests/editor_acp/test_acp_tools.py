@@ -163,3 +163,51 @@ def test_tool_updates_plans_thoughts_output_and_usage(tmp_path, provider: Provid
     usage = editor.of("usage_update")
     assert len(usage) == 4 and {u.size for u in usage} == {CONTEXT}
     assert [u.used for u in usage] == [127, 0, 0, 0]
+
+
+SUBAGENT = (
+    "---\ndescription: reads carefully\nmode: subagent\npermission:\n  read: ask\n---\n"
+    "Be careful.\n"
+)
+
+
+@pytest.mark.parametrize("attached", [False, True], ids=["in-process", "attached"])
+def test_a_subagent_childs_permission_request_is_put_to_the_client(
+    tmp_path, provider: Provider, attached: bool
+) -> None:
+    from .test_acp_attached import served
+
+    setup = Setup(tmp_path, provider)
+    (setup.project / ".kittiwake" / "agent").mkdir(parents=True)
+    (setup.project / ".kittiwake" / "agent" / "reader.md").write_text(SUBAGENT)
+    (setup.project / "notes.txt").write_text("kittiwake notes\n")
+    task = {"description": "read notes", "prompt": "read notes.txt", "subagent_type": "reader"}
+    provider.server.queue(
+        calls("task", task),
+        calls("read", {"filePath": "notes.txt"}, call_id="call_child"),
+        said("the notes say kittiwake"),
+        said("Done."),
+    )
+    editor = Editor(permission="once")
+
+    async def scenario(*args: str) -> None:
+        async with agent(setup, editor, *args) as acp:
+            await acp.conn.initialize(protocol_version=1)
+            sid = (await acp.conn.new_session(cwd=str(setup.project), mcp_servers=[])).session_id
+            done = await acp.conn.prompt(session_id=sid, prompt=[text_block("delegate")])
+            assert done.stop_reason == "end_turn"
+            assert acp.checker.problems == [] and acp.stray == []
+            [(asked_in, tool_call, _)] = editor.permissions
+            assert asked_in == sid and tool_call.tool_call_id == "call_child"
+            assert tool_call.title == "reader: read notes.txt"
+
+    if attached:
+        with served(setup) as url:
+            asyncio.run(scenario("--attach", url))
+    else:
+        asyncio.run(scenario())
+    assert editor.text() == "Done."
+    child_result = [
+        m for m in provider.server.requests[2].json()["messages"] if m["role"] == "tool"
+    ]
+    assert "kittiwake notes" in str(child_result)
