@@ -5,9 +5,11 @@ The SDK is asyncio-only, so each scenario is an asyncio program run by a plain (
 test while the mock provider serves from a thread with its own trio loop
 (``tests.opencode.harness.Provider``). The SDK's ``ClientSideConnection`` talks to the
 agent over the child's own pipes; the agent's standard output passes through a tee that
-checks every line is one JSON-RPC message, and every message the agent sends is checked
-against the JSON schema of the SDK's ACP schema models (every object closed to fields the
-schema does not name).
+checks every line is one JSON-RPC message and validates it against ACP's published JSON
+schema (``schema/v1/schema.unstable.json`` of the npm ``@agentclientprotocol/sdk``, whose
+unions are open to extensions), and every message the agent sends is checked again, by
+method, against the JSON schema of the Python SDK's schema models with every object closed
+to fields the schema does not name.
 """
 
 from __future__ import annotations
@@ -62,6 +64,21 @@ CLIENT_REQUESTS: dict[str, type[Any]] = {
 NOTIFICATIONS: dict[str, type[Any]] = {"session/update": S.SessionNotification}
 
 
+PUBLISHED = ROOT / "clients/node_modules/@agentclientprotocol/sdk/schema/v1/schema.unstable.json"
+"""ACP's published JSON schema as the npm package ships it (version 1 with its unstable
+methods, such as ``session/fork``), installed by ``make opencode``."""
+
+
+@functools.cache
+def published() -> jsonschema.Draft202012Validator:
+    """The published schema's branch for what an agent sends (requests, responses and
+    notifications)."""
+    if not PUBLISHED.exists():
+        raise RuntimeError("ACP's npm SDK is not installed: run `make opencode`")
+    schema = json.loads(PUBLISHED.read_text())
+    return jsonschema.Draft202012Validator({**schema["anyOf"][0], "$defs": schema["$defs"]})
+
+
 def _closed(node: Any) -> None:
     """Close every object schema with properties to fields it names (in place)."""
     if isinstance(node, dict):
@@ -97,6 +114,11 @@ class Checker:
                 self.asked[message["id"]] = message["method"]
             return
         self.check(message)
+
+    def check_line(self, message: dict[str, Any]) -> None:
+        """Check one line of the agent's output, whole, against the published schema."""
+        for error in published().iter_errors(message):
+            self.problems.append(f"published schema: {error.message}: {json.dumps(message)[:500]}")
 
     def check(self, message: dict[str, Any]) -> None:
         self.checked += 1
@@ -348,6 +370,8 @@ async def agent(
                 message = json.loads(line)
                 if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
                     stray.append(line)
+                else:
+                    checker.check_line(message)
             except ValueError:
                 stray.append(line)
             reader.feed_data(line)

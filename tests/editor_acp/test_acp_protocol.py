@@ -13,7 +13,7 @@ import trio
 from runtime import open_runtime
 from tests.opencode.harness import Provider
 
-from .harness import Setup
+from .harness import Setup, published
 
 
 def run_lines(setup: Setup, lines: list[str], *, env: dict | None = None) -> tuple[list, str, int]:
@@ -25,6 +25,8 @@ def run_lines(setup: Setup, lines: list[str], *, env: dict | None = None) -> tup
     )  # fmt: skip
     messages = [json.loads(line) for line in done.stdout.decode().splitlines()]
     assert all(isinstance(m, dict) and m["jsonrpc"] == "2.0" for m in messages), messages
+    for message in messages:
+        published().validate(message)
     return messages, done.stderr.decode(), done.returncode
 
 
