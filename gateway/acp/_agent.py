@@ -22,7 +22,8 @@ import msgspec
 import trio
 
 from actors import SessionEvent
-from gateway.acp._backend import Backend, ModelChoice, Offer, Reply
+from gateway.acp._asks import Asker
+from gateway.acp._backend import Backend, ModelChoice, Offer
 from gateway.acp._content import leading_command, to_prompt
 from gateway.acp._editor import Editor
 from gateway.acp._rpc import Connection, Method, RpcError, Then
@@ -54,12 +55,9 @@ from gateway.acp._wire import (
     ListSessionsResult,
     ModeState,
     NewSessionParams,
-    PermissionOption,
-    PermissionToolCall,
     PromptCapabilities,
     PromptParams,
     PromptResult,
-    RequestPermissionParams,
     SessionCapabilities,
     SessionConfigParams,
     SessionIdParams,
@@ -88,12 +86,6 @@ _log = logging.getLogger("kittiwake.acp")
 AUTH_METHOD: Final = "kittiwake-auth"
 _LISTED: Final = 50
 _BUILD: Final = "build"
-_OPTIONS: Final = [
-    PermissionOption(option_id="once", name="Allow once", kind="allow_once"),
-    PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
-    PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
-]
-_REPLIES: Final[dict[str, Reply]] = {"once": "once", "always": "always", "reject": "reject"}
 P = TypeVar("P")
 
 
@@ -103,15 +95,6 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
 
     version: str
     provider_ready: bool = True
-
-
-class _Selected(msgspec.Struct, frozen=True, rename="camel"):
-    outcome: str
-    option_id: str | None = None
-
-
-class _PermissionAnswer(msgspec.Struct, frozen=True):
-    outcome: _Selected
 
 
 @dataclass(slots=True)
@@ -166,6 +149,7 @@ class AcpAgent:
         self._options = options
         self._sessions: dict[str, _Session] = {}
         self._editor = Editor(conn, ClientCapabilities(), self._terminal_shown)
+        self._asker = Asker(conn, backend)
 
     def methods(self) -> dict[str, Method[Any]]:
         """The requests the client may send."""
@@ -480,13 +464,13 @@ class AcpAgent:
         self, session: _Session, state: _Prompt, action: Any, nursery: trio.Nursery
     ) -> None:
         if isinstance(action, Ask):
-            nursery.start_soon(self._ask, session, action)
+            nursery.start_soon(self._asker.permission, session.id, action)
         elif isinstance(action, Delegated):
             if not state.watching:
                 state.watching = True
-                nursery.start_soon(self._watch_children, session, nursery)
+                nursery.start_soon(self._asker.watch_children, session.id, nursery)
         elif isinstance(action, Question):
-            nursery.start_soon(self._dismiss, action)
+            nursery.start_soon(self._asker.question, session.id, action)
         elif isinstance(action, ModelChanged):
             session.model = action.model
             await self._options_changed(session)
@@ -495,44 +479,6 @@ class AcpAgent:
             if isinstance(action, CurrentModeUpdate):
                 session.agent = action.current_mode_id
                 await self._options_changed(session)
-
-    async def _ask(self, session: _Session, ask: Ask) -> None:
-        """Put a permission request to the client and write its answer as the request's
-        durable reply (a cancelled request is rejected)."""
-        params = RequestPermissionParams(
-            session_id=session.id, tool_call=ask.tool_call, options=_OPTIONS
-        )
-        try:
-            answer = await self._conn.request(
-                "session/request_permission", params, _PermissionAnswer
-            )
-            chosen = answer.outcome.option_id if answer.outcome.outcome == "selected" else None
-        except RpcError as exc:
-            _log.warning("permission request refused by the client: %s", exc.message)
-            chosen = None
-        reply = _REPLIES.get(chosen or "", "reject")
-        try:
-            await self._backend.reply_permission(ask.session_id, ask.request_id, reply)
-        except KittiwakeError as exc:  # answered elsewhere, or its call and session gone
-            _log.info("permission %s already settled: %s", ask.request_id, exc)
-
-    async def _watch_children(self, session: _Session, nursery: trio.Nursery) -> None:
-        """Put the permission requests of the session's subagent children to the client,
-        until the prompt ends (which cancels this)."""
-        async with aclosing(self._backend.descendant_asks(session.id)) as asks:  # type: ignore[type-var]
-            async for info in asks:
-                title = f"{info.agent}: {info.permission} {', '.join(info.resources)}".strip()
-                call = PermissionToolCall(
-                    tool_call_id=info.call_id or info.id, title=title, status="pending"
-                )
-                ask = Ask(session_id=info.session_id, request_id=info.id, tool_call=call)
-                nursery.start_soon(self._ask, session, ask)
-
-    async def _dismiss(self, question: Question) -> None:
-        try:
-            await self._backend.reject_question(question.session_id, question.request_id)
-        except KittiwakeError as exc:
-            _log.info("question %s already settled: %s", question.request_id, exc)
 
     async def _terminal_shown(self, session_id: str, call_id: str, terminal_id: str) -> None:
         session = self._sessions.get(session_id)

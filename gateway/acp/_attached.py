@@ -303,6 +303,12 @@ class AttachedBackend:
         path = f"/api/session/{session_id}/permission/{request_id}/reply"
         await self._call("POST", path, object, json={"reply": reply})
 
+    async def reply_question(
+        self, session_id: str, request_id: str, answers: list[list[str]]
+    ) -> None:
+        path = f"/api/session/{session_id}/question/{request_id}/reply"
+        await self._call("POST", path, object, json={"answers": answers})
+
     async def reject_question(self, session_id: str, request_id: str) -> None:
         path = f"/api/session/{session_id}/question/{request_id}/reject"
         await self._call("POST", path, object)

@@ -121,6 +121,9 @@ class Backend(Protocol):
         ...
 
     async def reply_permission(self, session_id: str, request_id: str, reply: Reply) -> None: ...
+    async def reply_question(
+        self, session_id: str, request_id: str, answers: list[list[str]]
+    ) -> None: ...
     async def reject_question(self, session_id: str, request_id: str) -> None: ...
     async def switch_agent(self, session_id: str, agent: str) -> SessionInfo: ...
     async def switch_model(self, session_id: str, model: ModelRef) -> SessionInfo: ...
@@ -211,6 +214,11 @@ class EmbeddedBackend:
 
     async def reply_permission(self, session_id: str, request_id: str, reply: Reply) -> None:
         await self._rt.sessions.reply_permission(session_id, request_id, reply)
+
+    async def reply_question(
+        self, session_id: str, request_id: str, answers: list[list[str]]
+    ) -> None:
+        await self._rt.tools.reply_question(session_id, request_id, answers)
 
     async def reject_question(self, session_id: str, request_id: str) -> None:
         await self._rt.tools.reject_question(session_id, request_id)

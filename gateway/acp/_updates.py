@@ -74,10 +74,13 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Question(msgspec.Struct, frozen=True, kw_only=True):
-    """A question the ``question`` tool asks (ACP has no way to put it: it is dismissed)."""
+    """A question the ``question`` tool (or a plan switch) asks: put to the client as
+    permission requests, one per question, when each is a single choice; else dismissed."""
 
     session_id: str
     request_id: str
+    call_id: str
+    questions: list[ev.QuestionInfo]
 
 
 class ModelChanged(msgspec.Struct, frozen=True, kw_only=True):
@@ -243,7 +246,14 @@ class Updates:
             case ev.PermissionAsked() if not self._replay:
                 return [self._ask(event)]
             case ev.QuestionAsked() if not self._replay:
-                return [Question(session_id=event.session_id, request_id=event.id)]
+                tool = event.tool
+                call_id = tool.call_id if isinstance(tool, ev.QuestionTool) else event.id
+                return [
+                    Question(
+                        session_id=event.session_id, request_id=event.id, call_id=call_id,
+                        questions=event.questions,
+                    )
+                ]  # fmt: skip
             case ev.PromptPromoted() if self._replay:
                 return _user_chunks(event.prompt, event.message_id)
             case ev.AgentSwitched():

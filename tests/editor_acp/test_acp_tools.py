@@ -211,3 +211,65 @@ def test_a_subagent_childs_permission_request_is_put_to_the_client(
         m for m in provider.server.requests[2].json()["messages"] if m["role"] == "tool"
     ]
     assert "kittiwake notes" in str(child_result)
+
+
+def test_questions_are_put_as_permission_requests_with_their_choices(
+    tmp_path, provider: Provider
+) -> None:
+    setup = Setup(tmp_path, provider)
+    color = {
+        "question": "Which color?", "header": "Color",
+        "options": [{"label": "Red", "description": "warm"},
+                    {"label": "Blue", "description": "cool"}],
+    }  # fmt: skip
+    several = {**color, "multiple": True}
+    provider.server.queue(
+        calls("plan_enter", {}, call_id="call_plan"),
+        calls("question", {"questions": [color]}, call_id="call_color"),
+        calls("question", {"questions": [several]}, call_id="call_several"),
+        said("Planned."),
+    )
+    editor = Editor(permission="1")  # the second choice: "No" to the switch, then "Blue"
+
+    async def scenario() -> None:
+        async with agent(setup, editor) as acp:
+            await acp.conn.initialize(protocol_version=1)
+            sid = (await acp.conn.new_session(cwd=str(setup.project), mcp_servers=[])).session_id
+            done = await acp.conn.prompt(session_id=sid, prompt=[text_block("plan it")])
+            assert done.stop_reason == "end_turn"
+            assert acp.checker.problems == [] and acp.stray == []
+
+    asyncio.run(scenario())
+    switch, pick = editor.permissions  # the multiple choice is not put: it is dismissed
+    assert switch[1].tool_call_id == "call_plan" and switch[1].title.startswith("Would you")
+    assert [(o.option_id, o.name) for o in switch[2]] == [
+        ("0", "Yes"), ("1", "No"), ("dismiss", "Dismiss")
+    ]  # fmt: skip
+    assert pick[1].title == "Which color?"
+    assert pick[1].content[0].content.text == "Red: warm\nBlue: cool"
+    results = [
+        json.loads(m["content"])
+        for m in provider.server.requests[-1].json()["messages"]
+        if m["role"] == "tool"
+    ]
+    assert results[1]["structured"] == {"answers": [["Blue"]]}
+    assert "dismissed" in json.dumps(results[2]).lower(), results[2]
+
+
+def test_a_plan_switch_answered_yes_changes_the_mode(tmp_path, provider: Provider) -> None:
+    setup = Setup(tmp_path, provider)
+    provider.server.queue(calls("plan_enter", {}, call_id="call_plan"), said("Planning."))
+    editor = Editor(permission="0")  # "Yes"
+
+    async def scenario() -> None:
+        async with agent(setup, editor) as acp:
+            await acp.conn.initialize(protocol_version=1)
+            sid = (await acp.conn.new_session(cwd=str(setup.project), mcp_servers=[])).session_id
+            done = await acp.conn.prompt(session_id=sid, prompt=[text_block("plan it")])
+            assert done.stop_reason == "end_turn"
+            assert acp.checker.problems == [] and acp.stray == []
+
+    asyncio.run(scenario())
+    assert [u.current_mode_id for u in editor.of("current_mode_update")] == ["plan"]
+    options = editor.of("config_option_update")[-1].config_options
+    assert {o.id: o.current_value for o in options}["mode"] == "plan"
