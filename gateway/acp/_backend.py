@@ -37,11 +37,11 @@ from runtime.tools import ToolIO
 from storage import StoredEvent
 
 __all__ = [
-    "MAX_FORK_MESSAGES",
     "Backend",
     "EmbeddedBackend",
     "Follow",
     "Item",
+    "MAX_FORK_MESSAGES",
     "ModelChoice",
     "Offer",
     "Reply",

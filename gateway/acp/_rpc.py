@@ -30,11 +30,11 @@ from gateway.acp._wire import (
 )
 
 __all__ = [
+    "Connection",
     "DEFAULT_CLOSE_GRACE",
     "DEFAULT_MAX_LINE",
     "DEFAULT_MAX_PENDING",
     "DEFAULT_MAX_REQUESTS",
-    "Connection",
     "Method",
     "RpcError",
     "Then",

@@ -49,9 +49,9 @@ from runtime import LiveDelta, ModelRef
 from runtime import events as ev
 
 __all__ = [
-    "DEFAULT_TOOL_TEXT",
     "Action",
     "Ask",
+    "DEFAULT_TOOL_TEXT",
     "Delegated",
     "ModelChanged",
     "Question",

@@ -187,3 +187,18 @@ async def test_cancel_request_and_the_requests_limit(autojump_clock) -> None:
     assert by_id["c"]["error"]["code"] == -32600  # over the limit
     assert by_id["a"]["error"]["code"] == -32800  # cancelled by the client
     assert "b" not in by_id  # still running after the grace: cancelled unanswered
+
+
+def test_the_rooms_names_are_pinned_and_sorted() -> None:
+    import importlib
+    import pkgutil
+
+    import gateway.acp
+
+    assert gateway.acp.__all__ == sorted(gateway.acp.__all__)
+    public = sorted(n for n in vars(gateway.acp) if not n.startswith("_") and n != "annotations")
+    assert gateway.acp.__all__ == public
+    for found in pkgutil.iter_modules(gateway.acp.__path__):
+        module = importlib.import_module(f"gateway.acp.{found.name}")
+        assert module.__all__ == sorted(module.__all__), found.name
+        assert all(hasattr(module, name) for name in module.__all__), found.name
