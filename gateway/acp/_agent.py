@@ -178,6 +178,8 @@ class AcpAgent:
     # -- initialize and authenticate ----------------------------------------------------------
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
+        """Take the client's capabilities (its files and terminals serve the tools from
+        now on) and answer version 1 with the agent's."""
         self._editor = Editor(self._conn, params.client_capabilities, self._terminal_shown)
         description = (
             "Store a model provider's API key with `kittiwake auth login PROVIDER` in a "
@@ -201,6 +203,7 @@ class AcpAgent:
         )  # fmt: skip
 
     async def authenticate(self, params: AuthenticateParams) -> None:
+        """``{}`` when a provider is usable; auth required (``kittiwake auth login``) else."""
         if params.method_id != AUTH_METHOD:
             raise RpcError(INVALID_PARAMS, f"Unknown auth method {params.method_id!r}")
         self._require_provider()
@@ -216,6 +219,8 @@ class AcpAgent:
     # -- sessions -----------------------------------------------------------------------------
 
     async def new_session(self, params: NewSessionParams) -> Then:
+        """A session working in ``cwd``; its commands follow the answer. Cancellation
+        before the creation is written creates nothing."""
         self._require_provider()
         info = await self._backend.create(params.cwd)
         session = await self._adopt(info)
@@ -223,6 +228,8 @@ class AcpAgent:
         return Then(self._setup(session, with_id=True), partial(self._announce, session))
 
     async def load_session(self, params: SessionSetup) -> Then:
+        """Replay the session's whole history, then answer. Cancellation stops the replay
+        (the client has part of it)."""
         info = await self._backend.get(params.session_id)
         session = await self._adopt(info)
         async with session.lock:
@@ -230,15 +237,18 @@ class AcpAgent:
         return Then(self._setup(session), partial(self._announce, session))
 
     async def resume_session(self, params: SessionSetup) -> Then:
+        """Set the session up here without replaying it."""
         session = await self._adopt(await self._backend.get(params.session_id))
         return Then(self._setup(session), partial(self._announce, session))
 
     async def fork_session(self, params: SessionSetup) -> Then:
+        """A new session with a copy of the whole history (written in one batch)."""
         info = await self._backend.fork(params.session_id)
         session = await self._adopt(info)
         return Then(self._setup(session, with_id=True), partial(self._announce, session))
 
     async def list_sessions(self, params: ListSessionsParams) -> ListSessionsResult:
+        """A page of top-level sessions, newest first (of ``cwd``, when given)."""
         infos, next_cursor = await self._backend.sessions(_LISTED, params.cursor)
         listed = [
             SessionInfoItem(
@@ -254,6 +264,7 @@ class AcpAgent:
         return ListSessionsResult(sessions=listed, next_cursor=next_cursor)
 
     async def close_session(self, params: SessionIdParams) -> None:
+        """Forget the session here, interrupting its prompt; it stays durable."""
         session = self._sessions.pop(params.session_id, None)
         if session is None:
             raise RpcError(RESOURCE_NOT_FOUND, f"Session not open: {params.session_id}")
@@ -261,12 +272,14 @@ class AcpAgent:
             await self._cancel(session)
 
     async def set_mode(self, params: SetModeParams) -> Then:
+        """Switch the session's agent (durably); its options follow the answer."""
         session = await self._session(params.session_id)
         info = await self._backend.switch_agent(session.id, params.mode_id)
         self._follow_info(session, info)
         return Then(None, partial(self._options_changed, session))
 
     async def set_config_option(self, params: SetConfigOptionParams) -> SessionConfigParams:
+        """Switch the session's agent (``mode``) or model (``model``); every option after."""
         session = await self._session(params.session_id)
         value = params.value
         if not isinstance(value, str):
@@ -388,6 +401,14 @@ class AcpAgent:
     # -- prompts ------------------------------------------------------------------------------
 
     async def prompt(self, params: PromptParams) -> PromptResult:
+        """Admit the prompt (or run its ``/command``), send what its run shows until the
+        session is idle, and answer the stop reason.
+
+        Raises ``RpcError``: a prompt already running in the session, blocks that make no
+        prompt, or the run's failure (the history keeps it). Cancellation of the request
+        (``$/cancel_request``, the connection closing) stops following, and asking the
+        client, but not the run: ``session/cancel`` interrupts that.
+        """
         self._require_provider()
         session = await self._session(params.session_id)
         if session.prompt is not None:
@@ -489,6 +510,7 @@ class AcpAgent:
             await self._update(session_id, action)  # type: ignore[arg-type]
 
     async def cancel(self, params: CancelParams) -> None:
+        """Interrupt the session's running prompt, which then answers ``cancelled``."""
         session = self._sessions.get(params.session_id)
         if session is not None and session.prompt is not None:
             await self._cancel(session)
