@@ -1,16 +1,27 @@
 """``kittiwake acp``: the command's set-up around ``gateway.acp`` (its room): the protocol's
-streams taken first, then the data dir held and a runtime opened on it as ``serve`` does."""
+streams taken first, then the server to attach to, else the data dir held and a runtime
+opened on it as ``serve`` does, and served on loopback for the processes that come next."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from functools import partial
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from gateway._datadir import CliError, default_data_dir, server_to_reuse
+import trio
+
+from gateway._datadir import (
+    CliError,
+    default_data_dir,
+    forget_serving,
+    record_serving,
+    server_to_reuse,
+)
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
 from gateway.cli._stats import telemetry_options
 from runtime import ModelRef, open_runtime
@@ -79,21 +90,55 @@ async def acp(args: argparse.Namespace) -> int:
             await _attached(url, receive, send)
             return 0
         config = load_config_warned(str(directory))
-        provider = await configured_provider(data_dir, sys.stderr, config)
-        options: dict[str, Any] = provider.options() if provider is not None else {}
-        options["telemetry"] = telemetry_options(config.config.telemetry)
+        loaded = trio.Event()
+
+        async def load_gateway() -> None:  # as serve does: the web framework's import
+            await trio.to_thread.run_sync(partial(import_module, "gateway._gateway"))
+            loaded.set()
+
+        provider: Provider | None = None
         try:
-            async with open_runtime(
-                data_dir=data_dir, llm=provider.client if provider else None, **options
-            ) as rt:
-                backend = EmbeddedBackend(rt, models=provider_models(provider, data_dir))
-                ready = provider is not None and provider.client is not None
-                agent = AgentOptions(version=_version(), provider_ready=ready)
-                await serve_acp(backend, agent, receive, send)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(load_gateway)
+                provider = await configured_provider(data_dir, sys.stderr, config)
+                options: dict[str, Any] = provider.options() if provider is not None else {}
+                options["telemetry"] = telemetry_options(config.config.telemetry)
+                async with open_runtime(
+                    data_dir=data_dir, llm=provider.client if provider else None, **options
+                ) as rt:
+                    backend = EmbeddedBackend(rt, models=provider_models(provider, data_dir))
+                    ready = provider is not None and provider.client is not None
+                    agent = AgentOptions(version=_version(), provider_ready=ready)
+                    async with trio.open_nursery() as beside:
+                        beside.start_soon(_serve_beside, rt, data_dir, directory, loaded)
+                        await serve_acp(backend, agent, receive, send)
+                        beside.cancel_scope.cancel()
         finally:
             if provider is not None:
                 await provider.clients.aclose()
     return 0
+
+
+async def _serve_beside(rt: Any, data_dir: Path, directory: Path, loaded: trio.Event) -> None:
+    """Serve *rt* over HTTP on a free loopback port until cancelled, its URL recorded in the
+    data dir as ``serve`` records it, so that another ``kittiwake acp`` (an editor's second
+    window), ``run`` or ``tui`` drives the same runtime instead of finding the data dir
+    taken. ``KITTIWAKE_SERVER_PASSWORD`` is its password, as for ``serve``. It starts once
+    the web framework is imported (*loaded*), beside the protocol, which does not wait."""
+    await loaded.wait()
+    from gateway._gateway import serve
+
+    password = os.environ.get("KITTIWAKE_SERVER_PASSWORD") or None
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(
+            partial(serve, rt, "127.0.0.1", 0, password=password, directory=directory)
+        )
+        record_serving(data_dir, server.url)
+        try:
+            await trio.sleep_forever()
+        finally:
+            forget_serving(data_dir)
+            server.stop()
 
 
 async def _attached(url: str, receive: Any, send: Any) -> None:

@@ -94,3 +94,33 @@ def test_attached_prompt_tool_permission_cancel_and_load(tmp_path, provider: Pro
         asyncio.run(second(sid))
     assert notes.read_text() == "v2\n"
     assert f"attaching to the kittiwake serve on {url}" in stderr_of(setup)
+
+
+def test_a_second_agent_on_the_data_dir_drives_the_first_ones_runtime(
+    tmp_path, provider: Provider
+) -> None:
+    setup = Setup(tmp_path, provider)
+    provider.server.queue(said("From ", "the second."))
+
+    async def scenario() -> None:
+        first_editor, second_editor = Editor(), Editor()
+        async with agent(setup, first_editor) as first:
+            await first.conn.initialize(protocol_version=1)
+            sid = (await first.conn.new_session(cwd=str(setup.project), mcp_servers=[])).session_id
+            async with agent(setup, second_editor) as second:  # an editor's second window
+                await second.conn.initialize(protocol_version=1)
+                listed = await second.conn.list_sessions()
+                assert [s.session_id for s in listed.sessions] == [sid]
+                done = await second.conn.prompt(session_id=sid, prompt=[text_block("hello")])
+                assert done.stop_reason == "end_turn"
+                assert second_editor.text() == "From the second."
+                assert second.checker.problems == [] and second.stray == []
+            assert second.process.returncode == 0, stderr_of(setup)
+            await first.conn.load_session(session_id=sid, cwd=str(setup.project), mcp_servers=[])
+            assert first_editor.text() == "From the second."
+            assert first.checker.problems == [] and first.stray == []
+        assert first.process.returncode == 0, stderr_of(setup)
+
+    asyncio.run(scenario())
+    assert "attaching to the kittiwake serve on http://127.0.0.1:" in stderr_of(setup)
+    assert not (setup.data / "serving.json").exists()  # forgotten when the first one ended
