@@ -79,6 +79,7 @@ from runtime import (
     SessionInfo,
     SessionNotFoundError,
 )
+from runtime.revert import hidden_ranges, is_hidden
 
 __all__ = ["AUTH_METHOD", "AcpAgent", "AgentOptions"]
 
@@ -228,12 +229,12 @@ class AcpAgent:
         return Then(self._setup(session, with_id=True), partial(self._announce, session))
 
     async def load_session(self, params: SessionSetup) -> Then:
-        """Replay the session's whole history, then answer. Cancellation stops the replay
-        (the client has part of it)."""
+        """Replay the session's whole history (less what a revert hides), then answer.
+        Cancellation stops the replay (the client has part of it)."""
         info = await self._backend.get(params.session_id)
         session = await self._adopt(info)
         async with session.lock:
-            await self._replay(session)
+            await self._replay(session, hidden_ranges(info))
         return Then(self._setup(session), partial(self._announce, session))
 
     async def resume_session(self, params: SessionSetup) -> Then:
@@ -385,8 +386,9 @@ class AcpAgent:
             "session/update", SessionUpdateParams(session_id=session_id, update=update)
         )
 
-    async def _replay(self, session: _Session) -> None:
-        """Send the session's whole history as updates, oldest first."""
+    async def _replay(self, session: _Session, hidden: list[tuple[int, int]]) -> None:
+        """Send the session's whole history as updates, oldest first, but for the messages
+        of the *hidden* seq ranges (a revert's)."""
         updates = Updates(session.directory, replay=True)
         cursor, more = 0, True
         session.cursor = 0
@@ -394,6 +396,8 @@ class AcpAgent:
             page, more = await self._backend.history(session.id, cursor)
             for event in page:
                 cursor = session.cursor = event.seq
+                if is_hidden(event.seq, hidden):
+                    continue
                 for action in updates.feed(event):
                     if not isinstance(action, Ask | Question | ModelChanged | Delegated):
                         await self._update(session.id, action)

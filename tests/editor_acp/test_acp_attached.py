@@ -124,3 +124,36 @@ def test_a_second_agent_on_the_data_dir_drives_the_first_ones_runtime(
     asyncio.run(scenario())
     assert "attaching to the kittiwake serve on http://127.0.0.1:" in stderr_of(setup)
     assert not (setup.data / "serving.json").exists()  # forgotten when the first one ended
+
+
+def test_load_leaves_out_what_a_revert_hides(tmp_path, provider: Provider) -> None:
+    import httpx
+
+    setup = Setup(tmp_path, provider)
+    provider.server.queue(said("One."), said("Two."))
+
+    async def prompts(url: str) -> str:
+        async with agent(setup, Editor(), "--attach", url) as acp:
+            await acp.conn.initialize(protocol_version=1)
+            sid = (await acp.conn.new_session(cwd=str(setup.project), mcp_servers=[])).session_id
+            for text in ("first", "second"):
+                await acp.conn.prompt(session_id=sid, prompt=[text_block(text)])
+            return sid
+
+    async def load(url: str, sid: str) -> Editor:
+        editor = Editor()
+        async with agent(setup, editor, "--attach", url) as acp:
+            await acp.conn.initialize(protocol_version=1)
+            await acp.conn.load_session(session_id=sid, cwd=str(setup.project), mcp_servers=[])
+            assert acp.checker.problems == [] and acp.stray == []
+        return editor
+
+    with served(setup) as url:
+        sid = asyncio.run(prompts(url))
+        page = httpx.get(f"{url}/api/session/{sid}/message", params={"order": "asc"}).json()
+        second = [m["id"] for m in page["data"] if m.get("text") == "second"]
+        reverted = httpx.post(f"{url}/session/{sid}/revert", json={"messageID": second[0]})
+        assert reverted.status_code == 200, reverted.text
+        editor = asyncio.run(load(url, sid))
+    assert [u.content.text for u in editor.of("user_message_chunk")] == ["first"]
+    assert editor.text() == "One."
