@@ -242,8 +242,14 @@ class EmbeddedBackend:
 
 
 class _HubFollow:
-    """One subscription to the hub for a session: committed events and deltas in the order
-    they were published; the store fills any gap (a missed commit, an overflow)."""
+    """One subscription to the hub for a session, taken before the work it follows began:
+    committed events and deltas in the order they were published; the store fills a gap
+    (an overflow, a seq missed).
+
+    Nothing is read from the store otherwise: the store publishes a batch's events before
+    its writers resume, so once the session is idle every event of its run is in the
+    subscription already (read to its end before ``items`` returns).
+    """
 
     def __init__(self, backend: EmbeddedBackend, session_id: str, sub: Subscription) -> None:
         self._backend = backend
@@ -252,7 +258,7 @@ class _HubFollow:
 
     async def items(self, after: int, idle: trio.Event) -> AsyncGenerator[Item, None]:
         cursor = after
-        stored = True  # read the store first: what was committed before we subscribed
+        stored = False
         while True:
             if stored:
                 page, more = await self._backend.history(self._session, cursor)
@@ -265,9 +271,8 @@ class _HubFollow:
                 if idle.is_set():
                     return
             item = await self._next(idle)
-            if item is None:  # idle: whatever is left is in the store
-                stored = True
-                continue
+            if item is None:  # idle, and every event published: the run's are all here
+                return
             if item == OVERFLOWED:
                 stored = True
             elif isinstance(item, StoredEvent):
