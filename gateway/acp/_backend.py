@@ -51,6 +51,8 @@ __all__ = [
 
 MAX_FORK_MESSAGES: Final = 10_000
 """The most messages ``session/fork`` copies."""
+DEFAULT_FOLLOW_BUFFER: Final = 4096
+"""Events and deltas a prompt's hub subscription holds unread (``EmbeddedBackend``)."""
 _PAGE: Final = 1000
 _CREATED: Final = SessionCreated.__struct_config__.tag
 _DELETED: Final = SessionDeleted.__struct_config__.tag
@@ -142,12 +144,18 @@ class EmbeddedBackend:
     Args:
         rt: the runtime (its data dir held by this process).
         models: the models sessions may switch to (the providers with credentials).
+        max_buffer: events and deltas a prompt's hub subscription holds unread; past it
+            the subscription overflows and the store fills what it dropped.
     """
 
-    def __init__(self, rt: Runtime, *, models: Sequence[ModelChoice] = ()) -> None:
+    def __init__(
+        self, rt: Runtime, *, models: Sequence[ModelChoice] = (),
+        max_buffer: int = DEFAULT_FOLLOW_BUFFER,
+    ) -> None:  # fmt: skip
         self._rt = rt
         self._models = list(models)
         self._ids = IdGenerator()
+        self._max_buffer = max_buffer
 
     @property
     def runs_tools_here(self) -> bool:
@@ -188,7 +196,7 @@ class EmbeddedBackend:
 
     @asynccontextmanager
     async def follow(self, session_id: str, after: int | None) -> AsyncIterator[Follow]:
-        with self._rt.hub.subscribe(session_id) as subscription:  # every seq is in the store
+        with self._rt.hub.subscribe(session_id, max_buffer=self._max_buffer) as subscription:
             yield _HubFollow(self, session_id, subscription)
 
     async def descendant_asks(self, session_id: str) -> AsyncGenerator[PermissionInfo, None]:

@@ -202,3 +202,28 @@ def test_the_rooms_names_are_pinned_and_sorted() -> None:
         module = importlib.import_module(f"gateway.acp.{found.name}")
         assert module.__all__ == sorted(module.__all__), found.name
         assert all(hasattr(module, name) for name in module.__all__), found.name
+
+
+async def test_an_overflowed_follow_is_filled_from_the_store(tmp_path) -> None:
+    """Nothing read while a run streams 60 deltas into a subscription holding 4: the run's
+    durable events come from the store, and its text whole at the part's end."""
+    from gateway.acp import EmbeddedBackend
+    from runtime import Location, Prompt, open_runtime
+    from runtime.llm import ScriptedLLM, StepFinish, StepStart, TextDelta, TextEnd, TextStart
+
+    words = [f"w{n} " for n in range(60)]
+    script = [StepStart(), TextStart(id="t"), *[TextDelta(id="t", delta=w) for w in words],
+              TextEnd(id="t"), StepFinish(finish_reason="stop", usage=None)]  # fmt: skip
+    async with open_runtime(data_dir=tmp_path, llm=ScriptedLLM(lambda request: script)) as rt:
+        backend = EmbeddedBackend(rt, max_buffer=4)
+        info = await rt.sessions.create(location=Location(directory=str(tmp_path)))
+        updates = Updates(str(tmp_path))
+        async with backend.follow(info.id, None) as follow:
+            receipt = await backend.prompt(info.id, Prompt(text="talk"))
+            await backend.wait_idle(info.id)  # nothing read meanwhile: the buffer overflows
+            idle = trio.Event()
+            idle.set()
+            sent = [a for item in [i async for i in follow.items(receipt.admitted_seq - 1, idle)]
+                    for a in updates.feed(item)]  # fmt: skip
+    assert "".join(texts(sent)) == "".join(words)
+    assert updates.stop_reason(cancelled=False) == "end_turn"
