@@ -30,9 +30,10 @@ postgresql:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
 
-# OpenCode's own clients (terminal UI and SDK), pinned exactly in clients/package.json, which
-# tests/opencode drives Kittiwake with (no lock file: npm writes one per platform, leaving out
-# the other platforms' binary packages). opencode-ai ships a placeholder binary that its
+# OpenCode's own clients (terminal UI and SDK) and ACP's TypeScript SDK (with its published
+# JSON schema), pinned exactly in clients/package.json, which tests/opencode and
+# tests/editor_acp drive Kittiwake with (no lock file: npm writes one per platform, leaving
+# out the other platforms' binary packages). opencode-ai ships a placeholder binary that its
 # postinstall replaces with the platform package's (an optionalDependency); an npm that
 # skips install scripts leaves the placeholder, so the postinstall is run when needed.
 OPENCODE_STAMP := clients/node_modules/.installed

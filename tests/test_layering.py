@@ -198,6 +198,10 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("runtime/mcp/_planted.py", "from runtime.tools._model import ToolError", "private"),
         ("actors/session/_planted.py", "import mcp.types", "only runtime.mcp imports the mcp"),
         ("gateway/mcp/_planted.py", "from mcp import ClientSession", "only runtime.mcp imports"),
+        ("gateway/acp/_planted.py", "from gateway.opencode import OpenCodeGateway", "gateway's"),
+        ("gateway/opencode/_planted.py", "from gateway.acp import EmbeddedBackend", "gateway's"),
+        ("gateway/acp/_planted.py", "from actors.session import SessionExecution", "ACP's room"),
+        ("gateway/acp/_planted.py", "from gateway.http._wire import follow", "private modules"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(

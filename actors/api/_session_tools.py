@@ -8,7 +8,8 @@ It implements ``runtime.tools.AgentToolHost``; every Location's registry gets th
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -19,7 +20,7 @@ from actors.store import StorageActor
 from runtime import AssistantMessage, Location, Prompt, SessionNotFoundError
 from runtime import events as ev
 from runtime import messages as m
-from runtime.tools import TaskInput, TaskResult, ToolContext, ToolError
+from runtime.tools import TaskInput, TaskResult, ToolContext, ToolError, ToolIO
 from storage import Append, EventsOfType, HistoryChanges
 
 if TYPE_CHECKING:
@@ -80,6 +81,22 @@ class SessionTools:
     def sessions(self) -> Sessions:
         assert self._sessions is not None, "SessionTools.bind was not called"
         return self._sessions
+
+    # -- routed tool I/O -----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def route_io(self, session_id: str, io: ToolIO) -> AsyncIterator[None]:
+        """While in this block, the session's file tools read and write text, and its
+        shell tool runs commands, through *io* (an editor's buffers and terminals):
+        ``ToolRegistry.route_io`` of the session's Location, opened first if need be. Its
+        subagent children and other sessions stay local.
+
+        Raises SessionNotFoundError. Cancellation while the Location opens routes nothing.
+        """
+        info = await self.sessions.get(session_id)
+        location = await self._x.location(info.location.directory)
+        with location.registry.route_io(session_id, io):
+            yield
 
     # -- todos --------------------------------------------------------------------------
 

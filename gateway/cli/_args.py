@@ -202,6 +202,19 @@ def parser() -> argparse.ArgumentParser:
         "--continue", "-c", dest="continue_latest", action="store_true",
         help="open the latest session",
     )  # fmt: skip
+    acp = command(
+        "acp", "serve the Agent Client Protocol on standard input and output (for editors)",
+        "Serve the Agent Client Protocol (version 1: newline-delimited JSON-RPC) on standard "
+        "input and output, for an editor that starts this command (Zed, JetBrains, Neovim "
+        "clients): its sessions are Kittiwake's durable sessions. Logs go to standard error. "
+        "It drives --attach URL, else the kittiwake serve holding the data dir, else the data "
+        "dir opened here as serve opens it. See docs/acp.md.",
+    )  # fmt: skip
+    acp.add_argument(
+        "--cwd", metavar="DIR", help="the directory whose configuration is read and where the "
+        "command works (default: the current one); sessions work in the directory the editor "
+        "names",
+    )  # fmt: skip
     sessions = command(
         "sessions", "list, show, resume, compact or delete sessions",
         "List sessions ([needs resume] marks those a crash cut short), show one, resume one "
@@ -280,7 +293,7 @@ def parser() -> argparse.ArgumentParser:
     mcp.add_argument("--attach", metavar="URL", help="list: " + attach_help)
     for cmd in (models, auth, config, mcp):
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
-    for cmd in (run, tui, sessions, inspect, stats, trace):
+    for cmd in (run, tui, acp, sessions, inspect, stats, trace):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     return parser

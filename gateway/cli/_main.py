@@ -485,6 +485,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "models": _models, "auth": _auth, "config": _config, "stats": _stats, "trace": _trace,
         "mcp": _mcp,
         "tui": lambda args: import_module("gateway.opencode._tui").tui(args),
+        "acp": lambda args: import_module("gateway.cli._acp").acp(args),
     }  # fmt: skip
     return trio.run(command[args.command], args)
 

@@ -18,11 +18,14 @@ from runtime.tools._managed import DEFAULT_CLEANUP_EVERY as DEFAULT_CLEANUP_EVER
 from runtime.tools._managed import cleanup_tool_output as cleanup_tool_output
 from runtime.tools._managed import run_tool_output_cleanup as run_tool_output_cleanup
 from runtime.tools._managed import write_managed_output as write_managed_output
+from runtime.tools._model import CommandResult as CommandResult
+from runtime.tools._model import CommandRun as CommandRun
 from runtime.tools._model import ContentPart as ContentPart
 from runtime.tools._model import ToolContext as ToolContext
 from runtime.tools._model import ToolEnvironment as ToolEnvironment
 from runtime.tools._model import ToolError as ToolError
 from runtime.tools._model import ToolFailure as ToolFailure
+from runtime.tools._model import ToolIO as ToolIO
 from runtime.tools._model import ToolOutput as ToolOutput
 from runtime.tools._model import ToolOutputLimits as ToolOutputLimits
 from runtime.tools._model import ToolSettlement as ToolSettlement
@@ -105,6 +108,8 @@ __all__ = [
     "AgentToolHost",
     "ApplyPatchInput",
     "BeforeChange",
+    "CommandResult",
+    "CommandRun",
     "ContentPart",
     "CustomTools",
     "DEFAULT_CLEANUP_EVERY",
@@ -145,6 +150,7 @@ __all__ = [
     "ToolEnvironment",
     "ToolError",
     "ToolFailure",
+    "ToolIO",
     "ToolOutput",
     "ToolOutputLimits",
     "ToolRegistry",

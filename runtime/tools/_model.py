@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeAlias
 
 import msgspec
@@ -12,6 +12,8 @@ from runtime import IdGenerator
 from runtime.llm import FilePart, TextPart
 
 __all__ = [
+    "CommandResult",
+    "CommandRun",
     "ContentPart",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_LINES",
@@ -19,6 +21,7 @@ __all__ = [
     "ToolEnvironment",
     "ToolError",
     "ToolFailure",
+    "ToolIO",
     "ToolOutput",
     "ToolOutputLimits",
     "ToolSettlement",
@@ -31,15 +34,55 @@ DEFAULT_MAX_BYTES: Final = 51200
 ContentPart: TypeAlias = TextPart | FilePart
 
 
+class CommandRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One shell command as a ``ToolIO`` runs it: the bash command line, its working
+    directory (absolute, inside the Location), the seconds it may run and the bytes of its
+    output to keep (the last ones)."""
+
+    command: str
+    cwd: str
+    timeout: float
+    output_limit: int
+
+
+class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How a command a ``ToolIO`` ran ended: its output (stdout and stderr as one stream),
+    whether earlier output was dropped, its exit code or the signal that ended it, and
+    whether it was stopped for running past its timeout."""
+
+    output: str
+    exit_code: int | None = None
+    signal: str | None = None
+    truncated: bool = False
+    timed_out: bool = False
+
+
+class ToolIO(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one session's file tools read and write text files and its shell tool runs
+    commands when that is not this process's file system and a local bash: an editor's
+    buffers and terminals (``kittiwake acp``). A ``None`` member is done here as usual.
+
+    Paths are absolute and already confined to the Location. Each member may raise
+    ``ToolError`` (the call fails with its message); cancellation must stop what it
+    started (a command is killed) before it propagates.
+    """
+
+    read_text: Callable[[ToolContext, str], Awaitable[str]] | None = None
+    write_text: Callable[[ToolContext, str, str], Awaitable[None]] | None = None
+    run_command: Callable[[ToolContext, CommandRun], Awaitable[CommandResult]] | None = None
+
+
 class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
     """Who is calling: the session, the effective agent of the issuing provider turn,
-    the assistant message holding the call, and the call's id."""
+    the assistant message holding the call, and the call's id; ``io``, where the call's
+    file and shell work goes when the session's is routed (``ToolRegistry.route_io``)."""
 
     session_id: str
     agent: str
     assistant_message_id: str
     tool_call_id: str
     directory: str
+    io: ToolIO | None = None
 
 
 class ToolOutputLimits(msgspec.Struct, frozen=True, kw_only=True):

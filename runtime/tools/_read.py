@@ -63,7 +63,14 @@ def read_tool(limits: ReadLimits | None = None) -> Tool[ReadInput]:
 
     async def handler(data: ReadInput, ctx: ToolContext, env: ToolEnvironment) -> ToolOutput:
         target = resolve_path(env, data.file_path, allow_managed=True)
-        return await run_blocking(env, lambda: _read(target, data, bounds))
+        io = ctx.io
+        if io is None or io.read_text is None or target.managed:
+            return await run_blocking(env, lambda: _read(target, data, bounds))
+        if not await run_blocking(env, lambda: _is_text_file(target)):
+            return await run_blocking(env, lambda: _read(target, data, bounds))
+        # A text file as the session's routed I/O sees it (an editor's unsaved buffer).
+        text = await io.read_text(ctx, target.absolute)
+        return _text_page(target, text, data, bounds)
 
     return Tool(
         name="read",
@@ -86,7 +93,16 @@ def _read(target: ResolvedPath, data: ReadInput, bounds: ReadLimits) -> ToolOutp
         sample = handle.read(_SNIFF)
     if is_binary(sample):
         return _binary(target, bounds)
-    return _text_page(target, data, bounds)
+    with open(target.absolute, encoding="utf-8", errors="replace") as handle:
+        return _text_page(target, handle.read(), data, bounds)
+
+
+def _is_text_file(target: ResolvedPath) -> bool:
+    """Whether *target* is a regular file whose start does not look binary."""
+    if not os.path.isfile(target.absolute):
+        return False
+    with open(target.absolute, "rb") as handle:
+        return not is_binary(handle.read(_SNIFF))
 
 
 def _binary(target: ResolvedPath, bounds: ReadLimits) -> ToolOutput:
@@ -104,9 +120,8 @@ def _binary(target: ResolvedPath, bounds: ReadLimits) -> ToolOutput:
     )
 
 
-def _text_page(target: ResolvedPath, data: ReadInput, bounds: ReadLimits) -> ToolOutput:
-    with open(target.absolute, encoding="utf-8", errors="replace") as handle:
-        lines = handle.read().split("\n")
+def _text_page(target: ResolvedPath, text: str, data: ReadInput, bounds: ReadLimits) -> ToolOutput:
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     total = len(lines)

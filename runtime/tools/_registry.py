@@ -30,6 +30,7 @@ from runtime.tools._model import (
     ToolEnvironment,
     ToolError,
     ToolFailure,
+    ToolIO,
     ToolOutput,
     ToolSettlement,
     ToolSuccess,
@@ -139,6 +140,7 @@ class ToolRegistry:
         """Consulted after each successful call of a tool with ``touched`` paths."""
         self._contributions: list[ToolContribution] = []
         self._counts = {"in_flight": 0, "settled": 0, "failed": 0, "lossy": 0}
+        self._io: dict[str, ToolIO] = {}
         # definitions() per agent object, until the contributions change
         self._advertised: dict[int, tuple[AgentInfo, list[ToolDefinition]]] = {}
 
@@ -192,6 +194,22 @@ class ToolRegistry:
             self._advertised.clear()
         self._advertised[id(agent)] = (agent, definitions)
         return list(definitions)
+
+    @contextmanager
+    def route_io(self, session_id: str, io: ToolIO) -> Iterator[None]:
+        """While in this block, the handlers of *session_id*'s calls get *io* as their
+        context's ``io`` (the file tools read and write, the shell tool runs commands,
+        through it). A call already running keeps what it started with; on leaving, the
+        routing the block replaced (if any) is back."""
+        previous = self._io.get(session_id)
+        self._io[session_id] = io
+        try:
+            yield
+        finally:
+            if previous is None:
+                self._io.pop(session_id, None)
+            else:
+                self._io[session_id] = previous
 
     def forget_definitions(self) -> None:
         """Drop the kept catalogs, so the next ``definitions`` describes the tools afresh
@@ -322,6 +340,9 @@ class ToolRegistry:
             unrecorded = await self._record_before(tool, decoded, before_change)
             if unrecorded is not None:
                 return unrecorded
+        io = self._io.get(ctx.session_id)
+        if io is not None and ctx.io is None:
+            ctx = msgspec.structs.replace(ctx, io=io)
         return await _run_handler(tool, decoded, ctx, self.env)
 
     async def _record_before(

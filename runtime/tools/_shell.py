@@ -22,7 +22,14 @@ import trio
 
 from runtime.llm import TextPart
 from runtime.tools._authority import resolve_path
-from runtime.tools._model import ToolContext, ToolEnvironment, ToolError, ToolOutput
+from runtime.tools._model import (
+    CommandResult,
+    CommandRun,
+    ToolContext,
+    ToolEnvironment,
+    ToolError,
+    ToolOutput,
+)
 from runtime.tools._tool import Tool
 
 __all__ = ["ShellInput", "ShellLimits", "group_alive", "reporting_output", "shell_tool"]
@@ -111,7 +118,14 @@ def shell_tool(limits: ShellLimits | None = None) -> Tool[ShellInput]:
         seconds = min(
             data.timeout / 1000 if data.timeout else bounds.default_timeout, bounds.max_timeout
         )
-        run = await _run(data.command, _workdir(env, data.workdir), seconds, bounds)
+        cwd = _workdir(env, data.workdir)
+        if ctx.io is not None and ctx.io.run_command is not None:
+            ran = CommandRun(
+                command=data.command, cwd=cwd, timeout=seconds,
+                output_limit=bounds.max_capture_bytes,
+            )  # fmt: skip
+            return _routed_output(await ctx.io.run_command(ctx, ran), seconds)
+        run = await _run(data.command, cwd, seconds, bounds)
         return _output(run, seconds)
 
     return Tool(
@@ -243,4 +257,22 @@ def _output(run: _Run, seconds: float) -> ToolOutput:
         "stdout_dropped_bytes": run.stdout.dropped,
         "stderr_dropped_bytes": run.stderr.dropped,
     }
+    return ToolOutput(content=[TextPart(text=text)], structured=structured)
+
+
+def _routed_output(result: CommandResult, seconds: float) -> ToolOutput:
+    """The result of a command the session's routed I/O ran (``ToolIO.run_command``: one
+    output stream, in an editor's terminal), worded as a local run's."""
+    sections = [("[earlier output dropped]\n" if result.truncated else "") + result.output]
+    if result.timed_out:
+        sections.append(f"Command timed out after {seconds:g} s; it was killed")
+    elif result.exit_code is None and result.signal:
+        sections.append(f"[killed by signal {result.signal}]")
+    else:
+        sections.append(f"[exit code {result.exit_code}]")
+    text = "\n".join(s.rstrip("\n") for s in sections if s)
+    structured = {
+        "exit_code": result.exit_code, "timed_out": result.timed_out,
+        "signal": result.signal, "output_truncated": result.truncated,
+    }  # fmt: skip
     return ToolOutput(content=[TextPart(text=text)], structured=structured)

@@ -59,7 +59,15 @@ def write_tool() -> Tool[WriteInput]:
 
     async def handler(data: WriteInput, ctx: ToolContext, env: ToolEnvironment) -> ToolOutput:
         target = resolve_path(env, data.file_path)
-        return await run_blocking(env, lambda: _write(target, data.content, env))
+        io = ctx.io
+        if io is None or io.write_text is None:
+            return await run_blocking(env, lambda: _write(target, data.content, env))
+        created, previous = await run_blocking(env, lambda: _prior(target, env))
+        if not created and io.read_text is not None:
+            previous = await io.read_text(ctx, target.absolute)  # what the write replaces
+        await io.write_text(ctx, target.absolute, data.content)
+        size = len(data.content.encode())
+        return _written(target, data.content, size, created, previous, env)
 
     return Tool(
         name="write",
@@ -88,9 +96,24 @@ def write_text(target: ResolvedPath, content: str) -> int:
 
 
 def _write(target: ResolvedPath, content: str, env: ToolEnvironment) -> ToolOutput:
-    created = not os.path.exists(target.absolute)
-    previous = None if created else _small_text(target, env.before_image_max_bytes)
+    created, previous = _prior(target, env)
     size = write_text(target, content)
+    return _written(target, content, size, created, previous, env)
+
+
+def _prior(target: ResolvedPath, env: ToolEnvironment) -> tuple[bool, str | None]:
+    """Whether writing *target* creates it, and its text now when small enough for a diff.
+    Raises ``ToolError`` when it is a directory."""
+    if os.path.isdir(target.absolute):
+        raise ToolError(f"Is a directory: {target.resource}")
+    created = not os.path.exists(target.absolute)
+    return created, None if created else _small_text(target, env.before_image_max_bytes)
+
+
+def _written(
+    target: ResolvedPath, content: str, size: int, created: bool, previous: str | None,
+    env: ToolEnvironment,
+) -> ToolOutput:  # fmt: skip
     verb = "Created" if created else "Wrote"
     structured: dict[str, Any] = {"path": target.resource, "bytes": size, "created": created}
     if previous is not None:
@@ -127,7 +150,18 @@ def edit_tool() -> Tool[EditInput]:
 
     async def handler(data: EditInput, ctx: ToolContext, env: ToolEnvironment) -> ToolOutput:
         target = resolve_path(env, data.file_path)
-        return await run_blocking(env, lambda: _edit(target, data, env))
+        io = ctx.io
+        if io is None or (io.read_text is None and io.write_text is None):
+            return await run_blocking(env, lambda: _edit(target, data, env))
+        text = await run_blocking(env, lambda: _edited_text(target, data))
+        if io.read_text is not None:
+            text = await io.read_text(ctx, target.absolute)  # the editor's buffer
+        edited, count = _replace(text, data, target)
+        if io.write_text is not None:
+            await io.write_text(ctx, target.absolute, edited)
+        else:
+            await run_blocking(env, lambda: write_text(target, edited))
+        return _edit_output(target, text, edited, count, env)
 
     return Tool(
         name="edit",
@@ -142,6 +176,15 @@ def edit_tool() -> Tool[EditInput]:
 
 
 def _edit(target: ResolvedPath, data: EditInput, env: ToolEnvironment) -> ToolOutput:
+    text = _edited_text(target, data)
+    edited, count = _replace(text, data, target)
+    write_text(target, edited)
+    return _edit_output(target, text, edited, count, env)
+
+
+def _edited_text(target: ResolvedPath, data: EditInput) -> str:
+    """The text of the file an edit with *data* changes; raises ``ToolError`` for an
+    edit that cannot be made (empty or unchanged strings, no such file)."""
     if not data.old_string:
         raise ToolError("oldString must not be empty; use write to create a file")
     if data.old_string == data.new_string:
@@ -149,12 +192,20 @@ def _edit(target: ResolvedPath, data: EditInput, env: ToolEnvironment) -> ToolOu
     if not os.path.isfile(target.absolute):
         raise ToolError(f"File not found: {target.resource}")
     with open(target.absolute, encoding="utf-8") as handle:
-        text = handle.read()
+        return handle.read()
+
+
+def _replace(text: str, data: EditInput, target: ResolvedPath) -> tuple[str, int]:
+    """*text* edited by *data*, and how many occurrences there were."""
     count = text.count(data.old_string)
     _check_count(count, data, target)
     limit = -1 if data.replace_all else 1
-    edited = text.replace(data.old_string, data.new_string, limit)
-    write_text(target, edited)
+    return text.replace(data.old_string, data.new_string, limit), count
+
+
+def _edit_output(
+    target: ResolvedPath, text: str, edited: str, count: int, env: ToolEnvironment
+) -> ToolOutput:
     structured: dict[str, Any] = {"path": target.resource, "replacements": count}
     _add_diff(structured, text, edited, target, env)
     return ToolOutput(

@@ -1,0 +1,543 @@
+"""The ACP agent: ``initialize``, ``authenticate`` and the ``session/*`` methods over a
+``Backend``, one connection (one editor) at a time.
+
+An ACP session is a Kittiwake session (the same id). ``session/prompt`` admits the prompt
+durably, follows the session's stream until it is idle (sending each update as it comes
+and putting each permission request to the client), then answers the stop reason;
+``session/cancel`` interrupts it (durably, as ``interrupt`` does), and the prompt answers
+``cancelled``. ``session/load`` replays the whole history from the store, so a session
+survives the agent's process being killed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Final, TypeVar
+
+import msgspec
+import trio
+
+from actors import SessionEvent
+from gateway.acp._asks import Asker
+from gateway.acp._backend import Backend, ModelChoice, Offer
+from gateway.acp._content import leading_command, to_prompt
+from gateway.acp._editor import Editor
+from gateway.acp._rpc import Connection, Method, RpcError, Then
+from gateway.acp._updates import Ask, Delegated, ModelChanged, Question, Updates, iso
+from gateway.acp._wire import (
+    AUTH_REQUIRED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PROTOCOL_VERSION,
+    RESOURCE_NOT_FOUND,
+    AgentCapabilities,
+    AuthenticateParams,
+    AuthMethod,
+    AvailableCommand,
+    AvailableCommandsUpdate,
+    CancelParams,
+    ClientCapabilities,
+    CommandInput,
+    ConfigOption,
+    ConfigOptionUpdate,
+    ConfigValue,
+    CurrentModeUpdate,
+    Empty,
+    Implementation,
+    InitializeParams,
+    InitializeResult,
+    ListSessionsParams,
+    ListSessionsResult,
+    ModeState,
+    NewSessionParams,
+    PromptCapabilities,
+    PromptParams,
+    PromptResult,
+    SessionCapabilities,
+    SessionConfigParams,
+    SessionIdParams,
+    SessionInfoItem,
+    SessionMode,
+    SessionResult,
+    SessionSetup,
+    SessionUpdate,
+    SessionUpdateParams,
+    SetConfigOptionParams,
+    SetModeParams,
+)
+from runtime import (
+    InvalidInputError,
+    KittiwakeError,
+    ModelRef,
+    PromptConflictError,
+    QuestionNotFoundError,
+    SessionInfo,
+    SessionNotFoundError,
+)
+from runtime.revert import hidden_ranges, is_hidden
+
+__all__ = ["AUTH_METHOD", "AcpAgent", "AgentOptions"]
+
+_log = logging.getLogger("kittiwake.acp")
+AUTH_METHOD: Final = "kittiwake-auth"
+_LISTED: Final = 50
+_BUILD: Final = "build"
+P = TypeVar("P")
+
+
+class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """The agent's name and version as sent to the client, and whether a model provider is
+    usable (else ``session/new`` and ``session/prompt`` answer auth required)."""
+
+    version: str
+    provider_ready: bool = True
+
+
+@dataclass(slots=True)
+class _Prompt:
+    updates: Updates
+    cancelled: bool = False
+    watching: bool = False
+    """Whether its subagent children's permission requests are watched."""
+
+
+@dataclass(slots=True)
+class _Session:
+    """An ACP session this connection set up (new, loaded, resumed or forked)."""
+
+    id: str
+    directory: str
+    agent: str
+    model: ModelRef
+    offer: Offer
+    prompt: _Prompt | None = None
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    cursor: int | None = None
+    """The last seq of the session this connection saw (``None``: not known)."""
+
+
+def _rpc_error(exc: KittiwakeError) -> RpcError:
+    """The JSON-RPC error a runtime refusal is answered with."""
+    data = {"_tag": exc.tag}
+    if isinstance(exc, SessionNotFoundError | QuestionNotFoundError):
+        return RpcError(RESOURCE_NOT_FOUND, exc.message, data)
+    if isinstance(exc, InvalidInputError | PromptConflictError):
+        return RpcError(INVALID_PARAMS, exc.message, data)
+    return RpcError(INTERNAL_ERROR, exc.message, data)
+
+
+def _method(params: type[P], handler: Callable[[P], Awaitable[Any]]) -> Method[P]:
+    async def handled(decoded: P) -> Any:
+        try:
+            return await handler(decoded)
+        except KittiwakeError as exc:
+            raise _rpc_error(exc) from None
+
+    return Method(params=params, handler=handled)
+
+
+class AcpAgent:
+    """ACP's agent side of one connection over *backend*."""
+
+    def __init__(self, conn: Connection, backend: Backend, options: AgentOptions) -> None:
+        self._conn = conn
+        self._backend = backend
+        self._options = options
+        self._sessions: dict[str, _Session] = {}
+        self._editor = Editor(conn, ClientCapabilities(), self._terminal_shown)
+        self._asker = Asker(conn, backend)
+
+    def methods(self) -> dict[str, Method[Any]]:
+        """The requests the client may send."""
+        return {
+            "initialize": _method(InitializeParams, self.initialize),
+            "authenticate": _method(AuthenticateParams, self.authenticate),
+            "session/new": _method(NewSessionParams, self.new_session),
+            "session/load": _method(SessionSetup, self.load_session),
+            "session/resume": _method(SessionSetup, self.resume_session),
+            "session/fork": _method(SessionSetup, self.fork_session),
+            "session/list": _method(ListSessionsParams, self.list_sessions),
+            "session/close": _method(SessionIdParams, self.close_session),
+            "session/set_mode": _method(SetModeParams, self.set_mode),
+            "session/set_config_option": _method(SetConfigOptionParams, self.set_config_option),
+            "session/prompt": _method(PromptParams, self.prompt),
+        }
+
+    def notifications(self) -> dict[str, Method[Any]]:
+        """The notifications the client may send."""
+        return {"session/cancel": _method(CancelParams, self.cancel)}
+
+    async def serve(self) -> None:
+        """Answer the client until it closes the connection."""
+        await self._conn.serve(self.methods(), self.notifications())
+
+    # -- initialize and authenticate ----------------------------------------------------------
+
+    async def initialize(self, params: InitializeParams) -> InitializeResult:
+        """Take the client's capabilities (its files and terminals serve the tools from
+        now on) and answer version 1 with the agent's."""
+        self._editor = Editor(self._conn, params.client_capabilities, self._terminal_shown)
+        description = (
+            "Store a model provider's API key with `kittiwake auth login PROVIDER` in a "
+            "terminal (or set its environment variable), then restart the agent"
+        )
+        return InitializeResult(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(image=True, embedded_context=True),
+                session_capabilities=SessionCapabilities(
+                    listing=Empty(), fork=Empty(), resume=Empty(), close=Empty()
+                ),
+            ),
+            auth_methods=[
+                AuthMethod(id=AUTH_METHOD, name="kittiwake auth login", description=description)
+            ],
+            agent_info=Implementation(
+                name="kittiwake", title="Kittiwake", version=self._options.version
+            ),
+        )  # fmt: skip
+
+    async def authenticate(self, params: AuthenticateParams) -> None:
+        """``{}`` when a provider is usable; auth required (``kittiwake auth login``) else."""
+        if params.method_id != AUTH_METHOD:
+            raise RpcError(INVALID_PARAMS, f"Unknown auth method {params.method_id!r}")
+        self._require_provider()
+
+    def _require_provider(self) -> None:
+        if not self._options.provider_ready:
+            raise RpcError(
+                AUTH_REQUIRED,
+                "No model provider has credentials: run `kittiwake auth login PROVIDER` in a "
+                "terminal (or set the provider's API key variable) and restart the agent",
+            )  # fmt: skip
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    async def new_session(self, params: NewSessionParams) -> Then:
+        """A session working in ``cwd``; its commands follow the answer. Cancellation
+        before the creation is written creates nothing."""
+        self._require_provider()
+        info = await self._backend.create(params.cwd)
+        session = await self._adopt(info)
+        session.cursor = 0  # a new session's log is its creation
+        return Then(self._setup(session, with_id=True), partial(self._announce, session))
+
+    async def load_session(self, params: SessionSetup) -> Then:
+        """Replay the session's whole history (less what a revert hides), then answer.
+        Cancellation stops the replay (the client has part of it)."""
+        info = await self._backend.get(params.session_id)
+        session = await self._adopt(info)
+        async with session.lock:
+            await self._replay(session, hidden_ranges(info))
+        return Then(self._setup(session), partial(self._announce, session))
+
+    async def resume_session(self, params: SessionSetup) -> Then:
+        """Set the session up here without replaying it."""
+        session = await self._adopt(await self._backend.get(params.session_id))
+        return Then(self._setup(session), partial(self._announce, session))
+
+    async def fork_session(self, params: SessionSetup) -> Then:
+        """A new session with a copy of the whole history (written in one batch)."""
+        info = await self._backend.fork(params.session_id)
+        session = await self._adopt(info)
+        return Then(self._setup(session, with_id=True), partial(self._announce, session))
+
+    async def list_sessions(self, params: ListSessionsParams) -> ListSessionsResult:
+        """A page of top-level sessions, newest first (of ``cwd``, when given)."""
+        infos, next_cursor = await self._backend.sessions(_LISTED, params.cursor)
+        listed = [
+            SessionInfoItem(
+                session_id=info.id,
+                cwd=info.location.directory,
+                title=info.title,
+                updated_at=iso(info.time.updated),
+            )  # fmt: skip
+            for info in infos
+            if not isinstance(info.parent_id, str)
+            and (params.cwd is None or info.location.directory == params.cwd)
+        ]
+        return ListSessionsResult(sessions=listed, next_cursor=next_cursor)
+
+    async def close_session(self, params: SessionIdParams) -> None:
+        """Forget the session here, interrupting its prompt; it stays durable."""
+        session = self._sessions.pop(params.session_id, None)
+        if session is None:
+            raise RpcError(RESOURCE_NOT_FOUND, f"Session not open: {params.session_id}")
+        if session.prompt is not None:
+            await self._cancel(session)
+
+    async def set_mode(self, params: SetModeParams) -> Then:
+        """Switch the session's agent (durably); its options follow the answer."""
+        session = await self._session(params.session_id)
+        info = await self._backend.switch_agent(session.id, params.mode_id)
+        self._follow_info(session, info)
+        return Then(None, partial(self._options_changed, session))
+
+    async def set_config_option(self, params: SetConfigOptionParams) -> SessionConfigParams:
+        """Switch the session's agent (``mode``) or model (``model``); every option after."""
+        session = await self._session(params.session_id)
+        value = params.value
+        if not isinstance(value, str):
+            raise RpcError(INVALID_PARAMS, f"{params.config_id} takes a string value")
+        if params.config_id == "mode":
+            info = await self._backend.switch_agent(session.id, value)
+        elif params.config_id == "model":
+            model = ModelRef.parse(value)
+            if model is None:
+                raise RpcError(INVALID_PARAMS, f"A model is provider/model, not {value!r}")
+            info = await self._backend.switch_model(session.id, model)
+        else:
+            raise RpcError(INVALID_PARAMS, f"Unknown configuration option {params.config_id!r}")
+        self._follow_info(session, info)
+        return SessionConfigParams(config_options=self._config_options(session))
+
+    async def _session(self, session_id: str) -> _Session:
+        """The ACP session *session_id*, set up here or now (any existing session)."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = await self._adopt(await self._backend.get(session_id))
+        return session
+
+    async def _adopt(self, info: SessionInfo) -> _Session:
+        offer = await self._backend.offer(info.location.directory)
+        session = self._sessions.get(info.id)
+        if session is None:
+            session = _Session(
+                id=info.id, directory=info.location.directory, agent=_BUILD, model=offer.model,
+                offer=offer,
+            )  # fmt: skip
+            self._sessions[info.id] = session
+        session.offer = offer
+        self._follow_info(session, info)
+        return session
+
+    def _follow_info(self, session: _Session, info: SessionInfo) -> None:
+        """Take the session's agent and model from its info (its agent's, else the
+        default model, when it selected none)."""
+        names = [a.name for a in session.offer.agents]
+        if isinstance(info.agent, str):
+            session.agent = info.agent
+        elif _BUILD not in names and names:
+            session.agent = names[0]
+        if isinstance(info.model, ModelRef):
+            session.model = info.model
+            return
+        chosen = next((a for a in session.offer.agents if a.name == session.agent), None)
+        agent_model = ModelRef.parse(chosen.model) if chosen is not None else None
+        session.model = agent_model or session.offer.model
+
+    def _setup(self, session: _Session, *, with_id: bool = False) -> SessionResult:
+        modes = ModeState(
+            current_mode_id=session.agent,
+            available_modes=[
+                SessionMode(id=a.name, name=a.name, description=a.description)
+                for a in session.offer.agents
+            ],
+        )  # fmt: skip
+        return SessionResult(
+            session_id=session.id if with_id else None, modes=modes,
+            config_options=self._config_options(session),
+        )  # fmt: skip
+
+    def _config_options(self, session: _Session) -> list[ConfigOption]:
+        agents = [
+            ConfigValue(value=a.name, name=a.name, description=a.description)
+            for a in session.offer.agents
+        ]
+        models = [_model_value(choice) for choice in session.offer.models]
+        current = _model_name(session.model)
+        if current not in {m.value for m in models}:
+            models.insert(0, ConfigValue(value=current, name=current))
+        return [
+            ConfigOption(
+                id="mode", name="Mode", category="mode", current_value=session.agent,
+                options=agents,
+            ),
+            ConfigOption(
+                id="model", name="Model", category="model", current_value=current,
+                options=models,
+            ),
+        ]  # fmt: skip
+
+    async def _announce(self, session: _Session) -> None:
+        """After a session is set up: the commands it offers."""
+        commands = [
+            AvailableCommand(
+                name=c.name,
+                description=c.description or c.name,
+                input=CommandInput(hint="arguments"),
+            )  # fmt: skip
+            for c in session.offer.commands
+        ]
+        await self._update(session.id, AvailableCommandsUpdate(available_commands=commands))
+
+    async def _options_changed(self, session: _Session) -> None:
+        options = self._config_options(session)
+        await self._update(session.id, ConfigOptionUpdate(config_options=options))
+
+    async def _update(self, session_id: str, update: SessionUpdate) -> None:
+        await self._conn.notify(
+            "session/update", SessionUpdateParams(session_id=session_id, update=update)
+        )
+
+    async def _replay(self, session: _Session, hidden: list[tuple[int, int]]) -> None:
+        """Send the session's whole history as updates, oldest first, but for the messages
+        of the *hidden* seq ranges (a revert's)."""
+        updates = Updates(session.directory, replay=True)
+        cursor, more = 0, True
+        session.cursor = 0
+        while more:
+            page, more = await self._backend.history(session.id, cursor)
+            for event in page:
+                cursor = session.cursor = event.seq
+                if is_hidden(event.seq, hidden):
+                    continue
+                for action in updates.feed(event):
+                    if not isinstance(action, Ask | Question | ModelChanged | Delegated):
+                        await self._update(session.id, action)
+
+    # -- prompts ------------------------------------------------------------------------------
+
+    async def prompt(self, params: PromptParams) -> PromptResult:
+        """Admit the prompt (or run its ``/command``), send what its run shows until the
+        session is idle, and answer the stop reason.
+
+        Raises ``RpcError``: a prompt already running in the session, blocks that make no
+        prompt, or the run's failure (the history keeps it). Cancellation of the request
+        (``$/cancel_request``, the connection closing) stops following, and asking the
+        client, but not the run: ``session/cancel`` interrupts that.
+        """
+        self._require_provider()
+        session = await self._session(params.session_id)
+        if session.prompt is not None:
+            raise RpcError(INVALID_REQUEST, f"A prompt is already running in {session.id}")
+        command = leading_command(params.prompt, {c.name for c in session.offer.commands})
+        admit: Callable[[], Awaitable[Any]]
+        if command is not None:
+            admit = partial(self._backend.command, session.id, *command)
+        else:
+            admit = partial(self._backend.prompt, session.id, to_prompt(params.prompt))
+        info = await self._backend.get(session.id)
+        state = _Prompt(Updates(session.directory, context=_context(session), cost=info.cost))
+        session.prompt = state
+        try:
+            async with session.lock:
+                await self._follow_prompt(session, state, admit, command is not None)
+        finally:
+            session.prompt = None
+        updates = state.updates
+        failure = updates.failure
+        stop = updates.stop_reason(state.cancelled)
+        if failure is not None and stop != "cancelled" and stop != "max_turn_requests":
+            raise RpcError(INTERNAL_ERROR, failure.message, {"_tag": failure.tag})
+        return PromptResult(stop_reason=stop, usage=updates.prompt_usage())  # type: ignore[arg-type]
+
+    async def _follow_prompt(
+        self, session: _Session, state: _Prompt, admit: Callable[[], Awaitable[Any]],
+        switches: bool,
+    ) -> None:  # fmt: skip
+        """Admit the prompt, then send what its run shows until the session is idle."""
+        following = self._backend.follow(session.id, session.cursor)
+        async with following as follow, self._routed(session.id):
+            receipt = await admit()
+            if state.cancelled:  # cancelled while it was being admitted
+                await self._backend.interrupt(session.id)
+            if switches:  # a command selects its agent and model before its prompt
+                await self._switched(session, await self._backend.get(session.id))
+            idle = trio.Event()
+            async with trio.open_nursery() as nursery:
+
+                async def until_idle() -> None:
+                    await self._backend.wait_idle(session.id)
+                    idle.set()
+
+                nursery.start_soon(until_idle)
+                items = follow.items(receipt.admitted_seq - 1, idle)
+                async with aclosing(items) as stream:  # type: ignore[type-var]
+                    async for item in stream:
+                        if isinstance(item, SessionEvent):
+                            session.cursor = item.seq
+                        for action in state.updates.feed(item):
+                            await self._act(session, state, action, nursery)
+                nursery.cancel_scope.cancel()  # permission requests left unanswered
+
+    async def _switched(self, session: _Session, info: SessionInfo) -> None:
+        """Tell the client the agent and model *info* shows, where they changed."""
+        agent, model = session.agent, session.model
+        self._follow_info(session, info)
+        if session.agent != agent:
+            await self._update(session.id, CurrentModeUpdate(current_mode_id=session.agent))
+        if session.agent != agent or session.model != model:
+            await self._options_changed(session)
+
+    @asynccontextmanager
+    async def _routed(self, session_id: str) -> AsyncIterator[None]:
+        io = self._editor.tool_io() if self._backend.runs_tools_here else None
+        if io is None:
+            yield
+            return
+        async with self._backend.route_io(session_id, io):
+            yield
+
+    async def _act(
+        self, session: _Session, state: _Prompt, action: Any, nursery: trio.Nursery
+    ) -> None:
+        if isinstance(action, Ask):
+            nursery.start_soon(self._asker.permission, session.id, action)
+        elif isinstance(action, Delegated):
+            if not state.watching:
+                state.watching = True
+                nursery.start_soon(self._asker.watch_children, session.id, nursery)
+        elif isinstance(action, Question):
+            nursery.start_soon(self._asker.question, session.id, action)
+        elif isinstance(action, ModelChanged):
+            session.model = action.model
+            await self._options_changed(session)
+        else:
+            await self._update(session.id, action)
+            if isinstance(action, CurrentModeUpdate):
+                session.agent = action.current_mode_id
+                await self._options_changed(session)
+
+    async def _terminal_shown(self, session_id: str, call_id: str, terminal_id: str) -> None:
+        session = self._sessions.get(session_id)
+        state = session.prompt if session is not None else None
+        if state is None:
+            return
+        for action in state.updates.terminal(call_id, terminal_id):
+            await self._update(session_id, action)  # type: ignore[arg-type]
+
+    async def cancel(self, params: CancelParams) -> None:
+        """Interrupt the session's running prompt, which then answers ``cancelled``."""
+        session = self._sessions.get(params.session_id)
+        if session is not None and session.prompt is not None:
+            await self._cancel(session)
+
+    async def _cancel(self, session: _Session) -> None:
+        assert session.prompt is not None
+        session.prompt.cancelled = True
+        await self._backend.interrupt(session.id)
+
+
+def _model_name(model: ModelRef) -> str:
+    return f"{model.provider_id}/{model.id}"
+
+
+def _model_value(choice: ModelChoice) -> ConfigValue:
+    return ConfigValue(value=_model_name(choice.ref), name=choice.name)
+
+
+def _context(session: _Session) -> int | None:
+    for choice in session.offer.models:
+        if (
+            choice.ref.provider_id == session.model.provider_id
+            and choice.ref.id == session.model.id
+        ):
+            return choice.context
+    return None
