@@ -5,7 +5,8 @@ Each Location's :class:`McpServers` runs its servers (local ones over stdio, eac
 guard process that takes its process group down with Kittiwake; remote ones over
 Streamable HTTP, else SSE), contributes their tools to the Location's Tool Registry as
 ``<server>_<tool>`` (so every call passes its permission rules, bounding and telemetry),
-offers their prompts as ``<server>:<prompt>`` commands and lists their resources. The
+offers their prompts as ``<server>:<prompt>`` commands and lists their resources. Past
+a threshold of tools, ``mcp_search`` stands in for their definitions (tool search). The
 ``mcp`` package is imported only when a server starts, in a worker thread.
 """
 
@@ -13,10 +14,12 @@ from runtime.mcp._convert import input_schema as input_schema
 from runtime.mcp._convert import prompt_text as prompt_text
 from runtime.mcp._convert import resource_json as resource_json
 from runtime.mcp._convert import tool_output as tool_output
+from runtime.mcp._host import McpHost as McpHost
 from runtime.mcp._names import MAX_TOOL_NAME as MAX_TOOL_NAME
 from runtime.mcp._names import command_name as command_name
 from runtime.mcp._names import sanitize as sanitize
 from runtime.mcp._names import tool_ids as tool_ids
+from runtime.mcp._search import SEARCH_TOOL as SEARCH_TOOL
 from runtime.mcp._server import GUARD as GUARD
 from runtime.mcp._server import McpAuth as McpAuth
 from runtime.mcp._server import McpAuthRequired as McpAuthRequired
@@ -29,8 +32,10 @@ from runtime.mcp._servers import mcp_tool as mcp_tool
 from runtime.mcp._spec import DEFAULT_CALL_TIMEOUT as DEFAULT_CALL_TIMEOUT
 from runtime.mcp._spec import McpLimits as McpLimits
 from runtime.mcp._spec import McpServerSpec as McpServerSpec
+from runtime.mcp._spec import McpToolSearch as McpToolSearch
 from runtime.mcp._spec import server_specs as server_specs
 from runtime.mcp._spec import spec_of as spec_of
+from runtime.mcp._spec import tool_search as tool_search
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
@@ -38,12 +43,15 @@ __all__ = [
     "MAX_TOOL_NAME",
     "McpAuth",
     "McpAuthRequired",
+    "McpHost",
     "McpLimits",
     "McpServer",
     "McpServerNotFound",
     "McpServerSpec",
     "McpServerStatistics",
     "McpServers",
+    "McpToolSearch",
+    "SEARCH_TOOL",
     "Status",
     "command_name",
     "input_schema",
@@ -55,4 +63,5 @@ __all__ = [
     "spec_of",
     "tool_ids",
     "tool_output",
+    "tool_search",
 ]

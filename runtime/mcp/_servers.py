@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import msgspec
 import trio
 
-from runtime.agents import CommandInfo
+from runtime.agents import AgentInfo, CommandInfo
+from runtime.llm import ToolDefinition
 from runtime.mcp._convert import encoded, input_schema, prompt_text, resource_json, tool_output
+from runtime.mcp._host import McpHost
 from runtime.mcp._names import command_name, sanitize, tool_ids
+from runtime.mcp._search import SEARCH_TOOL, search_tool
 from runtime.mcp._server import McpAuth, McpServer
-from runtime.mcp._spec import McpLimits, McpServerSpec
+from runtime.mcp._spec import McpLimits, McpServerSpec, McpToolSearch
 from runtime.tools import (
     Tool,
     ToolContext,
@@ -55,6 +58,7 @@ class McpServers:
         auth: signs remote servers' requests in (the OAuth seam; ``None``: headers only).
         on_tools_changed: told the name of a server whose tools changed after it said
             so (``notifications/tools/list_changed``).
+        search: the tool search settings, read at each ``apply`` (``None``: off).
     """
 
     def __init__(
@@ -62,10 +66,17 @@ class McpServers:
         specs: Callable[[], Mapping[str, McpServerSpec]], data_dir: str,
         limits: McpLimits | None = None, auth: McpAuth | None = None,
         on_tools_changed: Callable[[str], None] | None = None,
+        search: Callable[[], McpToolSearch | None] = McpToolSearch,
     ) -> None:  # fmt: skip
         self.directory = directory
         self.registry = registry
         self._specs = specs
+        self._search_settings = search
+        self.host: McpHost | None = None
+        """Records what the servers' sessions need durably (tools found by search)."""
+        self.agent_of: Callable[[str], AgentInfo] | None = None
+        """The agent of a name (what ``mcp_search`` may find is what it is offered)."""
+        self._search: ToolContribution | None = None
         self.limits = limits or McpLimits()
         self._auth = auth
         self.on_tools_changed = on_tools_changed
@@ -154,12 +165,14 @@ class McpServers:
         """Contribute the tools of connected servers to the registry, one contribution
         per tool, and close those of tools that went away or changed (their calls in
         flight settle as stale); True when something changed. Cheap when nothing did."""
-        state = tuple((n, s, s.generation, s.status) for n, s in self.servers.items())
+        search = self._search_settings()
+        state = (search, *((n, s, s.generation, s.status) for n, s in self.servers.items()))
         if state == self._applied:
             return False
         self._applied = state
         live = [s for s in self.servers.values() if s.status == "connected"]
-        ids = tool_ids((s.name, str(t.get("name", ""))) for s in live for t in s.tools)
+        pairs = [(s.name, str(t.get("name", ""))) for s in live for t in s.tools]
+        ids = tool_ids(pairs, reserved={SEARCH_TOOL})
         wanted = {ids[(s.name, str(t.get("name", "")))]: (s, t) for s in live for t in s.tools}
         changed = False
         for tool_id, (key, contribution) in list(self._contributed.items()):
@@ -173,7 +186,61 @@ class McpServers:
                 contribution = self.registry.contribute(mcp_tool(tool_id, server, tool))
                 self._contributed[tool_id] = ((server, encoded(tool)), contribution)
                 changed = True
-        return changed
+        return self._apply_search(search) or changed
+
+    # -- tool search --------------------------------------------------------------------
+
+    def _apply_search(self, settings: McpToolSearch | None) -> bool:
+        """Offer ``mcp_search`` exactly while there are more MCP tools than the threshold."""
+        active = settings is not None and len(self._contributed) > settings.threshold
+        if active == (self._search is not None):
+            return False
+        if self._search is not None:
+            self._search.close()
+            self._search = None
+        else:
+            self._search = self.registry.contribute(
+                search_tool(
+                    servers=self._tool_counts,
+                    candidates=self._candidates,
+                    limit=lambda: (self._search_settings() or McpToolSearch()).max_results,
+                    found=self._found,
+                )  # fmt: skip
+            )
+        return True
+
+    async def _found(self, session_id: str, tools: list[str]) -> None:
+        if self.host is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await self.host.tools_found(session_id, tools)
+
+    @property
+    def searching(self) -> bool:
+        """Whether ``mcp_search`` stands in for the MCP tools' definitions."""
+        return self._search is not None
+
+    def _tool_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for (server, _), _ in self._contributed.values():
+            counts[server.name] = counts.get(server.name, 0) + 1
+        return counts
+
+    def _candidates(self, agent: str) -> list[ToolDefinition]:
+        if self.agent_of is None:
+            tools = [c.tools[i] for i, (_, c) in self._contributed.items()]
+            return [t.definition() for t in sorted(tools, key=lambda t: t.name)]
+        definitions = self.registry.definitions(self.agent_of(agent))
+        return [d for d in definitions if d.name in self._contributed]
+
+    def offered(
+        self, definitions: list[ToolDefinition], found: Collection[str]
+    ) -> list[ToolDefinition]:
+        """*definitions* as the model is offered them: while tool search stands, without
+        the MCP tools but those in *found* (the session's finds)."""
+        if self._search is None:
+            return definitions
+        return [d for d in definitions if d.name not in self._contributed or d.name in found]
 
     # -- what the routes use ------------------------------------------------------------
 

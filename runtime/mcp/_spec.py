@@ -9,7 +9,15 @@ import msgspec
 
 from runtime.config import Config, McpServerConfig
 
-__all__ = ["DEFAULT_CALL_TIMEOUT", "McpLimits", "McpServerSpec", "server_specs", "spec_of"]
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "McpLimits",
+    "McpServerSpec",
+    "McpToolSearch",
+    "server_specs",
+    "spec_of",
+    "tool_search",
+]
 
 DEFAULT_CALL_TIMEOUT: Final = 60.0
 """Seconds a tool call waits when neither the server nor ``experimental.mcp_timeout`` says."""
@@ -66,6 +74,26 @@ class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True):
     oauth_options: dict[str, Any] = {}
     timeout: float = DEFAULT_CALL_TIMEOUT
     error: str | None = None
+
+
+class McpToolSearch(msgspec.Struct, frozen=True, kw_only=True):
+    """Tool search (``experimental.mcp_tool_search``): when a Location's MCP tools number
+    more than ``threshold``, the model is offered ``mcp_search`` instead of them, which
+    answers at most ``max_results`` tools a query matches."""
+
+    threshold: int = 40
+    max_results: int = 10
+
+
+def tool_search(config: Config) -> McpToolSearch | None:
+    """The tool search settings of *config* (None: switched off, ``false``)."""
+    configured = config.experimental.mcp_tool_search if config.experimental else None
+    if configured is False:
+        return None
+    if configured is None or configured is True:
+        return McpToolSearch()
+    fields = {"threshold": configured.threshold, "max_results": configured.max_results}
+    return McpToolSearch(**{k: v for k, v in fields.items() if v is not None})
 
 
 def server_specs(config: Config, directory: str) -> dict[str, McpServerSpec]:

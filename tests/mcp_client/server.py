@@ -3,7 +3,8 @@
 ``python server.py stdio`` or ``python server.py http PORT`` (Streamable HTTP on
 127.0.0.1, or ``sse PORT`` for the legacy transport). What it sees worth checking
 (its pid, a cancelled call, a grandchild's pid) is appended as JSON lines to the file
-named by ``MCP_RECORD``. With ``MCP_CHILD=1`` it starts a grandchild process that sleeps.
+named by ``MCP_RECORD``. With ``MCP_CHILD=1`` it starts a grandchild process that sleeps;
+with ``MCP_TOOLS=N`` it lists N more tools, ``ledger_000`` to ``ledger_<N-1>``.
 """
 
 from __future__ import annotations
@@ -124,8 +125,25 @@ def readme() -> str:
     return "Remember the milk."
 
 
+def ledger_tools(count: int) -> None:
+    """Add *count* tools that look a key up in ledger ``i`` (many tools, each its own)."""
+
+    def ledger(i: int):  # noqa: ANN202 - FastMCP reads the signature of what it returns
+        def look_up(key: str) -> str:
+            return f"ledger {i}: {key}"
+
+        return look_up
+
+    for i in range(count):
+        server.add_tool(
+            ledger(i), name=f"ledger_{i:03d}",
+            description=f"Look a key up in ledger number {i} of the archive.",
+        )  # fmt: skip
+
+
 def main() -> None:
     record(event="start", pid=os.getpid(), transport=sys.argv[1])
+    ledger_tools(int(os.environ.get("MCP_TOOLS", "0")))
     if os.environ.get("MCP_CHILD"):
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         record(event="child", pid=child.pid)
