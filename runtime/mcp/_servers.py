@@ -12,8 +12,15 @@ import msgspec
 import trio
 
 from runtime.agents import AgentInfo, CommandInfo
-from runtime.llm import ToolDefinition
-from runtime.mcp._convert import encoded, input_schema, prompt_text, resource_json, tool_output
+from runtime.llm import FilePart, ToolDefinition
+from runtime.mcp._convert import (
+    encoded,
+    input_schema,
+    prompt_text,
+    resource_json,
+    resource_parts,
+    tool_output,
+)
 from runtime.mcp._host import McpHost
 from runtime.mcp._names import command_name, sanitize, tool_ids
 from runtime.mcp._search import SEARCH_TOOL, search_tool
@@ -24,6 +31,7 @@ from runtime.tools import (
     ToolContext,
     ToolContribution,
     ToolEnvironment,
+    ToolError,
     ToolOutput,
     ToolRegistry,
 )
@@ -359,6 +367,19 @@ class McpServers:
             ToolError: the server is not connected or failed to answer.
         """
         return await self._named(server).read_resource(uri)
+
+    async def attachment(
+        self, server: str, uri: str, name: str
+    ) -> tuple[list[str], list[FilePart]]:
+        """What a prompt carries for the resource *uri* of *server* attached to it
+        (``resource_parts``): its texts and its blobs as files. A resource that cannot
+        be read gives one text, ``Failed to read MCP resource <name>: <why>`` (as
+        OpenCode), so the prompt goes in all the same. Cancellation propagates."""
+        try:
+            result = await self.read_resource(server, uri)
+        except (McpServerNotFound, ToolError) as exc:
+            return [f"Failed to read MCP resource {name}: {exc}"], []
+        return resource_parts(result, name=name, uri=uri, max_chars=self.limits.max_resource_chars)
 
 
 def mcp_tool(tool_id: str, server: McpServer, tool: Mapping[str, Any]) -> Tool[dict[str, Any]]:

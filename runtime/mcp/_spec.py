@@ -39,6 +39,8 @@ class McpLimits(msgspec.Struct, frozen=True, kw_only=True):
         max_items: tools, prompts or resources listed per server at most (pages are
             followed until then).
         stderr_tail: bytes of a local server's standard error quoted in its error.
+        max_resource_chars: characters of a resource's text a prompt it is attached to
+            carries (the rest is cut with a note).
     """
 
     connect_timeout: float = 30.0
@@ -50,6 +52,7 @@ class McpLimits(msgspec.Struct, frozen=True, kw_only=True):
     cancel_grace: float = 2.0
     max_items: int = 1000
     stderr_tail: int = 2000
+    max_resource_chars: int = 256 * 1024
 
 
 class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True):

@@ -46,14 +46,16 @@ def shout(text: str) -> str:
     return f"{text.upper()}"
 
 
+DOT = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6300010000050001ff0d0a2db40000000049454e44ae426082"
+)
+
+
 @server.tool(structured_output=False)
 def picture():  # noqa: ANN201 - FastMCP reads no output schema from it
     """Return a caption and a tiny PNG image."""
-    png = bytes.fromhex(
-        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-        "1f15c4890000000d49444154789c6300010000050001ff0d0a2db40000000049454e44ae426082"
-    )
-    return ["a red dot", Image(data=png, format="png")]
+    return ["a red dot", Image(data=DOT, format="png")]
 
 
 @server.tool()
@@ -123,6 +125,12 @@ def review(path: str, focus: str) -> str:
 def readme() -> str:
     """The project notes."""
     return "Remember the milk."
+
+
+@server.resource("pictures://dot", name="dot", mime_type="image/png")
+def dot() -> bytes:
+    """A 1x1 PNG."""
+    return DOT
 
 
 def ledger_tools(count: int) -> None:
