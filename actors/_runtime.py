@@ -224,7 +224,9 @@ async def _open_runtime(
     )
     tools_api.bind(sessions)
     execution.location_tools = partial(session_tools, tools_api)
-    execution.mcp_host = McpSessionHost(storage=storage, execution=execution, now_ms=clock)
+    execution.mcp_host = McpSessionHost(
+        storage=storage, execution=execution, questions=tools_api.questions, now_ms=clock
+    )
     root = _Root(storage, execution, directory)
     async with trio.open_nursery() as nursery:
         await nursery.start(run_root, root)

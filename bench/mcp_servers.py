@@ -165,7 +165,7 @@ async def memory(root: Path) -> dict[str, int]:
         }  # fmt: skip
 
 
-BASE_TOOLS = 9
+BASE_TOOLS = 12
 """The tools the test server lists besides its ``MCP_TOOLS`` ledgers."""
 
 

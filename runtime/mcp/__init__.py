@@ -5,8 +5,10 @@ Each Location's :class:`McpServers` runs its servers (local ones over stdio, eac
 guard process that takes its process group down with Kittiwake; remote ones over
 Streamable HTTP, else SSE), contributes their tools to the Location's Tool Registry as
 ``<server>_<tool>`` (so every call passes its permission rules, bounding and telemetry),
-offers their prompts as ``<server>:<prompt>`` commands and lists their resources. Past
-a threshold of tools, ``mcp_search`` stands in for their definitions (tool search). The
+offers their prompts as ``<server>:<prompt>`` commands and lists their resources. Their
+requests of the client are answered: roots (the Location), elicitation (a durable question
+of the calling session) and sampling (its model, under the ``mcp_sampling`` permission).
+Past a threshold of tools, ``mcp_search`` stands in for their definitions (tool search). The
 ``mcp`` package is imported only when a server starts, in a worker thread.
 """
 
@@ -14,6 +16,7 @@ from runtime.mcp._convert import input_schema as input_schema
 from runtime.mcp._convert import prompt_text as prompt_text
 from runtime.mcp._convert import resource_json as resource_json
 from runtime.mcp._convert import tool_output as tool_output
+from runtime.mcp._host import McpCall as McpCall
 from runtime.mcp._host import McpHost as McpHost
 from runtime.mcp._names import MAX_TOOL_NAME as MAX_TOOL_NAME
 from runtime.mcp._names import command_name as command_name
@@ -24,7 +27,6 @@ from runtime.mcp._server import GUARD as GUARD
 from runtime.mcp._server import McpAuth as McpAuth
 from runtime.mcp._server import McpAuthRequired as McpAuthRequired
 from runtime.mcp._server import McpServer as McpServer
-from runtime.mcp._server import McpServerStatistics as McpServerStatistics
 from runtime.mcp._server import Status as Status
 from runtime.mcp._servers import McpServerNotFound as McpServerNotFound
 from runtime.mcp._servers import McpServers as McpServers
@@ -32,6 +34,7 @@ from runtime.mcp._servers import mcp_tool as mcp_tool
 from runtime.mcp._spec import DEFAULT_CALL_TIMEOUT as DEFAULT_CALL_TIMEOUT
 from runtime.mcp._spec import McpLimits as McpLimits
 from runtime.mcp._spec import McpServerSpec as McpServerSpec
+from runtime.mcp._spec import McpServerStatistics as McpServerStatistics
 from runtime.mcp._spec import McpToolSearch as McpToolSearch
 from runtime.mcp._spec import server_specs as server_specs
 from runtime.mcp._spec import spec_of as spec_of
@@ -43,6 +46,7 @@ __all__ = [
     "MAX_TOOL_NAME",
     "McpAuth",
     "McpAuthRequired",
+    "McpCall",
     "McpHost",
     "McpLimits",
     "McpServer",

@@ -4,7 +4,7 @@ nothing here depends on the SDK's classes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -130,6 +130,21 @@ def resource_parts(
             url = f"data:{mime};base64,{content['blob']}"
             files.append(FilePart(mime=mime, url=url, filename=name))
     return texts, files
+
+
+def plain(model: Any) -> dict[str, Any]:
+    """A protocol object (the SDK's pydantic model) as its JSON."""
+    data: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return data
+
+
+def leaves(exc: BaseException | None) -> Iterator[BaseException]:
+    """The exceptions inside *exc*, groups opened."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from leaves(inner)
+    elif exc is not None:
+        yield exc
 
 
 def encoded(value: Any) -> bytes:

@@ -21,7 +21,7 @@ from runtime.mcp._convert import (
     resource_parts,
     tool_output,
 )
-from runtime.mcp._host import McpHost
+from runtime.mcp._host import McpCall, McpHost
 from runtime.mcp._names import command_name, sanitize, tool_ids
 from runtime.mcp._search import SEARCH_TOOL, search_tool
 from runtime.mcp._server import McpAuth, McpServer
@@ -152,7 +152,7 @@ class McpServers:
         server = McpServer(
             spec, directory=self.directory, limits=self.limits, auth=self._auth,
             log_path=os.path.join(self._log_dir, f"{sanitize(spec.name)}.log"),
-            on_change=self._note_change,
+            on_change=self._note_change, host=lambda: self.host,
         )  # fmt: skip
         self.servers[spec.name] = server
         self._nursery.start_soon(server.supervise)
@@ -390,7 +390,7 @@ def mcp_tool(tool_id: str, server: McpServer, tool: Mapping[str, Any]) -> Tool[d
     async def handler(
         arguments: dict[str, Any], ctx: ToolContext, env: ToolEnvironment
     ) -> ToolOutput:
-        return tool_output(await server.call(name, arguments))
+        return tool_output(await server.call(name, arguments, McpCall(ctx=ctx, tool=tool_id)))
 
     description = tool.get("description") or f"{name} (MCP server {server.name})"
     return Tool(

@@ -13,6 +13,7 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "McpLimits",
     "McpServerSpec",
+    "McpServerStatistics",
     "McpToolSearch",
     "server_specs",
     "spec_of",
@@ -53,6 +54,21 @@ class McpLimits(msgspec.Struct, frozen=True, kw_only=True):
     max_items: int = 1000
     stderr_tail: int = 2000
     max_resource_chars: int = 256 * 1024
+
+
+class McpServerStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of one server: connections started, calls made and in flight, progress
+    notifications received, ``notifications/cancelled`` sent, what it lists."""
+
+    status: str
+    starts: int
+    calls: int
+    in_flight: int
+    progress: int
+    cancelled: int
+    tools: int
+    prompts: int
+    resources: int
 
 
 class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True):

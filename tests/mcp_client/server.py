@@ -16,6 +16,7 @@ import sys
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP, Image
+from mcp.types import SamplingMessage, TextContent
 
 server = FastMCP("test-server", host="127.0.0.1")
 RECORD = os.environ.get("MCP_RECORD")
@@ -113,6 +114,43 @@ async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
     server.add_tool(extra, name="extra" if not grown else f"extra{grown + 1}")
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+@server.tool()
+async def roots(ctx: Context) -> list[str]:  # type: ignore[type-arg]
+    """The client's roots, as URIs."""
+    listed = await ctx.session.list_roots()
+    return [str(root.uri) for root in listed.roots]
+
+
+ORDER = {
+    "type": "object",
+    "properties": {
+        "flavour": {"type": "string", "title": "Flavour", "enum": ["vanilla", "lemon"]},
+        "scoops": {"type": "integer", "title": "Scoops", "description": "How many scoops?"},
+        "cone": {"type": "boolean", "title": "Cone"},
+        "note": {"type": "string", "title": "Note"},
+    },
+    "required": ["flavour", "scoops"],
+}
+
+
+@server.tool()
+async def order(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Ask the user for an ice cream order (elicitation); the answer as JSON."""
+    result = await ctx.session.elicit("What would you like?", ORDER, ctx.request_id)
+    return result.model_dump_json(exclude_none=True)
+
+
+@server.tool()
+async def summarize(text: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Have the client's model summarize text (sampling); the answer as JSON."""
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=text))
+    result = await ctx.session.create_message(
+        [message], max_tokens=50, system_prompt="Summarize in five words.",
+        related_request_id=ctx.request_id,
+    )  # fmt: skip
+    return result.model_dump_json(exclude_none=True)
 
 
 @server.prompt()

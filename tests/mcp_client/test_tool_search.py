@@ -15,7 +15,7 @@ from runtime.mcp._search import rank_tools
 from tests.execution.conftest import answer, prompt, tool_calls
 from tests.mcp_client.conftest import connected, local, mcp_runtime, new_session
 
-BASE_TOOLS = 9
+BASE_TOOLS = 12
 """The tools the test server lists besides its ledgers."""
 
 
@@ -46,7 +46,7 @@ async def test_300_tools_are_searched_for_and_the_found_ones_offered_and_called(
         tool_calls(("c2", "s2_ledger_042", {"key": "gulls"})),
         answer("found it"),
     ])  # fmt: skip
-    config = {"mcp": servers(96, 96, 96)}  # 3 x (96 + 9) = 315 tools
+    config = {"mcp": servers(96, 96, 96)}  # 3 x (96 + 12) = 324 tools
     async with mcp_runtime(tmp_path / "many", config, client) as (rt, work):
         await settled_servers(rt, work, 3)
         sid = await new_session(rt, work)
@@ -58,7 +58,7 @@ async def test_300_tools_are_searched_for_and_the_found_ones_offered_and_called(
     assert SEARCH_TOOL in {t.name for t in first.tools}
     assert mcp_names(first) == set()
     search = next(t for t in first.tools if t.name == SEARCH_TOOL)
-    assert "s1 (105 tools)" in search.description
+    assert "s1 (108 tools)" in search.description
     (found,) = [p for x in second.messages if isinstance(x, ToolMessage) for p in x.content]
     assert not found.is_error
     text = "".join(c.text for c in found.content if isinstance(c, TextPart))
@@ -80,7 +80,7 @@ async def test_300_tools_are_searched_for_and_the_found_ones_offered_and_called(
 
 
 async def test_the_found_tools_survive_a_restart(tmp_path: Path):
-    config = {"mcp": servers(50)}  # 59 tools
+    config = {"mcp": servers(50)}  # 62 tools
     client = ScriptedLLM([
         tool_calls(("c1", SEARCH_TOOL, {"query": "s1_ledger_007"})), answer("found"),
     ])  # fmt: skip
@@ -113,7 +113,7 @@ async def test_at_or_under_the_threshold_or_switched_off_every_tool_is_offered(t
         sid = await new_session(rt, work)
         await rt.sessions.prompt(sid, prompt=prompt("hi"))
         await rt.sessions.wait_idle(sid)
-    assert len(mcp_names(client.requests[0])) == 59
+    assert len(mcp_names(client.requests[0])) == 62
     assert SEARCH_TOOL not in {t.name for t in client.requests[0].tools}
 
 
