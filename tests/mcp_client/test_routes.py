@@ -40,16 +40,18 @@ async def _unauthorized(stream: trio.SocketStream) -> None:
 
 @asynccontextmanager
 async def served(
-    tmp_path: Path, config: dict[str, Any], llm: ScriptedLLM | None = None
+    tmp_path: Path, config: dict[str, Any], llm: ScriptedLLM | None = None, server: str = "test"
 ) -> AsyncIterator[tuple[Runtime, str]]:
+    """A runtime served on 127.0.0.1 whose Location (``tmp_path/project``) has *config*,
+    once its MCP server *server* is connected."""
     async with mcp_runtime(tmp_path, config, llm or ScriptedLLM([])) as (rt, work):
         async with trio.open_nursery() as nursery:
-            server: Server = await nursery.start(partial(serve, rt, "127.0.0.1", 0, directory=work))
-            await connected(rt, work)
+            served: Server = await nursery.start(partial(serve, rt, "127.0.0.1", 0, directory=work))
+            await connected(rt, work, server)
             try:
-                yield rt, server.url
+                yield rt, served.url
             finally:
-                server.stop()
+                served.stop()
 
 
 @SDK_SSE_GENERATORS
