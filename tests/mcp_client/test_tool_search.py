@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 
+from actors.api import fork_session
+from runtime import IdGenerator
 from runtime.llm import LLMRequest, ScriptedLLM, TextPart, ToolDefinition, ToolMessage
 from runtime.mcp import SEARCH_TOOL
 from runtime.mcp._search import rank_tools
@@ -98,7 +100,10 @@ async def test_the_found_tools_survive_a_restart(tmp_path: Path):
         await settled_servers(rt, work, 1)
         await rt.sessions.prompt(sid, prompt=prompt("use it"))
         await rt.sessions.wait_idle(sid)
+        fork = await fork_session(rt, sid, before=None, max_messages=100, ids=IdGenerator(),
+                                  now=1)  # fmt: skip
     assert mcp_names(again.requests[0]) == {"s1_ledger_007"}
+    assert fork.mcp_tools == ["s1_ledger_007"]  # a fork keeps what the search found
     assert SEARCH_TOOL in {t.name for t in again.requests[0].tools}
     called = [p for x in again.requests[1].messages if isinstance(x, ToolMessage)
               for p in x.content]  # fmt: skip
