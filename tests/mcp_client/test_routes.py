@@ -166,3 +166,16 @@ async def test_a_resource_attached_to_a_prompt_is_read_into_it(tmp_path: Path):
     assert "Failed to read MCP resource missing: MCP error" in text
     (image,) = [p for p in user.content if isinstance(p, FilePart)]
     assert image.mime == "image/png" and image.url.startswith("data:image/png;base64,iVBOR")
+
+
+async def test_a_directory_with_a_nul_byte_is_a_bad_request(tmp_path: Path):
+    async with served(tmp_path, {"mcp": {"test": local()}}) as (rt, url):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            answers = [
+                await http.post("/mcp/test/connect", params={"directory": "\x00"}),
+                await http.get("/mcp", headers={"x-opencode-directory": "%00"}),
+            ]
+        assert rt.execution.location_for(str(tmp_path / "project")).mcp.servers["test"]
+    for answer in answers:
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["_tag"] == "InvalidRequestError"
