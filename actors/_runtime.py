@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import trio
 
-from actors.api import DEFAULT_MAX_TASKS, Sessions, SessionTools
+from actors.api import DEFAULT_MAX_TASKS, McpSessionHost, Sessions, SessionTools
 from actors.cluster import ClusterOptions, Relay, sweep
 from actors.kernel import ActorDirectory, EventHub, Supervisor, SupervisorPolicy, run_root
 from actors.session import (
@@ -224,6 +224,9 @@ async def _open_runtime(
     )
     tools_api.bind(sessions)
     execution.location_tools = partial(session_tools, tools_api)
+    execution.mcp_host = McpSessionHost(
+        storage=storage, execution=execution, questions=tools_api.questions, now_ms=clock
+    )
     root = _Root(storage, execution, directory)
     async with trio.open_nursery() as nursery:
         await nursery.start(run_root, root)

@@ -1,7 +1,9 @@
 """MCP servers: start-up with N local servers against none, a tool's round trip over
-stdio and Streamable HTTP against a built-in tool's, and the memory of a local server.
+stdio and Streamable HTTP against a built-in tool's, the memory of a local server, and
+the size of a provider request with many MCP tools, with and without tool search.
 
-Run: .venv/bin/python bench/mcp_servers.py [--servers 5] [--calls 200]
+Run: .venv/bin/python bench/mcp_servers.py [--servers 5] [--calls 200] [--tools 300]
+     .venv/bin/python bench/mcp_servers.py --only size   (the request sizes alone)
 
 Uses the test server (``tests/mcp_client/server.py``, FastMCP). Start-up: a runtime is
 opened and its Location too; reported are the time until the Location is open (what a
@@ -25,12 +27,13 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
 import trio
 
 from actors import Configuration
 from runtime import Location, open_runtime
 from runtime.agents import BUILD
-from runtime.llm import ScriptedLLM
+from runtime.llm import LLMRequest, ScriptedLLM
 from runtime.tools import ToolContext, ToolSuccess
 from tests.execution.conftest import answer, prompt
 from tests.mcp_client.conftest import SERVER, configure, http_server, lines, local
@@ -162,13 +165,64 @@ async def memory(root: Path) -> dict[str, int]:
         }  # fmt: skip
 
 
+BASE_TOOLS = 12
+"""The tools the test server lists besides its ``MCP_TOOLS`` ledgers."""
+
+
+async def first_request(root: Path, name: str, config: dict[str, Any]) -> LLMRequest:
+    """The first provider request of a session in a Location configured with *config*,
+    once its servers are connected."""
+    work = project(root, name, config)
+    client = ScriptedLLM([answer("hi")])
+    configuration = Configuration(env={"HOME": str(root)})
+    async with open_runtime(data_dir=work / "data", llm=client, configuration=configuration) as rt:
+        location = await rt.execution.current_location(str(work))
+        await location.mcp.settled()
+        info = await rt.sessions.create(location=Location(directory=str(work)))
+        await rt.sessions.prompt(info.id, prompt=prompt("hello"))
+        await rt.sessions.wait_idle(info.id)
+    (request,) = client.requests
+    return request
+
+
+async def request_sizes(tools: int, root: Path) -> dict[str, tuple[int, int, int]]:
+    """Per case: (tools offered, bytes of the request as JSON, bytes of its tools)."""
+
+    def servers(total: int) -> dict[str, Any]:
+        per = [total // 3 + (1 if i < total % 3 else 0) for i in range(3)]
+        env = [{"MCP_TOOLS": str(max(0, n - BASE_TOOLS))} for n in per]
+        return {f"s{i}": local(environment=e) for i, e in enumerate(env) if per[i]}
+
+    cases = {
+        f"{tools} MCP tools, tool search on": {"mcp": servers(tools)},
+        f"{tools} MCP tools, tool search off": {
+            "mcp": servers(tools), "experimental": {"mcp_tool_search": False},
+        },
+        "40 MCP tools": {"mcp": {"s0": local(environment={"MCP_TOOLS": str(40 - BASE_TOOLS)})}},
+        "no MCP server": {},
+    }  # fmt: skip
+    out = {}
+    for i, (label, config) in enumerate(cases.items()):
+        request = await first_request(root, f"size-{i}", config)
+        out[label] = (
+            len(request.tools),
+            len(msgspec.json.encode(request)),
+            len(msgspec.json.encode(request.tools)),
+        )
+    return out
+
+
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.2f} ms"
 
 
-async def main(servers: int, calls: int) -> None:
+async def main(servers: int, calls: int, tools: int, only: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        for label, (count, whole, defined) in (await request_sizes(tools, root)).items():
+            print(f"request, {label}: {count} tools, {whole} B ({defined} B of tools)")
+        if only == "size":
+            return
         for n in (0, servers):
             runs = [await startup(n, root, i) for i in range(3)]
             keys = runs[0].keys()
@@ -190,5 +244,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=5)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--tools", type=int, default=300)
+    parser.add_argument("--only", choices=["size"])
     args = parser.parse_args()
-    trio.run(main, args.servers, args.calls)
+    trio.run(main, args.servers, args.calls, args.tools, args.only)

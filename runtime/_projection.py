@@ -171,6 +171,12 @@ def _step_started(e: Any, seq: int, state: ProjectionState) -> None:
         _touch_session(state, e, needs_resume=UNSET, last_error=UNSET)
 
 
+def _mcp_tools_found(e: Any, seq: int, state: ProjectionState) -> None:
+    info = state.session(e.session_id)
+    known = info.mcp_tools if isinstance(info.mcp_tools, list) else []
+    state.put_session(replace(info, mcp_tools=sorted({*known, *e.tools})))
+
+
 def _resume_needed(e: Any, seq: int, state: ProjectionState) -> None:
     _touch_session(state, e, needs_resume=True)
 
@@ -383,6 +389,7 @@ _HANDLERS: dict[type, Callable[[Any, int, ProjectionState], None]] = {
     ev.ContextUpdated: _context_updated,
     ev.Synthetic: _synthetic,
     ev.ResumeNeeded: _resume_needed,
+    ev.McpToolsFound: _mcp_tools_found,
     ev.RunFailed: _run_failed,
     ev.StepStarted: _step_started,
     ev.StepEnded: _step_ended,

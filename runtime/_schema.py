@@ -42,6 +42,7 @@ __all__ = [
     "InputAdmitted",
     "InterruptRequested",
     "Location",
+    "McpToolsFound",
     "ModelRef",
     "ModelSwitched",
     "Moved",
@@ -175,6 +176,9 @@ class SessionInfo(Record, frozen=True):
     hidden: list[tuple[int, int]] | UnsetType = UNSET
     """Kittiwake's: the ``[from, to)`` seq ranges of messages a revert hides (``to`` is
     ``HIDDEN_OPEN`` while the revert stands) or a later prompt dropped for good."""
+    mcp_tools: list[str] | UnsetType = UNSET
+    """Kittiwake's: the MCP tools ``mcp_search`` found for the session (sorted), offered
+    to its model from then on while tool search stands in for the rest."""
 
 
 class InputAdmitted(Record, frozen=True):
@@ -405,6 +409,13 @@ class Todo(Record, frozen=True):
     priority: Literal["high", "medium", "low"]
 
 
+class McpToolsFound(Event, frozen=True, tag="session.mcp.tools.found"):
+    """``mcp_search`` found these MCP tools (their ids) for the session: they join its
+    ``mcp_tools``, offered to its model from the next provider turn on."""
+
+    tools: list[str]
+
+
 class TodoUpdated(Event, frozen=True, tag="todo.updated"):
     """The session's whole todo list after a ``todowrite`` call."""
 
@@ -440,6 +451,7 @@ DurableEvent = (
     | PermissionAsked
     | PermissionReplied
     | TodoUpdated
+    | McpToolsFound
     | QuestionAsked
     | QuestionReplied
     | QuestionRejected

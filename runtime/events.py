@@ -40,6 +40,7 @@ from runtime._schema import FileAttachment as FileAttachment
 from runtime._schema import InputAdmitted as InputAdmitted
 from runtime._schema import InterruptRequested as InterruptRequested
 from runtime._schema import Location as Location
+from runtime._schema import McpToolsFound as McpToolsFound
 from runtime._schema import ModelRef as ModelRef
 from runtime._schema import ModelSwitched as ModelSwitched
 from runtime._schema import Moved as Moved
@@ -96,6 +97,7 @@ __all__ = [
     "InterruptRequested",
     "LiveDelta",
     "Location",
+    "McpToolsFound",
     "ModelRef",
     "ModelSwitched",
     "Moved",

@@ -5,6 +5,7 @@ commands, forks, the user's shell commands, and the pages sessions and events ar
 from actors.api._fork import fork_events as fork_events
 from actors.api._fork import fork_session as fork_session
 from actors.api._fork import fork_title as fork_title
+from actors.api._mcp_host import McpSessionHost as McpSessionHost
 from actors.api._pages import Page as Page
 from actors.api._pages import SessionEvent as SessionEvent
 from actors.api._session_tools import DEFAULT_MAX_TASKS as DEFAULT_MAX_TASKS
@@ -15,6 +16,7 @@ from actors.api._shell import run_user_shell as run_user_shell
 
 __all__ = [
     "DEFAULT_MAX_TASKS",
+    "McpSessionHost",
     "Page",
     "SessionEvent",
     "SessionTools",

@@ -149,7 +149,8 @@ async def fork_session(
 ) -> SessionInfo:  # fmt: skip
     """Create a session with a copy of *session_id*'s history before message *before*
     (all of it when None), durably in one batch; its title is ``fork_title``'s, its
-    Location, agent and model the source's, and it has no parent.
+    Location, agent, model and the MCP tools its searches found the source's, and it has
+    no parent.
 
     Raises ``SessionNotFoundError``; ``InvalidInputError`` when *before* is not one of
     the session's messages or the copy would hold more than *max_messages*.
@@ -168,7 +169,7 @@ async def fork_session(
     info = SessionInfo(
         id=fork_id, project_id=source.project_id, location=source.location,
         title=fork_title(source.title), time=ev.SessionTime(created=now, updated=now),
-        agent=source.agent, model=source.model,
+        agent=source.agent, model=source.model, mcp_tools=source.mcp_tools,
     )  # fmt: skip
     events = fork_events(rows, fork_id, lambda: ids.new("msg"))
     return await rt.storage.write(ForkSession(info=info, events=events))

@@ -4,6 +4,7 @@ turns, recovery, revert, compaction, context epochs, permissions and questions, 
 
 from actors.session._config import Configuration as Configuration
 from actors.session._config import ProviderClients as ProviderClients
+from actors.session._config import session_model as session_model
 from actors.session._context import ContextFactory as ContextFactory
 from actors.session._context import default_context as default_context
 from actors.session._execution import LocationLoads as LocationLoads
@@ -42,4 +43,5 @@ __all__ = [
     "check_directory",
     "default_context",
     "recover_until_written",
+    "session_model",
 ]

@@ -28,7 +28,7 @@ from runtime.config import (
     load_config,
 )
 from runtime.context import SystemContext
-from runtime.mcp import McpServerSpec
+from runtime.mcp import McpServerSpec, McpToolSearch, tool_search
 from runtime.mcp import server_specs as mcp_server_specs
 from runtime.tools import (
     AddressPolicy,
@@ -141,6 +141,8 @@ class LocationSettings:
     """The servers of ``lsp`` (and the built-ins found on PATH), resolved at reading."""
     mcp_servers: dict[str, McpServerSpec] = field(default_factory=dict)
     """The servers of ``mcp``, by name."""
+    mcp_tool_search: McpToolSearch | None = field(default_factory=McpToolSearch)
+    """MCP tool search (``experimental.mcp_tool_search``; None: off)."""
 
     def agent(self, name: str | None) -> AgentInfo:
         """The agent called *name*, else the configured ``default_agent``, else ``build``."""
@@ -263,6 +265,7 @@ def _read(
         diagnostics=[*map(str, loaded.diagnostics), *load.diagnostics],
         language_servers=server_specs(loaded.config.lsp),
         mcp_servers=mcp_server_specs(loaded.config, directory),
+        mcp_tool_search=tool_search(loaded.config),
     )  # fmt: skip
     if error is not None:
         looked = [*looked, *_candidates(directory, configuration)]

@@ -49,7 +49,7 @@ from runtime.agents import AgentInfo
 from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
 from runtime.context import SystemContextRegistry
 from runtime.drain import WAKE_ANY
-from runtime.mcp import McpOAuth
+from runtime.mcp import McpHost, McpOAuth
 from runtime.titles import TitleLimits
 from runtime.tools import (
     Skill,
@@ -184,6 +184,8 @@ class SessionExecution:
         """The runtime is closing: drains are being stopped for it, not interrupted."""
         self.location_tools: LocationTools | None = None
         """Tools every Location gets as a contribution of their own when it opens."""
+        self.mcp_host: McpHost | None = None
+        """What every Location's MCP servers record durably and ask of sessions."""
         self.ports = SessionPorts(
             storage=storage, hub=hub, permissions=self.permissions, session_info=self.session_info,
             location_for=self.location_for, location=self.location,
@@ -443,6 +445,7 @@ class SessionExecution:
         )
         location.skills = skills
         location.mcp.on_tools_changed = partial(self._mcp_tools_changed, directory)
+        location.mcp.host = self.mcp_host
         if self.supervisor._nursery is not None:  # servers start lazily, inside this task
             self.supervisor._nursery.start_soon(location.language_servers.run)
             self.supervisor._nursery.start_soon(location.mcp.run)

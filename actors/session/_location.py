@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
+from msgspec import UnsetType
 
 from runtime import InvalidSessionInputError
 from runtime.agents import AgentInfo
 from runtime.config import ConfigWatch
 from runtime.context import SystemContext, SystemContextRegistry
+from runtime.llm import ToolDefinition
 from runtime.mcp import McpAuth, McpServers
 from runtime.tools import (
     LanguageServers,
@@ -78,7 +80,9 @@ class LocationState:
         self.mcp = McpServers(
             directory, registry, specs=lambda: self.settings.mcp_servers,
             data_dir=registry.env.data_dir, auth=mcp_auth,
+            search=lambda: self.settings.mcp_tool_search,
         )  # fmt: skip
+        self.mcp.agent_of = self.agent
 
     def _sync_search(self) -> None:
         """Offer ``websearch`` exactly while the configuration names a backend."""
@@ -109,6 +113,13 @@ class LocationState:
     def agent(self, name: str | None) -> AgentInfo:
         """The agent called *name*, else the configured default agent (``build``)."""
         return self.settings.agent(name)
+
+    def tools_for(self, agent: AgentInfo, found: list[str] | UnsetType) -> list[ToolDefinition]:
+        """The tools *agent* is offered at a provider turn of a session whose tool search
+        found *found* (``SessionInfo.mcp_tools``): while MCP tool search stands in for
+        the MCP tools, only those of them it found."""
+        definitions = self.registry.definitions(agent)
+        return self.mcp.offered(definitions, found if isinstance(found, list) else ())
 
     async def refresh(self) -> LocationSettings:
         """Read the configuration and agent files again if one changed (a few ``lstat``

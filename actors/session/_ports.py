@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from msgspec import UnsetType
+
 from actors.session._titles import TitleModel
 from runtime import IdGenerator, SessionInfo, llm
 from runtime import events as ev
@@ -36,6 +38,9 @@ class SessionLocation(Protocol):
     @property
     def registry(self) -> ToolRegistry: ...
     def agent(self, name: str | None) -> AgentInfo: ...
+    def tools_for(
+        self, agent: AgentInfo, found: list[str] | UnsetType
+    ) -> list[llm.ToolDefinition]: ...
     async def observe_context(self) -> SystemContext: ...
 
 

@@ -25,6 +25,8 @@ def request_directory(gw: Gateway) -> Path:
     raw = request.headers.get("x-opencode-directory") or request.args.get("directory")
     if not raw:
         return gw.directory.resolve()
+    if "\x00" in unquote(raw):  # no path holds one (resolving it raises ValueError)
+        raise GatewayError("InvalidRequestError", f"Not a directory: {raw!r}")
     path = Path(unquote(raw)).expanduser()
     if not path.is_absolute():
         path = gw.directory / path

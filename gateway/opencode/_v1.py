@@ -11,6 +11,7 @@ The Location of a request is the ``x-opencode-directory`` header (URL-encoded), 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -35,6 +36,7 @@ from runtime import events as ev
 if TYPE_CHECKING:
     from gateway.http import Gateway
     from gateway.opencode._state import OpenCodeGateway
+    from runtime.mcp import McpServers
 
 __all__ = ["SETTLE_TIMEOUT", "located", "v1_session_routes"]
 
@@ -100,7 +102,8 @@ class SessionUpdateBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
 class PromptIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """OpenCode's ``POST /session/{id}/message`` body. Text parts (synthetic ones too) make
-    the prompt's text, file parts its attachments, agent parts its agent mentions;
+    the prompt's text, file parts its attachments (an MCP resource's is read and put in:
+    ``with_resources``), agent parts its agent mentions;
     ``tools``, ``format``, ``system`` and ``noReply`` are accepted and not applied."""
 
     parts: list[dict[str, Any]]
@@ -148,6 +151,43 @@ def prompt_of(parts: list[dict[str, Any]]) -> Prompt:
         else:
             raise GatewayError("InvalidRequestError", f"Unsupported message part: {kind!r}")
     return Prompt(text="\n".join(texts), files=files, agents=agents)
+
+
+def _resource(part: dict[str, Any]) -> tuple[str, str] | None:
+    """``(clientName, uri)`` of a file part whose ``source`` is an MCP resource."""
+    source = part.get("source")
+    if part.get("type") != "file" or not isinstance(source, dict):
+        return None
+    client, uri = source.get("clientName"), source.get("uri")
+    if source.get("type") != "resource" or not isinstance(client, str) or not isinstance(uri, str):
+        return None
+    return client, uri
+
+
+async def with_resources(
+    parts: list[dict[str, Any]], servers: Callable[[], Awaitable[McpServers]]
+) -> list[dict[str, Any]]:
+    """*parts* with each MCP resource part (a file part whose ``source`` is
+    ``{type: "resource", clientName, uri}``) read from its server and put in as OpenCode
+    does at admission: text parts (``Reading MCP resource: ...``, then its text) and its
+    blobs as ``data:`` file parts; a resource that cannot be read as a text saying why.
+    The Location's servers are looked at only when a part names one (once they are no
+    longer connecting). Cancellation propagates."""
+    if not any(_resource(p) for p in parts):
+        return parts
+    mcp = await servers()
+    await mcp.settled()
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        found = _resource(part)
+        if found is None:
+            out.append(part)
+            continue
+        name = str(part.get("filename") or found[1])
+        texts, files = await mcp.attachment(found[0], found[1], name)
+        out += [{"type": "text", "text": t, "synthetic": True} for t in texts]
+        out += [{"type": "file", "mime": f.mime, "url": f.url, "filename": name} for f in files]
+    return out
 
 
 def _int(name: str, default: int | None) -> int | None:
@@ -320,7 +360,11 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
 
     async def admit(session_id: str, body: PromptIn) -> str:
         info = await rt.sessions.get(session_id)
-        prompt = prompt_of(body.parts)
+
+        async def servers() -> McpServers:
+            return (await rt.execution.current_location(info.location.directory)).mcp
+
+        prompt = prompt_of(await with_resources(body.parts, servers))
         model = body.model.ref() if body.model is not None else None
         if model is not None and body.variant and model.variant is msgspec.UNSET:
             model = ModelRef(id=model.id, provider_id=model.provider_id, variant=body.variant)

@@ -55,7 +55,12 @@ class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
         return enabled
 
 
-BASE_RULES: Final = (PermissionRule(permission="*", action="allow"),)
+BASE_RULES: Final = (
+    PermissionRule(permission="*", action="allow"),
+    PermissionRule(permission="mcp_sampling", action="ask"),
+)
+"""Every agent's first rules: everything allowed, but an MCP server's use of the
+session's model (``mcp_sampling``), which is asked."""
 PLAN_RULES: Final = (
     PermissionRule(permission="edit", action="deny"),
     PermissionRule(permission="bash", action="deny"),

@@ -21,6 +21,7 @@ __all__ = [
     "LspServerConfig",
     "McpOAuthConfig",
     "McpServerConfig",
+    "McpToolSearchConfig",
     "ModelConfig",
     "ModelCostConfig",
     "ModelLimitConfig",
@@ -235,11 +236,22 @@ class McpServerConfig(_Section, frozen=True):
     timeout: _Positive | None = None
 
 
+class McpToolSearchConfig(_Section, frozen=True):
+    """``experimental.mcp_tool_search`` (Kittiwake's own key): past ``threshold`` MCP tools
+    in a Location the model gets one ``mcp_search`` tool instead of their definitions,
+    whose answer holds at most ``max_results`` tools (``docs/mcp.md``)."""
+
+    threshold: Annotated[int, Meta(ge=0)] | None = None
+    max_results: Annotated[int, Meta(ge=1, le=50)] | None = None
+
+
 class ExperimentalConfig(_Section, frozen=True):
     """``experimental``: of OpenCode's keys, ``mcp_timeout`` (milliseconds: the call
-    timeout of MCP servers that set none)."""
+    timeout of MCP servers that set none); and Kittiwake's ``mcp_tool_search`` (``false``
+    switches tool search off)."""
 
     mcp_timeout: _Positive | None = None
+    mcp_tool_search: McpToolSearchConfig | bool | None = None
 
 
 class WebFetchConfig(_Section, frozen=True):

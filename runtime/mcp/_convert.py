@@ -4,7 +4,7 @@ nothing here depends on the SDK's classes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -12,7 +12,7 @@ import msgspec
 from runtime.llm import FilePart, TextPart
 from runtime.tools import ToolError, ToolOutput
 
-__all__ = ["input_schema", "prompt_text", "resource_json", "tool_output"]
+__all__ = ["input_schema", "prompt_text", "resource_json", "resource_parts", "tool_output"]
 
 _DROPPED: Final = ("$schema", "$id")
 
@@ -102,6 +102,49 @@ def resource_json(server: str, resource: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = resource[key]
     out["client"] = server
     return out
+
+
+def resource_parts(
+    result: Mapping[str, Any], *, name: str, uri: str, max_chars: int
+) -> tuple[list[str], list[FilePart]]:
+    """A ``ReadResourceResult`` as what a prompt it is attached to carries, as OpenCode
+    puts it in: a line ``Reading MCP resource: <name> (<uri>)``, the text of each text
+    content (past *max_chars* in all, cut with a note); each blob as a ``data:`` URL file
+    named *name*."""
+    texts = [f"Reading MCP resource: {name} ({uri})"]
+    files: list[FilePart] = []
+    left = max_chars
+    for content in result.get("contents") or []:
+        if not isinstance(content, Mapping):
+            continue
+        mime = str(content.get("mimeType") or "application/octet-stream")
+        if isinstance(content.get("text"), str):
+            text = content["text"]
+            if len(text) > left:
+                text = (
+                    f"{text[:left]}\n... (cut: the resource is longer than {max_chars} characters)"
+                )
+            left = max(0, left - len(text))
+            texts.append(text)
+        elif isinstance(content.get("blob"), str):
+            url = f"data:{mime};base64,{content['blob']}"
+            files.append(FilePart(mime=mime, url=url, filename=name))
+    return texts, files
+
+
+def plain(model: Any) -> dict[str, Any]:
+    """A protocol object (the SDK's pydantic model) as its JSON."""
+    data: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return data
+
+
+def leaves(exc: BaseException | None) -> Iterator[BaseException]:
+    """The exceptions inside *exc*, groups opened."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from leaves(inner)
+    elif exc is not None:
+        yield exc
 
 
 def encoded(value: Any) -> bytes:

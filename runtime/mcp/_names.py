@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Final
 
 __all__ = ["MAX_TOOL_NAME", "command_name", "sanitize", "tool_ids"]
@@ -29,13 +29,16 @@ def _hashed(base: str, server: str, tool: str) -> str:
     return f"{base[: MAX_TOOL_NAME - _HASH - 1]}_{digest}"
 
 
-def tool_ids(tools: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+def tool_ids(
+    tools: Iterable[tuple[str, str]], *, reserved: Collection[str] = ()
+) -> dict[tuple[str, str], str]:
     """The tool id of each ``(server, tool)``: ``<server>_<tool>`` sanitized, prefixed
-    ``mcp_`` when it would not start with a letter. An id over 64 characters, or one
-    another pair already took (pairs taken in sorted order), is cut and ends with ``_``
-    and 8 hex digits of a hash of the pair, so each pair keeps one id."""
+    ``mcp_`` when it would not start with a letter. An id over 64 characters, one
+    another pair already took (pairs taken in sorted order) or one of *reserved* is cut
+    and ends with ``_`` and 8 hex digits of a hash of the pair, so each pair keeps one
+    id."""
     out: dict[tuple[str, str], str] = {}
-    taken: set[str] = set()
+    taken: set[str] = set(reserved)
     for server, tool in sorted(set(tools)):
         base = f"{sanitize(server)}_{sanitize(tool)}"
         if not base[:1].isalpha():

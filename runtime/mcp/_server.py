@@ -23,16 +23,21 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import IO, TYPE_CHECKING, Any, Final, Literal
 
-import msgspec
 import trio
 
 from runtime.mcp._convert import encoded
+from runtime.mcp._convert import leaves as _leaves
+from runtime.mcp._convert import plain as _plain
+from runtime.mcp._host import McpCall, McpHost
+from runtime.mcp._requests import ServerRequests
 from runtime.mcp._sdk import Sdk, load_sdk
-from runtime.mcp._spec import McpLimits, McpServerSpec
+from runtime.mcp._spec import McpLimits, McpServerSpec, McpServerStatistics
+from runtime.mcp._stderr import log_tail as _tail
+from runtime.mcp._stderr import open_log as _open_log
 from runtime.tools import ToolError
 
 if TYPE_CHECKING:
@@ -48,21 +53,6 @@ Status = Literal[
     "connecting", "connected", "disabled", "failed", "needs_auth", "needs_client_registration"
 ]
 _Outcome = Literal["closed", "failed", "stopped", "final"]
-
-
-class McpServerStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of one server: connections started, calls made and in flight, progress
-    notifications received, ``notifications/cancelled`` sent, what it lists."""
-
-    status: str
-    starts: int
-    calls: int
-    in_flight: int
-    progress: int
-    cancelled: int
-    tools: int
-    prompts: int
-    resources: int
 
 
 class McpAuthRequired(Exception):
@@ -91,11 +81,13 @@ class McpServer:
         limits: timeouts and bounds.
         auth: signs remote requests in (``None``: no authentication but ``headers``).
         on_change: called after every change of status or listing.
+        host: the runtime's side, which elicitation and sampling go to (or refused).
     """
 
     def __init__(
         self, spec: McpServerSpec, *, directory: str, log_path: str, limits: McpLimits,
         auth: McpAuth | None = None, on_change: Callable[[], None] = lambda: None,
+        host: Callable[[], McpHost | None] = lambda: None,
     ) -> None:  # fmt: skip
         self.spec = spec
         self.name = spec.name
@@ -131,6 +123,10 @@ class McpServer:
         self._capabilities: Any = None
         self._counts = {"calls": 0, "progress": 0, "cancelled": 0}
         self._failure: BaseException | None = None
+        self.requests = ServerRequests(  # roots, elicitation and sampling
+            server=spec.name, directory=directory, timeout=spec.timeout, host=host,
+            sdk=lambda: self._sdk,
+        )  # fmt: skip
 
     # -- state ------------------------------------------------------------------------
 
@@ -254,9 +250,11 @@ class McpServer:
                 async with transport(sdk) as (read, write), trio.open_nursery() as relays:
                     closed = trio.Event()
                     ours = self._relays(sdk, relays, read, write, closed)
+                    asks = self.requests
                     async with sdk.ClientSession(
                         ours[0], ours[1], message_handler=self._on_message,
-                        list_roots_callback=self._roots, logging_callback=self._on_log,
+                        list_roots_callback=asks.roots, elicitation_callback=asks.elicit,
+                        sampling_callback=asks.sample, logging_callback=self._on_log,
                         client_info=sdk.types.Implementation(**_CLIENT),
                     ) as session:  # fmt: skip
                         with body:
@@ -382,15 +380,6 @@ class McpServer:
         _log.debug("MCP server log", extra={"server": self.name, "data": repr(params.data)})
         await trio.lowlevel.checkpoint()
 
-    async def _roots(self, context: Any) -> Any:
-        sdk = self._sdk
-        assert sdk is not None
-        await trio.lowlevel.checkpoint()
-        uri = "file://" + self.directory
-        return sdk.types.ListRootsResult(
-            roots=[sdk.types.Root(uri=uri, name=os.path.basename(self.directory))]
-        )
-
     # -- transports -------------------------------------------------------------------------
 
     def _missing_command(self) -> str | None:
@@ -504,10 +493,14 @@ class McpServer:
         state = self.status if self.error is None else f"{self.status}: {self.error}"
         return ToolError(f"MCP server {self.name} is not connected ({state})")
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call *tool*; its ``CallToolResult`` as JSON. The server's ``timeout`` bounds the
-        wait and each progress notification starts it again; past it, or on
-        cancellation, the server is sent ``notifications/cancelled`` for the request.
+    async def call(
+        self, tool: str, arguments: dict[str, Any], call: McpCall | None = None
+    ) -> dict[str, Any]:
+        """Call *tool* (for *call*: the server's requests meanwhile are its session's);
+        its ``CallToolResult`` as JSON. The server's ``timeout`` bounds the wait, each
+        progress notification starts it again and it stands still while the user or the
+        model answers the server; past it, or on cancellation, the server is sent
+        ``notifications/cancelled`` for the request.
 
         Raises:
             ToolError: not connected, timed out, the connection ended, or the server
@@ -529,11 +522,12 @@ class McpServer:
                 await trio.lowlevel.checkpoint()
 
             try:
-                result = await self._awaited(
-                    session, sdk, mark,
-                    session.call_tool(tool, arguments, progress_callback=progress,
-                                      meta={_MARK: mark}),
-                )  # fmt: skip
+                with self.requests.calling(call, scope):
+                    result = await self._awaited(
+                        session, sdk, mark,
+                        session.call_tool(tool, arguments, progress_callback=progress,
+                                          meta={_MARK: mark}),
+                    )  # fmt: skip
             finally:
                 self._calls.discard(scope)
         if scope.cancelled_caught:
@@ -603,33 +597,3 @@ class McpServer:
                 raise ToolError(f"MCP error {error.code}: {error.message}") from None
         assert scope.cancelled_caught
         raise ToolError(f"{self.name} did not answer for {what} within {self.spec.timeout:g} s")
-
-
-def _plain(model: Any) -> dict[str, Any]:
-    """A protocol object as its JSON."""
-    data: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return data
-
-
-def _leaves(exc: BaseException | None) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    elif exc is not None:
-        yield exc
-
-
-def _open_log(path: str) -> IO[str]:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    return open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by the caller
-
-
-def _tail(path: str, size: int) -> str:
-    """The last non-empty lines of the file at *path*, within *size* bytes."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.path.getsize(path) - size))
-            text = handle.read(size).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in text.strip().splitlines()[-5:] if line.strip())

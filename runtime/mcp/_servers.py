@@ -5,22 +5,33 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import msgspec
 import trio
 
-from runtime.agents import CommandInfo
-from runtime.mcp._convert import encoded, input_schema, prompt_text, resource_json, tool_output
+from runtime.agents import AgentInfo, CommandInfo
+from runtime.llm import FilePart, ToolDefinition
+from runtime.mcp._convert import (
+    encoded,
+    input_schema,
+    prompt_text,
+    resource_json,
+    resource_parts,
+    tool_output,
+)
+from runtime.mcp._host import McpCall, McpHost
 from runtime.mcp._names import command_name, sanitize, tool_ids
+from runtime.mcp._search import SEARCH_TOOL, search_tool
 from runtime.mcp._server import McpAuth, McpServer
-from runtime.mcp._spec import McpLimits, McpServerSpec
+from runtime.mcp._spec import McpLimits, McpServerSpec, McpToolSearch
 from runtime.tools import (
     Tool,
     ToolContext,
     ToolContribution,
     ToolEnvironment,
+    ToolError,
     ToolOutput,
     ToolRegistry,
 )
@@ -55,6 +66,7 @@ class McpServers:
         auth: signs remote servers' requests in (the OAuth seam; ``None``: headers only).
         on_tools_changed: told the name of a server whose tools changed after it said
             so (``notifications/tools/list_changed``).
+        search: the tool search settings, read at each ``apply`` (``None``: off).
     """
 
     def __init__(
@@ -62,10 +74,17 @@ class McpServers:
         specs: Callable[[], Mapping[str, McpServerSpec]], data_dir: str,
         limits: McpLimits | None = None, auth: McpAuth | None = None,
         on_tools_changed: Callable[[str], None] | None = None,
+        search: Callable[[], McpToolSearch | None] = McpToolSearch,
     ) -> None:  # fmt: skip
         self.directory = directory
         self.registry = registry
         self._specs = specs
+        self._search_settings = search
+        self.host: McpHost | None = None
+        """Records what the servers' sessions need durably (tools found by search)."""
+        self.agent_of: Callable[[str], AgentInfo] | None = None
+        """The agent of a name (what ``mcp_search`` may find is what it is offered)."""
+        self._search: ToolContribution | None = None
         self.limits = limits or McpLimits()
         self._auth = auth
         self.on_tools_changed = on_tools_changed
@@ -133,7 +152,7 @@ class McpServers:
         server = McpServer(
             spec, directory=self.directory, limits=self.limits, auth=self._auth,
             log_path=os.path.join(self._log_dir, f"{sanitize(spec.name)}.log"),
-            on_change=self._note_change,
+            on_change=self._note_change, host=lambda: self.host,
         )  # fmt: skip
         self.servers[spec.name] = server
         self._nursery.start_soon(server.supervise)
@@ -154,12 +173,14 @@ class McpServers:
         """Contribute the tools of connected servers to the registry, one contribution
         per tool, and close those of tools that went away or changed (their calls in
         flight settle as stale); True when something changed. Cheap when nothing did."""
-        state = tuple((n, s, s.generation, s.status) for n, s in self.servers.items())
+        search = self._search_settings()
+        state = (search, *((n, s, s.generation, s.status) for n, s in self.servers.items()))
         if state == self._applied:
             return False
         self._applied = state
         live = [s for s in self.servers.values() if s.status == "connected"]
-        ids = tool_ids((s.name, str(t.get("name", ""))) for s in live for t in s.tools)
+        pairs = [(s.name, str(t.get("name", ""))) for s in live for t in s.tools]
+        ids = tool_ids(pairs, reserved={SEARCH_TOOL})
         wanted = {ids[(s.name, str(t.get("name", "")))]: (s, t) for s in live for t in s.tools}
         changed = False
         for tool_id, (key, contribution) in list(self._contributed.items()):
@@ -173,7 +194,61 @@ class McpServers:
                 contribution = self.registry.contribute(mcp_tool(tool_id, server, tool))
                 self._contributed[tool_id] = ((server, encoded(tool)), contribution)
                 changed = True
-        return changed
+        return self._apply_search(search) or changed
+
+    # -- tool search --------------------------------------------------------------------
+
+    def _apply_search(self, settings: McpToolSearch | None) -> bool:
+        """Offer ``mcp_search`` exactly while there are more MCP tools than the threshold."""
+        active = settings is not None and len(self._contributed) > settings.threshold
+        if active == (self._search is not None):
+            return False
+        if self._search is not None:
+            self._search.close()
+            self._search = None
+        else:
+            self._search = self.registry.contribute(
+                search_tool(
+                    servers=self._tool_counts,
+                    candidates=self._candidates,
+                    limit=lambda: (self._search_settings() or McpToolSearch()).max_results,
+                    found=self._found,
+                )  # fmt: skip
+            )
+        return True
+
+    async def _found(self, session_id: str, tools: list[str]) -> None:
+        if self.host is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await self.host.tools_found(session_id, tools)
+
+    @property
+    def searching(self) -> bool:
+        """Whether ``mcp_search`` stands in for the MCP tools' definitions."""
+        return self._search is not None
+
+    def _tool_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for (server, _), _ in self._contributed.values():
+            counts[server.name] = counts.get(server.name, 0) + 1
+        return counts
+
+    def _candidates(self, agent: str) -> list[ToolDefinition]:
+        if self.agent_of is None:
+            tools = [c.tools[i] for i, (_, c) in self._contributed.items()]
+            return [t.definition() for t in sorted(tools, key=lambda t: t.name)]
+        definitions = self.registry.definitions(self.agent_of(agent))
+        return [d for d in definitions if d.name in self._contributed]
+
+    def offered(
+        self, definitions: list[ToolDefinition], found: Collection[str]
+    ) -> list[ToolDefinition]:
+        """*definitions* as the model is offered them: while tool search stands, without
+        the MCP tools but those in *found* (the session's finds)."""
+        if self._search is None:
+            return definitions
+        return [d for d in definitions if d.name not in self._contributed or d.name in found]
 
     # -- what the routes use ------------------------------------------------------------
 
@@ -304,6 +379,19 @@ class McpServers:
         """
         return await self._named(server).read_resource(uri)
 
+    async def attachment(
+        self, server: str, uri: str, name: str
+    ) -> tuple[list[str], list[FilePart]]:
+        """What a prompt carries for the resource *uri* of *server* attached to it
+        (``resource_parts``): its texts and its blobs as files. A resource that cannot
+        be read gives one text, ``Failed to read MCP resource <name>: <why>`` (as
+        OpenCode), so the prompt goes in all the same. Cancellation propagates."""
+        try:
+            result = await self.read_resource(server, uri)
+        except (McpServerNotFound, ToolError) as exc:
+            return [f"Failed to read MCP resource {name}: {exc}"], []
+        return resource_parts(result, name=name, uri=uri, max_chars=self.limits.max_resource_chars)
+
 
 def mcp_tool(tool_id: str, server: McpServer, tool: Mapping[str, Any]) -> Tool[dict[str, Any]]:
     """The registry's tool for *tool* of *server*: its permission is the tool id (so
@@ -313,7 +401,7 @@ def mcp_tool(tool_id: str, server: McpServer, tool: Mapping[str, Any]) -> Tool[d
     async def handler(
         arguments: dict[str, Any], ctx: ToolContext, env: ToolEnvironment
     ) -> ToolOutput:
-        return tool_output(await server.call(name, arguments))
+        return tool_output(await server.call(name, arguments, McpCall(ctx=ctx, tool=tool_id)))
 
     description = tool.get("description") or f"{name} (MCP server {server.name})"
     return Tool(

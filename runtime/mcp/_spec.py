@@ -9,7 +9,16 @@ import msgspec
 
 from runtime.config import Config, McpServerConfig
 
-__all__ = ["DEFAULT_CALL_TIMEOUT", "McpLimits", "McpServerSpec", "server_specs", "spec_of"]
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "McpLimits",
+    "McpServerSpec",
+    "McpServerStatistics",
+    "McpToolSearch",
+    "server_specs",
+    "spec_of",
+    "tool_search",
+]
 
 DEFAULT_CALL_TIMEOUT: Final = 60.0
 """Seconds a tool call waits when neither the server nor ``experimental.mcp_timeout`` says."""
@@ -31,6 +40,8 @@ class McpLimits(msgspec.Struct, frozen=True, kw_only=True):
         max_items: tools, prompts or resources listed per server at most (pages are
             followed until then).
         stderr_tail: bytes of a local server's standard error quoted in its error.
+        max_resource_chars: characters of a resource's text a prompt it is attached to
+            carries (the rest is cut with a note).
     """
 
     connect_timeout: float = 30.0
@@ -42,6 +53,22 @@ class McpLimits(msgspec.Struct, frozen=True, kw_only=True):
     cancel_grace: float = 2.0
     max_items: int = 1000
     stderr_tail: int = 2000
+    max_resource_chars: int = 256 * 1024
+
+
+class McpServerStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of one server: connections started, calls made and in flight, progress
+    notifications received, ``notifications/cancelled`` sent, what it lists."""
+
+    status: str
+    starts: int
+    calls: int
+    in_flight: int
+    progress: int
+    cancelled: int
+    tools: int
+    prompts: int
+    resources: int
 
 
 class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,6 +93,26 @@ class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True):
     oauth_options: dict[str, Any] = {}
     timeout: float = DEFAULT_CALL_TIMEOUT
     error: str | None = None
+
+
+class McpToolSearch(msgspec.Struct, frozen=True, kw_only=True):
+    """Tool search (``experimental.mcp_tool_search``): when a Location's MCP tools number
+    more than ``threshold``, the model is offered ``mcp_search`` instead of them, which
+    answers at most ``max_results`` tools a query matches."""
+
+    threshold: int = 40
+    max_results: int = 10
+
+
+def tool_search(config: Config) -> McpToolSearch | None:
+    """The tool search settings of *config* (None: switched off, ``false``)."""
+    configured = config.experimental.mcp_tool_search if config.experimental else None
+    if configured is False:
+        return None
+    if configured is None or configured is True:
+        return McpToolSearch()
+    fields = {"threshold": configured.threshold, "max_results": configured.max_results}
+    return McpToolSearch(**{k: v for k, v in fields.items() if v is not None})
 
 
 def server_specs(config: Config, directory: str) -> dict[str, McpServerSpec]:

@@ -2,6 +2,7 @@
 
 from runtime.tools._authority import ResolvedPath as ResolvedPath
 from runtime.tools._authority import resolve_path as resolve_path
+from runtime.tools._authorize import permit as permit
 from runtime.tools._bounding import apply_bounding as apply_bounding
 from runtime.tools._bounding import bounding_text as bounding_text
 from runtime.tools._bounding import exceeds_limits as exceeds_limits
@@ -188,6 +189,7 @@ __all__ = [
     "parse_patch",
     "parse_search_answer",
     "patch_counts",
+    "permit",
     "preview",
     "read_skill",
     "read_tool",

@@ -18,7 +18,7 @@ from runtime.tools._tool import Tool
 if TYPE_CHECKING:
     from runtime.tools._registry import ToolRegistry
 
-__all__ = ["authorize", "call_resources"]
+__all__ = ["authorize", "call_resources", "permit"]
 
 
 def call_resources(tool: Tool[Any], decoded: Any, registry: ToolRegistry) -> list[str]:
@@ -49,18 +49,23 @@ async def authorize(
     if tool.permission is None:
         await trio.lowlevel.checkpoint()
         return None
-    return await _decide(registry, tool, tool.permission, resources, ctx, agent, gate)
+    return await permit(registry, tool.name, tool.permission, resources, ctx, agent, gate)
 
 
-async def _decide(
+async def permit(
     registry: ToolRegistry,
-    tool: Tool[Any],
+    tool: str,
     permission: str,
     resources: list[str],
     ctx: ToolContext,
     agent: AgentInfo,
     gate: PermissionGate | None,
 ) -> ToolFailure | None:
+    """Decide one use of *permission* on *resources* by the call *ctx* of *tool* under
+    *agent*'s rules, as every tool call's is: ``None`` when it may go on, else the
+    failure (denied by a rule, rejected by the user, or nobody to ask). ``ask`` consults
+    saved approvals, then *gate*, and an ``always`` reply is saved. Cancellation
+    propagates from the gate."""
     await trio.lowlevel.checkpoint()
     action = await decide(
         agent.permission, permission, resources, approvals=registry.saved_approvals,
@@ -77,7 +82,7 @@ async def _decide(
         id=registry.env.ids.new("per"),
         session_id=ctx.session_id,
         agent=agent.name,
-        tool=tool.name,
+        tool=tool,
         call_id=ctx.tool_call_id,
         permission=permission,
         resources=resources,

@@ -52,7 +52,7 @@ async def mcp_runtime(
     """A runtime (real DuckDB) with configuration on, and the Location *config* is
     written in (``tmp_path/project``)."""
     work = tmp_path / "project"
-    work.mkdir(exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     configure(work, config)
     configuration = Configuration(env={"HOME": str(tmp_path)})
     async with open_runtime(

@@ -3,7 +3,8 @@
 ``python server.py stdio`` or ``python server.py http PORT`` (Streamable HTTP on
 127.0.0.1, or ``sse PORT`` for the legacy transport). What it sees worth checking
 (its pid, a cancelled call, a grandchild's pid) is appended as JSON lines to the file
-named by ``MCP_RECORD``. With ``MCP_CHILD=1`` it starts a grandchild process that sleeps.
+named by ``MCP_RECORD``. With ``MCP_CHILD=1`` it starts a grandchild process that sleeps;
+with ``MCP_TOOLS=N`` it lists N more tools, ``ledger_000`` to ``ledger_<N-1>``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP, Image
+from mcp.types import SamplingMessage, TextContent
 
 server = FastMCP("test-server", host="127.0.0.1")
 RECORD = os.environ.get("MCP_RECORD")
@@ -45,14 +47,16 @@ def shout(text: str) -> str:
     return f"{text.upper()}"
 
 
+DOT = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6300010000050001ff0d0a2db40000000049454e44ae426082"
+)
+
+
 @server.tool(structured_output=False)
 def picture():  # noqa: ANN201 - FastMCP reads no output schema from it
     """Return a caption and a tiny PNG image."""
-    png = bytes.fromhex(
-        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-        "1f15c4890000000d49444154789c6300010000050001ff0d0a2db40000000049454e44ae426082"
-    )
-    return ["a red dot", Image(data=png, format="png")]
+    return ["a red dot", Image(data=DOT, format="png")]
 
 
 @server.tool()
@@ -112,6 +116,43 @@ async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
     return "grown"
 
 
+@server.tool()
+async def roots(ctx: Context) -> list[str]:  # type: ignore[type-arg]
+    """The client's roots, as URIs."""
+    listed = await ctx.session.list_roots()
+    return [str(root.uri) for root in listed.roots]
+
+
+ORDER = {
+    "type": "object",
+    "properties": {
+        "flavour": {"type": "string", "title": "Flavour", "enum": ["vanilla", "lemon"]},
+        "scoops": {"type": "integer", "title": "Scoops", "description": "How many scoops?"},
+        "cone": {"type": "boolean", "title": "Cone"},
+        "note": {"type": "string", "title": "Note"},
+    },
+    "required": ["flavour", "scoops"],
+}
+
+
+@server.tool()
+async def order(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Ask the user for an ice cream order (elicitation); the answer as JSON."""
+    result = await ctx.session.elicit("What would you like?", ORDER, ctx.request_id)
+    return result.model_dump_json(exclude_none=True)
+
+
+@server.tool()
+async def summarize(text: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Have the client's model summarize text (sampling); the answer as JSON."""
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=text))
+    result = await ctx.session.create_message(
+        [message], max_tokens=50, system_prompt="Summarize in five words.",
+        related_request_id=ctx.request_id,
+    )  # fmt: skip
+    return result.model_dump_json(exclude_none=True)
+
+
 @server.prompt()
 def review(path: str, focus: str) -> str:
     """Review a file with a focus."""
@@ -124,8 +165,31 @@ def readme() -> str:
     return "Remember the milk."
 
 
+@server.resource("pictures://dot", name="dot", mime_type="image/png")
+def dot() -> bytes:
+    """A 1x1 PNG."""
+    return DOT
+
+
+def ledger_tools(count: int) -> None:
+    """Add *count* tools that look a key up in ledger ``i`` (many tools, each its own)."""
+
+    def ledger(i: int):  # noqa: ANN202 - FastMCP reads the signature of what it returns
+        def look_up(key: str) -> str:
+            return f"ledger {i}: {key}"
+
+        return look_up
+
+    for i in range(count):
+        server.add_tool(
+            ledger(i), name=f"ledger_{i:03d}",
+            description=f"Look a key up in ledger number {i} of the archive.",
+        )  # fmt: skip
+
+
 def main() -> None:
     record(event="start", pid=os.getpid(), transport=sys.argv[1])
+    ledger_tools(int(os.environ.get("MCP_TOOLS", "0")))
     if os.environ.get("MCP_CHILD"):
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         record(event="child", pid=child.pid)

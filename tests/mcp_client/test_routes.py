@@ -14,7 +14,8 @@ import trio
 
 from actors import Runtime
 from gateway import Server, serve
-from runtime.llm import ScriptedLLM
+from runtime.llm import FilePart, ScriptedLLM, TextPart, UserMessage
+from tests.execution.conftest import answer as scripted_answer
 from tests.gateway.conftest import assert_valid, component, response_schema
 from tests.gateway.v1 import v1_stream
 from tests.mcp_client.conftest import (
@@ -38,15 +39,19 @@ async def _unauthorized(stream: trio.SocketStream) -> None:
 
 
 @asynccontextmanager
-async def served(tmp_path: Path, config: dict[str, Any]) -> AsyncIterator[tuple[Runtime, str]]:
-    async with mcp_runtime(tmp_path, config, ScriptedLLM([])) as (rt, work):
+async def served(
+    tmp_path: Path, config: dict[str, Any], llm: ScriptedLLM | None = None, server: str = "test"
+) -> AsyncIterator[tuple[Runtime, str]]:
+    """A runtime served on 127.0.0.1 whose Location (``tmp_path/project``) has *config*,
+    once its MCP server *server* is connected."""
+    async with mcp_runtime(tmp_path, config, llm or ScriptedLLM([])) as (rt, work):
         async with trio.open_nursery() as nursery:
-            server: Server = await nursery.start(partial(serve, rt, "127.0.0.1", 0, directory=work))
-            await connected(rt, work)
+            served: Server = await nursery.start(partial(serve, rt, "127.0.0.1", 0, directory=work))
+            await connected(rt, work, server)
             try:
-                yield rt, server.url
+                yield rt, served.url
             finally:
-                server.stop()
+                served.stop()
 
 
 @SDK_SSE_GENERATORS
@@ -121,7 +126,11 @@ async def test_resources_commands_and_the_tools_changed_event(tmp_path: Path):
         "test:notes://readme": {
             "name": "readme", "uri": "notes://readme", "description": "The project notes.",
             "mimeType": "text/plain", "client": "test",
-        }
+        },
+        "test:pictures://dot": {
+            "name": "dot", "uri": "pictures://dot", "description": "A 1x1 PNG.",
+            "mimeType": "image/png", "client": "test",
+        },
     }  # fmt: skip
     review = next(c for c in commands.json() if c["name"] == "test:review")
     assert_valid(review, component("Command"))
@@ -129,3 +138,44 @@ async def test_resources_commands_and_the_tools_changed_event(tmp_path: Path):
     assert changed["properties"] == {"server": "test"}
     assert_valid(changed, component("EventMcpToolsChanged"))
     assert global_changed["properties"] == {"server": "test"}
+
+
+async def test_a_resource_attached_to_a_prompt_is_read_into_it(tmp_path: Path):
+    client = ScriptedLLM([scripted_answer("read")])
+
+    def resource(uri: str, name: str, mime: str) -> dict[str, Any]:
+        source = {"type": "resource", "clientName": "test", "uri": uri,
+                  "text": {"value": f"@{name}", "start": 0, "end": len(name) + 1}}  # fmt: skip
+        return {"type": "file", "mime": mime, "url": uri, "filename": name, "source": source}
+
+    async with served(tmp_path, {"mcp": {"test": local()}}, client) as (rt, url):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            sid = (await http.post("/session", json={})).json()["id"]
+            parts = [
+                {"type": "text", "text": "What do these say?"},
+                resource("notes://readme", "readme", "text/plain"),
+                resource("pictures://dot", "dot", "image/png"),
+                resource("notes://missing", "missing", "text/plain"),
+            ]
+            answered = await http.post(f"/session/{sid}/message", json={"parts": parts})
+    assert answered.status_code == 200, answered.text
+    (user,) = [m for m in client.requests[0].messages if isinstance(m, UserMessage)]
+    text = "".join(p.text for p in user.content if isinstance(p, TextPart))
+    assert text.startswith("What do these say?\nReading MCP resource: readme (notes://readme)\n")
+    assert "\nRemember the milk.\nReading MCP resource: dot (pictures://dot)\n" in text
+    assert "Failed to read MCP resource missing: MCP error" in text
+    (image,) = [p for p in user.content if isinstance(p, FilePart)]
+    assert image.mime == "image/png" and image.url.startswith("data:image/png;base64,iVBOR")
+
+
+async def test_a_directory_with_a_nul_byte_is_a_bad_request(tmp_path: Path):
+    async with served(tmp_path, {"mcp": {"test": local()}}) as (rt, url):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            answers = [
+                await http.post("/mcp/test/connect", params={"directory": "\x00"}),
+                await http.get("/mcp", headers={"x-opencode-directory": "%00"}),
+            ]
+        assert rt.execution.location_for(str(tmp_path / "project")).mcp.servers["test"]
+    for answer in answers:
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["_tag"] == "InvalidRequestError"

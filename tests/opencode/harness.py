@@ -164,12 +164,13 @@ class Kittiwake:
     """``kittiwake serve`` in a project directory configured for the mock provider.
 
     ``as_make_run``: started as ``make run`` starts it, the virtualenv's ``bin/kittiwake``
-    with that ``bin`` not on ``PATH`` (else ``python -m gateway serve``).
+    with that ``bin`` not on ``PATH`` (else ``python -m gateway serve``). ``mcp``: the
+    project's MCP servers (its ``mcp`` key).
     """
 
     def __init__(
         self, tmp: Path, provider: Provider, *, permission: dict[str, Any] | None = None,
-        as_make_run: bool = False,
+        as_make_run: bool = False, mcp: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
         self.tmp = tmp
         self.project = tmp / "project"
@@ -187,6 +188,8 @@ class Kittiwake:
         }  # fmt: skip
         if permission is not None:
             config["permission"] = permission
+        if mcp is not None:
+            config["mcp"] = mcp
         (self.project / "kittiwake.json").write_text(json.dumps(config))
         self.env = client_env(tmp)
         self.env["KITTIWAKE_DATA_DIR"] = str(tmp / "data")
