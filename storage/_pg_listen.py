@@ -1,9 +1,10 @@
 """Commit notifications between PostgreSQL stores on one database (cluster mode).
 
 A cluster store's batch that appended events sends, in its own transaction, one
-``pg_notify('kittiwake', '<owner> <session> <first seq> <last seq>')`` per session it
-appended to; PostgreSQL delivers them when (and only if) the transaction commits, in
-commit order. A :class:`Listener` (a connection of its own, blocking: run it on a
+``pg_notify('kittiwake', ...)`` whose payload is its owner then a line ``<session> <first
+seq> <last seq>`` per session it appended to (more than one notification only when the
+lines pass PostgreSQL's 8000-byte payload limit); PostgreSQL delivers them when (and only
+if) the transaction commits, in commit order. A :class:`Listener` (a connection of its own, blocking: run it on a
 thread) hands on the other owners' notifications: this worker's own commits already
 reach its event hub through its StorageActor. A notification says "events up to this
 seq are committed": a reader catches up by seq (``Events``) and never trusts the
@@ -31,22 +32,32 @@ __all__ = ["CHANNEL", "Listener", "listen", "notify"]
 
 CHANNEL: Final = "kittiwake"
 _log = logging.getLogger("kittiwake.storage")
+_PAYLOAD_LIMIT: Final = 7900
+"""Bytes of one notification's payload at most (PostgreSQL refuses more than 8000)."""
 _BEHIND_POLL: Final = 0.02
 """Seconds between attempts to hand on a backlog while the consumer is behind."""
 
 
 def notify(pg: psycopg.Connection[Any], owner: str, events: Sequence[StoredEvent]) -> None:
-    """Send one notification per session *events* append to, in the open transaction."""
+    """Notify, in the open transaction, the sessions *events* append to: one notification
+    for the batch (one per ``_PAYLOAD_LIMIT`` bytes of lines)."""
     spans: dict[str, tuple[int, int]] = {}
     for event in events:
         first, last = spans.get(event.aggregate_id, (event.seq, event.seq))
         spans[event.aggregate_id] = (min(first, event.seq), max(last, event.seq))
-    if spans:
-        with pg.cursor() as cursor:
-            cursor.executemany(
-                "select pg_notify(%s, %s)",
-                [(CHANNEL, f"{owner} {sid} {a} {b}") for sid, (a, b) in spans.items()],
-            )
+    payloads: list[str] = []
+    payload, size = owner, len(owner.encode())
+    for sid, (first, last) in spans.items():
+        line = f"\n{sid} {first} {last}"
+        if payload != owner and size + len(line.encode()) > _PAYLOAD_LIMIT:
+            payloads.append(payload)
+            payload, size = owner, len(owner.encode())
+        payload += line
+        size += len(line.encode())
+    if payload != owner:
+        payloads.append(payload)
+    for each in payloads:
+        pg.execute("select pg_notify(%s, %s)", [CHANNEL, each])
 
 
 class Listener:
@@ -79,8 +90,14 @@ class Listener:
         return out
 
     def _parse(self, payload: str) -> list[tuple[str, int, int]]:
-        owner, sid, first, last = payload.rsplit(" ", 3)
-        return [] if owner == self._owner else [(sid, int(first), int(last))]
+        owner, *lines = payload.split("\n")
+        if owner == self._owner:
+            return []
+        out: list[tuple[str, int, int]] = []
+        for line in lines:
+            sid, first, last = line.rsplit(" ", 2)
+            out.append((sid, int(first), int(last)))
+        return out
 
     def close(self) -> None:
         """Close the connection; safe to call twice."""

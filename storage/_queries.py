@@ -77,13 +77,14 @@ class StoreQueries(StoreCaches):
         return [decode_permission(r[0]) for r in rows]
 
     def lease_of(self, session_id: str) -> p.Lease | None:
-        """The session's live lease (held, unexpired), or None."""
+        """The session's live lease (held or parked, unexpired), or None."""
         return self._leases.live(session_id)
 
     def orphans(self, limit: int) -> list[str]:
-        """Sessions with unpromoted input and no live lease, or whose lease expired
-        unreleased; at most *limit*, by id."""
-        pending = [s for s in self.session_ids_with_pending() if self._leases.live(s) is None]
+        """Sessions with unpromoted input and no lease driving them (none live, or a
+        parked one), or whose lease expired unreleased and unparked; at most *limit*, by
+        id."""
+        pending = [s for s in self.session_ids_with_pending() if _undriven(self._leases.live(s))]
         expired = [s for s in self._leases.expired() if self.session_row(s) is not None]
         return sorted({*pending, *expired})[:limit]
 
@@ -254,6 +255,10 @@ class StoreQueries(StoreCaches):
             backups=self._backups,
             last_backup_seconds=self._last_backup_seconds,
         )
+
+
+def _undriven(lease: p.Lease | None) -> bool:
+    return lease is None or lease.parked
 
 
 def _stored_from_row(row: Sequence[Any]) -> StoredEvent:
