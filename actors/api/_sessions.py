@@ -184,9 +184,11 @@ class Sessions:
                 current.set_attribute("kittiwake.prompt", prompt.text)
             reserved = self._x.reserve_opening(session_id) if resume and id is None else None
             if reserved is not None:
-                return await admit_and_open(
+                opened = await admit_and_open(
                     self._storage, op, *reserved, admission_timeout=self._admission_timeout
                 )
+                if opened is not None:
+                    return opened
             receipt, _ = await self._storage.write(op)
             if resume:
                 await self._x.wake(session_id, receipt.admitted_seq)

@@ -6,7 +6,10 @@ its drains). ``docs/cluster.md`` tells the whole model; this module holds the ac
 
 - :class:`SessionLease`: one SessionActor's lease. Acquired at the start of a drain chain,
   renewed every ``ClusterOptions.renew_every`` seconds while it runs (a lost lease cancels
-  the drain: interrupted by a takeover, not failed), released when the chain ends.
+  the drain: interrupted by a takeover, not failed), parked when the chain ends: kept
+  under its token for ``ClusterOptions.lease_idle`` seconds, so the next prompt's drain
+  takes it back (in its admission's own batch when admitted here) instead of acquiring
+  it again; any other worker may acquire a parked lease meanwhile.
 - :data:`DRAIN_FENCE`: the token of the lease the current task drives under. The
   StorageActor stamps it on every command with a ``fence`` field written from that task or
   the tasks it starts, so a stale driver's writes are refused by the store (``LeaseLost``).
@@ -39,9 +42,11 @@ from runtime.events import decode_event
 from storage import (
     AcquireLease,
     EventsTail,
+    Lease,
     LeaseLost,
     LeaseOf,
     Orphans,
+    ParkLease,
     PendingInputs,
     ReleaseLease,
     RenewLease,
@@ -93,6 +98,7 @@ _ANSWERED: Final = (
 DEFAULT_LEASE_TTL: Final = 10.0
 DEFAULT_RENEW_EVERY: Final = 3.0
 DEFAULT_SWEEP_EVERY: Final = 5.0
+DEFAULT_LEASE_IDLE: Final = 5.0
 
 
 class ClusterOptions(msgspec.Struct, frozen=True):
@@ -110,21 +116,30 @@ class ClusterOptions(msgspec.Struct, frozen=True):
     """Sessions one sweep wakes at most."""
     wait_poll: float = 0.05
     """How often a ``wait`` on a worker that does not drive the session looks again
-    (a release commits no event to wake it)."""
+    (a park commits no event to wake it)."""
+    lease_idle: float = DEFAULT_LEASE_IDLE
+    """How long a lease stays parked once its drains went idle: the session's next drain
+    within it takes the lease back under the same token (no acquisition), after it the
+    lease is free. 0: free at once, as a release."""
 
     def __post_init__(self) -> None:
         if not self.owner:
             raise ValueError("a cluster worker needs an owner id")
         if not 0 < self.renew_every * 3 <= self.lease_ttl:
             raise ValueError("renew_every must be positive and at most a third of lease_ttl")
+        if not self.lease_idle >= 0:
+            raise ValueError("lease_idle must be 0 or more seconds")
 
 
 class SessionLease:
     """One SessionActor's lease on its session (cluster mode); see the module doc.
 
-    ``token`` is the fencing token while held, else None. ``taken_over`` says the last
-    acquisition found the previous holder's lease expired unreleased (its drain may have
-    been cut short: the actor recovers the session as a restart would).
+    ``token`` is the fencing token while held (driving or parked), else None.
+    ``taken_over`` says the last acquisition found the previous holder's lease expired
+    unreleased (its drain may have been cut short: the actor recovers the session as a
+    restart would). A parked lease counts as held until ``lease_idle`` seconds after it
+    was parked (the store frees it then, on its own clock); taking it back may still
+    find it acquired by another worker meanwhile.
     """
 
     def __init__(self, storage: StorageActor, session_id: str, options: ClusterOptions) -> None:
@@ -134,6 +149,8 @@ class SessionLease:
         self.token: int | None = None
         self._last = -1
         """The token of this actor's previous lease."""
+        self._parked_at: float | None = None
+        """When the lease was parked (trio's clock), while it is."""
         self.fresh = True
         """Another worker held the lease between this one's last and this acquisition."""
         self.taken_over = False
@@ -142,33 +159,78 @@ class SessionLease:
 
     @property
     def held(self) -> bool:
-        return self.token is not None and not self.lost
+        """Whether this actor holds the lease, driving or parked (within ``lease_idle``)."""
+        if self.token is None or self.lost:
+            return False
+        parked = self._parked_at
+        return parked is None or trio.current_time() - parked < self._options.lease_idle
+
+    @property
+    def parked(self) -> bool:
+        """Whether this actor holds the lease parked (its drains idle)."""
+        return self._parked_at is not None and self.held
+
+    def opening(self) -> RenewLease | None:
+        """The renewal an admission made here sends in its own batch to open the session's
+        next activity under the parked lease (``AdmitAndOpen(lease=...)``), or None when
+        the lease is not parked here."""
+        if not self.parked or self.token is None:
+            return None
+        return self._renewal(self.token)
+
+    def opened(self, *, taken_back: bool) -> None:
+        """What the admission's batch did with :meth:`opening`'s renewal: the lease taken
+        back, or refused (another worker acquired it: forgotten here)."""
+        if taken_back:
+            self._taken_back()
+        else:
+            self.token, self._parked_at = None, None
 
     async def acquire(self) -> bool:
-        """Take the lease; False when another worker holds it unexpired (it drives), or
-        when the acquisition failed to commit (logged; if it did commit, the lease expires
-        and the sweep finds the session). Sets ``fresh`` when another worker held the
-        lease since this one last did (tokens grow by one per acquisition) and
-        ``taken_over``. Cancellation abandons the wait (an acquisition that committed
-        expires)."""
-        try:
-            lease = await self._storage.write(
-                AcquireLease(
-                    session_id=self._session_id, owner=self._options.owner,
-                    ttl_ms=int(self._options.lease_ttl * 1000),
-                )
-            )  # fmt: skip
-        except StorageError as exc:
-            _log.warning("lease not acquired", extra={"session": self._session_id}, exc_info=exc)
-            lease = None
+        """Hold the lease to drive: kept when it drives already (an admission took it back),
+        taken back under its token when parked here, else acquired; False when another
+        worker holds it unexpired (it drives), or when the write failed to commit (logged;
+        if it did commit, the lease expires and the sweep finds the session). Sets
+        ``fresh`` when another worker held the lease since this one last did (tokens grow
+        by one per acquisition) and ``taken_over``. Cancellation abandons the wait (an
+        acquisition that committed expires)."""
+        if self.held and self._parked_at is None:
+            return True
+        if self.parked and self.token is not None:
+            if await self._write(self._renewal(self.token)) is not None:
+                self._taken_back()
+                return True
+        self.token, self._parked_at = None, None
+        lease = await self._write(
+            AcquireLease(
+                session_id=self._session_id, owner=self._options.owner,
+                ttl_ms=int(self._options.lease_ttl * 1000),
+            )
+        )  # fmt: skip
         self.lost = False
         if lease is None:
-            self.token = None
             return False
         self.fresh = lease.token != self._last + 1
         self.token = self._last = lease.token
         self.taken_over = lease.taken_over
         return True
+
+    def _taken_back(self) -> None:
+        self._parked_at, self.lost = None, False
+        self.fresh = self.taken_over = False
+
+    def _renewal(self, token: int) -> RenewLease:
+        return RenewLease(
+            session_id=self._session_id, owner=self._options.owner, token=token,
+            ttl_ms=int(self._options.lease_ttl * 1000),
+        )  # fmt: skip
+
+    async def _write(self, command: AcquireLease | RenewLease) -> Lease | None:
+        try:
+            return await self._storage.write(command)
+        except StorageError as exc:
+            _log.warning("lease not acquired", extra={"session": self._session_id}, exc_info=exc)
+            return None
 
     @asynccontextmanager
     async def driving(self, scope: trio.CancelScope) -> AsyncIterator[None]:
@@ -194,12 +256,7 @@ class SessionLease:
         while True:
             await trio.sleep(self._options.renew_every)
             try:
-                lease = await self._storage.write(
-                    RenewLease(
-                        session_id=self._session_id, owner=self._options.owner,
-                        token=self.token or 0, ttl_ms=int(self._options.lease_ttl * 1000),
-                    )
-                )  # fmt: skip
+                lease = await self._storage.write(self._renewal(self.token or 0))
             except StorageError as exc:
                 _log.warning(
                     "lease renewal failed", extra={"session": self._session_id}, exc_info=exc
@@ -223,33 +280,40 @@ class SessionLease:
             self.lost = True
         return self.lost
 
-    async def release(self) -> None:
-        """Release the lease (bounded, shielded: a release that fails lets it expire)."""
+    async def park(self, *, keep_for_pending: bool = True) -> bool:
+        """Park the lease now that the drains are idle (bounded, shielded); True when the
+        store found input pending instead (admitted elsewhere while this worker drove):
+        the lease still drives, and that input is this worker's to drive. Without
+        *keep_for_pending* the lease is released instead (input that could not be
+        promoted waits for the next wake, here or elsewhere). A park or release that
+        fails to commit lets the lease expire (logged); a lost lease is forgotten."""
         token, self.token = self.token, None
         if token is None or self.lost:
-            return
+            return False
+        command: ParkLease | ReleaseLease = (
+            ParkLease(
+                session_id=self._session_id, owner=self._options.owner, token=token,
+                idle_ms=int(self._options.lease_idle * 1000),
+            )
+            if keep_for_pending
+            else ReleaseLease(session_id=self._session_id, owner=self._options.owner, token=token)
+        )  # fmt: skip
+        lease: Lease | None = None
         with trio.move_on_after(self._options.renew_every, shield=True):
             try:
-                await self._storage.write(
-                    ReleaseLease(
-                        session_id=self._session_id, owner=self._options.owner, token=token
-                    )
-                )
+                lease = await self._storage.write(command)
             except StorageError as exc:
                 _log.warning(
-                    "lease release failed; it expires",
-                    extra={"session": self._session_id},
+                    "lease park failed; it expires", extra={"session": self._session_id},
                     exc_info=exc,
-                )
-
-    async def input_pending(self) -> bool:
-        """Whether the session has unpromoted input (read after a release: a prompt
-        admitted elsewhere meanwhile is this worker's to drive, if it acquires first)."""
-        try:
-            rows = await self._storage.read(PendingInputs(session_id=self._session_id))
-        except StorageError:
-            return False  # the sweep finds it once no lease covers it
-        return bool(rows)
+                )  # fmt: skip
+        if lease is None or self.token is not None:  # lost, or acquired again meanwhile
+            return False
+        self.token = token
+        if not lease.parked:
+            return True
+        self._parked_at = trio.current_time()
+        return False
 
 
 class Relay:
@@ -347,16 +411,30 @@ async def sweep(storage: StorageActor, execution: _Execution, options: ClusterOp
 async def wait_elsewhere(
     storage: StorageActor, hub: EventHub, session_id: str, options: ClusterOptions
 ) -> None:
-    """Wait until no worker drives the session and none has input of it to drive: no live
-    lease and no unpromoted input. Re-checked after each of the session's events relayed
-    here, and every ``wait_poll`` seconds (a release commits no event). Cancellation ends
-    the wait."""
+    """Wait until no other worker drives the session and none has input of it to drive
+    (called once this worker's own drains of it are idle): no live lease, a parked one
+    or this worker's, and no unpromoted input. Re-checked after each of the session's
+    events relayed here, and every ``wait_poll`` seconds (a park commits no event).
+    Cancellation ends the wait."""
     with hub.subscribe(session_id) as sub:
         while True:
-            lease = await storage.read(LeaseOf(session_id=session_id))
-            if lease is None:
-                rows = await storage.read(PendingInputs(session_id=session_id))
-                if not rows:
-                    return
+            if await _settled(storage, session_id, options.owner):
+                return
             with trio.move_on_after(options.wait_poll):
                 await sub.receive()
+
+
+async def _settled(storage: StorageActor, session_id: str, owner: str) -> bool:
+    """Whether no other worker drives the session (no live lease, a parked one, or this
+    worker's, whose drains the caller waited for) and none of its input is pending: the
+    two reads are sent together, so they are answered in one round trip."""
+    leases: list[Lease | None] = []
+
+    async def lease_of() -> None:
+        leases.append(await storage.read(LeaseOf(session_id=session_id)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lease_of)
+        pending = await storage.read(PendingInputs(session_id=session_id))
+    lease = leases[0]
+    return (lease is None or lease.parked or lease.owner == owner) and not pending

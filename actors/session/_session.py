@@ -70,7 +70,7 @@ from runtime.drain import (
 from runtime.history import HistoryView, to_llm_model, visible_history
 from runtime.revert import hidden_ranges
 from runtime.telemetry import current_span_context, span
-from storage import AppendWithPending, HistoryChanges, PromoteInputs
+from storage import AppendWithPending, HistoryChanges, PromoteInputs, RenewLease
 
 __all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError"]
 
@@ -123,8 +123,11 @@ class SessionActor(Actor[Message]):
         self._lease = (
             SessionLease(ports.storage, session_id, ports.cluster) if ports.cluster else None
         )
-        """Cluster mode: the session's lease, held while a drain chain runs here."""
+        """Cluster mode: the session's lease, held while a drain chain runs here and parked
+        for a while after."""
         self._releasing = False
+        self._opening_lease: RenewLease | None = None
+        """Cluster mode: the renewal of the lease parked here when the opening was reserved."""
 
     @property
     def driving(self) -> bool:
@@ -143,15 +146,18 @@ class SessionActor(Actor[Message]):
 
     def reserve_opening(self) -> tuple[int, int] | None:
         """Let an admission open the next activity in its own batch, if the actor is idle
-        and ready (recovered, epoch initialized); return the history version to read
-        from, or None. Until :meth:`release_opening` or :meth:`hand_opened` the actor
-        does not count as idle, so it is not passivated meanwhile."""
+        and ready (recovered, epoch initialized) and, in cluster mode, holds its lease
+        parked (:meth:`opening_lease`); return the history version to read from, or None.
+        Until :meth:`release_opening` or :meth:`hand_opened` the actor does not count as
+        idle, so it is not passivated meanwhile."""
         if not (self.lane.idle and self._recovered and self._has_epoch) or self._openings:
-            return None
-        if self._lease is not None:  # cluster mode: the lease is taken by the drain first
             return None
         if self._opened is not None or self.state != "running":
             return None
+        if self._lease is not None:  # cluster mode: only under the lease parked here
+            self._opening_lease = self._lease.opening()
+            if self._opening_lease is None:
+                return None
         self._openings += 1
         return self._history.generation, self._history.version
 
@@ -160,6 +166,18 @@ class SessionActor(Actor[Message]):
         context = current_span_context()
         if context is not None and len(self._admissions) < _MAX_LINKS:
             self._admissions.append(context)
+
+    def opening_lease(self) -> RenewLease | None:
+        """Cluster mode: the renewal the reserved opening's batch sends to take the parked
+        lease back (``AdmitAndOpen(lease=...)``), as it was when reserved; None in one
+        process."""
+        return self._opening_lease
+
+    def lease_opened(self, *, taken_back: bool) -> None:
+        """Cluster mode: the reserved opening's batch took the parked lease back, or found
+        it acquired by another worker."""
+        if self._lease is not None:
+            self._lease.opened(taken_back=taken_back)
 
     def release_opening(self, *, in_doubt: bool = False) -> None:
         """The reserved opening will not come: its admission failed, or (*in_doubt*) it
@@ -312,11 +330,11 @@ class SessionActor(Actor[Message]):
                 break
             mode = self.lane.finished()
             if mode is None and self._lease is not None:
-                self._releasing = True  # not idle until released: a wait sees it free
-                await self._lease.release()
-                # Input admitted elsewhere between the drain's last look and the release
-                # is this worker's to drive (once: input that cannot be promoted waits).
-                if not rewoken and await self._lease.input_pending():
+                self._releasing = True  # not idle until parked: a wait sees it free
+                # Input admitted elsewhere between the drain's last look and the park
+                # keeps the lease driving: it is this worker's to drive (once: input that
+                # cannot be promoted waits, the lease released, for the next wake).
+                if await self._lease.park(keep_for_pending=not rewoken):
                     rewoken, mode = True, "wake" if self.lane.wake(WAKE_ANY) == "start" else None
                 self._releasing = False
         self._answer_idle_waiters()
