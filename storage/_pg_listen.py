@@ -63,8 +63,10 @@ def notify(pg: psycopg.Connection[Any], owner: str, events: Sequence[StoredEvent
 class Listener:
     """Other owners' commit notifications, on a connection of its own.
 
-    Blocking: call :meth:`wait` on a thread (``trio.to_thread.run_sync``); :meth:`close`
-    ends it. Opening raises ``psycopg.Error`` when the server cannot be reached.
+    Blocking: call :meth:`wait` on a thread (``trio.to_thread.run_sync``), or wait for
+    :meth:`fileno` to be readable and take what arrived with :meth:`ready` (which never
+    blocks); :meth:`close` ends it. Opening raises ``psycopg.Error`` when the server cannot
+    be reached.
     """
 
     def __init__(self, url: str, owner: str, *, connect_timeout: float = 10.0) -> None:
@@ -85,9 +87,21 @@ class Listener:
         out: list[tuple[str, int, int]] = []
         for n in self._conn.notifies(timeout=timeout, stop_after=1):
             out += self._parse(n.payload)
+        return out + self.ready()
+
+    def ready(self) -> list[tuple[str, int, int]]:
+        """The notifications that have arrived, without waiting (as :meth:`wait`).
+
+        Raises psycopg.Error when the connection is lost.
+        """
+        out: list[tuple[str, int, int]] = []
         for n in self._conn.notifies(timeout=0.0):
             out += self._parse(n.payload)
         return out
+
+    def fileno(self) -> int:
+        """The connection's socket: readable when something arrived."""
+        return self._conn.fileno()
 
     def _parse(self, payload: str) -> list[tuple[str, int, int]]:
         owner, *lines = payload.split("\n")
@@ -112,9 +126,11 @@ async def listen(
     """Hand other owners' commit notifications to *send* until cancelled.
 
     Started with ``nursery.start``, it returns once listening: a commit made after that
-    is handed on. The connection waits on a worker thread at most *poll* seconds at a
-    time, so cancellation takes at most that long (``trio.Cancelled`` propagates; the
-    connection is closed). When *send* is full, notifications are merged per session
+    is handed on. The connection is opened on a worker thread; then this task waits for
+    its socket to be readable (at most *poll* seconds at a time, so a lost connection is
+    noticed) and takes what arrived without blocking, with no thread per notification.
+    Cancellation ends it at once (``trio.Cancelled`` propagates; the connection is
+    closed). When *send* is full, notifications are merged per session
     (first seq the lowest, last the highest) and handed on as room appears: none is
     dropped. A lost connection (or a failed connect) is logged and opened again after
     *reconnect_after* seconds; notifications sent meanwhile are lost, so a consumer
@@ -135,8 +151,14 @@ async def listen(
                 started = True
                 task_status.started()
             while True:
-                wait = _BEHIND_POLL if backlog else poll
-                for sid, first, last in await trio.to_thread.run_sync(listener.wait, wait):
+                arrived = listener.ready()
+                if arrived:
+                    await trio.lowlevel.checkpoint()
+                else:
+                    with trio.move_on_after(_BEHIND_POLL if backlog else poll):
+                        await trio.lowlevel.wait_readable(listener.fileno())
+                    arrived = listener.ready()
+                for sid, first, last in arrived:
                     old = backlog.get(sid)
                     backlog[sid] = (first, last) if old is None else (
                         min(old[0], first), max(old[1], last)
