@@ -52,11 +52,13 @@ __all__ = [
     "LEASE_COMMANDS",
     "LEASE_PARKED_SCHEMA",
     "LEASE_SCHEMA",
+    "LeaseRow",
     "LeaseTable",
     "leased_session",
     "monotonic_ms",
     "pg_lease_answers",
     "pg_lease_table",
+    "pg_expect_leases",
     "pg_leases_of",
     "pg_lock_leases",
     "pg_orphans",
@@ -83,7 +85,8 @@ LEASE_PARKED_SCHEMA: Final = [
 ]
 """Schema version 3: a lease its holder parked while idle (see the module docstring)."""
 
-_LEASE: Final = "session_id, owner, token, (extract(epoch from expires_at) * 1000)::bigint, parked"
+_EXPIRY: Final = "(extract(epoch from expires_at) * 1000)::bigint"
+_LEASE: Final = f"session_id, owner, token, {_EXPIRY}, parked"
 
 
 def monotonic_ms() -> int:
@@ -138,6 +141,9 @@ class LeaseTable:
         self._loaded: set[str] = set()
         self.changed: set[str] = set()
         """Sessions whose row a command changed (since the table was made)."""
+        self.timed: set[str] = set()
+        """Changed rows whose expiry a command set from the clock: with a clock of 0,
+        expiries relative to the write (``pg_write_leases(relative=True)``)."""
 
     def load(self, session_id: str, row: LeaseRow) -> None:
         """Hold *row* as the session's lease (read from where the rows are kept)."""
@@ -163,16 +169,17 @@ class LeaseTable:
                 return None
             token = 1 if row is None else row.token + 1
             taken_over = row is not None and not (row.released or row.parked)
-            self._put(sid, LeaseRow(op.owner, token, now + op.ttl_ms))
+            self._put(sid, LeaseRow(op.owner, token, now + op.ttl_ms), timed=True)
             return self._lease(sid, taken_over=taken_over)
         if row is None or row.released or (row.owner, row.token) != (op.owner, op.token):  # type: ignore[attr-defined]
             return None
         if isinstance(op, RenewLease):
-            self._put(sid, LeaseRow(row.owner, row.token, now + op.ttl_ms))
+            self._put(sid, LeaseRow(row.owner, row.token, now + op.ttl_ms), timed=True)
             return self._lease(sid)
         if isinstance(op, ParkLease):
             if not pending(sid):
-                self._put(sid, LeaseRow(row.owner, row.token, now + op.idle_ms, parked=True))
+                row = LeaseRow(row.owner, row.token, now + op.idle_ms, parked=True)
+                self._put(sid, row, timed=True)
             elif row.parked:
                 self._put(sid, LeaseRow(row.owner, row.token, row.expires_at_ms))
             return self._lease(sid)
@@ -180,9 +187,13 @@ class LeaseTable:
         self._put(sid, LeaseRow(row.owner, row.token, row.expires_at_ms, released=True))
         return None
 
-    def _put(self, session_id: str, row: LeaseRow) -> None:
+    def _put(self, session_id: str, row: LeaseRow, *, timed: bool = False) -> None:
         self._rows[session_id] = row
         self.changed.add(session_id)
+        if timed:
+            self.timed.add(session_id)
+        else:
+            self.timed.discard(session_id)
 
     def live(self, session_id: str) -> Lease | None:
         """The session's lease when held (parked or not) and unexpired."""
@@ -250,16 +261,49 @@ def pg_lease_table(reads: _LeaseReads) -> LeaseTable:
     return table
 
 
-def pg_write_leases(pg: psycopg.Connection[Any], table: LeaseTable) -> None:
+def pg_expect_leases(pg: psycopg.Connection[Any], rows: dict[str, LeaseRow]) -> None:
+    """Send, in the open transaction, the check that each session's lease is still the row
+    in *rows* (its owner, token, released and parked; not its expiry): it locks them (in
+    id order) until the transaction ends, or fails with ``storage._pg_schema.STALE``."""
+    ids = sorted(rows)
+    pg.execute(
+        "select kittiwake_expect(count(*) = %s) from (select 1 from session_lease l "
+        "join unnest(%s::text[], %s::text[], %s::bigint[], %s::boolean[], %s::boolean[]) "
+        "e(session_id, owner, token, released, parked) on l.session_id = e.session_id "
+        "and l.owner = e.owner and l.token = e.token and l.released = e.released "
+        "and l.parked = e.parked order by l.session_id for update of l) locked",
+        [
+            len(ids), ids, [rows[i].owner for i in ids], [rows[i].token for i in ids],
+            [rows[i].released for i in ids], [rows[i].parked for i in ids],
+        ],
+    )  # fmt: skip
+
+
+def pg_write_leases(
+    pg: psycopg.Connection[Any], table: LeaseTable, *, relative: bool = False
+) -> dict[str, psycopg.Cursor[Any]]:
     """Write the rows *table*'s commands changed, in the open transaction. A row that was
     not there when the batch locked the others is inserted, not upserted: another batch
     creating the same lease meanwhile fails this one on the key (planned again, it finds
-    that lease)."""
+    that lease). With *relative* (a table on a clock of 0), a row whose expiry a command
+    set from the clock expires that long after the server's clock at the write: answers
+    the cursor of each, which reads its expiry (milliseconds) once committed."""
     rows = [(sid, row) for sid in sorted(table.changed) if (row := table.row(sid)) is not None]
     new = [(sid, r) for sid, r in rows if not table.loaded(sid)]
     old = [(sid, r) for sid, r in rows if table.loaded(sid)]
+    timed = {sid: r for sid, r in old if relative and sid in table.timed}
+    expiries: dict[str, psycopg.Cursor[Any]] = {}
+    for sid, r in timed.items():
+        expiries[sid] = pg.execute(
+            "update session_lease set owner = %s, token = %s, "
+            "expires_at = clock_timestamp() + %s * interval '1 ms', released = %s, "
+            f"parked = %s where session_id = %s returning {_EXPIRY}",
+            [r.owner, r.token, r.expires_at_ms, r.released, r.parked, sid],
+        )
+    old = [(sid, r) for sid, r in old if sid not in timed]
     with pg.cursor() as cursor:
         if new:
+            assert not relative, "a row inserted needs the server's clock"
             cursor.executemany(
                 "insert into session_lease values (%s, %s, %s, to_timestamp(%s / 1000.0), %s, %s)",
                 [(sid, r.owner, r.token, r.expires_at_ms, r.released, r.parked) for sid, r in new],
@@ -271,6 +315,7 @@ def pg_write_leases(pg: psycopg.Connection[Any], table: LeaseTable) -> None:
                 "where session_id = %s",
                 [(r.owner, r.token, r.expires_at_ms, r.released, r.parked, sid) for sid, r in old],
             )
+    return expiries
 
 
 def pg_leases_of(pg: psycopg.Connection[Any], session_ids: Sequence[str]) -> psycopg.Cursor[Any]:

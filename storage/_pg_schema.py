@@ -11,7 +11,24 @@ import psycopg
 from storage._leases import LEASE_PARKED_SCHEMA, LEASE_SCHEMA
 from storage._rows import _SESSION_ROWS, TABLES, RowSet
 
-__all__ = ["SCHEMA_VERSION", "migrate", "write_rows"]
+__all__ = ["SCHEMA_VERSION", "STALE", "expect_versions", "migrate", "write_rows"]
+
+STALE: Final = "KW001"
+"""The SQLSTATE ``kittiwake_expect`` fails a statement with: the batch was planned on
+state another worker has changed since."""
+
+_EXPECT_SCHEMA: Final = [
+    """create function kittiwake_expect(ok boolean) returns boolean language plpgsql as $$
+    begin
+        if not ok then
+            raise exception 'a batch was planned on state another worker changed'
+                using errcode = 'KW001';
+        end if;
+        return true;
+    end $$""",
+]
+"""Schema version 4: the check a batch planned without locking first sends before its
+writes (``expect_versions``, ``storage._leases.pg_expect_leases``)."""
 
 _SCHEMA: Final[list[list[str]]] = [
     [
@@ -71,6 +88,7 @@ _SCHEMA: Final[list[list[str]]] = [
     ],
     LEASE_SCHEMA,
     LEASE_PARKED_SCHEMA,
+    _EXPECT_SCHEMA,
 ]
 SCHEMA_VERSION: Final = len(_SCHEMA)
 _SCHEMA_LOCK: Final = 0x4B697474  # an advisory lock key: one opener migrates at a time
@@ -93,6 +111,19 @@ def migrate(pg: psycopg.Connection[Any]) -> None:
             pg.execute(
                 "insert into schema_version values (%s, %s)", [version, time.time_ns() // 10**6]
             )
+
+
+def expect_versions(pg: psycopg.Connection[Any], versions: dict[str, int]) -> None:
+    """Send, in the open transaction, the check that each session still has the version
+    in *versions*: it locks their rows (in id order) until the transaction ends, or fails
+    with :data:`STALE` (and the transaction with it)."""
+    ids = sorted(versions)
+    pg.execute(
+        "select kittiwake_expect(count(*) = %s) from (select 1 from session s "
+        "join unnest(%s::text[], %s::bigint[]) e(id, version) "
+        "on s.id = e.id and s.version = e.version order by s.id for update of s) locked",
+        [len(ids), ids, [versions[i] for i in ids]],
+    )
 
 
 def write_rows(pg: psycopg.Connection[Any], rows: RowSet) -> None:

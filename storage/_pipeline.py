@@ -26,7 +26,7 @@ from storage._caches import (
 )
 from storage._commands import apply
 from storage._leases import LEASE_COMMANDS, LeaseTable, session_of
-from storage._port import AdmitAndOpen, AdmitPrompt, Command, LeaseLost, Query
+from storage._port import AdmitAndOpen, AdmitPrompt, Command, LeaseLost
 from storage._rows import RowSet
 from storage._state import DB_FILE
 from storage._telemetry import batch_span, end_batch_span
@@ -150,17 +150,6 @@ class WritePipeline(StoreCaches):
         self._count(len(operations), len(batch.events))
         self._maybe_backup()
         return outcomes, batch.events
-
-    def answer_many(self, queries: Sequence[Query[Any]]) -> list[Outcome]:
-        """Answer a batch's reads in order (``answer``), each with its value or the error
-        answering it raised."""
-        outcomes: list[Outcome] = []
-        for query in queries:
-            try:
-                outcomes.append(Outcome(value=self.answer(query)))  # type: ignore[attr-defined]
-            except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
-                outcomes.append(Outcome(error=exc))
-        return outcomes
 
     def after_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         """Call *callback* once everything written so far is durable (with the sync's

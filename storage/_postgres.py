@@ -45,32 +45,26 @@ from storage._batch import StoredEvent, WriteBatch
 from storage._caches import CACHE_MESSAGES, decode_message, input_from_row
 from storage._leases import (
     LEASE_COMMANDS,
+    LeaseRow,
     LeaseTable,
     leased_session,
-    pg_lease_answers,
+    pg_expect_leases,
     pg_lease_table,
-    pg_leases_of,
     pg_lock_leases,
-    pg_orphans,
     pg_write_leases,
     session_of,
 )
+from storage._pg_caches import _KNOWN, ClusterCaches
 from storage._pg_listen import notify
-from storage._pg_queries import PostgresQueries
-from storage._pg_schema import migrate, write_rows
+from storage._pg_schema import STALE, expect_versions, migrate, write_rows
 from storage._pipeline import Outcome, WritePipeline
 from storage._port import (
+    AcquireLease,
     AdmitAndOpen,
     AdmitPrompt,
     Command,
-    IsApproved,
     Lease,
-    LeaseOf,
-    MessageEntry,
-    Orphans,
     ParkLease,
-    Permission,
-    Query,
     ReleaseLease,
     RenewLease,
 )
@@ -95,20 +89,10 @@ _RETRY: Final = (
     psycopg.errors.DeadlockDetected,
     psycopg.errors.SerializationFailure,
 )
-_INDEX_REBUILD: Final = 8 * CACHE_MESSAGES
-"""Keys indexed since the index was rebuilt from the caches (evicted keys linger)."""
-_KNOWN: Final = 65536
-"""Sessions whose version a cluster store remembers; one forgotten has its caches dropped
-and re-read the next time it is touched."""
 _SOFT: Final = (RenewLease, ParkLease, ReleaseLease)
 """Commands whose loss to a crash of the server is safe: a batch of these alone commits
 without waiting for its WAL flush (``synchronous_commit`` off). A lost renewal, park or
 release leaves the lease as it was, to expire: taken over, its holder's writes refused."""
-_VERSIONS: Final = "select id, version from session where id = any(%s) order by id"
-_BY_ID: Final = (MessageEntry, Permission, IsApproved)
-"""Queries a cluster store answers by reading through (by message or request id)."""
-_UNLOCKED: Final = (LeaseOf, Orphans)
-"""Queries of a cluster store answered by SQL with no cache to revalidate."""
 
 
 class PostgresStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -137,7 +121,7 @@ class _Placeholders:
         return cursor
 
 
-class PostgresStore(WritePipeline, PostgresQueries):
+class PostgresStore(ClusterCaches, WritePipeline):
     """The store on PostgreSQL. Use :meth:`open`; close with :meth:`close`.
 
     Args:
@@ -176,22 +160,14 @@ class PostgresStore(WritePipeline, PostgresQueries):
         stalled_transaction_ms: int = DEFAULT_STALLED_TRANSACTION_MS,
     ) -> None:  # fmt: skip
         super().__init__(Path(directory), ids=ids)
-        self.owner = owner
+        self._validate(owner)
         self._stalled_ms = stalled_transaction_ms
-        self._versions: OrderedDict[str, int | None] = OrderedDict()
-        """Cluster mode: the version of each session this store's caches are from."""
-        self._keys: dict[str, set[str]] = {}
-        """Cluster mode: the keys each session has in the keyed caches (``_cache``)."""
-        self._indexed = 0
+        self._lease_rows: OrderedDict[str, LeaseRow] = OrderedDict()
+        """Cluster mode: the lease rows this store last read or wrote (``_unchanged``)."""
         self._leases_now: LeaseTable | None = None
+        """The leases of the batch being planned, read under its locks."""
         self._pipeline: psycopg.Pipeline | None = None
         """The batch's pipeline while one is planned and written (``_sync``)."""
-        """The leases of the batch being planned, read under its locks."""
-        self._leases_read: dict[str, Lease | None] | None = None
-        """``LeaseOf`` answers a batch of reads read together (``answer_many``)."""
-        self._fresh_reads = False
-        """Reads answered right after a batch (``then``) need no revalidation: the batch
-        held its sessions' locks until it committed."""
         self._url = url
         self._connect_timeout = connect_timeout
         self._pg: psycopg.Connection[Any] | None = None
@@ -271,24 +247,33 @@ class PostgresStore(WritePipeline, PostgresQueries):
         soft = bool(operations) and all(isinstance(op, _SOFT) for op in operations)
         started = time.perf_counter()
         span = batch_span(len(operations), 0)  # the events are counted at the end
-        for attempt in range(1, _ATTEMPTS + 1):
+        optimistic = self._unchanged(operations, touched, leased)
+        attempt = 0
+        while True:
             try:
                 with self._transaction(soft=soft):
-                    batch, outcomes, bumped = self._plan_and_write(operations, touched, leased)
+                    batch, outcomes, bumped, expiries = self._plan_and_write(
+                        operations, touched, leased, optimistic=optimistic
+                    )
                 versions = _versions(bumped)
-            except _RETRY as exc:
-                self._absent.clear()
-                if self.owner is None or attempt == _ATTEMPTS:
-                    end_batch_span(span, started, error=exc)
-                    return self._commit_failed(exc, len(operations), on_durable)
-                self._drop(touched)
-                continue
+                committed = self._leases_now
             except psycopg.Error as exc:
+                self._absent.clear()
+                self._forget_leases(leased)
+                if optimistic and exc.sqlstate == STALE:  # planned on stale state: lock first
+                    optimistic = False
+                    self._drop(touched)
+                    continue
+                attempt += 1
+                if isinstance(exc, _RETRY) and self.owner is not None and attempt < _ATTEMPTS:
+                    self._drop(touched)
+                    continue
                 end_batch_span(span, started, error=exc)
                 return self._commit_failed(exc, len(operations), on_durable)
             finally:
                 self._leases_now = None
             break
+        self._kept_leases(committed, leased, expiries, operations, outcomes)
         if batch.events or batch.epochs or batch.approvals:
             self._lsn += 1
             self._last_commit_ms = (time.perf_counter() - started) * 1000
@@ -310,27 +295,35 @@ class PostgresStore(WritePipeline, PostgresQueries):
 
     def _plan_and_write(
         self, operations: Sequence[Command[Any] | Callable[[WriteBatch], Any]],
-        touched: list[str], leased: list[str],
-    ) -> tuple[WriteBatch, list[Outcome], _Bump | None]:  # fmt: skip
+        touched: list[str], leased: list[str], *, optimistic: bool,
+    ) -> tuple[WriteBatch, list[Outcome], _Bump | None, dict[str, psycopg.Cursor[Any]]]:  # fmt: skip
         """Plan and write a batch in the open transaction (pipelined: nothing waits for
         the server but the first read below and the commit); raise psycopg.Error to roll
-        it back. Answers the cursor of the version bump, read once committed."""
+        it back. *optimistic* (see ``_unchanged``): plan on the caches, then send the
+        checks that they are current before the writes, all in one round trip. Answers
+        the cursors of the version bump and of the lease expiries, read once committed."""
         pg = self.pg
         cluster = self.owner is not None
-        locked = None
         if cluster:
             self._approvals = None  # other workers may have saved some
-            if touched:
+        if optimistic:
+            self._leases_now = LeaseTable(lambda: 0)  # expiries relative to the write
+            for sid in leased:
+                self._leases_now.load(sid, self._lease_rows[sid])
+        else:
+            locked = None
+            if cluster and touched:
                 locked = pg.execute(
                     "select id, version from session where id = any(%s) order by id for update",
                     [touched],
                 )
-        clock = any(isinstance(op, (*LEASE_COMMANDS, AdmitAndOpen)) for op in operations)
-        lease_reads = pg_lock_leases(pg, leased, clock=clock) if leased else None
-        self._sync()  # the first round trip: BEGIN, the locks, the clock
-        self._leases_now = pg_lease_table(lease_reads) if lease_reads else LeaseTable()
-        if locked is not None:
-            self._revalidated(touched, locked.fetchall())
+            clock = any(isinstance(op, (*LEASE_COMMANDS, AdmitAndOpen)) for op in operations)
+            lease_reads = pg_lock_leases(pg, leased, clock=clock) if leased else None
+            if locked is not None or lease_reads is not None:
+                self._sync()  # the first round trip: BEGIN, the locks, the clock
+            self._leases_now = pg_lease_table(lease_reads) if lease_reads else LeaseTable()
+            if locked is not None:
+                self._revalidated(touched, locked.fetchall())
         batch = WriteBatch(self)
         self._prefetch([a.message_id for a in map(_admission, operations) if a and not a.fresh])
         outcomes = [self._plan(batch, op) for op in operations]
@@ -338,7 +331,11 @@ class PostgresStore(WritePipeline, PostgresQueries):
         lost = next((o.error for o in outcomes if isinstance(o.error, psycopg.Error)), None)
         if lost is not None:  # a read while planning failed: the connection, not a command
             raise lost
-        pg_write_leases(pg, self._leases_now)
+        if optimistic:
+            expect_versions(pg, {sid: self._versions[sid] or 0 for sid in touched})
+            if leased:
+                pg_expect_leases(pg, {sid: self._lease_rows[sid] for sid in leased})
+        expiries = pg_write_leases(pg, self._leases_now, relative=optimistic)
         bumped = None
         if batch.events or batch.epochs or batch.approvals:
             write_rows(pg, batch.rows())
@@ -351,7 +348,67 @@ class PostgresStore(WritePipeline, PostgresQueries):
                 )
                 bumped = (cursor, written)
                 notify(pg, self.owner or "", batch.events)
-        return batch, outcomes, bumped
+        return batch, outcomes, bumped, expiries
+
+    def _unchanged(
+        self, operations: Sequence[Command[Any] | Callable[[WriteBatch], Any]],
+        touched: list[str], leased: list[str],
+    ) -> bool:  # fmt: skip
+        """Whether a cluster batch may be planned on the caches and written in one round
+        trip, its checks that they are current sent before its writes
+        (``expect_versions``, ``pg_expect_leases``): every session it names exists at a
+        version its caches are from, every lease it names is one this store last read or
+        wrote, it acquires none (an acquisition compares expiries: the server's clock) and
+        plans nothing but commands. A check that fails rolls it back; it is then planned
+        again under the locks."""
+        return (
+            self.owner is not None
+            and all(self._versions.get(sid) is not None for sid in touched)
+            and all(sid in self._lease_rows for sid in leased)
+            and all(isinstance(op, Command) for op in operations)
+            and not any(isinstance(op, AcquireLease) for op in operations)
+        )
+
+    def _kept_leases(
+        self, table: LeaseTable | None, leased: list[str],
+        expiries: dict[str, psycopg.Cursor[Any]],
+        operations: Sequence[Command[Any] | Callable[[WriteBatch], Any]],
+        outcomes: list[Outcome],
+    ) -> None:  # fmt: skip
+        """After a commit: remember the lease rows the batch read or wrote (*table*: a
+        cluster store's next batch may plan on them), with the expiries the server set,
+        which the answers of its renewals and parks carry too."""
+        if table is None or self.owner is None:
+            return
+        at: dict[str, int] = {}
+        for sid, cursor in expiries.items():
+            row = cursor.fetchone()
+            if row is not None:
+                at[sid] = int(row[0])
+        for sid in leased:
+            row = table.row(sid)
+            if row is None:
+                continue
+            if sid in at:
+                row = msgspec.structs.replace(row, expires_at_ms=at[sid])
+            self._lease_rows[sid] = row
+            self._lease_rows.move_to_end(sid)
+        while len(self._lease_rows) > _KNOWN:
+            self._lease_rows.popitem(last=False)
+        if not at:
+            return
+        for i, (op, outcome) in enumerate(zip(operations, outcomes, strict=True)):
+            lease = outcome.value
+            if isinstance(op, (RenewLease, ParkLease)) and isinstance(lease, Lease):
+                if op.session_id in at:
+                    expires = at[op.session_id]
+                    outcomes[i] = Outcome(
+                        value=msgspec.structs.replace(lease, expires_at_ms=expires)
+                    )
+
+    def _forget_leases(self, session_ids: Sequence[str]) -> None:
+        for session_id in session_ids:
+            self._lease_rows.pop(session_id, None)
 
     @contextmanager
     def _transaction(self, *, soft: bool) -> Iterator[None]:
@@ -369,8 +426,8 @@ class PostgresStore(WritePipeline, PostgresQueries):
                 pg.execute("commit")
         except BaseException:
             if not pg.closed and pg.info.transaction_status != TransactionStatus.IDLE:
-                try:
-                    pg.execute("rollback")
+                try:  # psycopg's: it also forgets statements the failed pipeline skipped
+                    pg.rollback()
                 except psycopg.Error as exc:  # the connection is gone: the batch with it
                     _log.warning("rolling back a failed batch failed", exc_info=exc)
             raise
@@ -389,73 +446,6 @@ class PostgresStore(WritePipeline, PostgresQueries):
         if self._pipeline is not None:
             self._pipeline.sync()
 
-    # -- cluster mode: per-session cache validation ----------------------------------------
-
-    def _revalidate(self, session_ids: Sequence[str]) -> None:
-        """Drop the cached state of every session another worker wrote since this store's
-        caches were filled."""
-        ids = sorted(set(session_ids))
-        self._revalidated(ids, self.pg.execute(_VERSIONS, [ids]).fetchall())
-
-    def _revalidated(self, session_ids: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """Compare the versions *rows* read of *session_ids* with the caches'; drop what
-        another worker changed."""
-        found: dict[str, int | None] = {str(r[0]): int(r[1]) for r in rows}
-        for session_id in session_ids:
-            version = found.get(session_id)
-            if self._versions.get(session_id, -1) != version:
-                self._drop([session_id])
-            self._saw({session_id: version})
-
-    def _saw(self, versions: dict[str, int | None]) -> None:
-        for session_id, version in versions.items():
-            self._versions[session_id] = version
-            self._versions.move_to_end(session_id)
-        while len(self._versions) > _KNOWN:
-            self._versions.popitem(last=False)
-
-    def _drop(self, session_ids: Sequence[str]) -> None:
-        """Drop *session_ids* from every cache (not as deleted: they are read again), by
-        the key index (``_cache``) instead of a scan of the caches."""
-        for session_id in session_ids:
-            self._sessions.pop(session_id, None)
-            self._histories.pop(session_id, None)
-            self._epochs.pop(session_id, None)
-            self._versions.pop(session_id, None)
-            for key in self._keys.pop(session_id, ()):
-                self._inputs.pop(key, None)
-                self._messages.pop(key, None)
-                self._permissions.pop(key, None)
-                self._pinned.pop(key, None)
-
-    def _cache(self, cache: OrderedDict[str, Any], key: str, value: Any, bound: int) -> None:
-        """Cache as the DuckDB store does; a cluster store also indexes the key by the
-        entry's session, so that dropping a session touches only its own entries."""
-        super()._cache(cache, key, value, bound)
-        if self.owner is None:
-            return
-        session_id = value[0] if cache is self._messages else value.session_id
-        self._keys.setdefault(session_id, set()).add(key)
-        self._indexed += 1
-        if self._indexed > _INDEX_REBUILD:  # evicted keys linger in the index: rebuild it
-            self._keys = {}
-            for entries, sid_of in (
-                (self._inputs, lambda row: row.session_id),
-                (self._messages, lambda entry: entry[0]),
-                (self._permissions, lambda info: info.session_id),
-            ):
-                for k, v in entries.items():
-                    self._keys.setdefault(sid_of(v), set()).add(k)
-            self._indexed = sum(map(len, self._keys.values()))
-
-    def lease_of(self, session_id: str) -> Lease | None:
-        if self._leases_read is not None and session_id in self._leases_read:
-            return self._leases_read[session_id]
-        return pg_lease_answers(pg_leases_of(self.pg, [session_id]), [session_id])[session_id]
-
-    def orphans(self, limit: int) -> list[str]:
-        return pg_orphans(self.pg, limit)
-
     def _commit_failed(
         self, exc: BaseException, operations: int,
         on_durable: Callable[[list[Outcome], list[StoredEvent]], None] | None,
@@ -467,65 +457,6 @@ class PostgresStore(WritePipeline, PostgresQueries):
         if on_durable is not None:
             on_durable(failed, [])
         return failed, []
-
-    def answer(self, query: Query[T]) -> T:
-        """Answer a query of the port (see ``StoreQueries.answer``).
-
-        Raises StorageError when PostgreSQL fails the read (the store is then broken:
-        reopen it), what answering raises otherwise.
-        """
-        try:
-            if self.owner is not None:
-                self._read_through(query)
-            return super().answer(query)
-        except psycopg.Error as exc:
-            self.broken = True
-            raise StorageError(f"PostgreSQL read failed: {exc}") from exc
-
-    def answer_many(self, queries: Sequence[Query[Any]]) -> list[Outcome]:
-        """Answer a batch's reads; a cluster store first revalidates the sessions they read
-        and reads the leases they ask for (``LeaseOf``), in one round trip, not one per
-        read."""
-        if self.owner is None:
-            return super().answer_many(queries)
-        ids = sorted({
-            sid for q in queries
-            if not isinstance(q, _BY_ID + _UNLOCKED) and (sid := session_of(q)) is not None
-        })  # fmt: skip
-        leased = sorted({q.session_id for q in queries if isinstance(q, LeaseOf)})
-        pg = self.pg
-        try:
-            with pg.pipeline():
-                versions = pg.execute(_VERSIONS, [ids]) if ids else None
-                leases = pg_leases_of(pg, leased) if leased else None
-            if versions is not None:
-                self._revalidated(ids, versions.fetchall())
-            if leases is not None:
-                self._leases_read = pg_lease_answers(leases, leased)
-        except psycopg.Error as exc:
-            self.broken = True
-            error = StorageError(f"PostgreSQL read failed: {exc}")
-            error.__cause__ = exc
-            return [Outcome(error=error) for _ in queries]
-        self._fresh_reads = True
-        try:
-            return super().answer_many(queries)
-        finally:
-            self._fresh_reads, self._leases_read = False, None
-
-    def _read_through(self, query: Query[Any]) -> None:
-        """Cluster mode: drop what *query* would answer from a cache another worker may
-        have changed (a session's state when its version moved; by id: always)."""
-        if isinstance(query, MessageEntry):
-            self._messages.pop(query.message_id, None)
-        elif isinstance(query, Permission):
-            self._permissions.pop(query.request_id, None)
-        elif isinstance(query, IsApproved):
-            self._approvals = None
-        elif isinstance(query, _UNLOCKED) or self._fresh_reads:
-            return
-        elif (session_id := session_of(query)) is not None:
-            self._revalidate([session_id])
 
     def after_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         """Call *callback* at once: every commit was durable when it returned."""

@@ -13,6 +13,7 @@ from runtime.history import needs_recovery
 from storage import _port as p
 from storage._batch import StoredEvent
 from storage._caches import StoreCaches, decode_info, decode_message, decode_permission
+from storage._pipeline import Outcome
 from storage._state import DB_FILE
 
 __all__ = ["StoreQueries", "StoreStatistics", "decode_stored"]
@@ -63,6 +64,17 @@ class StoreQueries(StoreCaches):
             raise TypeError(f"not a storage query: {query!r}") from None
         result: T = handler(self, query)
         return result
+
+    def answer_many(self, queries: Sequence[p.Query[Any]]) -> list[Outcome]:
+        """Answer a batch's reads in order (``answer``), each with its value or the error
+        answering it raised."""
+        outcomes: list[Outcome] = []
+        for query in queries:
+            try:
+                outcomes.append(Outcome(value=self.answer(query)))
+            except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
+                outcomes.append(Outcome(error=exc))
+        return outcomes
 
     def permissions(self, session_id: str) -> list[ev.PermissionInfo]:
         """A session's permission requests, oldest first."""
