@@ -37,6 +37,7 @@ import msgspec
 from storage._port import (
     AcquireLease,
     AdmitAndOpen,
+    AppendWithPending,
     Command,
     Lease,
     LeaseLost,
@@ -56,6 +57,7 @@ __all__ = [
     "LeaseTable",
     "leased_session",
     "monotonic_ms",
+    "needs_clock",
     "pg_lease_answers",
     "pg_lease_table",
     "pg_expect_leases",
@@ -106,6 +108,15 @@ def session_of(op: object) -> str | None:
     info = getattr(op, "info", None)
     sid = getattr(info, "id", None)
     return sid if isinstance(sid, str) else None
+
+
+def needs_clock(op: object) -> bool:
+    """Whether *op* runs a lease command (the rules compare or set expiries)."""
+    return (
+        isinstance(op, LEASE_COMMANDS)
+        or (isinstance(op, AdmitAndOpen) and op.lease is not None)
+        or (isinstance(op, AppendWithPending) and op.park is not None)
+    )
 
 
 def leased_session(op: object) -> str | None:

@@ -26,7 +26,7 @@ from storage._caches import (
 )
 from storage._commands import apply
 from storage._leases import LEASE_COMMANDS, LeaseTable, session_of
-from storage._port import AdmitAndOpen, AdmitPrompt, Command, LeaseLost
+from storage._port import AdmitAndOpen, AdmitPrompt, AppendWithPending, Command, LeaseLost
 from storage._rows import RowSet
 from storage._state import DB_FILE
 from storage._telemetry import batch_span, end_batch_span
@@ -213,6 +213,8 @@ class WritePipeline(StoreCaches):
             if fence is not None:  # LeaseLost before anything of it is planned
                 self._lease_table().check(session_of(op), fence)
             value = apply(batch, op) if isinstance(op, Command) else op(batch)
+            if isinstance(op, AppendWithPending) and op.park is not None:
+                self._lease_command(op.park, batch)  # parks only with nothing pending
             if isinstance(op, AdmitAndOpen) and op.lease is not None:
                 # Last: a refused renewal changed nothing, and the rollback drops the rest.
                 if self._lease_command(op.lease, batch) is None:

@@ -158,12 +158,16 @@ class Append(Command[list[int]], frozen=True, tag="events.append"):
 
 
 class AppendWithPending(Command[Pending], frozen=True, tag="events.append_with_pending"):
-    """Append *events*; the inbox rows still pending after them."""
+    """Append *events*; the inbox rows still pending after them. With *park* (cluster
+    mode: the write that ends a turn, after which the drain may go idle), the lease is
+    parked in the same batch, as ``ParkLease`` does, when no input is pending after them:
+    an empty answer says it was."""
 
     session_id: str
     events: list[ev.DurableEvent]
     fence: int | None = None
     """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
+    park: ParkLease | None = None
 
 
 class ForkSession(Command[ev.SessionInfo], frozen=True, tag="session.fork"):

@@ -44,10 +44,10 @@ from runtime import IdGenerator, StorageError
 from storage._batch import StoredEvent, WriteBatch
 from storage._caches import CACHE_MESSAGES, decode_message, input_from_row
 from storage._leases import (
-    LEASE_COMMANDS,
     LeaseRow,
     LeaseTable,
     leased_session,
+    needs_clock,
     pg_expect_leases,
     pg_lease_table,
     pg_lock_leases,
@@ -317,7 +317,7 @@ class PostgresStore(ClusterCaches, WritePipeline):
                     "select id, version from session where id = any(%s) order by id for update",
                     [touched],
                 )
-            clock = any(isinstance(op, (*LEASE_COMMANDS, AdmitAndOpen)) for op in operations)
+            clock = any(map(needs_clock, operations))
             lease_reads = pg_lock_leases(pg, leased, clock=clock) if leased else None
             if locked is not None or lease_reads is not None:
                 self._sync()  # the first round trip: BEGIN, the locks, the clock

@@ -421,9 +421,11 @@ class Sessions:
 
     async def wait_idle(self, session_id: str) -> None:
         """Wait until the session has no active or pending drain; in cluster mode on any
-        worker (``actors.cluster._cluster.wait_elsewhere``)."""
+        worker (``actors.cluster._cluster.wait_elsewhere``), unless this worker's drain
+        parked the session's lease after the wait began, finding nothing pending."""
+        began = trio.current_time()
         await self._x.wait_idle(session_id)
-        if self._cluster is not None:
+        if self._cluster is not None and not self._x.settled_since(session_id, began):
             await wait_elsewhere(self._storage, self._hub, session_id, self._cluster)
 
     async def check_input(

@@ -26,7 +26,7 @@ its drains). ``docs/cluster.md`` tells the whole model; this module holds the ac
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final, Protocol
 
@@ -151,11 +151,15 @@ class SessionLease:
         """The token of this actor's previous lease."""
         self._parked_at: float | None = None
         """When the lease was parked (trio's clock), while it is."""
+        self._park_sent: float | None = None
+        """When the write that parked it was sent (trio's clock)."""
         self.fresh = True
         """Another worker held the lease between this one's last and this acquisition."""
         self.taken_over = False
         self.lost = False
         """The lease was lost while driving (a renewal refused, or a write fenced off)."""
+        self.reserved: RenewLease | None = None
+        """The renewal of the lease parked here when an admission's opening was reserved."""
 
     @property
     def held(self) -> bool:
@@ -169,6 +173,58 @@ class SessionLease:
     def parked(self) -> bool:
         """Whether this actor holds the lease parked (its drains idle)."""
         return self._parked_at is not None and self.held
+
+    def parked_since(self, moment: float) -> bool:
+        """Whether the lease is parked here by a write sent after *moment* (trio's clock):
+        that write found no input pending and no other worker driving when it committed,
+        so whatever was admitted before *moment* is driven."""
+        return self.parked and self._park_sent is not None and self._park_sent > moment
+
+    def parking(self, events: Sequence[ev.DurableEvent]) -> ParkLease | None:
+        """The park a turn's write of *events* carries (``AppendWithPending(park=...)``)
+        when they end its step with "stop" (no tool call to run: likely the drain's last
+        write) and the lease drives here; call :meth:`parked_now` if the write's answer
+        shows it parked (nothing pending)."""
+        ends = bool(events) and isinstance(events[-1], ev.StepEnded)
+        if not ends or events[-1].finish != "stop":  # type: ignore[union-attr]
+            return None
+        if not self.held or self._parked_at is not None or self.token is None:
+            return None
+        self._park_sent = trio.current_time()
+        return self._park(self.token)
+
+    def parked_now(self) -> None:
+        """The write carrying :meth:`parking`'s park committed it."""
+        self._parked_at = trio.current_time()
+
+    async def take_back(self) -> bool:
+        """Take back the lease parked here under its token; False when another worker
+        acquired it meanwhile (forgotten here)."""
+        if self.token is not None and await self._write(self._renewal(self.token)) is not None:
+            self._taken_back()
+            return True
+        self.token, self._parked_at = None, None
+        return False
+
+    async def drive_again(self) -> bool:
+        """Before the drain writes again (a compaction, a failure, another turn), take back
+        the lease a turn's last write parked; False (the lease marked lost) when another
+        worker acquired it meanwhile: the drain stops, as after a takeover."""
+        if self.parked and not await self.take_back():
+            self.lost = True
+        return not self.lost
+
+    def reserve(self) -> bool:
+        """Reserve an admission's opening under the lease parked here (``reserved``, the
+        renewal its batch sends: ``AdmitAndOpen(lease=...)``); False when not parked."""
+        self.reserved = self.opening()
+        return self.reserved is not None
+
+    def _park(self, token: int) -> ParkLease:
+        return ParkLease(
+            session_id=self._session_id, owner=self._options.owner, token=token,
+            idle_ms=int(self._options.lease_idle * 1000),
+        )  # fmt: skip
 
     def opening(self) -> RenewLease | None:
         """The renewal an admission made here sends in its own batch to open the session's
@@ -196,10 +252,8 @@ class SessionLease:
         acquisition that committed expires)."""
         if self.held and self._parked_at is None:
             return True
-        if self.parked and self.token is not None:
-            if await self._write(self._renewal(self.token)) is not None:
-                self._taken_back()
-                return True
+        if self.parked and await self.take_back():
+            return True
         self.token, self._parked_at = None, None
         lease = await self._write(
             AcquireLease(
@@ -255,6 +309,8 @@ class SessionLease:
     async def _renew(self, scope: trio.CancelScope) -> None:
         while True:
             await trio.sleep(self._options.renew_every)
+            if self._parked_at is not None:
+                continue  # the turn's last write parked it: a renewal would take it back
             try:
                 lease = await self._storage.write(self._renewal(self.token or 0))
             except StorageError as exc:
@@ -287,17 +343,17 @@ class SessionLease:
         *keep_for_pending* the lease is released instead (input that could not be
         promoted waits for the next wake, here or elsewhere). A park or release that
         fails to commit lets the lease expire (logged); a lost lease is forgotten."""
+        if self.parked:
+            return False  # the turn's last write parked it
         token, self.token = self.token, None
         if token is None or self.lost:
             return False
+        self._park_sent = trio.current_time()
         command: ParkLease | ReleaseLease = (
-            ParkLease(
-                session_id=self._session_id, owner=self._options.owner, token=token,
-                idle_ms=int(self._options.lease_idle * 1000),
-            )
+            self._park(token)
             if keep_for_pending
             else ReleaseLease(session_id=self._session_id, owner=self._options.owner, token=token)
-        )  # fmt: skip
+        )
         lease: Lease | None = None
         with trio.move_on_after(self._options.renew_every, shield=True):
             try:
@@ -411,23 +467,22 @@ async def sweep(storage: StorageActor, execution: _Execution, options: ClusterOp
 async def wait_elsewhere(
     storage: StorageActor, hub: EventHub, session_id: str, options: ClusterOptions
 ) -> None:
-    """Wait until no other worker drives the session and none has input of it to drive
-    (called once this worker's own drains of it are idle): no live lease, a parked one
-    or this worker's, and no unpromoted input. Re-checked after each of the session's
-    events relayed here, and every ``wait_poll`` seconds (a park commits no event).
-    Cancellation ends the wait."""
+    """Wait until no worker drives the session and none has input of it to drive: no
+    live lease or a parked one, and no unpromoted input. Re-checked after each of the
+    session's events relayed here, and every ``wait_poll`` seconds (a park commits no
+    event). Cancellation ends the wait."""
     with hub.subscribe(session_id) as sub:
         while True:
-            if await _settled(storage, session_id, options.owner):
+            if await _settled(storage, session_id):
                 return
             with trio.move_on_after(options.wait_poll):
                 await sub.receive()
 
 
-async def _settled(storage: StorageActor, session_id: str, owner: str) -> bool:
-    """Whether no other worker drives the session (no live lease, a parked one, or this
-    worker's, whose drains the caller waited for) and none of its input is pending: the
-    two reads are sent together, so they are answered in one round trip."""
+async def _settled(storage: StorageActor, session_id: str) -> bool:
+    """Whether no worker drives the session (no live lease, or a parked one) and none of
+    its input is pending: the two reads are sent together, so they are answered in one
+    round trip."""
     leases: list[Lease | None] = []
 
     async def lease_of() -> None:
@@ -437,4 +492,4 @@ async def _settled(storage: StorageActor, session_id: str, owner: str) -> bool:
         nursery.start_soon(lease_of)
         pending = await storage.read(PendingInputs(session_id=session_id))
     lease = leases[0]
-    return (lease is None or lease.parked or lease.owner == owner) and not pending
+    return (lease is None or lease.parked) and not pending

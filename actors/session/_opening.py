@@ -56,7 +56,7 @@ async def admit_and_open(
         Cancellation, once the batch was answered or *admission_timeout* passed.
     """
     sid, (generation, version) = op.session_id, base
-    lease = actor.opening_lease()
+    lease = actor.lease.reserved if actor.lease is not None else None
     answered = False
     try:
         with trio.move_on_after(admission_timeout, shield=True):
@@ -66,7 +66,8 @@ async def admit_and_open(
             )
             answered = True
     except LeaseLost:  # another worker acquired the parked lease: nothing was written
-        actor.lease_opened(taken_back=False)
+        if actor.lease is not None:
+            actor.lease.opened(taken_back=False)
         actor.release_opening()
         return None
     except BaseException:
@@ -80,8 +81,8 @@ async def admit_and_open(
             f"{admission_timeout:g} s; it is not known whether it was written: retry "
             f"with messageID {op.message_id}"
         )
-    if lease is not None:
-        actor.lease_opened(taken_back=True)  # the drain it opens needs no acquisition
+    if actor.lease is not None and lease is not None:
+        actor.lease.opened(taken_back=True)  # the drain it opens needs no acquisition
     actor.hand_opened(Opened(receipt.admitted_seq, promoted, pending, delta, base))
     await trio.lowlevel.checkpoint_if_cancelled()
     return receipt

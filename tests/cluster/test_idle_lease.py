@@ -1,7 +1,8 @@
 """A session's lease parked across idle gaps (``serve --store --lease-idle``), in real
 ``kittiwake serve --store`` processes with the local provider: a busy session's prompts
 are driven under one token (each admitted, its lease taken back and promoted in one
-transaction) and its lease is free once the idle time has passed; a prompt
+transaction, its turn written and the lease parked in another) and its lease is free
+once the idle time has passed; a prompt
 sent through another worker to a session parked elsewhere is answered at once (that
 worker acquires the parked lease); a worker whose parked lease was acquired meanwhile
 does not open its next admission under it (the prompt waits for the holder)."""
@@ -83,6 +84,21 @@ async def transactions(url: str, session_id: str) -> list[tuple[str, int]]:
     return await trio.to_thread.run_sync(query)
 
 
+async def lease_written(url: str, session_id: str) -> int:
+    """The PostgreSQL transaction that last wrote the session's lease row (``xmin``)."""
+
+    def query() -> int:
+        with psycopg.connect(url) as pg:
+            row = pg.execute(
+                "select xmin::text::bigint from session_lease where session_id = %s",
+                [session_id],
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    return await trio.to_thread.run_sync(query)
+
+
 def asked(provider: LocalServer) -> Counter[str]:
     """How many provider requests each prompt (the last user text) got."""
     return Counter(last_user_text(r) for r in provider.requests)
@@ -107,7 +123,7 @@ async def test_a_busy_sessions_lease_is_kept_across_idle_gaps_then_freed_after_t
         second = await lease_row(postgres_database, sid)
         assert (second.owner, second.token, second.parked) == (first.owner, first.token, True)
         # Its admission, the lease taken back and its promotion were one transaction, its
-        # provider turn's events another.
+        # provider turn's events and the lease parked another.
         written = await transactions(postgres_database, sid)
         admitted = max(i for i, (kind, _) in enumerate(written) if kind.endswith("prompt.admitted"))
         kinds = [kind.removeprefix("session.next.") for kind, _ in written[admitted:]]
@@ -116,6 +132,7 @@ async def test_a_busy_sessions_lease_is_kept_across_idle_gaps_then_freed_after_t
         turn = {xid for _, xid in written[admitted + 2 :]}
         assert written[admitted][1] == written[admitted + 1][1] and len(turn) == 1
         assert written[admitted][1] not in turn
+        assert await lease_written(postgres_database, sid) in turn  # parked by the turn
         # Past the idle time the lease is free (not live), and the next prompt acquires it.
         await trio.sleep(second.left + 0.05)  # PostgreSQL's clock: its expiry is the event
         assert (await lease_row(postgres_database, sid)).left < 0

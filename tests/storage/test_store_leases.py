@@ -3,7 +3,7 @@ one owner, renewed, released, taken over once expired; fenced writes refused und
 replaced, released or parked token; a parked lease taken back by its holder under its
 token, or acquired by another owner (not a takeover), after which the holder's renewal,
 fenced writes and opening admission are refused; a park that finds input pending leaves
-the lease driving. DuckDB's leases run on a test clock, PostgreSQL's on its own (the test
+the lease driving, and so does a turn's last write that carries one. DuckDB's leases run on a test clock, PostgreSQL's on its own (the test
 waits a short lease out)."""
 
 from __future__ import annotations
@@ -214,6 +214,22 @@ async def test_a_parked_lease_is_taken_back_under_its_token_by_its_holder(
         assert [r.id for r in promoted] == ["msg_1"] and pending == []
         lease = await _read(store, LeaseOf(session_id="ses_a"))
         assert lease is not None and (lease.token, lease.parked) == (held.token, False)
+        # A turn's last write parks it in the same batch, when nothing is pending after it.
+        park = ParkLease(session_id="ses_a", owner="w1", token=held.token, idle_ms=60_000)
+        ended = AppendWithPending(
+            session_id="ses_a", events=[interrupt], fence=held.token, park=park
+        )
+        assert await _write(store, ended) == []
+        lease = await _read(store, LeaseOf(session_id="ses_a"))
+        assert lease is not None and (lease.token, lease.parked) == (held.token, True)
+        assert await _write(store, renewal) is not None
+        await _write(store, _admit("ses_a", "msg_0", "queue"))
+        assert [r.id for r in await _write(store, ended)] == ["msg_0"]
+        lease = await _read(store, LeaseOf(session_id="ses_a"))
+        assert lease is not None and not lease.parked
+        await _write(
+            store, PromoteInputs(session_id="ses_a", opening=True, timestamp=3, fence=held.token)
+        )
         # Input admitted while the holder drove keeps the lease driving when it parks.
         await _write(store, _admit("ses_a", "msg_2", "queue"))
         kept = await _write(
