@@ -14,9 +14,10 @@ keep-alive client, one connection per session.
 
 Measured for each server:
 
-- one session, ``--sequential`` prompts one after another (``POST /prompt`` then ``POST
-  /wait``): the median and p95; the difference to DuckDB is what cluster mode adds to one
-  prompt;
+- one session, ``--rounds`` series of ``--sequential`` prompts one after another (``POST
+  /prompt`` then ``POST /wait``): the median of the series' medians and of their p95s, and
+  PostgreSQL's commits per prompt; the difference to DuckDB is what cluster mode adds to
+  one prompt;
 - S sessions prompted at once (``--sessions``), ``--rounds`` rounds: prompts/s (median),
   and the server's CPU per prompt (workers and, for cluster mode, every PostgreSQL process)
   with PostgreSQL's commits per prompt;
@@ -250,16 +251,27 @@ async def _prompt(client: LeanClient, sid: str, v1: bool = False) -> float:
     return time.perf_counter() - start
 
 
-async def _sequential(url: str, n: int, v1: bool = False) -> tuple[float, float]:
+async def _sequential(
+    url: str, n: int, rounds: int, pg: str | None = None, v1: bool = False
+) -> tuple[float, float, float]:
+    """*rounds* series of *n* prompts one after another in one session: the median of the
+    series' medians, of their p95s, and PostgreSQL's commits per prompt (0 without *pg*)."""
     (sid,) = await _sessions(url, 1, v1=v1)
     client = await LeanClient.open(url)
+    medians: list[float] = []
+    p95s: list[float] = []
     try:
         for _ in range(5):
             await _prompt(client, sid, v1)
-        samples = sorted([await _prompt(client, sid, v1) for _ in range(n)])
+        commits0 = _commits(pg) if pg else 0
+        for _ in range(rounds):
+            samples = sorted([await _prompt(client, sid, v1) for _ in range(n)])
+            medians.append(statistics.median(samples))
+            p95s.append(samples[min(len(samples) - 1, int(len(samples) * 0.95))])
+        commits = (_commits(pg) - commits0) / (n * rounds) if pg else 0.0
     finally:
         await client.aclose()
-    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.95))]
+    return statistics.median(medians), statistics.median(p95s), commits
 
 
 class Costs(msgspec.Struct):
@@ -463,7 +475,9 @@ async def _measure(args: argparse.Namespace) -> None:
                                 (cluster.data / "postmaster.pid").read_text().split()[0]
                             )
                             pg = (store, [postmaster, *_children(postmaster)])
-                        row["sequential"] = await _sequential(server.url, args.sequential)
+                        row["sequential"] = await _sequential(
+                            server.url, args.sequential, args.rounds, store
+                        )
                         for n in args.sessions:
                             row[f"at_once_{n}"] = await _at_once(
                                 server.url, n, args.rounds, server.pids, pg
@@ -505,7 +519,9 @@ async def _opencode_row(mock_port: int, args: argparse.Namespace) -> dict[str, A
             assert serve.process is not None
             pids = [serve.process.pid, *_children(serve.process.pid)]
             with trio.move_on_after(args.opencode_timeout):
-                row["sequential"] = await _sequential(serve.url, args.sequential, v1=True)
+                row["sequential"] = await _sequential(
+                    serve.url, args.sequential, args.rounds, v1=True
+                )
             for n in args.sessions:
                 row[f"at_once_{n}"] = None
                 with trio.move_on_after(args.opencode_timeout):
@@ -525,7 +541,7 @@ async def _opencode_row(mock_port: int, args: argparse.Namespace) -> dict[str, A
 
 def _report(rows: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) -> None:
     print()
-    header = ["server", "1 prompt median (p95)"]
+    header = ["server", "1 prompt median (p95), commits/prompt"]
     header += [f"{n} at once: prompts/s, CPU ms/prompt (PG), commits/prompt" for n in args.sessions]
     header += [f"{n} streams: added delay median (p95)" for n in args.streams]
     print("| " + " | ".join(header) + " |")
@@ -537,8 +553,8 @@ def _report(rows: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) ->
         if row.get("sequential") is None:
             cells = [name, "timed out"]
         else:
-            median, p95 = row["sequential"]
-            cells = [name, f"{median * 1000:.1f} ms ({p95 * 1000:.1f} ms)"]
+            median, p95, commits = row["sequential"]
+            cells = [name, f"{median * 1000:.1f} ms ({p95 * 1000:.1f} ms), {commits:.2f}"]
         for n in args.sessions:
             c: Costs | None = row[f"at_once_{n}"]
             if c is None:

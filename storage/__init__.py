@@ -56,6 +56,7 @@ from storage._port import ListSessions as ListSessions
 from storage._port import MessageEntry as MessageEntry
 from storage._port import Messages as Messages
 from storage._port import Orphans as Orphans
+from storage._port import ParkLease as ParkLease
 from storage._port import PendingInputs as PendingInputs
 from storage._port import Permission as Permission
 from storage._port import Permissions as Permissions
@@ -142,6 +143,7 @@ __all__ = [
     "Orphans",
     "Outcome",
     "PendingInputs",
+    "ParkLease",
     "Permission",
     "Permissions",
     "PostgresStatistics",

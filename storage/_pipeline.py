@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -24,8 +25,8 @@ from storage._caches import (
     input_from_row,
 )
 from storage._commands import apply
-from storage._leases import LEASE_COMMANDS, session_of
-from storage._port import AdmitAndOpen, AdmitPrompt, Command
+from storage._leases import LEASE_COMMANDS, LeaseTable, session_of
+from storage._port import AdmitAndOpen, AdmitPrompt, AppendWithPending, Command, LeaseLost
 from storage._rows import RowSet
 from storage._state import DB_FILE
 from storage._telemetry import batch_span, end_batch_span
@@ -207,22 +208,33 @@ class WritePipeline(StoreCaches):
         mark = batch.mark()
         try:
             if isinstance(op, LEASE_COMMANDS):
-                return Outcome(value=self._lease_command(op))
+                return Outcome(value=self._lease_command(op, batch))
             fence = getattr(op, "fence", None)
             if fence is not None:  # LeaseLost before anything of it is planned
-                self._check_fence(session_of(op), fence)
-            return Outcome(value=apply(batch, op) if isinstance(op, Command) else op(batch))
+                self._lease_table().check(session_of(op), fence)
+            value = apply(batch, op) if isinstance(op, Command) else op(batch)
+            if isinstance(op, AppendWithPending) and op.park is not None:
+                self._lease_command(op.park, batch)  # parks only with nothing pending
+            if isinstance(op, AdmitAndOpen) and op.lease is not None:
+                # Last: a refused renewal changed nothing, and the rollback drops the rest.
+                if self._lease_command(op.lease, batch) is None:
+                    raise LeaseLost(
+                        f"the lease of {op.lease.session_id} is no longer token "
+                        f"{op.lease.token}: not opened"
+                    )
+            return Outcome(value=value)
         except Exception as exc:  # noqa: BLE001 - the error is the operation's answer
             batch.rollback(mark)
             return Outcome(error=exc)
 
-    def _lease_command(self, op: Command[Any]) -> Any:
-        """Carry out a lease command (``storage._leases``; in memory for DuckDB)."""
-        return self._leases.run(op)
+    def _lease_command(self, op: Command[Any], batch: WriteBatch) -> Any:
+        """Carry out a lease command (``storage._leases``) in *batch*: a park sees the
+        input it admitted."""
+        return self._lease_table().run(op, pending=partial(_has_pending, batch))
 
-    def _check_fence(self, session_id: str | None, fence: int) -> None:
-        """Raise ``LeaseLost`` unless *fence* is the session's lease token."""
-        self._leases.check(session_id, fence)
+    def _lease_table(self) -> LeaseTable:
+        """The leases the batch being planned runs on (in memory for DuckDB)."""
+        return self._leases
 
     def _commit(self, batch: WriteBatch) -> None:
         """Journal and write *batch* synchronously (rebuilds; no applier work pending)."""
@@ -365,6 +377,11 @@ class WritePipeline(StoreCaches):
         self._last_backup_seconds = seconds
         _log.info("verified backup", extra={"lsn": lsn, "seconds": round(seconds, 4)})
         return lsn
+
+
+def _has_pending(batch: WriteBatch, session_id: str) -> bool:
+    """Whether the session has unpromoted input, as *batch* sees it (no session: none)."""
+    return bool(batch.pending(session_id))
 
 
 def _admission(op: object) -> AdmitPrompt | None:

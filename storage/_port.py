@@ -54,6 +54,7 @@ __all__ = [
     "MessageEntry",
     "Messages",
     "Orphans",
+    "ParkLease",
     "PendingInputs",
     "Permission",
     "Permissions",
@@ -125,9 +126,15 @@ class AdmitAndOpen(
     Command[tuple[ev.InputAdmitted, Pending, Pending]], frozen=True, tag="prompt.admit_and_open"
 ):
     """Admit, then open the session's next activity in the same batch (the promotion
-    rule, ``runtime.to_promote`` with ``opening``): (receipt, promoted, still pending)."""
+    rule, ``runtime.to_promote`` with ``opening``): (receipt, promoted, still pending).
+
+    With *lease* (cluster mode: the lease its holder parked while idle), the activity
+    opens under that lease, taken back in the same batch as ``RenewLease`` does. Raises
+    ``LeaseLost``, writing nothing (not even the admission), when that renewal is refused:
+    the caller admits without opening."""
 
     admit: AdmitPrompt
+    lease: RenewLease | None = None
 
 
 class PromoteInputs(Command[tuple[Pending, Pending]], frozen=True, tag="prompt.promote"):
@@ -151,12 +158,16 @@ class Append(Command[list[int]], frozen=True, tag="events.append"):
 
 
 class AppendWithPending(Command[Pending], frozen=True, tag="events.append_with_pending"):
-    """Append *events*; the inbox rows still pending after them."""
+    """Append *events*; the inbox rows still pending after them. With *park* (cluster
+    mode: the write that ends a turn, after which the drain may go idle), the lease is
+    parked in the same batch, as ``ParkLease`` does, when no input is pending after them:
+    an empty answer says it was."""
 
     session_id: str
     events: list[ev.DurableEvent]
     fence: int | None = None
     """Cluster mode: the token of the lease the write is made under (``LeaseLost`` if stale)."""
+    park: ParkLease | None = None
 
 
 class ForkSession(Command[ev.SessionInfo], frozen=True, tag="session.fork"):
@@ -269,6 +280,9 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     taken_over: bool = False
     """The previous holder's lease was never released (it expired, or its holder's actor
     was restarted): what it drove may have been cut short."""
+    parked: bool = False
+    """Its holder parked it idle (``ParkLease``): any owner may acquire it, the holder
+    may take it back (``RenewLease``) until then; it expires after the idle time."""
 
 
 class LeaseLost(Exception):  # noqa: N818 - the design's name for it
@@ -281,8 +295,9 @@ class LeaseLost(Exception):  # noqa: N818 - the design's name for it
 
 class AcquireLease(Command[Lease | None], frozen=True, tag="lease.acquire"):
     """Take the session's lease for *ttl_ms*: granted (a new token) when it is free,
-    released, expired, or already *owner*'s; None when another owner holds it unexpired.
-    The DuckDB store keeps its leases in memory (one process: they end with it)."""
+    released, parked, expired, or already *owner*'s; None when another owner holds it
+    unexpired and unparked. The DuckDB store keeps its leases in memory (one process:
+    they end with it)."""
 
     session_id: str
     owner: str
@@ -290,13 +305,28 @@ class AcquireLease(Command[Lease | None], frozen=True, tag="lease.acquire"):
 
 
 class RenewLease(Command[Lease | None], frozen=True, tag="lease.renew"):
-    """Extend the lease *token* of *owner* by *ttl_ms* from now; None when it was released
-    or acquired again since (lost)."""
+    """Extend the lease *token* of *owner* by *ttl_ms* from now, unparked (a parked lease
+    is taken back under its token); None when it was released or acquired again since
+    (lost)."""
 
     session_id: str
     owner: str
     token: int
     ttl_ms: int
+
+
+class ParkLease(Command[Lease | None], frozen=True, tag="lease.park"):
+    """Park the lease *token* of *owner* while its drains are idle: it expires *idle_ms*
+    from now, any owner may acquire it meanwhile (not a takeover), and fenced writes under
+    it are refused until its holder takes it back (``RenewLease``). While the session has
+    unpromoted input the lease stays unparked instead (the holder drives that input):
+    the answer says which (``parked``). None when it was released or acquired again since
+    (lost)."""
+
+    session_id: str
+    owner: str
+    token: int
+    idle_ms: int
 
 
 class ReleaseLease(Command[None], frozen=True, tag="lease.release"):
@@ -437,14 +467,15 @@ class PendingInputs(Query[Pending], frozen=True, tag="inbox.pending"):
 
 
 class LeaseOf(Query[Lease | None], frozen=True, tag="lease.of"):
-    """The session's live lease (held, unexpired), or None."""
+    """The session's live lease (held or parked, unexpired), or None."""
 
     session_id: str
 
 
 class Orphans(Query[list[str]], frozen=True, tag="lease.orphans"):
-    """At most *limit* sessions with work left and no live lease: unpromoted input, or a
-    lease that expired unreleased (its holder died driving)."""
+    """At most *limit* sessions with work left and no lease driving them: unpromoted input
+    with no live lease or a parked one, or a lease that expired unreleased and unparked
+    (its holder died driving)."""
 
     limit: int
 

@@ -3,10 +3,12 @@
 Not thread-safe: exactly one thread (the StorageActor's, or the trio thread in inline
 mode) calls it, as with the DuckDB store. A batch is planned on the same overlay
 (``storage._batch.WriteBatch``) with the same commands (``storage._commands``) and
-projections, then written in one PostgreSQL transaction; callers are answered once it
-committed. PostgreSQL's write-ahead log is the journal here (``synchronous_commit``
-on: a commit returns once its WAL record is flushed), so there is no journal file,
-no applier and no catch-up: what is committed is in the tables.
+projections, then written in one PostgreSQL transaction, in two round trips to the
+server (psycopg's pipeline mode: the locks and reads planning needs, then the rows and
+the commit); callers are answered once it committed. PostgreSQL's write-ahead log is the
+journal here (``synchronous_commit`` on: a commit returns once its WAL record is
+flushed), so there is no journal file, no applier and no catch-up: what is committed is
+in the tables. The schema and how rows are written: ``storage._pg_schema``.
 
 The caches and their read-through SQL are the DuckDB store's (``storage._caches``);
 the SQL they issue is portable, with DuckDB's ``?`` placeholders turned into
@@ -19,8 +21,9 @@ sessions it touches (``select ... for update``, in id order) and compares their
 ``version`` with the one this store's caches are from; a session another worker wrote
 since has its cached state dropped and re-read before the batch is planned. Each batch
 that writes a session bumps its version and notifies (``storage._pg_listen``). Reads of a
-session compare its version the same way first; reads by message or request id read
-through. Leases and fencing: ``storage._leases``.
+session compare its version the same way first (one query for the reads answered
+together); reads by message or request id read through. Leases and fencing:
+``storage._leases``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar, cast
 
@@ -40,94 +44,39 @@ from runtime import IdGenerator, StorageError
 from storage._batch import StoredEvent, WriteBatch
 from storage._caches import CACHE_MESSAGES, decode_message, input_from_row
 from storage._leases import (
-    LEASE_SCHEMA,
-    pg_check_fence,
-    pg_lease_command,
-    pg_lease_of,
-    pg_orphans,
+    LeaseRow,
+    LeaseTable,
+    leased_session,
+    needs_clock,
+    pg_expect_leases,
+    pg_lease_table,
+    pg_lock_leases,
+    pg_write_leases,
     session_of,
 )
+from storage._pg_caches import _KNOWN, ClusterCaches
 from storage._pg_listen import notify
-from storage._pg_queries import PostgresQueries
+from storage._pg_schema import STALE, expect_versions, migrate, write_rows
 from storage._pipeline import Outcome, WritePipeline
 from storage._port import (
+    AcquireLease,
     AdmitAndOpen,
     AdmitPrompt,
     Command,
-    IsApproved,
     Lease,
-    MessageEntry,
-    Permission,
-    Query,
+    ParkLease,
+    ReleaseLease,
+    RenewLease,
 )
-from storage._rows import _SESSION_ROWS, TABLES, RowSet
 from storage._telemetry import batch_span, end_batch_span
 
 __all__ = ["PostgresStatistics", "PostgresStore"]
 
 T = TypeVar("T")
+_Bump = tuple[psycopg.Cursor[Any], list[str]]
+"""A batch's version bump: its cursor (answered at the commit) and the sessions it wrote."""
 
-_SCHEMA: Final[list[list[str]]] = [
-    [
-        """create table event (
-            id text not null,
-            aggregate_id text not null,
-            seq bigint not null,
-            type text not null,
-            version integer not null,
-            data text not null,
-            primary key (aggregate_id, seq))""",
-        """create table session (
-            id text primary key,
-            project_id text not null,
-            directory text not null,
-            time_created bigint not null,
-            time_updated bigint not null,
-            data text not null)""",
-        """create table session_input (
-            id text primary key,
-            session_id text not null,
-            prompt text not null,
-            delivery text not null,
-            admitted_seq bigint not null,
-            promoted_seq bigint,
-            time_created bigint not null)""",
-        "create index session_input_pending on session_input (session_id, admitted_seq) "
-        "where promoted_seq is null",
-        """create table session_message (
-            id text primary key,
-            session_id text not null,
-            type text not null,
-            seq bigint not null,
-            time_created bigint not null,
-            data text not null)""",
-        "create index session_message_by_seq on session_message (session_id, seq)",
-        """create table session_context_epoch (
-            session_id text primary key,
-            baseline text not null,
-            snapshot text not null,
-            agent text not null,
-            baseline_seq bigint not null,
-            replacement_seq bigint,
-            revision bigint not null)""",
-        """create table permission_request (
-            id text primary key,
-            session_id text not null,
-            status text not null,
-            time_created bigint not null,
-            data text not null)""",
-        "create index permission_request_by_session on permission_request (session_id)",
-        """create table permission_approval (
-            project text not null,
-            permission text not null,
-            resource text not null,
-            time_created bigint not null)""",
-    ],
-    LEASE_SCHEMA,
-]
-SCHEMA_VERSION: Final = len(_SCHEMA)
 _log = logging.getLogger("kittiwake.storage")
-_SCHEMA_LOCK: Final = 0x4B697474  # an advisory lock key: one opener migrates at a time
 _OWNER_LOCK: Final = 0x4B697475
 """A session-level advisory lock the connection of a store opened without ``owner`` holds
 while open (its caches assume no other writer); cluster workers take it shared."""
@@ -140,11 +89,10 @@ _RETRY: Final = (
     psycopg.errors.DeadlockDetected,
     psycopg.errors.SerializationFailure,
 )
-_INDEX_REBUILD: Final = 8 * CACHE_MESSAGES
-"""Keys indexed since the index was rebuilt from the caches (evicted keys linger)."""
-_KNOWN: Final = 65536
-"""Sessions whose version a cluster store remembers; one forgotten has its caches dropped
-and re-read the next time it is touched."""
+_SOFT: Final = (RenewLease, ParkLease, ReleaseLease)
+"""Commands whose loss to a crash of the server is safe: a batch of these alone commits
+without waiting for its WAL flush (``synchronous_commit`` off). A lost renewal, park or
+release leaves the lease as it was, to expire: taken over, its holder's writes refused."""
 
 
 class PostgresStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -160,16 +108,20 @@ class PostgresStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 class _Placeholders:
     """The psycopg connection, taking the DuckDB store's ``?`` placeholders (the shared
-    read-through SQL in ``storage._caches`` and ``storage._queries``)."""
+    read-through SQL in ``storage._caches`` and ``storage._queries``); a read made while a
+    batch is planned is answered at once (``PostgresStore._sync``)."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], sync: Callable[[], None]) -> None:
         self._conn = conn
+        self._sync = sync
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> psycopg.Cursor[Any]:
-        return self._conn.execute(sql.replace("?", "%s"), params)
+        cursor = self._conn.execute(sql.replace("?", "%s"), params)
+        self._sync()
+        return cursor
 
 
-class PostgresStore(WritePipeline, PostgresQueries):
+class PostgresStore(ClusterCaches, WritePipeline):
     """The store on PostgreSQL. Use :meth:`open`; close with :meth:`close`.
 
     Args:
@@ -208,13 +160,14 @@ class PostgresStore(WritePipeline, PostgresQueries):
         stalled_transaction_ms: int = DEFAULT_STALLED_TRANSACTION_MS,
     ) -> None:  # fmt: skip
         super().__init__(Path(directory), ids=ids)
-        self.owner = owner
+        self._validate(owner)
         self._stalled_ms = stalled_transaction_ms
-        self._versions: OrderedDict[str, int | None] = OrderedDict()
-        """Cluster mode: the version of each session this store's caches are from."""
-        self._keys: dict[str, set[str]] = {}
-        """Cluster mode: the keys each session has in the keyed caches (``_cache``)."""
-        self._indexed = 0
+        self._lease_rows: OrderedDict[str, LeaseRow] = OrderedDict()
+        """Cluster mode: the lease rows this store last read or wrote (``_unchanged``)."""
+        self._leases_now: LeaseTable | None = None
+        """The leases of the batch being planned, read under its locks."""
+        self._pipeline: psycopg.Pipeline | None = None
+        """The batch's pipeline while one is planned and written (``_sync``)."""
         self._url = url
         self._connect_timeout = connect_timeout
         self._pg: psycopg.Connection[Any] | None = None
@@ -224,7 +177,7 @@ class PostgresStore(WritePipeline, PostgresQueries):
             self._pg = psycopg.connect(
                 self._url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))
             )
-            self._migrate()
+            migrate(self.pg)
             lock = "pg_try_advisory_lock" if self.owner is None else "pg_try_advisory_lock_shared"
             held = self.pg.execute(f"select {lock}(%s)", [_OWNER_LOCK]).fetchone()
             if self.owner is not None:  # a stopped worker must not hold its rows' locks
@@ -242,25 +195,8 @@ class PostgresStore(WritePipeline, PostgresQueries):
                 "(one process per database, or cluster workers only; docs/cluster.md)"
             )
         # The shared read-through SQL only needs ``execute``; see _Placeholders.
-        self._conn = cast(Any, _Placeholders(self._pg))
+        self._conn = cast(Any, _Placeholders(self._pg, self._sync))
         self._lsn = 0
-
-    def _migrate(self) -> None:
-        pg = self.pg
-        with pg.transaction():
-            pg.execute("select pg_advisory_xact_lock(%s)", [_SCHEMA_LOCK])
-            pg.execute(
-                "create table if not exists schema_version (version integer primary key, "
-                "applied bigint)"
-            )
-            row = pg.execute("select coalesce(max(version), 0) from schema_version").fetchone()
-            found = int(row[0]) if row else 0
-            for version in range(found + 1, SCHEMA_VERSION + 1):
-                for statement in _SCHEMA[version - 1]:
-                    pg.execute(statement)
-                pg.execute(
-                    "insert into schema_version values (%s, %s)", [version, time.time_ns() // 10**6]
-                )
 
     def close(self) -> None:
         """Release this store's advisory locks, then close the connection; safe to call
@@ -290,36 +226,54 @@ class PostgresStore(WritePipeline, PostgresQueries):
     ) -> tuple[list[Outcome], list[StoredEvent]]:
         """Run *operations* as one group commit: one PostgreSQL transaction; answer each.
 
-        The batch is planned and written in one transaction (lease commands and fence
-        checks run in it too). A cluster worker's transaction first locks and
-        revalidates the sessions the batch touches, and a batch that conflicts with
-        another worker's commit (a key it inserted first, a deadlock) is planned again,
-        at most ``_ATTEMPTS`` times in all. *on_written* then *on_durable* are called
-        once the transaction committed (a commit is durable when it returns). An
-        operation that raises gets that error and writes nothing; the others proceed.
-        If the transaction fails, every operation gets StorageError and the store is
-        broken (reopen it): nothing of the batch was written, so an exact retry is safe.
+        The batch is planned and written in one transaction, in two round trips to the
+        server (psycopg's pipeline mode): the locks and reads planning needs (a cluster
+        worker's sessions, the leases its lease and fenced commands name, the server's
+        clock), then every row, lease, version and notification with the commit. A
+        cluster worker's transaction revalidates the sessions the batch touches, and a
+        batch that conflicts with another worker's commit (a key it inserted first, a
+        deadlock) is planned again, at most ``_ATTEMPTS`` times in all. *on_written* then
+        *on_durable* are called once the transaction committed (a commit is durable
+        when it returns; a batch of lease renewals, parks and releases alone does not
+        wait for its WAL flush, see ``_SOFT``). An operation that raises gets that error
+        and writes nothing; the others proceed. If the transaction fails, every operation
+        gets StorageError and the store is broken (reopen it): nothing of the batch was
+        written, so an exact retry is safe.
         """
         if self.broken:
             raise StorageError("the PostgreSQL store failed a commit; reopen it")
         touched = sorted({sid for op in operations if (sid := session_of(op)) is not None})
+        leased = sorted({sid for op in operations if (sid := leased_session(op)) is not None})
+        soft = bool(operations) and all(isinstance(op, _SOFT) for op in operations)
         started = time.perf_counter()
         span = batch_span(len(operations), 0)  # the events are counted at the end
-        for attempt in range(1, _ATTEMPTS + 1):
+        optimistic = self._unchanged(operations, touched, leased)
+        attempt = 0
+        while True:
             try:
-                with self.pg.transaction():
-                    batch, outcomes, versions = self._plan_and_write(operations, touched)
-            except _RETRY as exc:
-                self._absent.clear()
-                if self.owner is None or attempt == _ATTEMPTS:
-                    end_batch_span(span, started, error=exc)
-                    return self._commit_failed(exc, len(operations), on_durable)
-                self._drop(touched)
-                continue
+                with self._transaction(soft=soft):
+                    batch, outcomes, bumped, expiries = self._plan_and_write(
+                        operations, touched, leased, optimistic=optimistic
+                    )
+                versions = _versions(bumped)
+                committed = self._leases_now
             except psycopg.Error as exc:
+                self._absent.clear()
+                self._forget_leases(leased)
+                if optimistic and exc.sqlstate == STALE:  # planned on stale state: lock first
+                    optimistic = False
+                    self._drop(touched)
+                    continue
+                attempt += 1
+                if isinstance(exc, _RETRY) and self.owner is not None and attempt < _ATTEMPTS:
+                    self._drop(touched)
+                    continue
                 end_batch_span(span, started, error=exc)
                 return self._commit_failed(exc, len(operations), on_durable)
+            finally:
+                self._leases_now = None
             break
+        self._kept_leases(committed, leased, expiries, operations, outcomes)
         if batch.events or batch.epochs or batch.approvals:
             self._lsn += 1
             self._last_commit_ms = (time.perf_counter() - started) * 1000
@@ -329,7 +283,11 @@ class PostgresStore(WritePipeline, PostgresQueries):
             span.set_attribute("kittiwake.storage.events", len(batch.events))
         end_batch_span(span, started)
         if on_written is not None:
-            on_written(outcomes)
+            self._fresh_reads = True  # *then* reads see this batch: validated under its locks
+            try:
+                on_written(outcomes)
+            finally:
+                self._fresh_reads = False
         if on_durable is not None:
             on_durable(outcomes, batch.events)
         self._count(len(operations), len(batch.events))
@@ -337,15 +295,35 @@ class PostgresStore(WritePipeline, PostgresQueries):
 
     def _plan_and_write(
         self, operations: Sequence[Command[Any] | Callable[[WriteBatch], Any]],
-        touched: list[str],
-    ) -> tuple[WriteBatch, list[Outcome], dict[str, int | None]]:  # fmt: skip
-        """Plan and write a batch in the open transaction; raise psycopg.Error to roll
-        it back."""
+        touched: list[str], leased: list[str], *, optimistic: bool,
+    ) -> tuple[WriteBatch, list[Outcome], _Bump | None, dict[str, psycopg.Cursor[Any]]]:  # fmt: skip
+        """Plan and write a batch in the open transaction (pipelined: nothing waits for
+        the server but the first read below and the commit); raise psycopg.Error to roll
+        it back. *optimistic* (see ``_unchanged``): plan on the caches, then send the
+        checks that they are current before the writes, all in one round trip. Answers
+        the cursors of the version bump and of the lease expiries, read once committed."""
+        pg = self.pg
         cluster = self.owner is not None
         if cluster:
             self._approvals = None  # other workers may have saved some
-            if touched:
-                self._revalidate(touched, lock=True)
+        if optimistic:
+            self._leases_now = LeaseTable(lambda: 0)  # expiries relative to the write
+            for sid in leased:
+                self._leases_now.load(sid, self._lease_rows[sid])
+        else:
+            locked = None
+            if cluster and touched:
+                locked = pg.execute(
+                    "select id, version from session where id = any(%s) order by id for update",
+                    [touched],
+                )
+            clock = any(map(needs_clock, operations))
+            lease_reads = pg_lock_leases(pg, leased, clock=clock) if leased else None
+            if locked is not None or lease_reads is not None:
+                self._sync()  # the first round trip: BEGIN, the locks, the clock
+            self._leases_now = pg_lease_table(lease_reads) if lease_reads else LeaseTable()
+            if locked is not None:
+                self._revalidated(touched, locked.fetchall())
         batch = WriteBatch(self)
         self._prefetch([a.message_id for a in map(_admission, operations) if a and not a.fresh])
         outcomes = [self._plan(batch, op) for op in operations]
@@ -353,97 +331,120 @@ class PostgresStore(WritePipeline, PostgresQueries):
         lost = next((o.error for o in outcomes if isinstance(o.error, psycopg.Error)), None)
         if lost is not None:  # a read while planning failed: the connection, not a command
             raise lost
-        versions: dict[str, int | None] = {}
+        if optimistic:
+            expect_versions(pg, {sid: self._versions[sid] or 0 for sid in touched})
+            if leased:
+                pg_expect_leases(pg, {sid: self._lease_rows[sid] for sid in leased})
+        expiries = pg_write_leases(pg, self._leases_now, relative=optimistic)
+        bumped = None
         if batch.events or batch.epochs or batch.approvals:
-            self._write_rows(batch.rows())
+            write_rows(pg, batch.rows())
             if cluster:
-                written = {e.aggregate_id for e in batch.events} | set(batch.epochs)
-                versions = self._bump(sorted(written))
-                notify(self.pg, self.owner or "", batch.events)
-        return batch, outcomes, versions
+                written = sorted({e.aggregate_id for e in batch.events} | set(batch.epochs))
+                cursor = pg.execute(
+                    "update session set version = version + 1 where id = any(%s) "
+                    "returning id, version",
+                    [written],
+                )
+                bumped = (cursor, written)
+                notify(pg, self.owner or "", batch.events)
+        return batch, outcomes, bumped, expiries
 
-    # -- cluster mode: per-session cache validation ----------------------------------------
+    def _unchanged(
+        self, operations: Sequence[Command[Any] | Callable[[WriteBatch], Any]],
+        touched: list[str], leased: list[str],
+    ) -> bool:  # fmt: skip
+        """Whether a cluster batch may be planned on the caches and written in one round
+        trip, its checks that they are current sent before its writes
+        (``expect_versions``, ``pg_expect_leases``): every session it names exists at a
+        version its caches are from, every lease it names is one this store last read or
+        wrote, it acquires none (an acquisition compares expiries: the server's clock) and
+        plans nothing but commands. A check that fails rolls it back; it is then planned
+        again under the locks."""
+        return (
+            self.owner is not None
+            and all(self._versions.get(sid) is not None for sid in touched)
+            and all(sid in self._lease_rows for sid in leased)
+            and all(isinstance(op, Command) for op in operations)
+            and not any(isinstance(op, AcquireLease) for op in operations)
+        )
 
-    def _revalidate(self, session_ids: Sequence[str], *, lock: bool) -> None:
-        """Drop the cached state of every session another worker wrote since this store's
-        caches were filled; with *lock*, lock the sessions' rows until the transaction
-        ends first (in id order: two batches never deadlock on them)."""
-        ids = sorted(set(session_ids))
-        rows = self.pg.execute(
-            "select id, version from session where id = any(%s) order by id"
-            + (" for update" if lock else ""),
-            [ids],
-        ).fetchall()
-        found: dict[str, int | None] = {str(r[0]): int(r[1]) for r in rows}
-        for session_id in ids:
-            version = found.get(session_id)
-            if self._versions.get(session_id, -1) != version:
-                self._drop([session_id])
-            self._saw({session_id: version})
-
-    def _bump(self, session_ids: list[str]) -> dict[str, int | None]:
-        """Count a write to each session; the new versions (committed with the batch)."""
-        if not session_ids:
-            return {}
-        rows = self.pg.execute(
-            "update session set version = version + 1 where id = any(%s) returning id, version",
-            [session_ids],
-        ).fetchall()
-        found: dict[str, int | None] = {str(r[0]): int(r[1]) for r in rows}
-        return {sid: found.get(sid) for sid in session_ids}
-
-    def _saw(self, versions: dict[str, int | None]) -> None:
-        for session_id, version in versions.items():
-            self._versions[session_id] = version
-            self._versions.move_to_end(session_id)
-        while len(self._versions) > _KNOWN:
-            self._versions.popitem(last=False)
-
-    def _drop(self, session_ids: Sequence[str]) -> None:
-        """Drop *session_ids* from every cache (not as deleted: they are read again), by
-        the key index (``_cache``) instead of a scan of the caches."""
-        for session_id in session_ids:
-            self._sessions.pop(session_id, None)
-            self._histories.pop(session_id, None)
-            self._epochs.pop(session_id, None)
-            self._versions.pop(session_id, None)
-            for key in self._keys.pop(session_id, ()):
-                self._inputs.pop(key, None)
-                self._messages.pop(key, None)
-                self._permissions.pop(key, None)
-                self._pinned.pop(key, None)
-
-    def _cache(self, cache: OrderedDict[str, Any], key: str, value: Any, bound: int) -> None:
-        """Cache as the DuckDB store does; a cluster store also indexes the key by the
-        entry's session, so that dropping a session touches only its own entries."""
-        super()._cache(cache, key, value, bound)
-        if self.owner is None:
+    def _kept_leases(
+        self, table: LeaseTable | None, leased: list[str],
+        expiries: dict[str, psycopg.Cursor[Any]],
+        operations: Sequence[Command[Any] | Callable[[WriteBatch], Any]],
+        outcomes: list[Outcome],
+    ) -> None:  # fmt: skip
+        """After a commit: remember the lease rows the batch read or wrote (*table*: a
+        cluster store's next batch may plan on them), with the expiries the server set,
+        which the answers of its renewals and parks carry too."""
+        if table is None or self.owner is None:
             return
-        session_id = value[0] if cache is self._messages else value.session_id
-        self._keys.setdefault(session_id, set()).add(key)
-        self._indexed += 1
-        if self._indexed > _INDEX_REBUILD:  # evicted keys linger in the index: rebuild it
-            self._keys = {}
-            for entries, sid_of in (
-                (self._inputs, lambda row: row.session_id),
-                (self._messages, lambda entry: entry[0]),
-                (self._permissions, lambda info: info.session_id),
-            ):
-                for k, v in entries.items():
-                    self._keys.setdefault(sid_of(v), set()).add(k)
-            self._indexed = sum(map(len, self._keys.values()))
+        at: dict[str, int] = {}
+        for sid, cursor in expiries.items():
+            row = cursor.fetchone()
+            if row is not None:
+                at[sid] = int(row[0])
+        for sid in leased:
+            row = table.row(sid)
+            if row is None:
+                continue
+            if sid in at:
+                row = msgspec.structs.replace(row, expires_at_ms=at[sid])
+            self._lease_rows[sid] = row
+            self._lease_rows.move_to_end(sid)
+        while len(self._lease_rows) > _KNOWN:
+            self._lease_rows.popitem(last=False)
+        if not at:
+            return
+        for i, (op, outcome) in enumerate(zip(operations, outcomes, strict=True)):
+            lease = outcome.value
+            if isinstance(op, (RenewLease, ParkLease)) and isinstance(lease, Lease):
+                if op.session_id in at:
+                    expires = at[op.session_id]
+                    outcomes[i] = Outcome(
+                        value=msgspec.structs.replace(lease, expires_at_ms=expires)
+                    )
 
-    def _lease_command(self, op: Command[Any]) -> Lease | None:
-        return pg_lease_command(self.pg, op)
+    def _forget_leases(self, session_ids: Sequence[str]) -> None:
+        for session_id in session_ids:
+            self._lease_rows.pop(session_id, None)
 
-    def _check_fence(self, session_id: str | None, fence: int) -> None:
-        pg_check_fence(self.pg, session_id, fence)
+    @contextmanager
+    def _transaction(self, *, soft: bool) -> Iterator[None]:
+        """A batch's transaction in pipeline mode: ``begin`` leaves with the batch's first
+        round trip and ``commit`` with its last (the pipeline's closing sync), so the
+        transaction costs no round trip of its own. *soft*: the commit does not wait for
+        its WAL flush. Rolled back when anything fails (then re-raised)."""
+        pg = self.pg
+        try:
+            with pg.pipeline() as self._pipeline:
+                pg.execute("begin")
+                if soft:
+                    pg.execute("set local synchronous_commit to off")
+                yield
+                pg.execute("commit")
+        except BaseException:
+            if not pg.closed and pg.info.transaction_status != TransactionStatus.IDLE:
+                try:  # psycopg's: it also forgets statements the failed pipeline skipped
+                    pg.rollback()
+                except psycopg.Error as exc:  # the connection is gone: the batch with it
+                    _log.warning("rolling back a failed batch failed", exc_info=exc)
+            raise
+        finally:
+            self._pipeline = None
 
-    def lease_of(self, session_id: str) -> Lease | None:
-        return pg_lease_of(self.pg, session_id)
+    def _lease_table(self) -> LeaseTable:
+        assert self._leases_now is not None, "leases are read in a batch's transaction"
+        return self._leases_now
 
-    def orphans(self, limit: int) -> list[str]:
-        return pg_orphans(self.pg, limit)
+    def _sync(self) -> None:
+        """Inside a batch (pipeline mode): send what is queued and wait for the answers,
+        ending with a sync so that the server counts the transaction idle meanwhile: a
+        worker that stops before its next round trip has its transaction ended after
+        ``stalled_transaction_ms`` (its locks freed)."""
+        if self._pipeline is not None:
+            self._pipeline.sync()
 
     def _commit_failed(
         self, exc: BaseException, operations: int,
@@ -457,63 +458,9 @@ class PostgresStore(WritePipeline, PostgresQueries):
             on_durable(failed, [])
         return failed, []
 
-    def answer(self, query: Query[T]) -> T:
-        """Answer a query of the port (see ``StoreQueries.answer``).
-
-        Raises StorageError when PostgreSQL fails the read (the store is then broken:
-        reopen it), what answering raises otherwise.
-        """
-        try:
-            if self.owner is not None:
-                self._read_through(query)
-            return super().answer(query)
-        except psycopg.Error as exc:
-            self.broken = True
-            raise StorageError(f"PostgreSQL read failed: {exc}") from exc
-
-    def _read_through(self, query: Query[Any]) -> None:
-        """Cluster mode: drop what *query* would answer from a cache another worker may
-        have changed (a session's state when its version moved; by id: always)."""
-        if isinstance(query, MessageEntry):
-            self._messages.pop(query.message_id, None)
-        elif isinstance(query, Permission):
-            self._permissions.pop(query.request_id, None)
-        elif isinstance(query, IsApproved):
-            self._approvals = None
-        elif (session_id := session_of(query)) is not None:
-            self._revalidate([session_id], lock=False)
-
     def after_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         """Call *callback* at once: every commit was durable when it returned."""
         callback(None)
-
-    def _write_rows(self, rows: RowSet) -> None:
-        with self.pg.cursor() as cur:
-            if rows.deleted:
-                ids = sorted(rows.deleted)
-                for table, column in _SESSION_ROWS:
-                    cur.execute(f"delete from {table} where {column} = any(%s)", [ids])
-            if rows.events:
-                cur.executemany(_insert("event", 6), rows.events)
-            for table, columns in TABLES.items():
-                if new := list(rows.new[table].values()):
-                    cur.executemany(_insert(table, len(columns)), new)
-                if changed := list(rows.changed[table].values()):
-                    sets = ", ".join(f"{c} = %s" for c in columns[1:])
-                    cur.executemany(
-                        f"update {table} set {sets} where {columns[0]} = %s",
-                        [(*row[1:], row[0]) for row in changed],
-                    )
-            if rows.approvals:
-                cur.executemany(_insert("permission_approval", 4), rows.approvals)
-            if rows.epochs:
-                cur.execute(
-                    "delete from session_context_epoch where session_id = any(%s)",
-                    [sorted(rows.epochs)],
-                )
-                epochs = [row for row in rows.epochs.values() if row is not None]
-                if epochs:
-                    cur.executemany(_insert("session_context_epoch", 7), epochs)
 
     def _prefetch(self, message_ids: list[str]) -> None:
         """Look up a batch's message ids in two queries instead of two per operation."""
@@ -522,17 +469,20 @@ class PostgresStore(WritePipeline, PostgresQueries):
             return
         pg = self.pg
         found: set[str] = set()
-        for row in pg.execute(
+        inputs = pg.execute(
             "select id, session_id, prompt, delivery, admitted_seq, time_created, promoted_seq "
             "from session_input where id = any(%s)",
             [wanted],
-        ).fetchall():
+        )
+        messages = pg.execute(
+            "select id, session_id, seq, data from session_message where id = any(%s)", [wanted]
+        )
+        self._sync()
+        for row in inputs.fetchall():
             if row[1] not in self._deleted:
                 self._cache(self._inputs, row[0], input_from_row(row), CACHE_MESSAGES)
                 found.add(row[0])
-        for row in pg.execute(
-            "select id, session_id, seq, data from session_message where id = any(%s)", [wanted]
-        ).fetchall():
+        for row in messages.fetchall():
             if row[1] not in self._deleted:
                 entry = (str(row[1]), int(row[2]), decode_message(row[3]))
                 self._cache(self._messages, row[0], entry, CACHE_MESSAGES)
@@ -558,8 +508,13 @@ class PostgresStore(WritePipeline, PostgresQueries):
         return int(found[0]) if found else 0
 
 
-def _insert(table: str, width: int) -> str:
-    return f"insert into {table} values ({', '.join(['%s'] * width)})"
+def _versions(bumped: _Bump | None) -> dict[str, int | None]:
+    """The version of each session a committed batch wrote (None: it deleted it)."""
+    if bumped is None:
+        return {}
+    cursor, written = bumped
+    found: dict[str, int | None] = {str(r[0]): int(r[1]) for r in cursor.fetchall()}
+    return {sid: found.get(sid) for sid in written}
 
 
 def _admission(op: object) -> AdmitPrompt | None:

@@ -15,6 +15,7 @@ from runtime.history import needs_recovery
 from storage import _port as p
 from storage._batch import StoredEvent
 from storage._caches import StoreCaches, decode_info, decode_message, decode_permission
+from storage._pipeline import Outcome
 from storage._state import DB_FILE
 
 __all__ = ["StoreQueries", "StoreStatistics", "decode_stored"]
@@ -66,6 +67,17 @@ class StoreQueries(StoreCaches):
         result: T = handler(self, query)
         return result
 
+    def answer_many(self, queries: Sequence[p.Query[Any]]) -> list[Outcome]:
+        """Answer a batch's reads in order (``answer``), each with its value or the error
+        answering it raised."""
+        outcomes: list[Outcome] = []
+        for query in queries:
+            try:
+                outcomes.append(Outcome(value=self.answer(query)))
+            except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
+                outcomes.append(Outcome(error=exc))
+        return outcomes
+
     def permissions(self, session_id: str) -> list[ev.PermissionInfo]:
         """A session's permission requests, oldest first."""
         rows = (
@@ -79,13 +91,14 @@ class StoreQueries(StoreCaches):
         return [decode_permission(r[0]) for r in rows]
 
     def lease_of(self, session_id: str) -> p.Lease | None:
-        """The session's live lease (held, unexpired), or None."""
+        """The session's live lease (held or parked, unexpired), or None."""
         return self._leases.live(session_id)
 
     def orphans(self, limit: int) -> list[str]:
-        """Sessions with unpromoted input and no live lease, or whose lease expired
-        unreleased; at most *limit*, by id."""
-        pending = [s for s in self.session_ids_with_pending() if self._leases.live(s) is None]
+        """Sessions with unpromoted input and no lease driving them (none live, or a
+        parked one), or whose lease expired unreleased and unparked; at most *limit*, by
+        id."""
+        pending = [s for s in self.session_ids_with_pending() if _undriven(self._leases.live(s))]
         expired = [s for s in self._leases.expired() if self.session_row(s) is not None]
         return sorted({*pending, *expired})[:limit]
 
@@ -266,6 +279,10 @@ class StoreQueries(StoreCaches):
             backups=self._backups,
             last_backup_seconds=self._last_backup_seconds,
         )
+
+
+def _undriven(lease: p.Lease | None) -> bool:
+    return lease is None or lease.parked
 
 
 def _stored_from_row(row: Sequence[Any]) -> StoredEvent:

@@ -184,9 +184,11 @@ class Sessions:
                 current.set_attribute("kittiwake.prompt", prompt.text)
             reserved = self._x.reserve_opening(session_id) if resume else None
             if reserved is not None:
-                return await admit_and_open(
+                opened = await admit_and_open(
                     self._storage, op, *reserved, admission_timeout=self._admission_timeout
                 )
+                if opened is not None:
+                    return opened
             receipt, _ = await self._storage.write(op)
             if resume:
                 await self._x.wake(session_id, receipt.admitted_seq)
@@ -419,9 +421,11 @@ class Sessions:
 
     async def wait_idle(self, session_id: str) -> None:
         """Wait until the session has no active or pending drain; in cluster mode on any
-        worker (``actors.cluster._cluster.wait_elsewhere``)."""
+        worker (``actors.cluster._cluster.wait_elsewhere``), unless this worker's drain
+        parked the session's lease after the wait began, finding nothing pending."""
+        began = trio.current_time()
         await self._x.wait_idle(session_id)
-        if self._cluster is not None:
+        if self._cluster is not None and not self._x.settled_since(session_id, began):
             await wait_elsewhere(self._storage, self._hub, session_id, self._cluster)
 
     async def check_input(

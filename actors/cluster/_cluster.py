@@ -6,7 +6,10 @@ its drains). ``docs/cluster.md`` tells the whole model; this module holds the ac
 
 - :class:`SessionLease`: one SessionActor's lease. Acquired at the start of a drain chain,
   renewed every ``ClusterOptions.renew_every`` seconds while it runs (a lost lease cancels
-  the drain: interrupted by a takeover, not failed), released when the chain ends.
+  the drain: interrupted by a takeover, not failed), parked when the chain ends: kept
+  under its token for ``ClusterOptions.lease_idle`` seconds, so the next prompt's drain
+  takes it back (in its admission's own batch when admitted here) instead of acquiring
+  it again; any other worker may acquire a parked lease meanwhile.
 - :data:`DRAIN_FENCE`: the token of the lease the current task drives under. The
   StorageActor stamps it on every command with a ``fence`` field written from that task or
   the tasks it starts, so a stale driver's writes are refused by the store (``LeaseLost``).
@@ -23,7 +26,7 @@ its drains). ``docs/cluster.md`` tells the whole model; this module holds the ac
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final, Protocol
 
@@ -39,9 +42,11 @@ from runtime.events import decode_event
 from storage import (
     AcquireLease,
     EventsTail,
+    Lease,
     LeaseLost,
     LeaseOf,
     Orphans,
+    ParkLease,
     PendingInputs,
     ReleaseLease,
     RenewLease,
@@ -93,6 +98,7 @@ _ANSWERED: Final = (
 DEFAULT_LEASE_TTL: Final = 10.0
 DEFAULT_RENEW_EVERY: Final = 3.0
 DEFAULT_SWEEP_EVERY: Final = 5.0
+DEFAULT_LEASE_IDLE: Final = 5.0
 
 
 class ClusterOptions(msgspec.Struct, frozen=True):
@@ -110,21 +116,30 @@ class ClusterOptions(msgspec.Struct, frozen=True):
     """Sessions one sweep wakes at most."""
     wait_poll: float = 0.05
     """How often a ``wait`` on a worker that does not drive the session looks again
-    (a release commits no event to wake it)."""
+    (a park commits no event to wake it)."""
+    lease_idle: float = DEFAULT_LEASE_IDLE
+    """How long a lease stays parked once its drains went idle: the session's next drain
+    within it takes the lease back under the same token (no acquisition), after it the
+    lease is free. 0: free at once, as a release."""
 
     def __post_init__(self) -> None:
         if not self.owner:
             raise ValueError("a cluster worker needs an owner id")
         if not 0 < self.renew_every * 3 <= self.lease_ttl:
             raise ValueError("renew_every must be positive and at most a third of lease_ttl")
+        if not self.lease_idle >= 0:
+            raise ValueError("lease_idle must be 0 or more seconds")
 
 
 class SessionLease:
     """One SessionActor's lease on its session (cluster mode); see the module doc.
 
-    ``token`` is the fencing token while held, else None. ``taken_over`` says the last
-    acquisition found the previous holder's lease expired unreleased (its drain may have
-    been cut short: the actor recovers the session as a restart would).
+    ``token`` is the fencing token while held (driving or parked), else None.
+    ``taken_over`` says the last acquisition found the previous holder's lease expired
+    unreleased (its drain may have been cut short: the actor recovers the session as a
+    restart would). A parked lease counts as held until ``lease_idle`` seconds after it
+    was parked (the store frees it then, on its own clock); taking it back may still
+    find it acquired by another worker meanwhile.
     """
 
     def __init__(self, storage: StorageActor, session_id: str, options: ClusterOptions) -> None:
@@ -134,41 +149,142 @@ class SessionLease:
         self.token: int | None = None
         self._last = -1
         """The token of this actor's previous lease."""
+        self._parked_at: float | None = None
+        """When the lease was parked (trio's clock), while it is."""
+        self._park_sent: float | None = None
+        """When the write that parked it was sent (trio's clock)."""
         self.fresh = True
         """Another worker held the lease between this one's last and this acquisition."""
         self.taken_over = False
         self.lost = False
         """The lease was lost while driving (a renewal refused, or a write fenced off)."""
+        self.reserved: RenewLease | None = None
+        """The renewal of the lease parked here when an admission's opening was reserved."""
 
     @property
     def held(self) -> bool:
-        return self.token is not None and not self.lost
+        """Whether this actor holds the lease, driving or parked (within ``lease_idle``)."""
+        if self.token is None or self.lost:
+            return False
+        parked = self._parked_at
+        return parked is None or trio.current_time() - parked < self._options.lease_idle
+
+    @property
+    def parked(self) -> bool:
+        """Whether this actor holds the lease parked (its drains idle)."""
+        return self._parked_at is not None and self.held
+
+    def parked_since(self, moment: float) -> bool:
+        """Whether the lease is parked here by a write sent after *moment* (trio's clock):
+        that write found no input pending and no other worker driving when it committed,
+        so whatever was admitted before *moment* is driven."""
+        return self.parked and self._park_sent is not None and self._park_sent > moment
+
+    def parking(self, events: Sequence[ev.DurableEvent]) -> ParkLease | None:
+        """The park a turn's write of *events* carries (``AppendWithPending(park=...)``)
+        when they end its step with "stop" (no tool call to run: likely the drain's last
+        write) and the lease drives here; call :meth:`parked_now` if the write's answer
+        shows it parked (nothing pending)."""
+        ends = bool(events) and isinstance(events[-1], ev.StepEnded)
+        if not ends or events[-1].finish != "stop":  # type: ignore[union-attr]
+            return None
+        if not self.held or self._parked_at is not None or self.token is None:
+            return None
+        self._park_sent = trio.current_time()
+        return self._park(self.token)
+
+    def parked_now(self) -> None:
+        """The write carrying :meth:`parking`'s park committed it."""
+        self._parked_at = trio.current_time()
+
+    async def take_back(self) -> bool:
+        """Take back the lease parked here under its token; False when another worker
+        acquired it meanwhile (forgotten here)."""
+        if self.token is not None and await self._write(self._renewal(self.token)) is not None:
+            self._taken_back()
+            return True
+        self.token, self._parked_at = None, None
+        return False
+
+    async def drive_again(self) -> bool:
+        """Before the drain writes again (a compaction, a failure, another turn), take back
+        the lease a turn's last write parked; False (the lease marked lost) when another
+        worker acquired it meanwhile: the drain stops, as after a takeover."""
+        if self.parked and not await self.take_back():
+            self.lost = True
+        return not self.lost
+
+    def reserve(self) -> bool:
+        """Reserve an admission's opening under the lease parked here (``reserved``, the
+        renewal its batch sends: ``AdmitAndOpen(lease=...)``); False when not parked."""
+        self.reserved = self.opening()
+        return self.reserved is not None
+
+    def _park(self, token: int) -> ParkLease:
+        return ParkLease(
+            session_id=self._session_id, owner=self._options.owner, token=token,
+            idle_ms=int(self._options.lease_idle * 1000),
+        )  # fmt: skip
+
+    def opening(self) -> RenewLease | None:
+        """The renewal an admission made here sends in its own batch to open the session's
+        next activity under the parked lease (``AdmitAndOpen(lease=...)``), or None when
+        the lease is not parked here."""
+        if not self.parked or self.token is None:
+            return None
+        return self._renewal(self.token)
+
+    def opened(self, *, taken_back: bool) -> None:
+        """What the admission's batch did with :meth:`opening`'s renewal: the lease taken
+        back, or refused (another worker acquired it: forgotten here)."""
+        if taken_back:
+            self._taken_back()
+        else:
+            self.token, self._parked_at = None, None
 
     async def acquire(self) -> bool:
-        """Take the lease; False when another worker holds it unexpired (it drives), or
-        when the acquisition failed to commit (logged; if it did commit, the lease expires
-        and the sweep finds the session). Sets ``fresh`` when another worker held the
-        lease since this one last did (tokens grow by one per acquisition) and
-        ``taken_over``. Cancellation abandons the wait (an acquisition that committed
-        expires)."""
-        try:
-            lease = await self._storage.write(
-                AcquireLease(
-                    session_id=self._session_id, owner=self._options.owner,
-                    ttl_ms=int(self._options.lease_ttl * 1000),
-                )
-            )  # fmt: skip
-        except StorageError as exc:
-            _log.warning("lease not acquired", extra={"session": self._session_id}, exc_info=exc)
-            lease = None
+        """Hold the lease to drive: kept when it drives already (an admission took it back),
+        taken back under its token when parked here, else acquired; False when another
+        worker holds it unexpired (it drives), or when the write failed to commit (logged;
+        if it did commit, the lease expires and the sweep finds the session). Sets
+        ``fresh`` when another worker held the lease since this one last did (tokens grow
+        by one per acquisition) and ``taken_over``. Cancellation abandons the wait (an
+        acquisition that committed expires)."""
+        if self.held and self._parked_at is None:
+            return True
+        if self.parked and await self.take_back():
+            return True
+        self.token, self._parked_at = None, None
+        lease = await self._write(
+            AcquireLease(
+                session_id=self._session_id, owner=self._options.owner,
+                ttl_ms=int(self._options.lease_ttl * 1000),
+            )
+        )  # fmt: skip
         self.lost = False
         if lease is None:
-            self.token = None
             return False
         self.fresh = lease.token != self._last + 1
         self.token = self._last = lease.token
         self.taken_over = lease.taken_over
         return True
+
+    def _taken_back(self) -> None:
+        self._parked_at, self.lost = None, False
+        self.fresh = self.taken_over = False
+
+    def _renewal(self, token: int) -> RenewLease:
+        return RenewLease(
+            session_id=self._session_id, owner=self._options.owner, token=token,
+            ttl_ms=int(self._options.lease_ttl * 1000),
+        )  # fmt: skip
+
+    async def _write(self, command: AcquireLease | RenewLease) -> Lease | None:
+        try:
+            return await self._storage.write(command)
+        except StorageError as exc:
+            _log.warning("lease not acquired", extra={"session": self._session_id}, exc_info=exc)
+            return None
 
     @asynccontextmanager
     async def driving(self, scope: trio.CancelScope) -> AsyncIterator[None]:
@@ -193,13 +309,10 @@ class SessionLease:
     async def _renew(self, scope: trio.CancelScope) -> None:
         while True:
             await trio.sleep(self._options.renew_every)
+            if self._parked_at is not None:
+                continue  # the turn's last write parked it: a renewal would take it back
             try:
-                lease = await self._storage.write(
-                    RenewLease(
-                        session_id=self._session_id, owner=self._options.owner,
-                        token=self.token or 0, ttl_ms=int(self._options.lease_ttl * 1000),
-                    )
-                )  # fmt: skip
+                lease = await self._storage.write(self._renewal(self.token or 0))
             except StorageError as exc:
                 _log.warning(
                     "lease renewal failed", extra={"session": self._session_id}, exc_info=exc
@@ -223,33 +336,40 @@ class SessionLease:
             self.lost = True
         return self.lost
 
-    async def release(self) -> None:
-        """Release the lease (bounded, shielded: a release that fails lets it expire)."""
+    async def park(self, *, keep_for_pending: bool = True) -> bool:
+        """Park the lease now that the drains are idle (bounded, shielded); True when the
+        store found input pending instead (admitted elsewhere while this worker drove):
+        the lease still drives, and that input is this worker's to drive. Without
+        *keep_for_pending* the lease is released instead (input that could not be
+        promoted waits for the next wake, here or elsewhere). A park or release that
+        fails to commit lets the lease expire (logged); a lost lease is forgotten."""
+        if self.parked:
+            return False  # the turn's last write parked it
         token, self.token = self.token, None
         if token is None or self.lost:
-            return
+            return False
+        self._park_sent = trio.current_time()
+        command: ParkLease | ReleaseLease = (
+            self._park(token)
+            if keep_for_pending
+            else ReleaseLease(session_id=self._session_id, owner=self._options.owner, token=token)
+        )
+        lease: Lease | None = None
         with trio.move_on_after(self._options.renew_every, shield=True):
             try:
-                await self._storage.write(
-                    ReleaseLease(
-                        session_id=self._session_id, owner=self._options.owner, token=token
-                    )
-                )
+                lease = await self._storage.write(command)
             except StorageError as exc:
                 _log.warning(
-                    "lease release failed; it expires",
-                    extra={"session": self._session_id},
+                    "lease park failed; it expires", extra={"session": self._session_id},
                     exc_info=exc,
-                )
-
-    async def input_pending(self) -> bool:
-        """Whether the session has unpromoted input (read after a release: a prompt
-        admitted elsewhere meanwhile is this worker's to drive, if it acquires first)."""
-        try:
-            rows = await self._storage.read(PendingInputs(session_id=self._session_id))
-        except StorageError:
-            return False  # the sweep finds it once no lease covers it
-        return bool(rows)
+                )  # fmt: skip
+        if lease is None or self.token is not None:  # lost, or acquired again meanwhile
+            return False
+        self.token = token
+        if not lease.parked:
+            return True
+        self._parked_at = trio.current_time()
+        return False
 
 
 class Relay:
@@ -347,16 +467,29 @@ async def sweep(storage: StorageActor, execution: _Execution, options: ClusterOp
 async def wait_elsewhere(
     storage: StorageActor, hub: EventHub, session_id: str, options: ClusterOptions
 ) -> None:
-    """Wait until no worker drives the session and none has input of it to drive: no live
-    lease and no unpromoted input. Re-checked after each of the session's events relayed
-    here, and every ``wait_poll`` seconds (a release commits no event). Cancellation ends
-    the wait."""
+    """Wait until no worker drives the session and none has input of it to drive: no
+    live lease or a parked one, and no unpromoted input. Re-checked after each of the
+    session's events relayed here, and every ``wait_poll`` seconds (a park commits no
+    event). Cancellation ends the wait."""
     with hub.subscribe(session_id) as sub:
         while True:
-            lease = await storage.read(LeaseOf(session_id=session_id))
-            if lease is None:
-                rows = await storage.read(PendingInputs(session_id=session_id))
-                if not rows:
-                    return
+            if await _settled(storage, session_id):
+                return
             with trio.move_on_after(options.wait_poll):
                 await sub.receive()
+
+
+async def _settled(storage: StorageActor, session_id: str) -> bool:
+    """Whether no worker drives the session (no live lease, or a parked one) and none of
+    its input is pending: the two reads are sent together, so they are answered in one
+    round trip."""
+    leases: list[Lease | None] = []
+
+    async def lease_of() -> None:
+        leases.append(await storage.read(LeaseOf(session_id=session_id)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lease_of)
+        pending = await storage.read(PendingInputs(session_id=session_id))
+    lease = leases[0]
+    return (lease is None or lease.parked) and not pending

@@ -282,6 +282,13 @@ class SessionExecution:
             if self._sessions.get(session_id) is not actor:
                 return  # passivated for good: it was idle, nothing queued
 
+    def settled_since(self, session_id: str, moment: float) -> bool:
+        """Cluster mode: whether the session's actor is idle here with its lease parked by
+        a write sent after *moment* (``SessionActor.settled_since``): nothing admitted
+        before *moment* is pending or driven elsewhere."""
+        actor = self._sessions.get(session_id)
+        return actor is not None and actor.settled_since(moment)
+
     async def _ask_active(self, session_id: str, make: Callable[[Reply[None]], Any]) -> None:
         """Call the session's actor if it is active; a passivated one was idle, but one
         restarted because work reached it as it stopped is asked again."""

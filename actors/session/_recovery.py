@@ -24,6 +24,7 @@ from storage import Append, SessionHistory
 
 if TYPE_CHECKING:
     from actors.session._ports import SessionPorts
+    from actors.session._turn import Turn
     from actors.store import StorageActor
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "close_failed_turn",
     "failed_step_start",
     "failure_events",
+    "record_drain_failure",
     "record_failure",
     "recover_session",
     "recover_until_written",
@@ -102,6 +104,36 @@ async def record_failure(
                 extra={"session": session_id},
                 exc_info=write_error,
             )
+
+
+async def record_drain_failure(
+    ports: SessionPorts, session_id: str, exc: Exception, turn: Turn | None, *,
+    turn_open: bool, agent: Callable[[], AgentInfo],
+) -> bool:  # fmt: skip
+    """Make a failed drain durable and visible: a ``step.failed`` on the step it cut
+    (for the turn cap, *turn*'s; else a new, empty step) and a ``run.failed`` that sets
+    the session's ``last_error``, in one batch. A failure inside a provider turn (*turn*
+    still *turn_open*) was closed by the turn itself; tool calls it left without a result
+    are closed by recovery here. True when that recovery ran (the history is recovered).
+
+    Bounded and shielded (:func:`record_failure`, :func:`close_failed_turn`); a write
+    that fails is logged, and the next drain's recovery closes what stayed open.
+    """
+    if turn is not None and turn_open:
+        # run_turn closed its step failed (and the actor's append added run.failed) as
+        # far as its own bounded write could; what it could not (a tool call whose result
+        # was not written), recovery closes from the durable history: now, and if that
+        # fails too, at the next drain.
+        return await close_failed_turn(ports.storage, session_id, ports.now_ms)
+    now, start = ports.now_ms(), None
+    if turn is not None and isinstance(exc, StepLimitExceededError):
+        message_id = turn.assistant_id
+    else:
+        message_id = ports.ids.new("msg")
+        start = failed_step_start(ports, session_id, agent, message_id, now)
+    events = failure_events(exc, session_id=session_id, now=now, message_id=message_id, start=start)
+    await record_failure(ports.storage, session_id, events)
+    return False
 
 
 async def close_failed_turn(

@@ -28,10 +28,7 @@ from actors.session._context import EpochKeeper
 from actors.session._ports import SessionLocation, SessionPorts
 from actors.session._recovery import (
     StepLimitExceededError,
-    close_failed_turn,
-    failed_step_start,
-    failure_events,
-    record_failure,
+    record_drain_failure,
     recover_until_written,
     run_failure,
 )
@@ -70,7 +67,7 @@ from runtime.drain import (
 from runtime.history import HistoryView, to_llm_model, visible_history
 from runtime.revert import hidden_ranges
 from runtime.telemetry import current_span_context, span
-from storage import AppendWithPending, HistoryChanges, PromoteInputs
+from storage import AppendWithPending, HistoryChanges, LeaseLost, PromoteInputs
 
 __all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError"]
 
@@ -123,7 +120,8 @@ class SessionActor(Actor[Message]):
         self._lease = (
             SessionLease(ports.storage, session_id, ports.cluster) if ports.cluster else None
         )
-        """Cluster mode: the session's lease, held while a drain chain runs here."""
+        """Cluster mode: the session's lease, held while a drain chain runs here and parked
+        for a while after."""
         self._releasing = False
 
     @property
@@ -143,15 +141,16 @@ class SessionActor(Actor[Message]):
 
     def reserve_opening(self) -> tuple[int, int] | None:
         """Let an admission open the next activity in its own batch, if the actor is idle
-        and ready (recovered, epoch initialized); return the history version to read
-        from, or None. Until :meth:`release_opening` or :meth:`hand_opened` the actor
-        does not count as idle, so it is not passivated meanwhile."""
+        and ready (recovered, epoch initialized) and, in cluster mode, holds its lease
+        parked (``SessionLease.reserve``); return the history version to read from, or None.
+        Until :meth:`release_opening` or :meth:`hand_opened` the actor does not count as
+        idle, so it is not passivated meanwhile."""
         if not (self.lane.idle and self._recovered and self._has_epoch) or self._openings:
-            return None
-        if self._lease is not None:  # cluster mode: the lease is taken by the drain first
             return None
         if self._opened is not None or self.state != "running":
             return None
+        if self._lease is not None and not self._lease.reserve():
+            return None  # cluster mode: only under the lease parked here
         self._openings += 1
         return self._history.generation, self._history.version
 
@@ -160,6 +159,18 @@ class SessionActor(Actor[Message]):
         context = current_span_context()
         if context is not None and len(self._admissions) < _MAX_LINKS:
             self._admissions.append(context)
+
+    def settled_since(self, moment: float) -> bool:
+        """Cluster mode: whether the actor is idle with its lease parked by a write sent
+        after *moment* (trio's clock), which found nothing pending and nobody else driving:
+        no other worker's state needs reading to know the session is settled."""
+        return self.idle and self._lease is not None and self._lease.parked_since(moment)
+
+    @property
+    def lease(self) -> SessionLease | None:
+        """Cluster mode: the session's lease (an opening reserves under it); None in one
+        process."""
+        return self._lease
 
     def release_opening(self, *, in_doubt: bool = False) -> None:
         """The reserved opening will not come: its admission failed, or (*in_doubt*) it
@@ -312,11 +323,11 @@ class SessionActor(Actor[Message]):
                 break
             mode = self.lane.finished()
             if mode is None and self._lease is not None:
-                self._releasing = True  # not idle until released: a wait sees it free
-                await self._lease.release()
-                # Input admitted elsewhere between the drain's last look and the release
-                # is this worker's to drive (once: input that cannot be promoted waits).
-                if not rewoken and await self._lease.input_pending():
+                self._releasing = True  # not idle until parked: a wait sees it free
+                # Input admitted elsewhere between the drain's last look and the park
+                # keeps the lease driving: it is this worker's to drive (once: input that
+                # cannot be promoted waits, the lease released, for the next wake).
+                if await self._lease.park(keep_for_pending=not rewoken):
                     rewoken, mode = True, "wake" if self.lane.wake(WAKE_ANY) == "start" else None
                 self._releasing = False
         self._answer_idle_waiters()
@@ -325,12 +336,17 @@ class SessionActor(Actor[Message]):
     async def _drain_failed(self, exc: Exception) -> None:
         """Report a failed drain durably (under the lease, in cluster mode), unless the
         store refused its writes because another worker took the lease over."""
-        if self._lease is not None and self._lease.fenced_off(exc):
+        lease = self._lease
+        if lease is not None and (lease.fenced_off(exc) or not await lease.drive_again()):
             _log.warning("lease taken over; writes refused", extra={"session": self.session_id})
             return
         self.last_error = f"{type(exc).__name__}: {exc}"
         _log.error("drain failed", extra={"session": self.session_id}, exc_info=exc)
-        await self._record_failure(exc)
+        turn, turn_open = self._turn, self._turn_open
+        self._turn, self._turn_open, self._recovered = None, False, False
+        self._recovered = await record_drain_failure(
+            self._p, self.session_id, exc, turn, turn_open=turn_open, agent=self._agent
+        )
 
     def _adopt_lease(self, lease: SessionLease) -> None:
         """After another worker drove the session, forget what this actor remembers of it
@@ -354,6 +370,8 @@ class SessionActor(Actor[Message]):
         state, effect = begin_drain(force=force, compact=self._take_compact_request())
         while True:
             report: DrainInput
+            if self._lease and not isinstance(effect, Idle) and not await self._lease.drive_again():
+                raise LeaseLost(f"the lease of {self.session_id} was acquired elsewhere")
             match effect:
                 case RequestTurn(step=step, max_turns=max_turns, compacted=compacted):
                     outcome = await self._provider_turn(step, max_turns, compacted=compacted)
@@ -563,37 +581,11 @@ class SessionActor(Actor[Message]):
         if failed is not None:
             events = [*events, failed]
             self.last_error = f"{failed.error.tag}: {failed.error.message}"
-        return await self._p.storage.write(AppendWithPending(session_id=sid, events=events))
-
-    async def _record_failure(self, exc: Exception) -> None:
-        """Make a failed drain durable and visible: a ``step.failed`` on the step it cut
-        (for the turn cap, the last one; else a new, empty step) and a ``run.failed``
-        that sets the session's ``last_error``, in one batch. A failure inside a provider
-        turn was closed by the turn itself; tool calls it left without a result are
-        closed by recovery here.
-
-        Bounded and shielded (``actors.session._recovery.record_failure``); a write that fails is
-        logged, and the next drain's recovery closes what stayed open.
-        """
-        turn = self._turn
-        if turn is not None and self._turn_open:
-            # run_turn closed its step failed (and ``_append`` added run.failed) as far
-            # as its own bounded write could; what it could not (a tool call whose result
-            # was not written), recovery closes from the durable history: now, and if
-            # that fails too, at the next drain.
-            self._turn, self._turn_open = None, False
-            self._recovered = await close_failed_turn(
-                self._p.storage, self.session_id, self._p.now_ms
-            )
-            return
-        now, start = self._p.now_ms(), None
-        if turn is not None and isinstance(exc, StepLimitExceededError):
-            message_id = turn.assistant_id
-        else:
-            message_id = self._p.ids.new("msg")
-            start = failed_step_start(self._p, self.session_id, self._agent, message_id, now)
-        self._turn, self._turn_open, self._recovered = None, False, False
-        events = failure_events(
-            exc, session_id=self.session_id, now=now, message_id=message_id, start=start
+        lease = self._lease  # cluster mode: a turn's last write parks it, unless input waits
+        park = lease.parking(events) if lease is not None else None
+        pending = await self._p.storage.write(
+            AppendWithPending(session_id=sid, events=events, park=park)
         )
-        await record_failure(self._p.storage, self.session_id, events)
+        if lease is not None and park is not None and not pending:
+            lease.parked_now()
+        return pending

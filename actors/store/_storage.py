@@ -363,12 +363,7 @@ class StorageActor(Actor[Any]):
         if writes:
             self._commit(store, writes)
         if reads:
-            outcomes = []
-            for read in reads:
-                try:
-                    outcomes.append(Outcome(value=store.answer(read.query)))
-                except Exception as exc:  # noqa: BLE001 - the error is the caller's answer
-                    outcomes.append(Outcome(error=exc))
+            outcomes = store.answer_many([r.query for r in reads])
             replies = [r.reply for r in reads]
             if store.broken:  # a read found the store unusable: reopen it (before answering,
                 self._report_failure("the store failed a read")  # so retries wait for that)

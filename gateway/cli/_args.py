@@ -98,6 +98,12 @@ def _add_serve_options(serve: argparse.ArgumentParser) -> list[argparse.Action]:
             help="with --store: how long a session's lease lasts unrenewed, so how soon another "
             "worker takes over the sessions of one that died (default 10)",
         ),
+        serve.add_argument(
+            "--lease-idle", type=float, default=5.0, metavar="SECONDS",
+            help="with --store: how long a worker keeps a session's lease parked after its "
+            "drains went idle, so that its next prompt is not acquired again (default 5; 0: "
+            "released at once)",
+        ),
     ]  # fmt: skip
     for hidden in _PER_WORKER:
         kind = str if hidden == "--owner" else int

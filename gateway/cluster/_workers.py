@@ -83,17 +83,23 @@ def new_owner(slot: int | None = None) -> str:
 
 def cluster_options(args: argparse.Namespace) -> ClusterOptions:
     """The runtime's cluster options of a ``serve --store`` worker: its owner id (the
-    parent's, else a new one) and lease timings from ``--lease-ttl``: renewed every quarter
-    of it, orphaned sessions looked for every half.
+    parent's, else a new one) and lease timings from ``--lease-ttl`` (renewed every quarter
+    of it, orphaned sessions looked for every half) and ``--lease-idle`` (how long an idle
+    session's lease stays parked).
 
     Raises:
-        CliError: a ``--lease-ttl`` that is not a positive number of seconds (status 2).
+        CliError: a ``--lease-ttl`` that is not a positive number of seconds, or a
+            ``--lease-idle`` that is negative (status 2).
     """
-    ttl = args.lease_ttl
+    ttl, idle = args.lease_ttl, args.lease_idle
     if not ttl > 0:
         raise CliError(f"--lease-ttl must be a positive number of seconds, not {ttl}", 2)
+    if not idle >= 0:
+        raise CliError(f"--lease-idle must be 0 or more seconds, not {idle}", 2)
     owner = args.owner or new_owner()
-    return ClusterOptions(owner=owner, lease_ttl=ttl, renew_every=ttl / 4, sweep_every=ttl / 2)
+    return ClusterOptions(
+        owner=owner, lease_ttl=ttl, renew_every=ttl / 4, sweep_every=ttl / 2, lease_idle=idle
+    )
 
 
 def worker_telemetry_dir(data_dir: Path, slot: int | None) -> Path:

@@ -111,7 +111,8 @@ async def test_workers_need_a_postgresql_store(tmp_path: Path) -> None:
 def test_a_worker_gets_every_serve_option_but_those_of_the_parent() -> None:
     given = [
         "--workers", "2", "--port", "0", "--hostname", "0.0.0.0", "--data-dir", "/d",
-        "--store", "postgresql://u@h/db", "--lease-ttl", "1.5", "--certfile", "c.pem",
+        "--store", "postgresql://u@h/db", "--lease-ttl", "1.5", "--lease-idle", "0.5",
+        "--certfile", "c.pem",
         "--keyfile", "k.pem", "--directory", "/p",
     ]  # fmt: skip
     args = parser().parse_args(["serve", *given])
@@ -131,7 +132,7 @@ def test_a_worker_gets_every_serve_option_but_those_of_the_parent() -> None:
 
 
 async def lease_left(url: str, session_id: str) -> float:
-    """Seconds from now until the session's lease (held or released) expires."""
+    """Seconds from now until the session's lease (held, parked or released) expires."""
 
     def query() -> float:
         with psycopg.connect(url) as pg:
@@ -146,7 +147,7 @@ async def lease_left(url: str, session_id: str) -> float:
     return await trio.to_thread.run_sync(query)
 
 
-async def test_workers_get_the_lease_ttl_and_one_killed_before_serving_is_restarted(
+async def test_workers_get_the_lease_options_and_one_killed_before_serving_is_restarted(
     tmp_path: Path, provider: LocalServer, postgres_database: str, nursery: trio.Nursery
 ) -> None:
     cli = Cli(tmp_path, provider)
@@ -166,7 +167,8 @@ async def test_workers_get_the_lease_ttl_and_one_killed_before_serving_is_restar
     port = listeners[0].socket.getsockname()[1]
     path = os.pathsep.join([str(HOLD), *filter(None, [cli.env.get("PYTHONPATH")])])
     env = {**cli.env, "PYTHONPATH": path, "KITTIWAKE_TEST_HOLD": f"{port}:1"}
-    async with Workers.running(cli, postgres_database, 2, "--lease-ttl", "1", env=env) as cluster:
+    options = ("--lease-ttl", "1", "--lease-idle", "0.5")
+    async with Workers.running(cli, postgres_database, 2, *options, env=env) as cluster:
         assert len(held) == 2  # the killed one and its restart, which serves
         assert held[0] not in cluster.worker_pids() and held[1] in cluster.worker_pids()
         assert b"worker 1 (owner " in cluster.stderr
@@ -175,8 +177,8 @@ async def test_workers_get_the_lease_ttl_and_one_killed_before_serving_is_restar
             sid = (await client.post(S, json={"model": MODEL})).json()["data"]["id"]
             await prompt_and_wait(client, sid, "one")
             assert await texts(client, sid) == ["one", "re: one"]
-        # Acquired (and renewed) for one second, not the default ten.
-        assert await lease_left(postgres_database, sid) < 1.0
+        # Parked for half a second once idle, not the default five.
+        assert await lease_left(postgres_database, sid) < 0.5
     assert cluster.process.returncode == 0
 
 

@@ -2,8 +2,10 @@
 batch revalidates the sessions it touches, so stores writing the same session alternately
 or at once leave contiguous seqs and see each other's writes; reads of a session another
 store wrote are not served from stale caches; a store's fenced write is refused once
-another store took the lease over; another store's commits reach a listener, merged per
-session when its consumer is behind, and a refused write notifies nothing."""
+another store took the lease over, or acquired it parked; another store's commits reach a
+listener, one notification per batch however many sessions it wrote (split only past
+PostgreSQL's payload limit), merged per session when its consumer is behind, and a
+refused write notifies nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import threading
 from pathlib import Path
 
 import msgspec
+import psycopg
 import pytest
 import trio
 
@@ -21,6 +24,7 @@ from runtime import events as ev
 from runtime.titles import default_title
 from storage import (
     AcquireLease,
+    AdmitAndOpen,
     AdmitPrompt,
     Append,
     CreateSession,
@@ -28,15 +32,20 @@ from storage import (
     GetSession,
     History,
     HistoryChanges,
+    Lease,
     LeaseLost,
+    Listener,
     MessageEntry,
+    ParkLease,
     PendingInputs,
     PostgresStore,
     PromoteInputs,
     Query,
+    RenewLease,
     SetTitle,
     listen,
 )
+from storage._pg_listen import CHANNEL
 
 
 def _info(sid: str) -> ev.SessionInfo:
@@ -303,6 +312,64 @@ async def test_other_stores_commits_reach_a_listener_merged_when_it_is_behind(
             _write(a, _admit("ses_a", "msg_after"))
             assert await receive.receive() == ("ses_a", 6, 6)
             nursery.cancel_scope.cancel()
+
+
+def test_a_batch_over_many_sessions_sends_one_notification_read_as_one_per_session(
+    two: list[PostgresStore], postgres_database: str
+) -> None:
+    a, _ = two
+    sids = [f"ses_{n:04}" for n in range(800)]  # past one payload's 8000 bytes
+    _write(a, CreateSession(info=_info("ses_x")))
+    raw = psycopg.connect(postgres_database, autocommit=True)
+    listener = Listener(postgres_database, "w2")
+    try:
+        raw.execute(f"listen {CHANNEL}")
+        outcomes, _ = a.write_batch([CreateSession(info=_info(sid)) for sid in sids[:3]])
+        assert all(o.error is None for o in outcomes)
+        payloads = [n.payload for n in raw.notifies(timeout=10, stop_after=1)]
+        payloads += [n.payload for n in raw.notifies(timeout=0.2)]
+        assert len(payloads) == 1  # one for the batch, not one per session
+        assert listener.wait(10) == [(sid, 0, 0) for sid in sids[:3]]
+        outcomes, _ = a.write_batch([CreateSession(info=_info(sid)) for sid in sids[3:]])
+        assert all(o.error is None for o in outcomes)
+        payloads = [n.payload for n in raw.notifies(timeout=10, stop_after=1)]
+        payloads += [n.payload for n in raw.notifies(timeout=0.2)]
+        assert 1 < len(payloads) <= 3 and all(len(p.encode()) < 8000 for p in payloads)
+        seen: list[tuple[str, int, int]] = []
+        while len(seen) < len(sids) - 3:
+            seen += listener.wait(10)
+        assert seen == [(sid, 0, 0) for sid in sids[3:]]
+    finally:
+        raw.close()
+        listener.close()
+
+
+def test_a_lease_parked_by_one_store_and_acquired_by_another_fences_the_first_off(
+    two: list[PostgresStore],
+) -> None:
+    a, b = two
+    _write(a, CreateSession(info=_info("ses_a")))
+    held = _write(a, AcquireLease(session_id="ses_a", owner="w1", ttl_ms=60_000))
+    assert isinstance(held, Lease)
+    _write(a, ParkLease(session_id="ses_a", owner="w1", token=held.token, idle_ms=60_000))
+    taken = _write(b, AcquireLease(session_id="ses_a", owner="w2", ttl_ms=60_000))
+    assert isinstance(taken, Lease) and (taken.token, taken.taken_over) == (held.token + 1, False)
+    # A still takes itself for the holder: its opening admission, renewal and fenced
+    # writes are refused and write nothing.
+    renewal = RenewLease(session_id="ses_a", owner="w1", token=held.token, ttl_ms=60_000)
+    with pytest.raises(LeaseLost):
+        _write(a, AdmitAndOpen(admit=_admit("ses_a", "msg_a"), lease=renewal))
+    assert _write(a, renewal) is None
+    interrupt = ev.InterruptRequested(timestamp=2, session_id="ses_a")
+    with pytest.raises(LeaseLost):
+        _write(a, Append(session_id="ses_a", events=[interrupt], fence=held.token))
+    assert _seqs(b, "ses_a") == [0] and _read(b, PendingInputs(session_id="ses_a")) == []
+    # Admitted without opening, the prompt waits for B, which drives under its lease.
+    _write(a, _admit("ses_a", "msg_a"))
+    promoted, _ = _write(  # type: ignore[misc]
+        b, PromoteInputs(session_id="ses_a", opening=True, timestamp=3, fence=taken.token)
+    )
+    assert [r.id for r in promoted] == ["msg_a"]
 
 
 def test_a_worker_stopped_inside_a_batch_loses_its_connection_and_frees_the_session(

@@ -16,13 +16,11 @@ from typing import Any
 
 import msgspec
 import pytest
-import trio
 
 from runtime import PromptConflictError, SessionNotFoundError, open_runtime
 from runtime import events as ev
 from runtime.titles import default_title
 from storage import (
-    AcquireLease,
     AdmitAndOpen,
     AdmitContext,
     AdmitPrompt,
@@ -49,21 +47,15 @@ from storage import (
     HistoryChanges,
     InitializeEpoch,
     IsApproved,
-    Lease,
-    LeaseLost,
-    LeaseOf,
     ListSessions,
     MessageEntry,
     Messages,
-    Orphans,
     PendingInputs,
     Permission,
     Permissions,
     PromoteInputs,
     PutEpoch,
     Query,
-    ReleaseLease,
-    RenewLease,
     ReplaceEpoch,
     ReplyPermission,
     ReplyQuestion,
@@ -487,131 +479,6 @@ async def test_usage_sums_turns_tokens_cost_and_failures_from_the_events(
     ]  # fmt: skip
     assert [(r.key, r.turns) for r in by_day] == [("1970-01-01", 1), ("1970-01-02", 2)]
     assert [r.key for r in recent] == ["ses_b"]
-
-
-class _Clock:
-    """The DuckDB store's lease clock in a test: milliseconds that pass when told."""
-
-    def __init__(self) -> None:
-        self.ms = 1_000
-
-    def __call__(self) -> int:
-        return self.ms
-
-
-_SHORT_TTL = 300
-"""A lease that expires in the test: PostgreSQL's clock is real, so the test waits it out."""
-
-
-@pytest.fixture(params=sorted(STORES))
-def lease_store(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> tuple[AbstractAsyncContextManager[Store], Callable[[], Any]]:
-    """A store and an async callable that lets a ``_SHORT_TTL`` lease expire on its clock."""
-    if request.param.startswith("postgresql"):
-        url = request.getfixturevalue("postgres_database")
-
-        async def wait_out() -> None:
-            await trio.sleep(_SHORT_TTL / 1e3)
-
-        options = {"owner": "w1"} if request.param == "postgresql-worker" else None
-        return _runtime_store(tmp_path, "threaded", url, options), wait_out
-    clock = _Clock()
-
-    async def elapse() -> None:
-        clock.ms += _SHORT_TTL + 1
-
-    mode = request.param.removeprefix("duckdb-")
-    return _runtime_store(tmp_path, mode, store_options={"lease_clock": clock}), elapse
-
-
-async def test_leases_are_held_by_one_owner_renewed_released_and_taken_over_when_expired(
-    lease_store: tuple[AbstractAsyncContextManager[Store], Callable[[], Any]],
-) -> None:
-    open_store, elapse = lease_store
-    async with open_store as store:
-        await _write(store, CreateSession(info=_info("ses_a")))
-        first = await _write(store, AcquireLease(session_id="ses_a", owner="w1", ttl_ms=60_000))
-        assert isinstance(first, Lease) and (first.owner, first.taken_over) == ("w1", False)
-        assert await _read(store, LeaseOf(session_id="ses_a")) == first
-        # Held by another owner, unexpired: refused.
-        assert await _write(store, AcquireLease(session_id="ses_a", owner="w2", ttl_ms=1)) is None
-        renewed = await _write(
-            store, RenewLease(session_id="ses_a", owner="w1", token=first.token, ttl_ms=90_000)
-        )
-        assert renewed is not None and renewed.token == first.token
-        assert renewed.expires_at_ms > first.expires_at_ms
-        assert (
-            await _write(  # not w2's lease, nor that token
-                store, RenewLease(session_id="ses_a", owner="w2", token=first.token, ttl_ms=1)
-            )
-            is None
-        )
-        # Released: free for the next owner, with the next token, not a takeover.
-        await _write(store, ReleaseLease(session_id="ses_a", owner="w1", token=first.token))
-        assert await _read(store, LeaseOf(session_id="ses_a")) is None
-        second = await _write(
-            store, AcquireLease(session_id="ses_a", owner="w2", ttl_ms=_SHORT_TTL)
-        )
-        assert second is not None and second.token == first.token + 1 and not second.taken_over
-        # Expired unreleased: an orphan, then taken over by w1 with the next token.
-        await elapse()
-        assert await _read(store, LeaseOf(session_id="ses_a")) is None
-        assert await _read(store, Orphans(limit=10)) == ["ses_a"]
-        third = await _write(store, AcquireLease(session_id="ses_a", owner="w1", ttl_ms=60_000))
-        assert third is not None and third.token == second.token + 1 and third.taken_over
-        assert (
-            await _write(  # w2's renewal comes too late: lost
-                store, RenewLease(session_id="ses_a", owner="w2", token=second.token, ttl_ms=60_000)
-            )
-            is None
-        )
-        assert await _read(store, Orphans(limit=10)) == []
-        # Another session's lease is its own.
-        await _write(store, CreateSession(info=_info("ses_b")))
-        other = await _write(store, AcquireLease(session_id="ses_b", owner="w2", ttl_ms=60_000))
-        assert other is not None and other.token == 1
-
-
-async def test_a_write_fenced_with_a_replaced_token_is_refused_and_writes_nothing(
-    lease_store: tuple[AbstractAsyncContextManager[Store], Callable[[], Any]],
-) -> None:
-    open_store, elapse = lease_store
-    interrupt = ev.InterruptRequested(timestamp=2, session_id="ses_a")
-    async with open_store as store:
-        await _write(store, CreateSession(info=_info("ses_a")))
-        with pytest.raises(LeaseLost):  # no lease at all
-            await _write(store, Append(session_id="ses_a", events=[interrupt], fence=1))
-        old = await _write(store, AcquireLease(session_id="ses_a", owner="w1", ttl_ms=_SHORT_TTL))
-        assert old is not None
-        seqs = await _write(store, Append(session_id="ses_a", events=[interrupt], fence=old.token))
-        await _write(store, _admit("ses_a", "msg_1", "queue"))
-        await elapse()
-        new = await _write(store, AcquireLease(session_id="ses_a", owner="w2", ttl_ms=60_000))
-        assert new is not None and new.token == old.token + 1
-        before = await _read(store, Events(session_id="ses_a", after=-1, limit=100))
-        stale: list[Command[Any]] = [
-            Append(session_id="ses_a", events=[interrupt], fence=old.token),
-            AppendWithPending(session_id="ses_a", events=[interrupt], fence=old.token),
-            PromoteInputs(session_id="ses_a", opening=True, timestamp=3, fence=old.token),
-            AskPermission(asked=_asked("ses_a", "per_1", ["a"]), fence=old.token),
-            InitializeEpoch(
-                session_id="ses_a", baseline="b", snapshot="{}", agent="build", fence=old.token
-            ),
-        ]
-        for command in stale:
-            with pytest.raises(LeaseLost):
-                await _write(store, command)
-        assert await _read(store, Events(session_id="ses_a", after=-1, limit=100)) == before
-        assert [r.id for r in await _read(store, PendingInputs(session_id="ses_a"))] == ["msg_1"]
-        assert await _read(store, Permission(request_id="per_1")) is None
-        assert await _read(store, Epoch(session_id="ses_a")) is None
-        # The holder's fenced writes go on; after its release they are refused too.
-        more = await _write(store, Append(session_id="ses_a", events=[interrupt], fence=new.token))
-        assert more == [before[-1].seq + 1] and seqs == [1]
-        await _write(store, ReleaseLease(session_id="ses_a", owner="w2", token=new.token))
-        with pytest.raises(LeaseLost):
-            await _write(store, Append(session_id="ses_a", events=[interrupt], fence=new.token))
 
 
 @pytest.mark.parametrize("mode", ["threaded", "inline"])
