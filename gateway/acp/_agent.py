@@ -436,7 +436,7 @@ class AcpAgent:
         stop = updates.stop_reason(state.cancelled)
         if failure is not None and stop != "cancelled" and stop != "max_turn_requests":
             raise RpcError(INTERNAL_ERROR, failure.message, {"_tag": failure.tag})
-        return PromptResult(stop_reason=stop, usage=updates.prompt_usage())  # type: ignore[arg-type]
+        return PromptResult(stop_reason=stop, usage=updates.prompt_usage())
 
     async def _follow_prompt(
         self, session: _Session, state: _Prompt, admit: Callable[[], Awaitable[Any]],
@@ -459,7 +459,7 @@ class AcpAgent:
 
                 nursery.start_soon(until_idle)
                 items = follow.items(receipt.admitted_seq - 1, idle)
-                async with aclosing(items) as stream:  # type: ignore[type-var]
+                async with aclosing(items) as stream:
                     async for item in stream:
                         if isinstance(item, SessionEvent):
                             session.cursor = item.seq
@@ -511,7 +511,7 @@ class AcpAgent:
         if state is None:
             return
         for action in state.updates.terminal(call_id, terminal_id):
-            await self._update(session_id, action)  # type: ignore[arg-type]
+            await self._update(session_id, action)
 
     async def cancel(self, params: CancelParams) -> None:
         """Interrupt the session's running prompt, which then answers ``cancelled``."""

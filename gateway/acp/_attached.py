@@ -44,7 +44,7 @@ from runtime import (
     SessionInfo,
     SessionNotFoundError,
 )
-from runtime.agents import AgentInfo, CommandInfo
+from runtime.agents import AgentInfo, AgentMode, CommandInfo
 from runtime.events import PermissionAsked, PermissionInfo
 from runtime.tools import ToolIO
 
@@ -356,8 +356,8 @@ class AttachedBackend:
 def _agent(agent: _Agent) -> AgentInfo:
     model = agent.model or {}
     named = f"{model['providerID']}/{model['id']}" if "providerID" in model else None
-    mode = agent.mode if agent.mode in ("primary", "subagent", "all") else "primary"
-    return AgentInfo(name=agent.id, mode=mode, description=agent.description, model=named)  # type: ignore[arg-type]
+    mode: AgentMode = "subagent" if agent.mode == "subagent" else "primary"
+    return AgentInfo(name=agent.id, mode=mode, description=agent.description, model=named)
 
 
 class _SocketFollow:

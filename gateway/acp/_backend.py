@@ -84,7 +84,7 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
 class Follow(Protocol):
     """A session's stream, subscribed before the work it follows is started."""
 
-    def items(self, after: int, idle: trio.Event) -> AsyncIterator[Item]:
+    def items(self, after: int, idle: trio.Event) -> AsyncGenerator[Item, None]:
         """The session's durable events after seq *after* (none missed, none twice) and its
         live deltas as they come, until *idle* is set and no durable event is left after
         the last one yielded, or the session is deleted."""
@@ -116,7 +116,7 @@ class Backend(Protocol):
         the last seq of the session known to be written (``None``: not known)."""
         ...
 
-    def descendant_asks(self, session_id: str) -> AsyncIterator[PermissionInfo]:
+    def descendant_asks(self, session_id: str) -> AsyncGenerator[PermissionInfo, None]:
         """The pending permission requests of the subagent children running under the
         session's task calls (and theirs): those pending now, then each one as it is
         asked, each once. Runs until cancelled."""

@@ -36,6 +36,7 @@ from gateway.acp._wire import (
     ResourceLinkBlock,
     SessionInfoUpdate,
     SessionUpdate,
+    StopReason,
     TerminalContent,
     TextBlock,
     ToolCallContent,
@@ -147,7 +148,7 @@ class Updates:
 
     # -- the outcome ----------------------------------------------------------------------
 
-    def stop_reason(self, cancelled: bool) -> str:
+    def stop_reason(self, cancelled: bool) -> StopReason:
         """ACP's stop reason of the prompt this stream followed."""
         if cancelled or self.finish == "interrupted":
             return "cancelled"
@@ -178,7 +179,7 @@ class Updates:
             return self._event(item.event)
         return self._delta(item)
 
-    def terminal(self, call_id: str, terminal_id: str) -> list[Action]:
+    def terminal(self, call_id: str, terminal_id: str) -> list[ToolCallUpdate]:
         """The call *call_id* runs in the client's terminal *terminal_id*: its content is
         that terminal from now on (sent now if the call is shown already)."""
         self._terminals[call_id] = terminal_id
@@ -222,7 +223,7 @@ class Updates:
         kind = AgentThoughtChunk if thought else AgentMessageChunk
         return [kind(content=TextBlock(text=rest), message_id=message_id)]
 
-    def _event(self, event: ev.DurableEvent) -> list[Action]:  # noqa: PLR0911 - one per type
+    def _event(self, event: ev.DurableEvent) -> list[Action]:
         match event:
             case ev.TextEnded():
                 return self._ended_part(
