@@ -100,10 +100,14 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
 
 @dataclass(slots=True)
 class _Prompt:
+    """A run this connection follows: its prompt's, or one watched since its session was
+    loaded (``watched``: a prompt of this connection's stops watching it)."""
+
     updates: Updates
     cancelled: bool = False
     watching: bool = False
     """Whether its subagent children's permission requests are watched."""
+    watched: trio.CancelScope | None = None
 
 
 @dataclass(slots=True)
@@ -235,12 +239,12 @@ class AcpAgent:
         session = await self._adopt(info)
         async with session.lock:
             await self._replay(session, hidden_ranges(info))
-        return Then(self._setup(session), partial(self._announce, session))
+        return Then(self._setup(session), partial(self._announce, session, watch=True))
 
     async def resume_session(self, params: SessionSetup) -> Then:
         """Set the session up here without replaying it."""
         session = await self._adopt(await self._backend.get(params.session_id))
-        return Then(self._setup(session), partial(self._announce, session))
+        return Then(self._setup(session), partial(self._announce, session, watch=True))
 
     async def fork_session(self, params: SessionSetup) -> Then:
         """A new session with a copy of the whole history (written in one batch)."""
@@ -365,8 +369,9 @@ class AcpAgent:
             ),
         ]  # fmt: skip
 
-    async def _announce(self, session: _Session) -> None:
-        """After a session is set up: the commands it offers."""
+    async def _announce(self, session: _Session, *, watch: bool = False) -> None:
+        """After a session is set up: the commands it offers; with *watch*, a run going on
+        in it is followed (``_watch``)."""
         commands = [
             AvailableCommand(
                 name=c.name,
@@ -376,6 +381,8 @@ class AcpAgent:
             for c in session.offer.commands
         ]
         await self._update(session.id, AvailableCommandsUpdate(available_commands=commands))
+        if watch:
+            self._conn.start_soon(partial(self._watch, session))
 
     async def _options_changed(self, session: _Session) -> None:
         options = self._config_options(session)
@@ -415,8 +422,11 @@ class AcpAgent:
         """
         self._require_provider()
         session = await self._session(params.session_id)
-        if session.prompt is not None:
+        running = session.prompt
+        if running is not None and running.watched is None:
             raise RpcError(INVALID_REQUEST, f"A prompt is already running in {session.id}")
+        if running is not None and running.watched is not None:
+            running.watched.cancel()  # this prompt's own following takes over
         command = leading_command(params.prompt, {c.name for c in session.offer.commands})
         admit: Callable[[], Awaitable[Any]]
         if command is not None:
@@ -428,7 +438,7 @@ class AcpAgent:
         session.prompt = state
         try:
             async with session.lock:
-                await self._follow_prompt(session, state, admit, command is not None)
+                await self._follow(session, state, admit, switches=command is not None)
         finally:
             session.prompt = None
         updates = state.updates
@@ -438,16 +448,47 @@ class AcpAgent:
             raise RpcError(INTERNAL_ERROR, failure.message, {"_tag": failure.tag})
         return PromptResult(stop_reason=stop, usage=updates.prompt_usage())
 
-    async def _follow_prompt(
-        self, session: _Session, state: _Prompt, admit: Callable[[], Awaitable[Any]],
-        switches: bool,
+    async def _watch(self, session: _Session) -> None:
+        """Follow a run already going on in a session just loaded or resumed (another
+        client's prompt, or one that went on while the editor was away) until the session
+        is idle, as a prompt's: its updates, its permission requests. A prompt of this
+        connection's in the session takes over (cancelling this)."""
+        if session.prompt is not None or not await self._backend.busy(session.id):
+            return
+        info = await self._backend.get(session.id)
+        state = _Prompt(Updates(session.directory, context=_context(session), cost=info.cost))
+        state.watched = trio.CancelScope()
+        session.prompt = state
+        try:
+            with state.watched:
+                async with session.lock:
+                    await self._follow(session, state, None)
+        finally:
+            if session.prompt is state:
+                session.prompt = None
+
+    async def _tail(self, session: _Session) -> int:
+        """The session's last seq (its history read through)."""
+        cursor, more = 0, True
+        while more:
+            page, more = await self._backend.history(session.id, cursor)
+            cursor = page[-1].seq if page else cursor
+        return cursor
+
+    async def _follow(
+        self, session: _Session, state: _Prompt, admit: Callable[[], Awaitable[Any]] | None,
+        *, switches: bool = False,
     ) -> None:  # fmt: skip
-        """Admit the prompt, then send what its run shows until the session is idle."""
+        """Admit the prompt (if any), then send what the session's run shows until it is
+        idle; without a prompt, from the last seq the connection saw."""
         following = self._backend.follow(session.id, session.cursor)
         async with following as follow, self._routed(session.id):
-            receipt = await admit()
-            if state.cancelled:  # cancelled while it was being admitted
-                await self._backend.interrupt(session.id)
+            if admit is not None:
+                after = (await admit()).admitted_seq - 1
+                if state.cancelled:  # cancelled while it was being admitted
+                    await self._backend.interrupt(session.id)
+            else:
+                after = session.cursor if session.cursor is not None else await self._tail(session)
             if switches:  # a command selects its agent and model before its prompt
                 await self._switched(session, await self._backend.get(session.id))
             idle = trio.Event()
@@ -458,7 +499,7 @@ class AcpAgent:
                     idle.set()
 
                 nursery.start_soon(until_idle)
-                items = follow.items(receipt.admitted_seq - 1, idle)
+                items = follow.items(after, idle, behind=admit is None)
                 async with aclosing(items) as stream:
                     async for item in stream:
                         if isinstance(item, SessionEvent):
