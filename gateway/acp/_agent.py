@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final, TypeVar
 
@@ -23,10 +22,19 @@ import trio
 
 from actors import SessionEvent
 from gateway.acp._asks import Asker
-from gateway.acp._backend import Backend, ModelChoice, Offer
+from gateway.acp._backend import Backend
 from gateway.acp._content import leading_command, to_prompt
 from gateway.acp._editor import Editor
 from gateway.acp._rpc import Connection, Method, RpcError, Then
+from gateway.acp._state import (
+    BUILD,
+    Following,
+    Session,
+    config_options,
+    context_of,
+    follow_info,
+    session_setup,
+)
 from gateway.acp._updates import Ask, Delegated, ModelChanged, Question, Updates, iso
 from gateway.acp._wire import (
     AUTH_REQUIRED,
@@ -43,9 +51,7 @@ from gateway.acp._wire import (
     CancelParams,
     ClientCapabilities,
     CommandInput,
-    ConfigOption,
     ConfigOptionUpdate,
-    ConfigValue,
     CurrentModeUpdate,
     Empty,
     Implementation,
@@ -53,7 +59,6 @@ from gateway.acp._wire import (
     InitializeResult,
     ListSessionsParams,
     ListSessionsResult,
-    ModeState,
     NewSessionParams,
     PromptCapabilities,
     PromptParams,
@@ -62,8 +67,6 @@ from gateway.acp._wire import (
     SessionConfigParams,
     SessionIdParams,
     SessionInfoItem,
-    SessionMode,
-    SessionResult,
     SessionSetup,
     SessionUpdate,
     SessionUpdateParams,
@@ -86,7 +89,6 @@ __all__ = ["AUTH_METHOD", "AcpAgent", "AgentOptions"]
 _log = logging.getLogger("kittiwake.acp")
 AUTH_METHOD: Final = "kittiwake-auth"
 _LISTED: Final = 50
-_BUILD: Final = "build"
 P = TypeVar("P")
 
 
@@ -96,29 +98,6 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
 
     version: str
     provider_ready: bool = True
-
-
-@dataclass(slots=True)
-class _Prompt:
-    updates: Updates
-    cancelled: bool = False
-    watching: bool = False
-    """Whether its subagent children's permission requests are watched."""
-
-
-@dataclass(slots=True)
-class _Session:
-    """An ACP session this connection set up (new, loaded, resumed or forked)."""
-
-    id: str
-    directory: str
-    agent: str
-    model: ModelRef
-    offer: Offer
-    prompt: _Prompt | None = None
-    lock: trio.Lock = field(default_factory=trio.Lock)
-    cursor: int | None = None
-    """The last seq of the session this connection saw (``None``: not known)."""
 
 
 def _rpc_error(exc: KittiwakeError) -> RpcError:
@@ -131,8 +110,14 @@ def _rpc_error(exc: KittiwakeError) -> RpcError:
     return RpcError(INTERNAL_ERROR, exc.message, data)
 
 
-def _method(params: type[P], handler: Callable[[P], Awaitable[Any]]) -> Method[P]:
+def _method(
+    params: type[P], handler: Callable[[P], Awaitable[Any]], ready: trio.Event | None = None
+) -> Method[P]:
+    """*handler* as a method; with *ready*, it waits for that first (the backend)."""
+
     async def handled(decoded: P) -> Any:
+        if ready is not None:
+            await ready.wait()
         try:
             return await handler(decoded)
         except KittiwakeError as exc:
@@ -142,35 +127,62 @@ def _method(params: type[P], handler: Callable[[P], Awaitable[Any]]) -> Method[P
 
 
 class AcpAgent:
-    """ACP's agent side of one connection over *backend*."""
+    """ACP's agent side of one connection over *backend*.
 
-    def __init__(self, conn: Connection, backend: Backend, options: AgentOptions) -> None:
+    Without a backend yet (``None``), ``initialize`` is answered at once and every other
+    method waits until ``attach`` gives one: an editor's handshake does not wait for the
+    data dir to open.
+    """
+
+    def __init__(self, conn: Connection, backend: Backend | None, options: AgentOptions) -> None:
         self._conn = conn
-        self._backend = backend
         self._options = options
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, Session] = {}
         self._editor = Editor(conn, ClientCapabilities(), self._terminal_shown)
-        self._asker = Asker(conn, backend)
+        self._ready = trio.Event()
+        self._attached: tuple[Backend, Asker] | None = None
+        if backend is not None:
+            self.attach(backend, provider_ready=options.provider_ready)
+
+    def attach(self, backend: Backend, *, provider_ready: bool) -> None:
+        """Give the agent its backend (and whether a provider is usable); the methods
+        waiting for it go on."""
+        self._attached = (backend, Asker(self._conn, backend))
+        self._options = msgspec.structs.replace(self._options, provider_ready=provider_ready)
+        self._ready.set()
+
+    @property
+    def _backend(self) -> Backend:
+        assert self._attached is not None, "the backend is used before it is attached"
+        return self._attached[0]
+
+    @property
+    def _asker(self) -> Asker:
+        assert self._attached is not None, "the backend is used before it is attached"
+        return self._attached[1]
 
     def methods(self) -> dict[str, Method[Any]]:
         """The requests the client may send."""
+        ready = self._ready
         return {
             "initialize": _method(InitializeParams, self.initialize),
-            "authenticate": _method(AuthenticateParams, self.authenticate),
-            "session/new": _method(NewSessionParams, self.new_session),
-            "session/load": _method(SessionSetup, self.load_session),
-            "session/resume": _method(SessionSetup, self.resume_session),
-            "session/fork": _method(SessionSetup, self.fork_session),
-            "session/list": _method(ListSessionsParams, self.list_sessions),
-            "session/close": _method(SessionIdParams, self.close_session),
-            "session/set_mode": _method(SetModeParams, self.set_mode),
-            "session/set_config_option": _method(SetConfigOptionParams, self.set_config_option),
-            "session/prompt": _method(PromptParams, self.prompt),
+            "authenticate": _method(AuthenticateParams, self.authenticate, ready),
+            "session/new": _method(NewSessionParams, self.new_session, ready),
+            "session/load": _method(SessionSetup, self.load_session, ready),
+            "session/resume": _method(SessionSetup, self.resume_session, ready),
+            "session/fork": _method(SessionSetup, self.fork_session, ready),
+            "session/list": _method(ListSessionsParams, self.list_sessions, ready),
+            "session/close": _method(SessionIdParams, self.close_session, ready),
+            "session/set_mode": _method(SetModeParams, self.set_mode, ready),
+            "session/set_config_option": _method(
+                SetConfigOptionParams, self.set_config_option, ready
+            ),
+            "session/prompt": _method(PromptParams, self.prompt, ready),
         }
 
     def notifications(self) -> dict[str, Method[Any]]:
         """The notifications the client may send."""
-        return {"session/cancel": _method(CancelParams, self.cancel)}
+        return {"session/cancel": _method(CancelParams, self.cancel, self._ready)}
 
     async def serve(self) -> None:
         """Answer the client until it closes the connection."""
@@ -226,7 +238,7 @@ class AcpAgent:
         info = await self._backend.create(params.cwd)
         session = await self._adopt(info)
         session.cursor = 0  # a new session's log is its creation
-        return Then(self._setup(session, with_id=True), partial(self._announce, session))
+        return Then(session_setup(session, with_id=True), partial(self._announce, session))
 
     async def load_session(self, params: SessionSetup) -> Then:
         """Replay the session's whole history (less what a revert hides), then answer.
@@ -235,18 +247,18 @@ class AcpAgent:
         session = await self._adopt(info)
         async with session.lock:
             await self._replay(session, hidden_ranges(info))
-        return Then(self._setup(session), partial(self._announce, session))
+        return Then(session_setup(session), partial(self._announce, session, watch=True))
 
     async def resume_session(self, params: SessionSetup) -> Then:
         """Set the session up here without replaying it."""
         session = await self._adopt(await self._backend.get(params.session_id))
-        return Then(self._setup(session), partial(self._announce, session))
+        return Then(session_setup(session), partial(self._announce, session, watch=True))
 
     async def fork_session(self, params: SessionSetup) -> Then:
         """A new session with a copy of the whole history (written in one batch)."""
         info = await self._backend.fork(params.session_id)
         session = await self._adopt(info)
-        return Then(self._setup(session, with_id=True), partial(self._announce, session))
+        return Then(session_setup(session, with_id=True), partial(self._announce, session))
 
     async def list_sessions(self, params: ListSessionsParams) -> ListSessionsResult:
         """A page of top-level sessions, newest first (of ``cwd``, when given)."""
@@ -276,7 +288,7 @@ class AcpAgent:
         """Switch the session's agent (durably); its options follow the answer."""
         session = await self._session(params.session_id)
         info = await self._backend.switch_agent(session.id, params.mode_id)
-        self._follow_info(session, info)
+        follow_info(session, info)
         return Then(None, partial(self._options_changed, session))
 
     async def set_config_option(self, params: SetConfigOptionParams) -> SessionConfigParams:
@@ -294,79 +306,32 @@ class AcpAgent:
             info = await self._backend.switch_model(session.id, model)
         else:
             raise RpcError(INVALID_PARAMS, f"Unknown configuration option {params.config_id!r}")
-        self._follow_info(session, info)
-        return SessionConfigParams(config_options=self._config_options(session))
+        follow_info(session, info)
+        return SessionConfigParams(config_options=config_options(session))
 
-    async def _session(self, session_id: str) -> _Session:
+    async def _session(self, session_id: str) -> Session:
         """The ACP session *session_id*, set up here or now (any existing session)."""
         session = self._sessions.get(session_id)
         if session is None:
             session = await self._adopt(await self._backend.get(session_id))
         return session
 
-    async def _adopt(self, info: SessionInfo) -> _Session:
+    async def _adopt(self, info: SessionInfo) -> Session:
         offer = await self._backend.offer(info.location.directory)
         session = self._sessions.get(info.id)
         if session is None:
-            session = _Session(
-                id=info.id, directory=info.location.directory, agent=_BUILD, model=offer.model,
+            session = Session(
+                id=info.id, directory=info.location.directory, agent=BUILD, model=offer.model,
                 offer=offer,
             )  # fmt: skip
             self._sessions[info.id] = session
         session.offer = offer
-        self._follow_info(session, info)
+        follow_info(session, info)
         return session
 
-    def _follow_info(self, session: _Session, info: SessionInfo) -> None:
-        """Take the session's agent and model from its info (its agent's, else the
-        default model, when it selected none)."""
-        names = [a.name for a in session.offer.agents]
-        if isinstance(info.agent, str):
-            session.agent = info.agent
-        elif _BUILD not in names and names:
-            session.agent = names[0]
-        if isinstance(info.model, ModelRef):
-            session.model = info.model
-            return
-        chosen = next((a for a in session.offer.agents if a.name == session.agent), None)
-        agent_model = ModelRef.parse(chosen.model) if chosen is not None else None
-        session.model = agent_model or session.offer.model
-
-    def _setup(self, session: _Session, *, with_id: bool = False) -> SessionResult:
-        modes = ModeState(
-            current_mode_id=session.agent,
-            available_modes=[
-                SessionMode(id=a.name, name=a.name, description=a.description)
-                for a in session.offer.agents
-            ],
-        )  # fmt: skip
-        return SessionResult(
-            session_id=session.id if with_id else None, modes=modes,
-            config_options=self._config_options(session),
-        )  # fmt: skip
-
-    def _config_options(self, session: _Session) -> list[ConfigOption]:
-        agents = [
-            ConfigValue(value=a.name, name=a.name, description=a.description)
-            for a in session.offer.agents
-        ]
-        models = [_model_value(choice) for choice in session.offer.models]
-        current = _model_name(session.model)
-        if current not in {m.value for m in models}:
-            models.insert(0, ConfigValue(value=current, name=current))
-        return [
-            ConfigOption(
-                id="mode", name="Mode", category="mode", current_value=session.agent,
-                options=agents,
-            ),
-            ConfigOption(
-                id="model", name="Model", category="model", current_value=current,
-                options=models,
-            ),
-        ]  # fmt: skip
-
-    async def _announce(self, session: _Session) -> None:
-        """After a session is set up: the commands it offers."""
+    async def _announce(self, session: Session, *, watch: bool = False) -> None:
+        """After a session is set up: the commands it offers; with *watch*, a run going on
+        in it is followed (``_watch``)."""
         commands = [
             AvailableCommand(
                 name=c.name,
@@ -376,9 +341,11 @@ class AcpAgent:
             for c in session.offer.commands
         ]
         await self._update(session.id, AvailableCommandsUpdate(available_commands=commands))
+        if watch:
+            self._conn.start_soon(partial(self._watch, session))
 
-    async def _options_changed(self, session: _Session) -> None:
-        options = self._config_options(session)
+    async def _options_changed(self, session: Session) -> None:
+        options = config_options(session)
         await self._update(session.id, ConfigOptionUpdate(config_options=options))
 
     async def _update(self, session_id: str, update: SessionUpdate) -> None:
@@ -386,7 +353,7 @@ class AcpAgent:
             "session/update", SessionUpdateParams(session_id=session_id, update=update)
         )
 
-    async def _replay(self, session: _Session, hidden: list[tuple[int, int]]) -> None:
+    async def _replay(self, session: Session, hidden: list[tuple[int, int]]) -> None:
         """Send the session's whole history as updates, oldest first, but for the messages
         of the *hidden* seq ranges (a revert's)."""
         updates = Updates(session.directory, replay=True)
@@ -415,8 +382,11 @@ class AcpAgent:
         """
         self._require_provider()
         session = await self._session(params.session_id)
-        if session.prompt is not None:
+        running = session.prompt
+        if running is not None and running.watched is None:
             raise RpcError(INVALID_REQUEST, f"A prompt is already running in {session.id}")
+        if running is not None and running.watched is not None:
+            running.watched.cancel()  # this prompt's own following takes over
         command = leading_command(params.prompt, {c.name for c in session.offer.commands})
         admit: Callable[[], Awaitable[Any]]
         if command is not None:
@@ -424,11 +394,11 @@ class AcpAgent:
         else:
             admit = partial(self._backend.prompt, session.id, to_prompt(params.prompt))
         info = await self._backend.get(session.id)
-        state = _Prompt(Updates(session.directory, context=_context(session), cost=info.cost))
+        state = Following(Updates(session.directory, context=context_of(session), cost=info.cost))
         session.prompt = state
         try:
             async with session.lock:
-                await self._follow_prompt(session, state, admit, command is not None)
+                await self._follow(session, state, admit, switches=command is not None)
         finally:
             session.prompt = None
         updates = state.updates
@@ -436,18 +406,49 @@ class AcpAgent:
         stop = updates.stop_reason(state.cancelled)
         if failure is not None and stop != "cancelled" and stop != "max_turn_requests":
             raise RpcError(INTERNAL_ERROR, failure.message, {"_tag": failure.tag})
-        return PromptResult(stop_reason=stop, usage=updates.prompt_usage())  # type: ignore[arg-type]
+        return PromptResult(stop_reason=stop, usage=updates.prompt_usage())
 
-    async def _follow_prompt(
-        self, session: _Session, state: _Prompt, admit: Callable[[], Awaitable[Any]],
-        switches: bool,
+    async def _watch(self, session: Session) -> None:
+        """Follow a run already going on in a session just loaded or resumed (another
+        client's prompt, or one that went on while the editor was away) until the session
+        is idle, as a prompt's: its updates, its permission requests. A prompt of this
+        connection's in the session takes over (cancelling this)."""
+        if session.prompt is not None or not await self._backend.busy(session.id):
+            return
+        info = await self._backend.get(session.id)
+        state = Following(Updates(session.directory, context=context_of(session), cost=info.cost))
+        state.watched = trio.CancelScope()
+        session.prompt = state
+        try:
+            with state.watched:
+                async with session.lock:
+                    await self._follow(session, state, None)
+        finally:
+            if session.prompt is state:
+                session.prompt = None
+
+    async def _tail(self, session: Session) -> int:
+        """The session's last seq (its history read through)."""
+        cursor, more = 0, True
+        while more:
+            page, more = await self._backend.history(session.id, cursor)
+            cursor = page[-1].seq if page else cursor
+        return cursor
+
+    async def _follow(
+        self, session: Session, state: Following, admit: Callable[[], Awaitable[Any]] | None,
+        *, switches: bool = False,
     ) -> None:  # fmt: skip
-        """Admit the prompt, then send what its run shows until the session is idle."""
+        """Admit the prompt (if any), then send what the session's run shows until it is
+        idle; without a prompt, from the last seq the connection saw."""
         following = self._backend.follow(session.id, session.cursor)
         async with following as follow, self._routed(session.id):
-            receipt = await admit()
-            if state.cancelled:  # cancelled while it was being admitted
-                await self._backend.interrupt(session.id)
+            if admit is not None:
+                after = (await admit()).admitted_seq - 1
+                if state.cancelled:  # cancelled while it was being admitted
+                    await self._backend.interrupt(session.id)
+            else:
+                after = session.cursor if session.cursor is not None else await self._tail(session)
             if switches:  # a command selects its agent and model before its prompt
                 await self._switched(session, await self._backend.get(session.id))
             idle = trio.Event()
@@ -458,8 +459,8 @@ class AcpAgent:
                     idle.set()
 
                 nursery.start_soon(until_idle)
-                items = follow.items(receipt.admitted_seq - 1, idle)
-                async with aclosing(items) as stream:  # type: ignore[type-var]
+                items = follow.items(after, idle, behind=admit is None)
+                async with aclosing(items) as stream:
                     async for item in stream:
                         if isinstance(item, SessionEvent):
                             session.cursor = item.seq
@@ -467,10 +468,10 @@ class AcpAgent:
                             await self._act(session, state, action, nursery)
                 nursery.cancel_scope.cancel()  # permission requests left unanswered
 
-    async def _switched(self, session: _Session, info: SessionInfo) -> None:
+    async def _switched(self, session: Session, info: SessionInfo) -> None:
         """Tell the client the agent and model *info* shows, where they changed."""
         agent, model = session.agent, session.model
-        self._follow_info(session, info)
+        follow_info(session, info)
         if session.agent != agent:
             await self._update(session.id, CurrentModeUpdate(current_mode_id=session.agent))
         if session.agent != agent or session.model != model:
@@ -486,7 +487,7 @@ class AcpAgent:
             yield
 
     async def _act(
-        self, session: _Session, state: _Prompt, action: Any, nursery: trio.Nursery
+        self, session: Session, state: Following, action: Any, nursery: trio.Nursery
     ) -> None:
         if isinstance(action, Ask):
             nursery.start_soon(self._asker.permission, session.id, action)
@@ -511,7 +512,7 @@ class AcpAgent:
         if state is None:
             return
         for action in state.updates.terminal(call_id, terminal_id):
-            await self._update(session_id, action)  # type: ignore[arg-type]
+            await self._update(session_id, action)
 
     async def cancel(self, params: CancelParams) -> None:
         """Interrupt the session's running prompt, which then answers ``cancelled``."""
@@ -519,25 +520,7 @@ class AcpAgent:
         if session is not None and session.prompt is not None:
             await self._cancel(session)
 
-    async def _cancel(self, session: _Session) -> None:
+    async def _cancel(self, session: Session) -> None:
         assert session.prompt is not None
         session.prompt.cancelled = True
         await self._backend.interrupt(session.id)
-
-
-def _model_name(model: ModelRef) -> str:
-    return f"{model.provider_id}/{model.id}"
-
-
-def _model_value(choice: ModelChoice) -> ConfigValue:
-    return ConfigValue(value=_model_name(choice.ref), name=choice.name)
-
-
-def _context(session: _Session) -> int | None:
-    for choice in session.offer.models:
-        if (
-            choice.ref.provider_id == session.model.provider_id
-            and choice.ref.id == session.model.id
-        ):
-            return choice.context
-    return None

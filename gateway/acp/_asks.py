@@ -79,7 +79,7 @@ class Asker:
     async def watch_children(self, session_id: str, nursery: trio.Nursery) -> None:
         """Put the permission requests of the session's subagent children to the client,
         until the prompt ends (which cancels this)."""
-        async with aclosing(self._backend.descendant_asks(session_id)) as asks:  # type: ignore[type-var]
+        async with aclosing(self._backend.descendant_asks(session_id)) as asks:
             async for info in asks:
                 title = f"{info.agent}: {info.permission} {', '.join(info.resources)}".strip()
                 call = PermissionToolCall(

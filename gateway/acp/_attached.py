@@ -44,7 +44,7 @@ from runtime import (
     SessionInfo,
     SessionNotFoundError,
 )
-from runtime.agents import AgentInfo, CommandInfo
+from runtime.agents import AgentInfo, AgentMode, CommandInfo
 from runtime.events import PermissionAsked, PermissionInfo
 from runtime.tools import ToolIO
 
@@ -244,6 +244,10 @@ class AttachedBackend:
     async def interrupt(self, session_id: str) -> None:
         await self._call("POST", f"/api/session/{session_id}/interrupt", object)
 
+    async def busy(self, session_id: str) -> bool:
+        active = await self._call("GET", "/api/session/active", _Data[dict[str, Any]])
+        return session_id in active.data
+
     async def wait_idle(self, session_id: str) -> None:
         await self._call("POST", f"/api/session/{session_id}/wait", object)
 
@@ -356,8 +360,8 @@ class AttachedBackend:
 def _agent(agent: _Agent) -> AgentInfo:
     model = agent.model or {}
     named = f"{model['providerID']}/{model['id']}" if "providerID" in model else None
-    mode = agent.mode if agent.mode in ("primary", "subagent", "all") else "primary"
-    return AgentInfo(name=agent.id, mode=mode, description=agent.description, model=named)  # type: ignore[arg-type]
+    mode: AgentMode = "subagent" if agent.mode == "subagent" else "primary"
+    return AgentInfo(name=agent.id, mode=mode, description=agent.description, model=named)
 
 
 class _SocketFollow:
@@ -380,8 +384,10 @@ class _SocketFollow:
             except ConnectionClosed:
                 _log.info("the server closed the event stream of %s", self._session)
 
-    async def items(self, after: int, idle: trio.Event) -> AsyncGenerator[Item, None]:
-        cursor = after
+    async def items(
+        self, after: int, idle: trio.Event, *, behind: bool = False
+    ) -> AsyncGenerator[Item, None]:
+        cursor = after  # (the server replays what came after the seq subscribed from)
         while True:
             frame = await next_or_idle(self._receive, idle)
             if frame is None:  # idle (or the socket closed): the rest is in the history

@@ -84,10 +84,14 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
 class Follow(Protocol):
     """A session's stream, subscribed before the work it follows is started."""
 
-    def items(self, after: int, idle: trio.Event) -> AsyncIterator[Item]:
+    def items(
+        self, after: int, idle: trio.Event, *, behind: bool = False
+    ) -> AsyncGenerator[Item, None]:
         """The session's durable events after seq *after* (none missed, none twice) and its
         live deltas as they come, until *idle* is set and no durable event is left after
-        the last one yielded, or the session is deleted."""
+        the last one yielded, or the session is deleted. *behind*: events after *after*
+        may have been written before the subscription was taken (else it was taken before
+        the work whose events follow *after* began)."""
         ...
 
 
@@ -109,6 +113,10 @@ class Backend(Protocol):
     async def prompt(self, session_id: str, prompt: Prompt) -> InputAdmitted: ...
     async def command(self, session_id: str, name: str, arguments: str) -> InputAdmitted: ...
     async def interrupt(self, session_id: str) -> None: ...
+    async def busy(self, session_id: str) -> bool:
+        """Whether the session's drain runs now."""
+        ...
+
     async def wait_idle(self, session_id: str) -> None: ...
     async def history(self, session_id: str, after: int) -> tuple[list[SessionEvent], bool]: ...
     def follow(self, session_id: str, after: int | None) -> AbstractAsyncContextManager[Follow]:
@@ -116,7 +124,7 @@ class Backend(Protocol):
         the last seq of the session known to be written (``None``: not known)."""
         ...
 
-    def descendant_asks(self, session_id: str) -> AsyncIterator[PermissionInfo]:
+    def descendant_asks(self, session_id: str) -> AsyncGenerator[PermissionInfo, None]:
         """The pending permission requests of the subagent children running under the
         session's task calls (and theirs): those pending now, then each one as it is
         asked, each once. Runs until cancelled."""
@@ -187,6 +195,9 @@ class EmbeddedBackend:
 
     async def interrupt(self, session_id: str) -> None:
         await self._rt.sessions.interrupt(session_id)
+
+    async def busy(self, session_id: str) -> bool:
+        return session_id in self._rt.sessions.active()
 
     async def wait_idle(self, session_id: str) -> None:
         await self._rt.sessions.wait_idle(session_id)
@@ -264,9 +275,11 @@ class _HubFollow:
         self._session = session_id
         self._sub = sub
 
-    async def items(self, after: int, idle: trio.Event) -> AsyncGenerator[Item, None]:
+    async def items(
+        self, after: int, idle: trio.Event, *, behind: bool = False
+    ) -> AsyncGenerator[Item, None]:
         cursor = after
-        stored = False
+        stored = behind
         while True:
             if stored:
                 page, more = await self._backend.history(self._session, cursor)

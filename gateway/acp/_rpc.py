@@ -358,6 +358,19 @@ class Connection:
             pending.result = message.result if isinstance(message.result, msgspec.Raw) else None
         pending.done.set()
 
+    def start_soon(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run *fn* beside the requests, until it returns or the connection ends (which
+        cancels it); its failure is logged."""
+        assert self._nursery is not None, "start_soon is for a connection being served"
+
+        async def run() -> None:
+            try:
+                await fn()
+            except Exception:
+                _log.exception("a background task of the connection failed")
+
+        self._nursery.start_soon(run)
+
     # -- sending --------------------------------------------------------------------------
 
     async def notify(self, method: str, params: Any) -> None:

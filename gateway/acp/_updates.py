@@ -28,6 +28,7 @@ from gateway.acp._wire import (
     ContentToolContent,
     Cost,
     CurrentModeUpdate,
+    DiffContent,
     ImageBlock,
     PermissionToolCall,
     PlanEntry,
@@ -36,6 +37,7 @@ from gateway.acp._wire import (
     ResourceLinkBlock,
     SessionInfoUpdate,
     SessionUpdate,
+    StopReason,
     TerminalContent,
     TextBlock,
     ToolCallContent,
@@ -61,6 +63,8 @@ __all__ = [
 
 DEFAULT_TOOL_TEXT: Final = 16 * 1024
 """Characters of a tool's output shown in its call (the last ones of a running command)."""
+DEFAULT_DIFF_TEXT: Final = 256 * 1024
+"""Bytes of a file an edit's diff shows whole (before and after)."""
 _STEP_LIMIT: Final = "StepLimitExceededError"
 _TASK: Final = "task"
 
@@ -96,11 +100,12 @@ Action: TypeAlias = SessionUpdate | Ask | Question | ModelChanged | Delegated
 
 
 class _Call:
-    __slots__ = ("content", "name", "output", "view")
+    __slots__ = ("content", "input", "name", "output", "view")
 
-    def __init__(self, name: str, view: ToolView) -> None:
+    def __init__(self, name: str, view: ToolView, data: Any) -> None:
         self.name = name
         self.view = view
+        self.input: dict[str, Any] = data if isinstance(data, dict) else {}
         self.output = ""
         self.content: list[ToolCallContent] = list(view.diffs)
 
@@ -125,17 +130,21 @@ class Updates:
             is sent only then).
         cost: the session's cost before this stream (``usage_update`` carries the total).
         max_tool_text: characters of a tool's text output shown in its call.
+        max_diff: bytes of a file an edit's diff shows whole, before and after; a larger
+            file's edit shows the text it replaces only.
     """
 
     def __init__(
         self, directory: str, *, replay: bool = False, context: int | None = None,
         cost: float = 0.0, max_tool_text: int = DEFAULT_TOOL_TEXT,
+        max_diff: int = DEFAULT_DIFF_TEXT,
     ) -> None:  # fmt: skip
         self._directory = directory
         self._replay = replay
         self.context = context
         self._cost = cost
         self._max_text = max_tool_text
+        self._max_diff = max_diff
         self._calls: dict[str, _Call] = {}
         self._terminals: dict[str, str] = {}
         self._sent: dict[str, int] = {}
@@ -147,7 +156,7 @@ class Updates:
 
     # -- the outcome ----------------------------------------------------------------------
 
-    def stop_reason(self, cancelled: bool) -> str:
+    def stop_reason(self, cancelled: bool) -> StopReason:
         """ACP's stop reason of the prompt this stream followed."""
         if cancelled or self.finish == "interrupted":
             return "cancelled"
@@ -178,7 +187,7 @@ class Updates:
             return self._event(item.event)
         return self._delta(item)
 
-    def terminal(self, call_id: str, terminal_id: str) -> list[Action]:
+    def terminal(self, call_id: str, terminal_id: str) -> list[ToolCallUpdate]:
         """The call *call_id* runs in the client's terminal *terminal_id*: its content is
         that terminal from now on (sent now if the call is shown already)."""
         self._terminals[call_id] = terminal_id
@@ -222,7 +231,7 @@ class Updates:
         kind = AgentThoughtChunk if thought else AgentMessageChunk
         return [kind(content=TextBlock(text=rest), message_id=message_id)]
 
-    def _event(self, event: ev.DurableEvent) -> list[Action]:  # noqa: PLR0911 - one per type
+    def _event(self, event: ev.DurableEvent) -> list[Action]:
         match event:
             case ev.TextEnded():
                 return self._ended_part(
@@ -241,6 +250,8 @@ class Updates:
                 return shown
             case ev.ToolSuccess() | ev.ToolFailed():
                 return self._settled(event)
+            case ev.FileBeforeImage():
+                return self._whole_file(event)
             case ev.TodoUpdated():
                 return [PlanUpdate(entries=[_plan_entry(todo) for todo in event.todos])]
             case ev.PermissionAsked() if not self._replay:
@@ -279,7 +290,7 @@ class Updates:
     def _start(self, call_id: str, name: str, data: Any, status: ToolStatus) -> list[Action]:
         view = tool_view(name, data, self._directory)
         known = self._calls.get(call_id)
-        call = _Call(name, view)
+        call = _Call(name, view, data)
         if known is not None:
             call.output = known.output
         self._calls[call_id] = call
@@ -304,7 +315,7 @@ class Updates:
     def _settled(self, event: ev.ToolSuccess | ev.ToolFailed) -> list[Action]:
         call = self._calls.get(event.call_id)
         if call is None:  # a settlement whose call this stream did not show (a fork's)
-            call = _Call("", tool_view("", {}, self._directory))
+            call = _Call("", tool_view("", {}, self._directory), {})
             self._calls[event.call_id] = call
             start: list[Action] = [ToolCallStart(tool_call_id=event.call_id, title="tool")]
         else:
@@ -326,6 +337,34 @@ class Updates:
             raw_output=raw,
         )  # fmt: skip
         return [*start, update]
+
+    def _whole_file(self, event: ev.FileBeforeImage) -> list[Action]:
+        """An ``edit`` or ``write`` shown as a diff of the whole file, once the file's
+        content before it is recorded (in process: attached, the server sends its path
+        alone and the call keeps the diff of the text it replaces)."""
+        call = self._calls.get(event.call_id)
+        if call is None or call.name not in ("edit", "write") or len(event.files) != 1:
+            return []
+        image = event.files[0]
+        if image.omitted or len(image.content or b"") > self._max_diff:
+            return []
+        before = image.content.decode("utf-8", "replace") if image.content is not None else None
+        given = call.input
+        if call.name == "write" and isinstance(given.get("content"), str):
+            after: str = given["content"]
+        elif call.name == "edit" and before is not None:
+            old, new = given.get("oldString"), given.get("newString")
+            if not isinstance(old, str) or not isinstance(new, str) or old not in before:
+                return []
+            after = before.replace(old, new, -1 if given.get("replaceAll") is True else 1)
+        else:
+            return []
+        if len(after) > self._max_diff:
+            return []
+        diff = DiffContent(path=image.path, old_text=before, new_text=after)
+        call.view.diffs = [diff]
+        call.content = [diff]
+        return [ToolCallUpdate(tool_call_id=event.call_id, content=call.content)]
 
     def _ask(self, event: ev.PermissionAsked) -> Ask:
         call = self._calls.get(event.call_id) if event.tool else None

@@ -80,6 +80,7 @@ __all__ = [
     "SessionUpdateParams",
     "SetConfigOptionParams",
     "SetModeParams",
+    "StopReason",
     "TerminalContent",
     "TerminalParams",
     "TextBlock",
@@ -110,6 +111,7 @@ ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
 ]
 ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
 
 class _Out(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
@@ -345,7 +347,7 @@ class PromptUsage(_Out, frozen=True):
 
 
 class PromptResult(_Out, frozen=True):
-    stop_reason: Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+    stop_reason: StopReason
     usage: PromptUsage | None = None
 
 

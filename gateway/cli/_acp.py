@@ -75,7 +75,7 @@ def _enter(cwd: str | None) -> Path:
 async def acp(args: argparse.Namespace) -> int:
     """Serve ACP on standard input and output until the client closes them: over a runtime
     opened here, or the server ``--attach`` names (else the one holding the data dir)."""
-    from gateway.acp import AgentOptions, EmbeddedBackend, protocol_streams, serve_acp
+    from gateway.acp import AcpAgent, AgentOptions, Connection, EmbeddedBackend, protocol_streams
 
     with protocol_streams() as (receive, send):
         directory = _enter(args.cwd)
@@ -90,29 +90,39 @@ async def acp(args: argparse.Namespace) -> int:
             await _attached(url, receive, send)
             return 0
         config = load_config_warned(str(directory))
-        loaded = trio.Event()
+        conn = Connection(receive, send)
+        agent = AcpAgent(conn, None, AgentOptions(version=_version()))
+        loaded, done = trio.Event(), trio.Event()
+        provider: Provider | None = None
 
         async def load_gateway() -> None:  # as serve does: the web framework's import
             await trio.to_thread.run_sync(partial(import_module, "gateway._gateway"))
             loaded.set()
 
-        provider: Provider | None = None
+        async def run_runtime() -> None:
+            """Open the runtime, give the agent its backend, keep it open until the
+            client is gone; a failure to open ends the command with one line."""
+            nonlocal provider
+            provider = await configured_provider(data_dir, sys.stderr, config)
+            options: dict[str, Any] = provider.options() if provider is not None else {}
+            options["telemetry"] = telemetry_options(config.config.telemetry)
+            async with open_runtime(
+                data_dir=data_dir, llm=provider.client if provider else None, **options
+            ) as rt:
+                backend = EmbeddedBackend(rt, models=provider_models(provider, data_dir))
+                ready = provider is not None and provider.client is not None
+                agent.attach(backend, provider_ready=ready)
+                async with trio.open_nursery() as beside:
+                    beside.start_soon(_serve_beside, rt, data_dir, directory, loaded)
+                    await done.wait()
+                    beside.cancel_scope.cancel()
+
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(load_gateway)
-                provider = await configured_provider(data_dir, sys.stderr, config)
-                options: dict[str, Any] = provider.options() if provider is not None else {}
-                options["telemetry"] = telemetry_options(config.config.telemetry)
-                async with open_runtime(
-                    data_dir=data_dir, llm=provider.client if provider else None, **options
-                ) as rt:
-                    backend = EmbeddedBackend(rt, models=provider_models(provider, data_dir))
-                    ready = provider is not None and provider.client is not None
-                    agent = AgentOptions(version=_version(), provider_ready=ready)
-                    async with trio.open_nursery() as beside:
-                        beside.start_soon(_serve_beside, rt, data_dir, directory, loaded)
-                        await serve_acp(backend, agent, receive, send)
-                        beside.cancel_scope.cancel()
+                nursery.start_soon(run_runtime)
+                await agent.serve()  # initialize is answered before the runtime is open
+                done.set()
         finally:
             if provider is not None:
                 await provider.clients.aclose()

@@ -168,6 +168,8 @@ class Editor:
         self.terminal_calls: list[str] = []
         self.changed = asyncio.Event()
         self.hold_permission: asyncio.Event | None = None
+        self.holds: list[asyncio.Event] = []
+        """The n-th permission request is answered once ``holds[n]`` is set (if there)."""
 
     def _touch(self) -> None:
         self.changed.set()
@@ -205,6 +207,8 @@ class Editor:
         self._touch()
         if self.hold_permission is not None:
             await self.hold_permission.wait()
+        if len(self.permissions) <= len(self.holds):
+            await self.holds[len(self.permissions) - 1].wait()
         if self.permission is None:
             return S.RequestPermissionResponse(outcome=S.DeniedOutcome(outcome="cancelled"))
         selected = S.AllowedOutcome(outcome="selected", option_id=self.permission)

@@ -157,3 +157,46 @@ def test_load_leaves_out_what_a_revert_hides(tmp_path, provider: Provider) -> No
         editor = asyncio.run(load(url, sid))
     assert [u.content.text for u in editor.of("user_message_chunk")] == ["first"]
     assert editor.text() == "One."
+
+
+def test_a_session_loaded_while_it_runs_is_followed_to_its_end(
+    tmp_path, provider: Provider
+) -> None:
+    setup = Setup(tmp_path, provider)
+    (setup.project / "kittiwake.json").write_text(json.dumps({"permission": {"edit": "ask"}}))
+    notes = setup.project / "notes.txt"
+    notes.write_text("v1\n")
+    first = {"filePath": "notes.txt", "oldString": "v1", "newString": "v2"}
+    second = {"filePath": "notes.txt", "oldString": "v2", "newString": "v3"}
+    provider.server.queue(
+        calls("edit", first, call_id="call_1"), calls("edit", second, call_id="call_2"),
+        said("Both ", "edited."),
+    )  # fmt: skip
+
+    async def scenario() -> None:
+        window_a, window_b = Editor(), Editor()
+        window_a.holds = [asyncio.Event(), asyncio.Event()]
+        async with agent(setup, window_a) as a:
+            await a.conn.initialize(protocol_version=1)
+            sid = (await a.conn.new_session(cwd=str(setup.project), mcp_servers=[])).session_id
+            prompt = asyncio.create_task(
+                a.conn.prompt(session_id=sid, prompt=[text_block("edit twice")])
+            )
+            await window_a.until(lambda: len(window_a.permissions) == 1)
+            async with agent(setup, window_b) as b:  # the run waits on window A's answer
+                await b.conn.initialize(protocol_version=1)
+                await b.conn.load_session(session_id=sid, cwd=str(setup.project), mcp_servers=[])
+                assert [u.content.text for u in window_b.of("user_message_chunk")] == ["edit twice"]
+                window_a.holds[0].set()  # the run goes on: window B follows it
+                await window_b.until(lambda: window_b.text() == "Both edited.")
+                [(asked_in, call, _)] = window_b.permissions  # the second edit, asked here
+                assert asked_in == sid and call.tool_call_id == "call_2"
+                settled = [u for u in window_b.of("tool_call_update") if u.status == "completed"]
+                assert {u.tool_call_id for u in settled} == {"call_1", "call_2"}
+                assert b.checker.problems == [] and b.stray == []
+            assert (await prompt).stop_reason == "end_turn"
+            window_a.holds[1].set()
+            assert a.checker.problems == [] and a.stray == []
+
+    asyncio.run(scenario())
+    assert notes.read_text() == "v3\n"

@@ -273,3 +273,36 @@ def test_a_plan_switch_answered_yes_changes_the_mode(tmp_path, provider: Provide
     assert [u.current_mode_id for u in editor.of("current_mode_update")] == ["plan"]
     options = editor.of("config_option_update")[-1].config_options
     assert {o.id: o.current_value for o in options}["mode"] == "plan"
+
+
+def test_edits_show_the_whole_file_once_its_content_before_is_recorded(
+    tmp_path, provider: Provider
+) -> None:
+    setup = Setup(tmp_path, provider)
+    notes = setup.project / "notes.txt"
+    notes.write_text("one\ntwo\nthree\n")
+    (setup.project / "old.txt").write_text("was here\n")
+    edit = {"filePath": "notes.txt", "oldString": "two", "newString": "2"}
+    write = {"filePath": "old.txt", "content": "replaced\n"}
+    provider.server.queue(
+        calls("edit", edit, call_id="call_edit"), calls("write", write, call_id="call_write"),
+        said("Done."),
+    )  # fmt: skip
+    editor = Editor()
+
+    async def scenario() -> None:
+        async with agent(setup, editor) as acp:
+            await acp.conn.initialize(protocol_version=1)
+            sid = (await acp.conn.new_session(cwd=str(setup.project), mcp_servers=[])).session_id
+            await acp.conn.prompt(session_id=sid, prompt=[text_block("edit")])
+            assert acp.checker.problems == [] and acp.stray == []
+
+    asyncio.run(scenario())
+
+    def last_diff(call_id: str) -> tuple:
+        shown = [u for u in editor.of("tool_call_update") if u.tool_call_id == call_id]
+        [diff] = [c for c in shown[-1].content if c.type == "diff"]
+        return diff.path, diff.old_text, diff.new_text
+
+    assert last_diff("call_edit") == (str(notes), "one\ntwo\nthree\n", "one\n2\nthree\n")
+    assert last_diff("call_write") == (str(setup.project / "old.txt"), "was here\n", "replaced\n")

@@ -227,3 +227,35 @@ async def test_an_overflowed_follow_is_filled_from_the_store(tmp_path) -> None:
                     for a in updates.feed(item)]  # fmt: skip
     assert "".join(texts(sent)) == "".join(words)
     assert updates.stop_reason(cancelled=False) == "end_turn"
+
+
+async def test_initialize_is_answered_before_the_backend_and_the_rest_waits_for_it(
+    tmp_path,
+) -> None:
+    from gateway.acp import AcpAgent, AgentOptions, EmbeddedBackend
+    from runtime import open_runtime
+
+    client, agent_end = trio.testing.memory_stream_pair()
+    agent = AcpAgent(Connection(agent_end, agent_end), None, AgentOptions(version="test"))
+    received = b""
+
+    async def answer() -> dict:
+        nonlocal received
+        while b"\n" not in received:
+            received += await client.receive_some(65536)
+        line, _, received = received.partition(b"\n")
+        return json.loads(line)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(agent.serve)
+        await client.send_all(
+            b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}\n'
+            b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}\n'
+        )
+        first = await answer()
+        assert first["id"] == 2 and first["result"]["agentInfo"]["version"] == "test"
+        async with open_runtime(data_dir=tmp_path) as rt:
+            agent.attach(EmbeddedBackend(rt), provider_ready=True)
+            listed = await answer()  # the list waited for the backend
+            assert listed == {"jsonrpc": "2.0", "id": 1, "result": {"sessions": []}}
+        nursery.cancel_scope.cancel()
