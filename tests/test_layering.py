@@ -27,6 +27,7 @@ RUNTIME_PACKAGES = (
     "runtime.context",
     "runtime.llm",
     "runtime.mcp",
+    "runtime.plugins",
     "runtime.tools",
 )
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
@@ -198,6 +199,11 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("runtime/mcp/_planted.py", "from runtime.tools._model import ToolError", "private"),
         ("actors/session/_planted.py", "import mcp.types", "only runtime.mcp imports the mcp"),
         ("gateway/mcp/_planted.py", "from mcp import ClientSession", "only runtime.mcp imports"),
+        ("runtime/plugins/_planted.py", "from runtime._ids import IdGenerator", "subpackages use"),
+        ("runtime/plugins/_planted.py", "from runtime.tools._model import ToolError", "private"),
+        ("runtime/plugins/_planted.py", "from actors import Runtime", "layers: gateway"),
+        ("actors/session/_planted.py", "import pluggy", "only runtime.plugins imports pluggy"),
+        ("runtime/tools/_planted.py", "from pluggy import HookImpl", "only runtime.plugins"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(
