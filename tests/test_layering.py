@@ -203,6 +203,9 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("runtime/plugins/_planted.py", "from runtime.tools._model import ToolError", "private"),
         ("runtime/plugins/_planted.py", "from actors import Runtime", "layers: gateway"),
         ("actors/session/_planted.py", "import pluggy", "only runtime.plugins imports pluggy"),
+        ("gateway/plugins/_planted.py", "from gateway.mcp import mcp_routes", "gateway's rooms"),
+        ("gateway/mcp/_planted.py", "from gateway.plugins import plugin_routes", "gateway's"),
+        ("gateway/plugins/_planted.py", "from pluggy import PluginManager", "only runtime.plugins"),
         ("runtime/tools/_planted.py", "from pluggy import HookImpl", "only runtime.plugins"),
     ],
 )

@@ -90,7 +90,7 @@ class PluginSetup:
     def _context(self, directory: str, project: str, candidate: PluginCandidate) -> PluginContext:
         return PluginContext(
             name=candidate.name, client=self.client, project=project, directory=directory,
-            worktree=worktree_root(os.path.realpath(directory)), server_url=self.server_url,
+            worktree=worktree_root(os.path.realpath(directory)), server_url=lambda: self.server_url,
             options=candidate.options, limits=self.limits.process,
         )  # fmt: skip
 

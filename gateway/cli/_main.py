@@ -69,6 +69,8 @@ from storage import JournalHeld
 if TYPE_CHECKING:
     import httpx
 
+    from actors import Runtime
+
 __all__ = ["default_data_dir", "main"]
 
 _log = logging.getLogger("kittiwake.cli")
@@ -174,6 +176,8 @@ async def _serve(args: argparse.Namespace) -> int:
                 from gateway._gateway import serve
 
                 async with trio.open_nursery() as nursery:
+                    plugins = _PluginCheck(rt, directory)
+                    nursery.start_soon(plugins.run)
                     try:
                         server = await nursery.start(
                             lambda task_status: serve(
@@ -190,6 +194,8 @@ async def _serve(args: argparse.Namespace) -> int:
                         reason = error.strerror or str(error)
                         where = f"{args.hostname}:{args.port}"
                         raise CliError(f"cannot listen on {where}: {reason}") from None
+                    rt.execution.plugins.server_url = server.url
+                    await plugins.ready(server)  # a required plugin that failed stops here
                     _end_startup(args)
                     if args.ready_fd is not None:  # a --workers parent serves and records
                         announce_ready(args.ready_fd, args.owner or "")
@@ -207,6 +213,31 @@ async def _serve(args: argparse.Namespace) -> int:
         if provider is not None:
             await provider.clients.aclose()
     return 0
+
+
+class _PluginCheck:
+    """Loads the plugins of the served directory's Location beside the server's start;
+    serving is announced only once they are loaded, and not at all when a required one
+    failed (the one line says which and why)."""
+
+    def __init__(self, rt: Runtime, directory: Path) -> None:
+        self._rt, self._directory = rt, str(directory)
+        self._done = trio.Event()
+        self._failed: list[str] = []
+
+    async def run(self) -> None:
+        try:
+            location = await self._rt.execution.location(self._directory)
+            await location.plugins.wait_settled()
+            self._failed = [f"{s.name}: {s.error}" for s in location.plugins.failed_required()]
+        finally:
+            self._done.set()
+
+    async def ready(self, server: Any) -> None:
+        await self._done.wait()
+        if self._failed:
+            server.stop()
+            raise CliError(f"required plugin failed, not serving: {'; '.join(self._failed)}")
 
 
 def _warn_open(hostname: str, password: str | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -44,24 +44,29 @@ class PluginContext:
         project: the key the Location's saved approvals are filed under.
         directory: the Location's directory.
         worktree: the root of its git worktree (the directory itself outside one).
-        server_url: the gateway's URL when the runtime is served, else ``None``.
+        server_url: the gateway's URL once the runtime is served, else ``None`` (read it
+            when needed: a plugin may be made before serving starts).
         options: the plugin's options from its configuration entry.
         log: a logger named ``kittiwake.plugin.<name>``.
     """
 
     def __init__(
         self, *, name: str, client: Any, project: str, directory: str, worktree: str,
-        server_url: str | None, options: Mapping[str, Any], limits: ProcessLimits,
+        server_url: Callable[[], str | None], options: Mapping[str, Any], limits: ProcessLimits,
     ) -> None:  # fmt: skip
         self.name = name
         self.client = client
         self.project = project
         self.directory = directory
         self.worktree = worktree
-        self.server_url = server_url
+        self._server_url = server_url
         self.options = dict(options)
         self.log = logging.getLogger(f"kittiwake.plugin.{name}")
         self._limits = limits
+
+    @property
+    def server_url(self) -> str | None:
+        return self._server_url()
 
     async def run(
         self, command: Sequence[str], *, cwd: str | None = None,
