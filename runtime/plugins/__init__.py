@@ -9,7 +9,9 @@ are the SDK's contract (``docs/plugins.md``).
 """
 
 from runtime.agents import PermissionAction as PermissionAction
+from runtime.context import UNAVAILABLE as UNAVAILABLE
 from runtime.context import SystemContext as SystemContext
+from runtime.context import Unavailable as Unavailable
 from runtime.llm import TextPart as TextPart
 from runtime.llm import ToolDefinition as ToolDefinition
 from runtime.plugins._context import PluginContext as PluginContext
@@ -98,6 +100,8 @@ __all__ = [
     "ToolMeta",
     "ToolOutput",
     "ToolResult",
+    "UNAVAILABLE",
+    "Unavailable",
     "as_tool",
     "discover_plugins",
     "hookimpl",
