@@ -33,6 +33,7 @@ from gateway._datadir import (
 )
 from gateway._limits import DEFAULT_MAX_BODY, size_text
 from gateway.cli._args import parser, worker_options
+from gateway.cli._plugins import install_plugin, print_plugins
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
 from gateway.cli._setup import (
     SetupError,
@@ -76,7 +77,7 @@ __all__ = ["default_data_dir", "main"]
 _log = logging.getLogger("kittiwake.cli")
 _DEFAULT_PORT: Final = 4096
 _DEFAULT_HOST: Final = "127.0.0.1"
-_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace")
+_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin")
 """Commands that open the data dir in-process, unless ``--attach`` names a server or a
 ``serve`` holds the data dir (they talk to that one)."""
 
@@ -272,6 +273,10 @@ async def _api(
         provider = await configured_provider(data_dir, sys.stderr, config, wanted)
     options: dict[str, Any] = provider.options() if provider else {}
     options["telemetry"] = telemetry_options(config.config.telemetry)
+    if args.command == "plugin":  # the plugins as the configuration names them
+        from actors import Configuration
+
+        options["configuration"] = Configuration(env=os.environ)
     try:
         async with open_runtime(
             data_dir=data_dir, llm=provider.client if provider else None, **options
@@ -301,6 +306,20 @@ async def _run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     async with _api(args, wanted=args.model) as api:
         return await Runner(api, options).run()
+
+
+async def _plugin(args: argparse.Namespace) -> int:
+    directory = os.path.abspath(args.directory or ".")  # noqa: ASYNC240 - no I/O but getcwd
+    if args.action == "add":
+        if not args.requirement:
+            raise CliError("plugin add needs a requirement (a name, name==version, a path)", 2)
+        return await install_plugin(
+            args.requirement, directory=directory, global_config=args.global_config,
+            seconds=args.pip_timeout, out=sys.stderr,
+        )  # fmt: skip
+    async with _api(args) as api:
+        plugins = check(await api.get("/plugin", params={"directory": directory}))
+    return print_plugins(plugins, sys.stdout)
 
 
 async def _models(args: argparse.Namespace) -> int:
@@ -493,6 +512,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     command = {
         "serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect,
         "models": _models, "auth": _auth, "config": _config, "stats": _stats, "trace": _trace,
+        "plugin": _plugin,
         "tui": lambda args: import_module("gateway.opencode._tui").tui(args),
     }  # fmt: skip
     return trio.run(command[args.command], args)
