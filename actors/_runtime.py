@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -33,6 +33,7 @@ from runtime import IdGenerator, ModelRef, StorageError
 from runtime import llm as llm_package
 from runtime.agents import AgentInfo
 from runtime.drain import WAKE_ANY
+from runtime.plugins import PluginLimits
 from runtime.telemetry import recording
 from runtime.titles import TitleLimits
 from runtime.tools import (
@@ -114,7 +115,8 @@ async def open_runtime(
     telemetry: TelemetryOptions | None = None,
     max_tasks: int = DEFAULT_MAX_TASKS, store_url: str | None = None,
     telemetry_dir: Path | str | None = None, cluster: ClusterOptions | None = None,
-    admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT,
+    admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT, plugins: Sequence[Any] = (),
+    plugin_limits: PluginLimits | None = None,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """Start a runtime in this trio program; usable as ``async with``.
 
@@ -164,6 +166,10 @@ async def open_runtime(
         admission_timeout: seconds a prompt that opens an idle session's activity in its
             own batch waits for that batch (cancelled or not) before answering that the
             admission is not known (``StorageError``; the store restarting or stuck).
+        plugins: the program's own plugin objects (modules, objects or factories with
+            ``runtime.plugins`` hooks), loaded first in every Location, before those its
+            configuration and ``.kittiwake/plugins/`` name (``docs/plugins.md``).
+        plugin_limits: the hook timeout and other bounds of every Location's plugins.
     """
     options = dict(locals())
     if telemetry is None:
@@ -191,7 +197,8 @@ async def _open_runtime(
     tool_output_cleanup_every: float | None, storage_max_batch: int,
     title_model: TitleModel | None, title_limits: TitleLimits | None,
     configuration: Configuration | None, location_loads: LocationLoads, max_tasks: int,
-    store_url: str | None, cluster: ClusterOptions | None, admission_timeout: float, **_: Any,
+    store_url: str | None, cluster: ClusterOptions | None, admission_timeout: float,
+    plugins: Sequence[Any], plugin_limits: PluginLimits | None, **_: Any,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """``open_runtime`` without telemetry's set-up (see there)."""
     data, project = _prepare(Path(data_dir))
@@ -213,7 +220,8 @@ async def _open_runtime(
         ids=id_gen,
         directory=directory, policy=RESTART_POLICY,
         title_model=title_model, title_limits=title_limits, configuration=configuration,
-        location_loads=location_loads, cluster=cluster,
+        location_loads=location_loads, cluster=cluster, plugins=plugins,
+        plugin_limits=plugin_limits,
     )  # fmt: skip
     sessions = Sessions(
         storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock,
@@ -240,6 +248,7 @@ async def _open_runtime(
             sessions=sessions, storage=storage, execution=execution, hub=hub,
             directory=directory, data_dir=data, tools=tools_api,
         )  # fmt: skip
+        execution.plugins.client = rt
         if cluster is not None and store_url is not None:  # recovery under each lease
             from storage import listen  # psycopg loads only for a PostgreSQL store
 

@@ -27,6 +27,7 @@ RUNTIME_PACKAGES = (
     "runtime.context",
     "runtime.llm",
     "runtime.mcp",
+    "runtime.plugins",
     "runtime.tools",
 )
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
@@ -202,6 +203,14 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("gateway/opencode/_planted.py", "from gateway.acp import EmbeddedBackend", "gateway's"),
         ("gateway/acp/_planted.py", "from actors.session import SessionExecution", "ACP's room"),
         ("gateway/acp/_planted.py", "from gateway.http._wire import follow", "private modules"),
+        ("runtime/plugins/_planted.py", "from runtime._ids import IdGenerator", "subpackages use"),
+        ("runtime/plugins/_planted.py", "from runtime.tools._model import ToolError", "private"),
+        ("runtime/plugins/_planted.py", "from actors import Runtime", "layers: gateway"),
+        ("actors/session/_planted.py", "import pluggy", "only runtime.plugins imports pluggy"),
+        ("gateway/plugins/_planted.py", "from gateway.mcp import mcp_routes", "gateway's rooms"),
+        ("gateway/mcp/_planted.py", "from gateway.plugins import plugin_routes", "gateway's"),
+        ("gateway/plugins/_planted.py", "from pluggy import PluginManager", "only runtime.plugins"),
+        ("runtime/tools/_planted.py", "from pluggy import HookImpl", "only runtime.plugins"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(

@@ -32,11 +32,13 @@ from runtime.agents import (
     shell_spans,
 )
 from runtime.config import global_config_dir
+from runtime.plugins import CommandCall
 from runtime.tools import ToolError
 
 if TYPE_CHECKING:
     from actors.api._sessions import Sessions
     from runtime.mcp import McpServers
+    from runtime.plugins import LocationPlugins
 
 __all__ = ["CommandLimits", "Commands"]
 
@@ -69,9 +71,11 @@ class Commands:
         run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
         limits: CommandLimits | None = None,
         mcp: Callable[[str], Awaitable[McpServers]] | None = None,
+        plugins: Callable[[str], Awaitable[LocationPlugins]] | None = None,
     ) -> None:  # fmt: skip
         self._sessions = sessions
         self._mcp = mcp
+        self._plugins = plugins
         self._global = global_config_dir(env) if env is not None else None
         self._run_blocking = run_blocking
         self.limits = limits or CommandLimits()
@@ -103,7 +107,9 @@ class Commands:
             InvalidInputError: an unknown command; InvalidSessionInputError for an agent
                 or model the session cannot use.
         Cancellation abandons the expansion (a running shell command is killed); nothing
-        is admitted unless the admission had begun.
+        is admitted unless the admission had begun. The Location's plugins may change the
+        expanded text (``command_execute_before``); a required one failing raises
+        ``PluginHookError`` and nothing is admitted.
         """
         sessions = self._sessions()
         info = await sessions.get(session_id)
@@ -122,6 +128,13 @@ class Commands:
             text = expand_arguments(template, arguments)
         else:
             text = await self.expand(command, arguments, directory)
+        if self._plugins is not None:  # command_execute_before, once the plugins are loaded
+            plugins = await self._plugins(directory)
+            await plugins.wait_settled()
+            call = CommandCall(
+                command=name, arguments=arguments, session_id=session_id, directory=directory
+            )
+            text = await plugins.command_text(call, text)
         chosen = agent or command.agent
         if chosen is not None and chosen != info.agent:
             await sessions.switch_agent(session_id, chosen)

@@ -26,6 +26,7 @@ from storage import Append, EventsOfType, HistoryChanges
 if TYPE_CHECKING:
     from actors.api._sessions import Sessions
     from runtime.mcp import McpServers
+    from runtime.plugins import LocationPlugins
 
 __all__ = ["DEFAULT_MAX_TASKS", "DEFAULT_QUESTION_EVENTS", "SessionTools"]
 
@@ -61,7 +62,7 @@ class SessionTools:
         config = execution.configuration
         self.commands = Commands(
             sessions=lambda: self.sessions, env=config.env if config is not None else None,
-            run_blocking=execution.run_blocking, mcp=self._mcp_of,
+            run_blocking=execution.run_blocking, mcp=self._mcp_of, plugins=self._plugins_of,
         )  # fmt: skip
         """The commands of each Location, and running one in a session."""
         self._slots: dict[str, tuple[trio.Semaphore, int]] = {}
@@ -72,6 +73,10 @@ class SessionTools:
     async def _mcp_of(self, directory: str) -> McpServers:
         """The MCP servers of the Location of *directory* (opened at first use)."""
         return (await self._x.location(directory)).mcp
+
+    async def _plugins_of(self, directory: str) -> LocationPlugins:
+        """The plugins of the Location of *directory* (opened at first use)."""
+        return (await self._x.location(directory)).plugins
 
     def bind(self, sessions: Sessions) -> None:
         """Give the tools the session API (built after the execution they serve)."""

@@ -76,6 +76,7 @@ async def run_user_shell(
     )  # fmt: skip
     settlement: ToolSettlement = ToolFailure(error=INTERRUPTED_TOOL)
     try:
+        await location.plugins.wait_settled()  # their shell_env and tool hooks apply
         settlement = await location.registry.settle(
             _SHELL, call, ctx, agent=agent_info, permissions=rt.execution.permissions
         )

@@ -34,6 +34,7 @@ from runtime.compaction import (
     summary_request,
 )
 from runtime.history import checkpoint_text, to_llm_model
+from runtime.plugins import CompactionPrompt, LocationPlugins, SessionRef
 from runtime.telemetry import span
 from storage import Append
 
@@ -164,6 +165,7 @@ async def prune(
 async def compact(
     attempt: CompactionAttempt, *, client: llm.LLMClient, storage: StorageActor, hub: EventHub,
     ids: IdGenerator, now_ms: Callable[[], int], summary_timeout: float = _SUMMARY_TIMEOUT,
+    plugins: LocationPlugins | None = None,
 ) -> Outcome:  # fmt: skip
     """Run one compaction attempt; its outcome (``skipped``: no complete turn to compact,
     nothing written).
@@ -171,7 +173,8 @@ async def compact(
     Failure (a provider error, an empty summary, *summary_timeout* passing) is logged and
     returned as ``failed``: ``compaction.started`` stays without its ``ended``.
     Cancellation propagates after the span and log line record ``interrupted``; nothing
-    more is written. Errors of the durable writes propagate.
+    more is written. Errors of the durable writes propagate. *plugins* (``session_compacting``)
+    may add context to the summary's prompt or replace it.
     """
     sid, settings = attempt.session_id, attempt.settings
     plan = plan_checkpoint(attempt.rows)
@@ -194,7 +197,7 @@ async def compact(
             await storage.write(Append(session_id=sid, events=[begun]))
             request = summary_request(
                 plan, model=to_llm_model(attempt.model),
-                prompt=attempt.prompt or COMPACTION_PROMPT, settings=settings,
+                prompt=await _prompt(attempt, plugins), settings=settings,
                 context=attempt.context, output=attempt.output,
             )  # fmt: skip
             summary: str | None = None
@@ -229,6 +232,17 @@ async def compact(
                 extra={**attributes, "outcome": outcome, "tokens_after": tokens_after,
                        "duration_ms": round(duration * 1000, 3)},
             )  # fmt: skip
+
+
+async def _prompt(attempt: CompactionAttempt, plugins: LocationPlugins | None) -> str:
+    """The summary request's prompt: the agent's or the built-in one, as the plugins'
+    ``session_compacting`` shape it (their context lines appended, or their prompt)."""
+    prompt = attempt.prompt or COMPACTION_PROMPT
+    if plugins is None:
+        return prompt
+    session = SessionRef(session_id=attempt.session_id, directory=plugins.directory)
+    shaped = await plugins.compaction(session, CompactionPrompt(prompt=attempt.prompt))
+    return "\n\n".join([shaped.prompt or prompt, *shaped.context])
 
 
 async def _summary(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,6 +30,7 @@ from runtime.config import (
 from runtime.context import SystemContext
 from runtime.mcp import McpServerSpec, McpToolSearch, tool_search
 from runtime.mcp import server_specs as mcp_server_specs
+from runtime.plugins import PluginCandidate, discover_plugins
 from runtime.tools import (
     AddressPolicy,
     LspLimits,
@@ -143,6 +144,8 @@ class LocationSettings:
     """The servers of ``mcp``, by name."""
     mcp_tool_search: McpToolSearch | None = field(default_factory=McpToolSearch)
     """MCP tool search (``experimental.mcp_tool_search``; None: off)."""
+    plugins: list[PluginCandidate] = field(default_factory=list)
+    """The plugins found (entry points, ``plugin``, plugin folders), imported, in load order."""
 
     def agent(self, name: str | None) -> AgentInfo:
         """The agent called *name*, else the configured ``default_agent``, else ``build``."""
@@ -219,16 +222,21 @@ class LocationSettings:
 def location_watch(
     directory: str, configuration: Configuration | None,
     overrides: Mapping[str, AgentInfo] | None = None, *, threaded: bool = True,
+    plugins: Sequence[Any] = (),
 ) -> ConfigWatch[LocationSettings]:  # fmt: skip
     """A watch whose value is the Location's settings, read again when one of its
-    configuration files, its agent folder or an agent file changes (in a worker thread
-    when *threaded*, else on the trio thread)."""
-    return ConfigWatch(lambda: _read(directory, configuration, overrides or {}), threaded=threaded)
+    configuration files, its agent folder or an agent file, or a plugin folder or file
+    changes (in a worker thread when *threaded*, else on the trio thread). *plugins* are
+    the program's own plugin objects, loaded first in every Location."""
+    return ConfigWatch(
+        lambda: _read(directory, configuration, overrides or {}, plugins), threaded=threaded
+    )
 
 
 def _read(
-    directory: str, configuration: Configuration | None, overrides: Mapping[str, AgentInfo]
-) -> tuple[LocationSettings, list[str]]:
+    directory: str, configuration: Configuration | None, overrides: Mapping[str, AgentInfo],
+    embedded: Sequence[Any] = (),
+) -> tuple[LocationSettings, list[str]]:  # fmt: skip
     folder = os.path.join(directory, _AGENT_DIR)
     looked = [folder, *_agent_files(folder)]
     error: str | None = None
@@ -258,6 +266,12 @@ def _read(
             model = ev.ModelRef.parse(loaded.config.model)
         client = configuration.client_for(data)
     small = ev.ModelRef.parse(loaded.config.small_model)
+    found = discover_plugins(
+        directory, env=configuration.env if configuration is not None else None,
+        entries=loaded.config.plugin or [], entries_origin=loaded.origins.get("plugin"),
+        embedded=embedded,
+    )  # fmt: skip
+    looked.extend(found.looked_at)
     settings = LocationSettings(
         loaded=loaded, agents=agents, model=model, small_model=small,
         default_agent=loaded.config.default_agent,
@@ -265,7 +279,7 @@ def _read(
         diagnostics=[*map(str, loaded.diagnostics), *load.diagnostics],
         language_servers=server_specs(loaded.config.lsp),
         mcp_servers=mcp_server_specs(loaded.config, directory),
-        mcp_tool_search=tool_search(loaded.config),
+        mcp_tool_search=tool_search(loaded.config), plugins=found.candidates,
     )  # fmt: skip
     if error is not None:
         looked = [*looked, *_candidates(directory, configuration)]

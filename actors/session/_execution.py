@@ -8,7 +8,7 @@ directory, holding the Location's tool registry).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -38,6 +38,7 @@ from actors.session._config import (
 from actors.session._context import ContextFactory
 from actors.session._location import LocationState
 from actors.session._permissions import DurablePermissions
+from actors.session._plugins import PluginSetup
 from actors.session._ports import SessionLocation, SessionPorts
 from actors.session._session import SessionActor
 from actors.session._session_messages import CompactSoon, Interrupt, Run, Wake
@@ -50,6 +51,7 @@ from runtime.config import CONFIG_INSTRUCTIONS_KEY, ConfigWatch, worktree_root
 from runtime.context import SystemContextRegistry
 from runtime.drain import WAKE_ANY
 from runtime.mcp import McpHost, McpOAuth
+from runtime.plugins import PluginLimits
 from runtime.titles import TitleLimits
 from runtime.tools import (
     Skill,
@@ -129,6 +131,8 @@ class SessionExecution:
             thread (simulations under an autojump clock, which must not see threads).
         cluster: cluster mode (a worker among others on one database): drains run under
             the session's lease (``actors.cluster._cluster``); ``None`` in one process.
+        plugins: plugin objects of the embedding program, loaded first in every Location.
+        plugin_limits: timeouts and queue bounds of every Location's plugins.
     """
 
     def __init__(
@@ -140,7 +144,8 @@ class SessionExecution:
         policy: SupervisorPolicy,
         title_model: TitleModel | None = None, title_limits: TitleLimits | None = None,
         configuration: Configuration | None = None, location_loads: LocationLoads = "threaded",
-        cluster: ClusterOptions | None = None,
+        cluster: ClusterOptions | None = None, plugins: Sequence[Any] = (),
+        plugin_limits: PluginLimits | None = None,
     ) -> None:  # fmt: skip
         self.supervisor = _ExecutionSupervisor(self, policy=policy, directory=directory)
         self.title_model = title_model
@@ -178,6 +183,9 @@ class SessionExecution:
         """How many times each session was retired, so that an activation whose read of
         the session raced a deletion does not start an actor for it."""
         self._shedding = False
+        self.plugins = PluginSetup(
+            hub, plugins, plugin_limits, infos=self._infos, locations=self._locations
+        )
         self.ready = trio.Event()
         self.permissions = DurablePermissions(storage, now_ms)
         self.closing = False
@@ -189,7 +197,8 @@ class SessionExecution:
         self.ports = SessionPorts(
             storage=storage, hub=hub, permissions=self.permissions, session_info=self.session_info,
             location_for=self.location_for, location=self.location,
-            current_location=self.current_location,
+            current_location=self.current_location, ready_location=self.ready_location,
+            on_idle=self.plugins.idle,
             client_for=self.client_for, now_ms=now_ms, ids=ids,
             default_model=default_model, max_turns=max_turns, title_model=title_model,
             title_limits=self.title_limits, cluster=cluster,
@@ -418,8 +427,9 @@ class SessionExecution:
         files, build its tool registry (importing ``.kittiwake/tool/*.py``) and its System
         Context Registry. Touches no trio state, so it may run in a worker thread."""
         watch = location_watch(
-            directory, self.configuration, self.agents, threaded=self._loads == "threaded"
-        )
+            directory, self.configuration, self.agents, threaded=self._loads == "threaded",
+            plugins=self.plugins.embedded,
+        )  # fmt: skip
         settings = watch.load_now()
         env = ToolEnvironment(
             directory=directory, data_dir=str(self._data_dir), ids=self.ids,
@@ -447,15 +457,18 @@ class SessionExecution:
     ) -> LocationState:  # fmt: skip
         if registry.saved_approvals is None:
             registry.saved_approvals = self.permissions
+        plugins = self.plugins.make(directory, registry, context)
         location = LocationState(
-            directory, registry, context, watch, settings, mcp_auth=self.mcp_oauth.auth
-        )
+            directory, registry, context, watch, settings, plugins,
+            mcp_auth=self.mcp_oauth.auth,
+        )  # fmt: skip
         location.skills = skills
         location.mcp.on_tools_changed = partial(self._mcp_tools_changed, directory)
         location.mcp.host = self.mcp_host
         if self.supervisor._nursery is not None:  # servers start lazily, inside this task
             self.supervisor._nursery.start_soon(location.language_servers.run)
             self.supervisor._nursery.start_soon(location.mcp.run)
+            self.supervisor._nursery.start_soon(location.plugins.run)
         if self.location_tools is not None:
             tools = self.location_tools()
             rescan = partial(self.rescan_skills, location)
@@ -481,6 +494,13 @@ class SessionExecution:
         )
         self.hub.publish_notice(notice)
 
+    async def ready_location(self, directory: str) -> LocationState:
+        """:meth:`current_location`, once the Location's plugins are loaded: where a drain
+        starts. Raises ``PluginsNotReady`` when a required plugin failed to load."""
+        location = await self.current_location(directory)
+        await location.ready()
+        return location
+
     async def current_location(self, directory: str) -> LocationState:
         """The Location of *directory* (see :meth:`location`) with its configuration and
         agent files read again if they changed (use it where a client names an agent or a
@@ -491,8 +511,9 @@ class SessionExecution:
 
     def client_for(self, location: SessionLocation) -> llm.LLMClient:
         """The provider client turns in *location* stream from: the one its configuration
-        builds (its providers), else the runtime's."""
-        return location.settings.llm or self.llm
+        builds (its providers, and its plugins'), else the runtime's."""
+        plugins = self.plugins.client_for(location, self.configuration)
+        return plugins or location.settings.llm or self.llm
 
     def active_sessions(self) -> list[SessionActor]:
         return list(self._sessions.values())

@@ -15,6 +15,7 @@ from runtime.config import ConfigWatch
 from runtime.context import SystemContext, SystemContextRegistry
 from runtime.llm import ToolDefinition
 from runtime.mcp import McpAuth, McpServers
+from runtime.plugins import LocationPlugins
 from runtime.tools import (
     LanguageServers,
     Skill,
@@ -44,6 +45,8 @@ class LocationState:
     (whoever opens the Location runs ``language_servers.run`` in a nursery). Its MCP
     servers (``mcp``) follow the configuration at each :meth:`refresh`, which also
     brings their tools into the registry (whoever opens the Location runs ``mcp.run``).
+    Its plugins (``plugins``, the registry's hooks) follow it too (whoever opens the
+    Location runs ``plugins.run``); :meth:`ready` waits for them.
 
     A plain object, not an actor: nothing is sent to it. Its callers are the tasks of
     one trio run; :meth:`observe_context` shares one observation between concurrent
@@ -53,9 +56,13 @@ class LocationState:
     def __init__(
         self, directory: str, registry: ToolRegistry, context: SystemContextRegistry,
         watch: ConfigWatch[LocationSettings], settings: LocationSettings,
+        plugins: LocationPlugins,
         mcp_auth: McpAuth | None = None,
     ) -> None:  # fmt: skip
         self.directory = directory
+        self.plugins = plugins
+        registry.hooks = plugins
+        plugins.sync(settings.plugins, settings.loaded.data)
         self.registry = registry
         self.context = context
         self._watch = watch
@@ -131,8 +138,14 @@ class LocationState:
             self.describe_subagents()
             self._sync_search()
             self.mcp.sync()
+            self.plugins.sync(settings.plugins, settings.loaded.data)
         self.mcp.apply()
         return self.settings
+
+    async def ready(self) -> None:
+        """Wait until the Location's plugins are loaded (a configuration change reloads
+        them). Raises ``PluginsNotReady`` when a required one failed."""
+        await self.plugins.wait_ready()
 
     async def observe_context(self) -> SystemContext:
         """Observe the Location's System Context; concurrent callers share one observation.

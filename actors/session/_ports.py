@@ -17,6 +17,7 @@ from runtime import IdGenerator, SessionInfo, llm
 from runtime import events as ev
 from runtime.agents import AgentInfo
 from runtime.context import SystemContext
+from runtime.plugins import LocationPlugins
 from runtime.titles import TitleLimits
 from runtime.tools import ToolRegistry
 
@@ -37,6 +38,8 @@ class SessionLocation(Protocol):
     def settings(self) -> LocationSettings: ...
     @property
     def registry(self) -> ToolRegistry: ...
+    @property
+    def plugins(self) -> LocationPlugins: ...
     def agent(self, name: str | None) -> AgentInfo: ...
     def tools_for(
         self, agent: AgentInfo, found: list[str] | UnsetType
@@ -59,6 +62,9 @@ class SessionPorts:
             first use.
         current_location: the Location of a working directory, opened off the trio
             thread at first use and with its configuration read again if it changed.
+        ready_location: *current_location* once its plugins are loaded (raises
+            ``PluginsNotReady`` when a required one failed): where a drain starts.
+        on_idle: told a session's drain chain ended (its plugins hear ``session_idle``).
         client_for: the provider client turns in a Location stream from.
         now_ms / ids: the clock and the id generator.
         default_model: the model when neither the session nor its Location names one.
@@ -76,6 +82,8 @@ class SessionPorts:
     location_for: Callable[[str], SessionLocation]
     location: Callable[[str], Awaitable[SessionLocation]]
     current_location: Callable[[str], Awaitable[SessionLocation]]
+    ready_location: Callable[[str], Awaitable[SessionLocation]]
+    on_idle: Callable[[str], None]
     client_for: Callable[[SessionLocation], llm.LLMClient]
     now_ms: Callable[[], int]
     ids: IdGenerator

@@ -332,6 +332,7 @@ class SessionActor(Actor[Message]):
                 self._releasing = False
         self._answer_idle_waiters()
         self.last_active = trio.current_time()
+        self._p.on_idle(self.session_id)
 
     async def _drain_failed(self, exc: Exception) -> None:
         """Report a failed drain durably (under the lease, in cluster mode), unless the
@@ -397,7 +398,7 @@ class SessionActor(Actor[Message]):
         """At a safe boundary: apply configuration edits, make sure the Context Epoch
         exists, then promote (see :meth:`_promote`); report what the planner needs."""
         directory = self._p.session_info(self.session_id).location.directory
-        await self._p.current_location(directory)  # edits apply from this turn on
+        await self._p.ready_location(directory)  # edits apply (plugins load) from this turn on
         if not await self._ensure_epoch():
             return Blocked()
         promoted, _ = await self._promote(opening=opening)
@@ -426,8 +427,7 @@ class SessionActor(Actor[Message]):
         return True
 
     def _location(self) -> SessionLocation:
-        info = self._p.session_info(self.session_id)
-        return self._p.location_for(info.location.directory)
+        return self._p.location_for(self._p.session_info(self.session_id).location.directory)
 
     async def _promote(
         self, *, opening: bool
@@ -467,11 +467,8 @@ class SessionActor(Actor[Message]):
     async def _refresh_history(self) -> None:
         """Fold in what changed in the stored history since the view last looked."""
         view, sid = self._history, self.session_id
-        view.apply(
-            await self._p.storage.read(
-                HistoryChanges(session_id=sid, generation=view.generation, version=view.version)
-            )
-        )
+        query = HistoryChanges(session_id=sid, generation=view.generation, version=view.version)
+        view.apply(await self._p.storage.read(query))
 
     def _agent(self) -> AgentInfo:
         info = self._p.session_info(self.session_id)
@@ -516,6 +513,7 @@ class SessionActor(Actor[Message]):
             messages=self._history.lowered(model, epoch.baseline_seq), tools=tools,
             tool_choice="none" if final else "auto", prompt_cache_key=sid,
         )  # fmt: skip
+        request = await location.plugins.transform_request(request, sid, agent.name)
         client = self._p.client_for(location)
         prefix = (model, epoch.baseline_seq, checkpoint[0] if checkpoint else None)
         self._budget.measure(request, prefix, auto=settings.auto)
@@ -566,7 +564,7 @@ class SessionActor(Actor[Message]):
         )  # fmt: skip
         outcome = await compact(
             attempt, client=client, storage=self._p.storage, hub=self._p.hub, ids=self._p.ids,
-            now_ms=self._p.now_ms,
+            now_ms=self._p.now_ms, plugins=location.plugins,
         )  # fmt: skip
         if outcome == "completed":
             await self._refresh_history()

@@ -297,9 +297,29 @@ def parser() -> argparse.ArgumentParser:
         "--no-browser", action="store_true", help="auth: print the URL, do not open a browser"
     )
     mcp.add_argument("--attach", metavar="URL", help="list: " + attach_help)
+    plugin = command(
+        "plugin", "list the plugins of the current directory, or install one",
+        "list prints each plugin of the directory's Location (docs/plugins.md): its state "
+        "(ready or failed, required or not), where it came from, the hooks it implements and "
+        "its last error; exits 1 when a required one failed. add REQUIREMENT installs it with "
+        "pip into Kittiwake's own environment (a name, name==version, or a path) and adds the "
+        "distribution to the plugin list of the project's kittiwake.json (--global: of the "
+        "global one).",
+    )  # fmt: skip
+    plugin.add_argument("action", choices=["list", "add"])
+    plugin.add_argument("requirement", nargs="?", help="add: what pip installs")
+    plugin.add_argument("--directory", help="the directory (default: the current one)")
+    plugin.add_argument(
+        "--global", dest="global_config", action="store_true",
+        help="add: record the plugin in the global configuration file",
+    )  # fmt: skip
+    plugin.add_argument(
+        "--pip-timeout", type=float, default=900.0, metavar="SECONDS",
+        help="add: how long pip may take (default 900)",
+    )  # fmt: skip
     for cmd in (models, auth, config, mcp):
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
-    for cmd in (run, tui, acp, sessions, inspect, stats, trace):
+    for cmd in (run, tui, acp, sessions, inspect, stats, trace, plugin):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     return parser

@@ -34,6 +34,7 @@ from gateway._datadir import (
 )
 from gateway._limits import DEFAULT_MAX_BODY, size_text
 from gateway.cli._args import parser, worker_options
+from gateway.cli._plugins import install_plugin, print_plugins
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
 from gateway.cli._setup import (
     SetupError,
@@ -70,12 +71,14 @@ from storage import JournalHeld
 if TYPE_CHECKING:
     import httpx
 
+    from actors import Runtime
+
 __all__ = ["default_data_dir", "main"]
 
 _log = logging.getLogger("kittiwake.cli")
 _DEFAULT_PORT: Final = 4096
 _DEFAULT_HOST: Final = "127.0.0.1"
-_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace")
+_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin")
 """Commands that open the data dir in-process, unless ``--attach`` names a server or a
 ``serve`` holds the data dir (they talk to that one)."""
 
@@ -175,6 +178,8 @@ async def _serve(args: argparse.Namespace) -> int:
                 from gateway._gateway import serve
 
                 async with trio.open_nursery() as nursery:
+                    plugins = _PluginCheck(rt, directory)
+                    nursery.start_soon(plugins.run)
                     try:
                         server = await nursery.start(
                             lambda task_status: serve(
@@ -191,6 +196,8 @@ async def _serve(args: argparse.Namespace) -> int:
                         reason = error.strerror or str(error)
                         where = f"{args.hostname}:{args.port}"
                         raise CliError(f"cannot listen on {where}: {reason}") from None
+                    rt.execution.plugins.server_url = server.url
+                    await plugins.ready(server)  # a required plugin that failed stops here
                     _end_startup(args)
                     if args.ready_fd is not None:  # a --workers parent serves and records
                         announce_ready(args.ready_fd, args.owner or "")
@@ -208,6 +215,31 @@ async def _serve(args: argparse.Namespace) -> int:
         if provider is not None:
             await provider.clients.aclose()
     return 0
+
+
+class _PluginCheck:
+    """Loads the plugins of the served directory's Location beside the server's start;
+    serving is announced only once they are loaded, and not at all when a required one
+    failed (the one line says which and why)."""
+
+    def __init__(self, rt: Runtime, directory: Path) -> None:
+        self._rt, self._directory = rt, str(directory)
+        self._done = trio.Event()
+        self._failed: list[str] = []
+
+    async def run(self) -> None:
+        try:
+            location = await self._rt.execution.location(self._directory)
+            await location.plugins.wait_settled()
+            self._failed = [f"{s.name}: {s.error}" for s in location.plugins.failed_required()]
+        finally:
+            self._done.set()
+
+    async def ready(self, server: Any) -> None:
+        await self._done.wait()
+        if self._failed:
+            server.stop()
+            raise CliError(f"required plugin failed, not serving: {'; '.join(self._failed)}")
 
 
 def _warn_open(hostname: str, password: str | None) -> None:
@@ -246,6 +278,10 @@ async def _api(
 
         options["configuration"] = Configuration(env=os.environ)
     options["telemetry"] = telemetry_options(config.config.telemetry)
+    if args.command == "plugin":  # the plugins as the configuration names them
+        from actors import Configuration
+
+        options["configuration"] = Configuration(env=os.environ)
     try:
         async with open_runtime(
             data_dir=data_dir, llm=provider.client if provider else None, **options
@@ -275,6 +311,20 @@ async def _run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     async with _api(args, wanted=args.model) as api:
         return await Runner(api, options).run()
+
+
+async def _plugin(args: argparse.Namespace) -> int:
+    directory = os.path.abspath(args.directory or ".")  # noqa: ASYNC240 - no I/O but getcwd
+    if args.action == "add":
+        if not args.requirement:
+            raise CliError("plugin add needs a requirement (a name, name==version, a path)", 2)
+        return await install_plugin(
+            args.requirement, directory=directory, global_config=args.global_config,
+            seconds=args.pip_timeout, out=sys.stderr,
+        )  # fmt: skip
+    async with _api(args) as api:
+        plugins = check(await api.get("/plugin", params={"directory": directory}))
+    return print_plugins(plugins, sys.stdout)
 
 
 async def _models(args: argparse.Namespace) -> int:
@@ -484,6 +534,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect,
         "models": _models, "auth": _auth, "config": _config, "stats": _stats, "trace": _trace,
         "mcp": _mcp,
+        "plugin": _plugin,
         "tui": lambda args: import_module("gateway.opencode._tui").tui(args),
         "acp": lambda args: import_module("gateway.cli._acp").acp(args),
     }  # fmt: skip

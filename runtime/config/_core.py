@@ -39,7 +39,7 @@ _REFERENCE: Final = re.compile(r"\{(env|file):([^}]+)\}")
 _AT: Final = re.compile(r" - at `(.*)`$")
 _SEGMENT: Final = re.compile(r"\.([^.\[]+)|\[(\.\.\.|\d+)\]")
 _PLAIN: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-_CONCATENATED: Final = frozenset({"instructions"})
+_CONCATENATED: Final = frozenset({"instructions", "plugin"})
 """Top-level lists that merging concatenates (without repeats) instead of replacing."""
 
 

@@ -325,6 +325,8 @@ class Config(_Section, frozen=True, rename={"schema": "$schema"}):
     websearch: WebSearchConfig | None = None
     lsp: bool | dict[str, LspServerConfig] | None = None
     language_servers: LanguageServersConfig | None = None
+    plugin: list[str | tuple[str, dict[str, Any]]] | None = None
+    """Plugins: a package, a module, an entry point or a file, alone or with its options."""
 
 
 OPEN_SECTIONS: dict[type[_Section], bool] = {ProviderOptions: False, AgentConfig: True}

@@ -153,6 +153,7 @@ class ProviderClient:
             headers["authorization"] = f"Bearer {oauth.access}"
         headers.update({str(k): str(v) for k, v in (provider.options.get("headers") or {}).items()})
         headers.update(model.compat_headers)
+        headers.update(request.headers)
         if oauth is not None:
             headers.update(oauth.headers)
             if "x-initiator" in oauth.headers:

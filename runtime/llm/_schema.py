@@ -157,6 +157,8 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     generation: GenerationControls = msgspec.field(default_factory=GenerationControls)
     options: dict[str, Any] = {}
     prompt_cache_key: str | None = None
+    headers: dict[str, str] = {}
+    """HTTP headers sent with this request besides the route's (plugins' ``chat_headers``)."""
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):

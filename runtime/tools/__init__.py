@@ -11,10 +11,12 @@ from runtime.tools._bounding import truncation_marker as truncation_marker
 from runtime.tools._builtin import builtin_tools as builtin_tools
 from runtime.tools._builtin import location_registry as location_registry
 from runtime.tools._custom import CustomTools as CustomTools
+from runtime.tools._custom import import_file as import_file
 from runtime.tools._custom import load_custom_tools as load_custom_tools
 from runtime.tools._diff import FilePatch as FilePatch
 from runtime.tools._diff import file_patch as file_patch
 from runtime.tools._diff import patch_counts as patch_counts
+from runtime.tools._hooks import ToolHooks as ToolHooks
 from runtime.tools._managed import DEFAULT_CLEANUP_EVERY as DEFAULT_CLEANUP_EVERY
 from runtime.tools._managed import cleanup_tool_output as cleanup_tool_output
 from runtime.tools._managed import run_tool_output_cleanup as run_tool_output_cleanup
@@ -62,9 +64,11 @@ from runtime.tools._session_tools import TaskResult as TaskResult
 from runtime.tools._session_tools import TodoWriteInput as TodoWriteInput
 from runtime.tools._session_tools import session_tools as session_tools
 from runtime.tools._session_tools import task_description as task_description
+from runtime.tools._shell import ShellEnv as ShellEnv
 from runtime.tools._shell import ShellInput as ShellInput
 from runtime.tools._shell import ShellLimits as ShellLimits
 from runtime.tools._shell import reporting_output as reporting_output
+from runtime.tools._shell import shell_environment as shell_environment
 from runtime.tools._shell import shell_tool as shell_tool
 from runtime.tools._skill import Skill as Skill
 from runtime.tools._skill import SkillInput as SkillInput
@@ -135,6 +139,7 @@ __all__ = [
     "SearchLimits",
     "SearchResult",
     "ServerSpec",
+    "ShellEnv",
     "ShellInput",
     "ShellLimits",
     "Skill",
@@ -151,6 +156,7 @@ __all__ = [
     "ToolEnvironment",
     "ToolError",
     "ToolFailure",
+    "ToolHooks",
     "ToolIO",
     "ToolOutput",
     "ToolOutputLimits",
@@ -181,6 +187,7 @@ __all__ = [
     "grep_tool",
     "html_to_markdown",
     "html_to_text",
+    "import_file",
     "input_schema",
     "load_custom_tools",
     "load_skills",
@@ -199,6 +206,7 @@ __all__ = [
     "search_request",
     "server_specs",
     "session_tools",
+    "shell_environment",
     "shell_tool",
     "skill_folders",
     "skill_tool",

@@ -39,7 +39,8 @@ async def authorize(
     """Return ``None`` when the call may run, else the failure to settle with.
 
     A configured deny fails at once (the gate is never asked); ``ask`` consults
-    saved approvals, then *gate*. Cancellation propagates from the gate.
+    saved approvals, then the registry's hooks (which may also turn ``allow`` into
+    ``deny`` or ``ask``), then *gate*. Cancellation propagates from the gate.
     """
     try:
         resources = call_resources(tool, decoded, registry)
@@ -71,6 +72,8 @@ async def permit(
         agent.permission, permission, resources, approvals=registry.saved_approvals,
         project=registry.env.project_key,
     )  # fmt: skip
+    if action != "deny" and registry.hooks is not None:
+        action = await registry.hooks.decide(tool, permission, resources, ctx, action)
     if action == "allow":
         return None
     described = f"{permission} on {', '.join(resources)}"

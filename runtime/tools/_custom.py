@@ -20,7 +20,7 @@ import msgspec
 
 from runtime.tools._tool import Tool
 
-__all__ = ["CustomTools", "load_custom_tools"]
+__all__ = ["CustomTools", "import_file", "load_custom_tools"]
 
 TOOL_DIR: Final = os.path.join(".kittiwake", "tool")
 _log = logging.getLogger("runtime.tools.custom")
@@ -43,7 +43,7 @@ def load_custom_tools(directory: str) -> CustomTools:
     diagnostics: list[str] = []
     for path in _tool_files(directory):
         try:
-            tools = _tools_of(_import(path))
+            tools = _tools_of(import_file(path))
         except Exception as exc:  # any import-time error of user code
             diagnostics.append(f"{path}: {type(exc).__name__}: {exc}")
             _log.warning("custom tool not loaded", extra={"path": path, "error": repr(exc)})
@@ -63,10 +63,13 @@ def _tool_files(directory: str) -> list[str]:
     return [os.path.join(folder, n) for n in names if n.endswith(".py")]
 
 
-def _import(path: str) -> ModuleType:
+def import_file(path: str, prefix: str = "kittiwake_custom_tool") -> ModuleType:
+    """Import the Python file at *path* as a module named for it (``<prefix>_<digest of
+    the absolute path>_<stem>``, replacing an earlier import of the same file). Blocking;
+    raises what the module's code raises (and nothing is left in ``sys.modules``)."""
     digest = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:12]
     stem = os.path.splitext(os.path.basename(path))[0]
-    name = f"kittiwake_custom_tool_{digest}_{stem}"
+    name = f"{prefix}_{digest}_{stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")

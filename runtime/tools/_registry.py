@@ -7,6 +7,7 @@ import os
 import stat
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from types import TracebackType
 from typing import Any, Final, Protocol, TypeAlias, final
 
@@ -23,6 +24,7 @@ from runtime.tools._bounding import (
     exceeds_limits,
     preview,
 )
+from runtime.tools._hooks import ToolHooks
 from runtime.tools._io import run_blocking
 from runtime.tools._managed import write_managed_output
 from runtime.tools._model import (
@@ -35,6 +37,7 @@ from runtime.tools._model import (
     ToolSettlement,
     ToolSuccess,
 )
+from runtime.tools._shell import shell_environment
 from runtime.tools._tool import Tool
 
 __all__ = [
@@ -138,6 +141,8 @@ class ToolRegistry:
         self.saved_approvals = saved_approvals
         self.edit_observer: EditObserver | None = None
         """Consulted after each successful call of a tool with ``touched`` paths."""
+        self.hooks: ToolHooks | None = None
+        """Consulted by every call (the Location's plugins): see :class:`ToolHooks`."""
         self._contributions: list[ToolContribution] = []
         self._counts = {"in_flight": 0, "settled": 0, "failed": 0, "lossy": 0}
         self._io: dict[str, ToolIO] = {}
@@ -289,6 +294,10 @@ class ToolRegistry:
             await trio.lowlevel.checkpoint()
             return ToolFailure(error=f"Tool {name} is not enabled for agent {agent.name}")
         with contribution._track():
+            if self.hooks is not None:
+                input = await self.hooks.before(name, input, ctx)
+                if isinstance(input, ToolFailure):
+                    return input
             outcome = await self._execute(tool, input, ctx, agent, gate, before_change)
             if isinstance(outcome, ToolOutput) and tool.touched is not None:
                 outcome = await self._observe_edit(tool, outcome)
@@ -343,7 +352,11 @@ class ToolRegistry:
         io = self._io.get(ctx.session_id)
         if io is not None and ctx.io is None:
             ctx = msgspec.structs.replace(ctx, io=io)
-        return await _run_handler(tool, decoded, ctx, self.env)
+        if self.hooks is None:
+            return await _run_handler(tool, decoded, ctx, self.env)
+        with shell_environment(partial(self.hooks.shell_env, ctx)):
+            outcome = await _run_handler(tool, decoded, ctx, self.env)
+        return await self.hooks.after(tool.name, input, ctx, outcome)
 
     async def _record_before(
         self, tool: Tool[Any], decoded: Any, before_change: BeforeChange

@@ -12,10 +12,10 @@ import codecs
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Annotated, Final
+from typing import Annotated, Final, TypeAlias
 
 import msgspec
 import trio
@@ -32,13 +32,36 @@ from runtime.tools._model import (
 )
 from runtime.tools._tool import Tool
 
-__all__ = ["ShellInput", "ShellLimits", "group_alive", "reporting_output", "shell_tool"]
+__all__ = [
+    "ShellEnv",
+    "ShellInput",
+    "ShellLimits",
+    "group_alive",
+    "reporting_output",
+    "shell_environment",
+    "shell_tool",
+]
 
 _READ_CHUNK: Final = 65536
 _POLL: Final = 0.02
 _REPORT: ContextVar[Callable[[str], None] | None] = ContextVar(
     "kittiwake_shell_output", default=None
 )
+ShellEnv: TypeAlias = Callable[[str], Awaitable[Mapping[str, str]]]
+"""Given a command's working directory, the variables set over the runtime's environment."""
+_ENV: ContextVar[ShellEnv | None] = ContextVar("kittiwake_shell_env", default=None)
+
+
+@contextmanager
+def shell_environment(overlay: ShellEnv) -> Iterator[None]:
+    """While in this block (this task and the tasks it starts), the shell tool runs its
+    command with the variables *overlay* answers for its working directory set over the
+    runtime's environment (``ToolRegistry.settle`` sets it from the registry's hooks)."""
+    token = _ENV.set(overlay)
+    try:
+        yield
+    finally:
+        _ENV.reset(token)
 
 
 @contextmanager
@@ -125,7 +148,9 @@ def shell_tool(limits: ShellLimits | None = None) -> Tool[ShellInput]:
                 output_limit=bounds.max_capture_bytes,
             )  # fmt: skip
             return _routed_output(await ctx.io.run_command(ctx, ran), seconds)
-        run = await _run(data.command, cwd, seconds, bounds)
+        overlay = _ENV.get()
+        variables = None if overlay is None else await overlay(cwd)
+        run = await _run(data.command, cwd, seconds, bounds, variables)
         return _output(run, seconds)
 
     return Tool(
@@ -145,11 +170,16 @@ def _workdir(env: ToolEnvironment, workdir: str | None) -> str:
     return cwd
 
 
-async def _run(command: str, cwd: str, seconds: float, limits: ShellLimits) -> _Run:
-    """Run *command*; cancellation kills the process group (shielded, bounded) and propagates."""
+async def _run(
+    command: str, cwd: str, seconds: float, limits: ShellLimits,
+    variables: Mapping[str, str] | None = None,
+) -> _Run:  # fmt: skip
+    """Run *command* (with *variables* set over the environment); cancellation kills the
+    process group (shielded, bounded) and propagates."""
     proc = await trio.lowlevel.open_process(
         [limits.shell, "-c", command],
         cwd=cwd,
+        env={**os.environ, **variables} if variables else None,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,0 +1,6 @@
+"""Plugins' room on the HTTP core: ``GET /plugin``, each plugin of a Location with its
+state, its hooks and its last error."""
+
+from gateway.plugins._routes import plugin_routes as plugin_routes
+
+__all__ = ["plugin_routes"]

@@ -1,0 +1,113 @@
+"""Kittiwake's plugins: Python packages adding tools, Context Sources, environment and
+policy to a Location through one hook API (pluggy's, project ``kittiwake``).
+
+A plugin is found through an installed package's ``kittiwake.plugins`` entry point, a file
+in ``.kittiwake/plugins/`` (or the global configuration folder's ``plugins/``), or the
+configuration's ``plugin`` key; each open Location's :class:`LocationPlugins` loads its
+plugins, waits for them, and calls their hooks in isolation. The hooks and their values
+are the SDK's contract (``docs/plugins.md``).
+"""
+
+from runtime.agents import PermissionAction as PermissionAction
+from runtime.context import UNAVAILABLE as UNAVAILABLE
+from runtime.context import SystemContext as SystemContext
+from runtime.context import Unavailable as Unavailable
+from runtime.llm import TextPart as TextPart
+from runtime.llm import ToolDefinition as ToolDefinition
+from runtime.plugins._context import PluginContext as PluginContext
+from runtime.plugins._context import ProcessLimits as ProcessLimits
+from runtime.plugins._context import ProcessResult as ProcessResult
+from runtime.plugins._functions import ToolMeta as ToolMeta
+from runtime.plugins._functions import as_tool as as_tool
+from runtime.plugins._functions import plugin_tool as plugin_tool
+from runtime.plugins._functions import tool_call_of as tool_call_of
+from runtime.plugins._hooks import LocationPlugins as LocationPlugins
+from runtime.plugins._host import HOOK_NAMES as HOOK_NAMES
+from runtime.plugins._host import PluginFailure as PluginFailure
+from runtime.plugins._host import PluginHookError as PluginHookError
+from runtime.plugins._host import PluginHost as PluginHost
+from runtime.plugins._host import PluginLimits as PluginLimits
+from runtime.plugins._host import PluginsNotReady as PluginsNotReady
+from runtime.plugins._host import PluginState as PluginState
+from runtime.plugins._host import PluginStatus as PluginStatus
+from runtime.plugins._host import namespace as namespace
+from runtime.plugins._load import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
+from runtime.plugins._load import PLUGIN_DIRS as PLUGIN_DIRS
+from runtime.plugins._load import PluginCandidate as PluginCandidate
+from runtime.plugins._load import PluginDiscovery as PluginDiscovery
+from runtime.plugins._load import PluginSource as PluginSource
+from runtime.plugins._load import discover_plugins as discover_plugins
+from runtime.plugins._load import parse_plugin_entry as parse_plugin_entry
+from runtime.plugins._spec import PROJECT_NAME as PROJECT_NAME
+from runtime.plugins._spec import ChatInfo as ChatInfo
+from runtime.plugins._spec import ChatParams as ChatParams
+from runtime.plugins._spec import CommandCall as CommandCall
+from runtime.plugins._spec import CompactionPrompt as CompactionPrompt
+from runtime.plugins._spec import PermissionAsk as PermissionAsk
+from runtime.plugins._spec import PluginEvent as PluginEvent
+from runtime.plugins._spec import PluginSpec as PluginSpec
+from runtime.plugins._spec import Refusal as Refusal
+from runtime.plugins._spec import SessionRef as SessionRef
+from runtime.plugins._spec import ShellEnvInfo as ShellEnvInfo
+from runtime.plugins._spec import ToolCall as ToolCall
+from runtime.plugins._spec import ToolLike as ToolLike
+from runtime.plugins._spec import ToolResult as ToolResult
+from runtime.plugins._spec import hookimpl as hookimpl
+from runtime.plugins._spec import hookspec as hookspec
+from runtime.tools import Tool as Tool
+from runtime.tools import ToolError as ToolError
+from runtime.tools import ToolFailure as ToolFailure
+from runtime.tools import ToolOutput as ToolOutput
+
+__all__ = [
+    "ChatInfo",
+    "ChatParams",
+    "CommandCall",
+    "CompactionPrompt",
+    "ENTRY_POINT_GROUP",
+    "HOOK_NAMES",
+    "LocationPlugins",
+    "PLUGIN_DIRS",
+    "PROJECT_NAME",
+    "PermissionAction",
+    "PermissionAsk",
+    "PluginCandidate",
+    "PluginContext",
+    "PluginDiscovery",
+    "PluginEvent",
+    "PluginFailure",
+    "PluginHookError",
+    "PluginHost",
+    "PluginLimits",
+    "PluginSource",
+    "PluginSpec",
+    "PluginState",
+    "PluginStatus",
+    "PluginsNotReady",
+    "ProcessLimits",
+    "ProcessResult",
+    "Refusal",
+    "SessionRef",
+    "ShellEnvInfo",
+    "SystemContext",
+    "TextPart",
+    "Tool",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolError",
+    "ToolFailure",
+    "ToolLike",
+    "ToolMeta",
+    "ToolOutput",
+    "ToolResult",
+    "UNAVAILABLE",
+    "Unavailable",
+    "as_tool",
+    "discover_plugins",
+    "hookimpl",
+    "hookspec",
+    "namespace",
+    "parse_plugin_entry",
+    "plugin_tool",
+    "tool_call_of",
+]

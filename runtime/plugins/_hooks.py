@@ -1,0 +1,277 @@
+"""Where the runtime calls a Location's plugins: every tool call (``ToolHooks``), every
+provider request, commands, compactions, and the sessions' events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import msgspec
+import trio
+
+from runtime.agents import PermissionAction
+from runtime.llm import GenerationControls, LLMRequest, ToolDefinition
+from runtime.plugins._functions import tool_call_of
+from runtime.plugins._host import PluginHookError, PluginHost
+from runtime.plugins._spec import (
+    ChatInfo,
+    ChatParams,
+    CommandCall,
+    CompactionPrompt,
+    PermissionAsk,
+    PluginEvent,
+    Refusal,
+    SessionRef,
+    ShellEnvInfo,
+)
+from runtime.tools import ToolContext, ToolFailure, ToolOutput
+
+__all__ = ["LocationPlugins"]
+
+_ACTIONS: Final = ("allow", "deny", "ask")
+_EVENT_HOOKS: Final = ("event", "session_error")
+_RUN_FAILED: Final = "session.run.failed"
+_REQUEST_HOOKS: Final = ("chat_params", "chat_headers", "system_transform", "tool_definition")
+
+
+class _Event(msgspec.Struct, frozen=True):
+    type: str
+    session_id: str
+    seq: int
+    data: bytes
+
+
+class _Idle(msgspec.Struct, frozen=True):
+    session_id: str
+
+
+class LocationPlugins(PluginHost):
+    """A Location's :class:`PluginHost` and the places the runtime calls it: as the Tool
+    Registry's ``hooks`` (every call of every tool), and for provider requests, commands,
+    compactions and session events. With no plugin implementing a hook, its call costs a
+    dictionary look-up and nothing is awaited."""
+
+    def __init__(self, directory: str, **options: Any) -> None:
+        super().__init__(directory, **options)
+        self._events_in, self._events_out = trio.open_memory_channel[_Event | _Idle](
+            self.limits.event_queue
+        )
+
+    # -- the Tool Registry's hooks ------------------------------------------------------
+
+    async def before(self, tool: str, input: Any, ctx: ToolContext) -> Any | ToolFailure:
+        impls = self.implementations("tool_execute_before")
+        if not impls:
+            return input
+        call = tool_call_of(ctx, tool)
+        for impl, plugin in impls:
+            try:
+                ok, answer = await self.invoke(impl, plugin, "tool_execute_before",
+                                               {"call": call, "args": input})  # fmt: skip
+            except PluginHookError as exc:
+                return ToolFailure(error=str(exc))
+            if not ok or answer is None:
+                continue
+            if isinstance(answer, Refusal):
+                return ToolFailure(error=answer.reason)
+            input = answer
+        return input
+
+    async def decide(
+        self, tool: str, permission: str, resources: list[str], ctx: ToolContext,
+        action: PermissionAction,
+    ) -> PermissionAction:  # fmt: skip
+        impls = self.implementations("permission_ask")
+        if not impls:
+            return action
+        call = tool_call_of(ctx, tool)
+        for impl, plugin in impls:
+            status: Literal["allow", "ask"] = "allow" if action == "allow" else "ask"
+            asked = PermissionAsk(
+                call=call, permission=permission, resources=resources, status=status
+            )
+            try:
+                ok, answer = await self.invoke(
+                    impl, plugin, "permission_ask", {"permission": asked}
+                )
+            except PluginHookError:
+                return "deny"  # a required policy that cannot answer refuses
+            if not ok or answer is None:
+                continue
+            if answer not in _ACTIONS:
+                self._invalid(
+                    plugin, "permission_ask", f"answered {answer!r}, not one of {_ACTIONS}"
+                )
+                continue
+            action = answer
+            if action == "deny":
+                return action
+        return action
+
+    async def after(
+        self, tool: str, input: Any, ctx: ToolContext, outcome: ToolOutput | ToolFailure
+    ) -> ToolOutput | ToolFailure:
+        impls = self.implementations("tool_execute_after")
+        if not impls:
+            return outcome
+        call = tool_call_of(ctx, tool)
+        for impl, plugin in impls:
+            try:
+                ok, answer = await self.invoke(impl, plugin, "tool_execute_after",
+                                               {"call": call, "args": input, "result": outcome})  # fmt: skip
+            except PluginHookError as exc:
+                return ToolFailure(error=str(exc))
+            if ok and answer is not None:
+                if isinstance(answer, ToolOutput | ToolFailure):
+                    outcome = answer
+                else:
+                    self._invalid(
+                        plugin,
+                        "tool_execute_after",
+                        f"answered {type(answer).__name__}, not ToolOutput or ToolFailure",
+                    )
+        return outcome
+
+    async def shell_env(self, ctx: ToolContext, cwd: str) -> Mapping[str, str]:
+        impls = self.implementations("shell_env")
+        if not impls:
+            return {}
+        info = ShellEnvInfo(directory=self.directory, cwd=cwd, session_id=ctx.session_id,
+                            call_id=ctx.tool_call_id)  # fmt: skip
+        overlay: dict[str, str] = {}
+        for impl, plugin in impls:
+            ok, answer = await self.invoke(impl, plugin, "shell_env", {"info": info})
+            if not ok or answer is None:
+                continue
+            if isinstance(answer, Mapping) and all(isinstance(v, str) for v in answer.values()):
+                overlay.update({str(k): v for k, v in answer.items()})
+            else:
+                self._invalid(
+                    plugin, "shell_env", "answered something other than a str -> str mapping"
+                )
+        return overlay
+
+    # -- provider requests, commands, compactions ----------------------------------------
+
+    def transforms_requests(self) -> bool:
+        """Whether any plugin changes provider requests."""
+        return any(self.implementations(h) for h in _REQUEST_HOOKS)
+
+    async def transform_request(
+        self, request: LLMRequest, session_id: str, agent: str
+    ) -> LLMRequest:
+        """*request* (a provider turn of session *session_id* under *agent*) as the plugins'
+        ``chat_params``, ``chat_headers``, ``system_transform`` and ``tool_definition``
+        leave it.
+
+        Raises:
+            PluginHookError: a required plugin failed (the provider turn fails).
+        """
+        if not self.transforms_requests():
+            return request
+        chat = ChatInfo(
+            session_id=session_id, directory=self.directory, agent=agent,
+            provider_id=request.model.provider_id, model_id=request.model.model_id,
+        )  # fmt: skip
+        g = request.generation
+        params = ChatParams(
+            temperature=g.temperature, top_p=g.top_p, top_k=g.top_k,
+            max_output_tokens=g.max_output_tokens, options=dict(request.options),
+        )  # fmt: skip
+        params = await self._reduce("chat_params", "params", params, ChatParams, chat=chat)
+        headers = await self._reduce(
+            "chat_headers", "headers", dict(request.headers), dict, chat=chat
+        )
+        system = await self._reduce(
+            "system_transform", "system", list(request.system), list, chat=chat
+        )
+        tools = [
+            await self._reduce("tool_definition", "definition", d, ToolDefinition, chat=chat)
+            for d in request.tools
+        ]
+        generation = GenerationControls(
+            temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
+            max_output_tokens=params.max_output_tokens, stop=g.stop,
+        )  # fmt: skip
+        return msgspec.structs.replace(
+            request, generation=generation, options=params.options, headers=headers,
+            system=system, tools=tools,
+        )  # fmt: skip
+
+    async def command_text(self, command: CommandCall, text: str) -> str:
+        """A command's expanded *text* as ``command_execute_before`` leaves it (a required
+        plugin's failure raises :class:`PluginHookError`)."""
+        return await self._reduce("command_execute_before", "text", text, str, command=command)
+
+    async def compaction(self, session: SessionRef, prompt: CompactionPrompt) -> CompactionPrompt:
+        """A compaction's prompt as ``session_compacting`` leaves it."""
+        return await self._reduce(
+            "session_compacting", "compaction", prompt, CompactionPrompt, session=session
+        )
+
+    async def _reduce(self, hook: str, name: str, value: Any, expected: type, **kwargs: Any) -> Any:
+        """Hand *value* (as argument *name*) through every implementation of *hook* in call
+        order; an answer not of type *expected* is that plugin's error and is ignored."""
+        for impl, plugin in self.implementations(hook):
+            ok, answer = await self.invoke(impl, plugin, hook, {**kwargs, name: value})
+            if not ok or answer is None:
+                continue
+            if isinstance(answer, expected):
+                value = answer
+            else:
+                self._invalid(
+                    plugin, hook, f"answered {type(answer).__name__}, not {expected.__name__}"
+                )
+        return value
+
+    def _invalid(self, plugin: Any, hook: str, message: str) -> None:
+        """Record an answer of the wrong shape as the plugin's failure (ignored, even for a
+        required plugin: the call goes on as if it had not answered)."""
+        self.hook_failed(plugin, hook, message)
+
+    # -- session events ---------------------------------------------------------------
+
+    def notify_event(self, type: str, session_id: str, seq: int, data: bytes) -> None:
+        """Queue a committed event for the ``event`` (and, for ``session.run.failed``,
+        ``session_error``) hooks; never blocks (a full queue drops it and counts)."""
+        if any(self.implementations(h) for h in _EVENT_HOOKS):
+            self._queue(_Event(type, session_id, seq, data))
+
+    def notify_idle(self, session_id: str) -> None:
+        """Queue ``session_idle`` for *session_id*; never blocks."""
+        if self.implementations("session_idle"):
+            self._queue(_Idle(session_id))
+
+    def _queue(self, item: _Event | _Idle) -> None:
+        try:
+            self._events_in.send_nowait(item)
+        except trio.WouldBlock:
+            self.dropped_events += 1
+
+    async def run(self) -> None:
+        """Load what :meth:`sync` names, and deliver queued events, until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._deliver)
+            await super().run()
+
+    async def _deliver(self) -> None:
+        async for item in self._events_out:
+            session = SessionRef(session_id=item.session_id, directory=self.directory)
+            try:
+                if isinstance(item, _Idle):
+                    await self._call("session_idle", {"session": session}, raising=False)
+                    continue
+                properties = msgspec.json.decode(item.data)
+                event = PluginEvent(type=item.type, session_id=item.session_id, seq=item.seq,
+                                    properties=properties if isinstance(properties, dict) else {})  # fmt: skip
+                await self._call("event", {"event": event}, raising=False)
+                if item.type == _RUN_FAILED:
+                    error = event.properties.get("error") or {}
+                    message = (
+                        str(error.get("message", "")) if isinstance(error, dict) else str(error)
+                    )
+                    await self._call(
+                        "session_error", {"session": session, "error": message}, raising=False
+                    )
+            except msgspec.DecodeError:
+                continue

@@ -1,0 +1,248 @@
+"""The plugin SDK's contract: the hook specifications and the values hooks receive.
+
+A plugin implements any of these hooks with functions (or methods) marked ``@hookimpl``;
+each may be ``async def`` or plain ``def``. Hooks are called one plugin at a time, in
+load order, each call bounded by the host's hook timeout; a hook taking fewer arguments
+than its specification receives only those it names (pluggy's rule).
+
+Mutating hooks receive the current value and return a replacement, or ``None`` to leave
+it as it is; the next plugin receives what the previous one returned. The value types
+are frozen: build a changed one with ``msgspec.structs.replace``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+import pluggy
+
+from runtime.agents import PermissionAction
+from runtime.context import SystemContext
+from runtime.llm import ToolDefinition
+from runtime.tools import Tool, ToolFailure, ToolOutput
+
+__all__ = [
+    "ChatInfo",
+    "ChatParams",
+    "CommandCall",
+    "CompactionPrompt",
+    "PROJECT_NAME",
+    "PermissionAsk",
+    "PluginEvent",
+    "PluginSpec",
+    "Refusal",
+    "SessionRef",
+    "ShellEnvInfo",
+    "ToolCall",
+    "ToolLike",
+    "ToolResult",
+    "hookimpl",
+    "hookspec",
+]
+
+PROJECT_NAME = "kittiwake"
+"""pluggy's project name: the namespace every hook of the SDK is registered under."""
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+ToolResult: TypeAlias = ToolOutput | ToolFailure
+"""A tool handler's outcome, before the registry bounds it."""
+ToolLike: TypeAlias = Tool[Any] | Any
+"""What the ``tool`` hook returns: ``Tool`` objects, or typed Python functions (async or
+not; see ``runtime.plugins.plugin_tool``)."""
+
+
+class SessionRef(msgspec.Struct, frozen=True, kw_only=True):
+    """The session a hook is about, and its Location."""
+
+    session_id: str
+    directory: str
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool call as the tool hooks see it: which tool, whose session, which agent (the
+    effective agent of the provider turn that issued it), and the call's ids."""
+
+    tool: str
+    session_id: str
+    agent: str
+    call_id: str
+    message_id: str
+    directory: str
+
+
+class Refusal(msgspec.Struct, frozen=True):
+    """Returned by ``tool_execute_before`` to refuse a call: it fails with *reason* and
+    nothing runs."""
+
+    reason: str
+
+
+class PermissionAsk(msgspec.Struct, frozen=True, kw_only=True):
+    """A permission decision about to be made for *call*: *permission* on *resources*
+    (paths relative to the Location, a command line, a URL, ...) and what the agent's
+    rules decided (``allow`` or ``ask``; a configured ``deny`` is final and not asked
+    about)."""
+
+    call: ToolCall
+    permission: str
+    resources: list[str]
+    status: Literal["allow", "ask"]
+
+
+class ShellEnvInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A shell command about to run: its Location, its working directory, the session and
+    call it runs for."""
+
+    directory: str
+    cwd: str
+    session_id: str
+    call_id: str
+
+
+class ChatInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """The provider turn a request is assembled for."""
+
+    session_id: str
+    directory: str
+    agent: str
+    provider_id: str
+    model_id: str
+
+
+class ChatParams(msgspec.Struct, frozen=True, kw_only=True):
+    """Generation controls and provider options of one request (``None``: the provider's
+    default)."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_output_tokens: int | None = None
+    options: dict[str, Any] = {}
+
+
+class CommandCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A command about to be admitted as a session's prompt."""
+
+    command: str
+    arguments: str
+    session_id: str
+    directory: str
+
+
+class CompactionPrompt(msgspec.Struct, frozen=True, kw_only=True):
+    """What a compaction's summary request asks: *context* lines appended to the prompt, or
+    *prompt* replacing it (``None``: the agent's or the built-in one)."""
+
+    context: list[str] = []
+    prompt: str | None = None
+
+
+class PluginEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A committed event of a session (``session.next.*``, ``session.run.failed``,
+    ``todo.updated``, ...): its type, session, sequence number and data as JSON values."""
+
+    type: str
+    session_id: str
+    seq: int
+    properties: dict[str, Any]
+
+
+class PluginSpec:
+    """The hooks. Their names are the SDK's contract: a plugin implementing a name that is
+    not here fails to load (the error says which)."""
+
+    # -- plain hooks ------------------------------------------------------------------
+
+    @hookspec
+    def event(self, event: PluginEvent) -> None:
+        """Every committed event of the Location's sessions, in order per session
+        (delivered from a bounded queue: when it is full, events are dropped and counted)."""
+
+    @hookspec
+    def config(self, config: dict[str, Any]) -> None:
+        """The Location's merged configuration (a copy), after loading and at each change."""
+
+    @hookspec
+    def tool(self) -> list[ToolLike] | None:
+        """Tools to offer in the Location, asked once after loading and at each change of
+        the configuration; each passes the same permission rules, hooks and bounding as a
+        built-in."""
+
+    @hookspec
+    def context_source(self) -> SystemContext | list[SystemContext] | None:
+        """The plugin's Context Sources, asked at each load of the System Context (each
+        provider turn). Keys must be namespaced by the plugin's name (``<name>/...``); a
+        changed value becomes a Mid-Conversation System Message."""
+
+    @hookspec
+    def shell_env(self, info: ShellEnvInfo) -> dict[str, str] | None:
+        """Variables to set over the runtime's environment for a shell command (the
+        ``shell`` tool, and the user's shell commands) in the Location."""
+
+    @hookspec
+    def provider(self) -> dict[str, Any] | None:
+        """Provider entries, in the configuration's ``provider`` shape (``npm``,
+        ``options.baseURL``, ``models``, ...), added to the Location's providers (the
+        configuration's own entries win); asked with ``tool``."""
+
+    @hookspec
+    def dispose(self) -> None:
+        """The plugin is unloaded (its configuration entry removed, or changed)."""
+
+    # -- mutating hooks -----------------------------------------------------------------
+
+    @hookspec
+    def chat_params(self, chat: ChatInfo, params: ChatParams) -> ChatParams | None:
+        """The generation controls of a provider request."""
+
+    @hookspec
+    def chat_headers(self, chat: ChatInfo, headers: dict[str, str]) -> dict[str, str] | None:
+        """HTTP headers added to a provider request."""
+
+    @hookspec
+    def system_transform(self, chat: ChatInfo, system: list[str]) -> list[str] | None:
+        """The system part of a provider request (agent prompt, then the Baseline System
+        Context). Changing it per turn defeats the provider's prompt cache."""
+
+    @hookspec
+    def tool_definition(self, chat: ChatInfo, definition: ToolDefinition) -> ToolDefinition | None:
+        """One tool's definition as a provider request offers it (description, schema)."""
+
+    @hookspec
+    def tool_execute_before(self, call: ToolCall, args: Any) -> Any | Refusal | None:
+        """A tool call's arguments (as the model sent them) before they are checked:
+        return changed arguments, or a :class:`Refusal`."""
+
+    @hookspec
+    def tool_execute_after(
+        self, call: ToolCall, args: Any, result: ToolResult
+    ) -> ToolResult | None:
+        """A tool's outcome after its handler, before it is bounded."""
+
+    @hookspec
+    def permission_ask(self, permission: PermissionAsk) -> PermissionAction | None:
+        """``"allow"``, ``"deny"`` or ``"ask"`` for a call (``None``: no opinion). Asked for
+        every call of a tool with a permission whose rules did not deny it."""
+
+    @hookspec
+    def command_execute_before(self, command: CommandCall, text: str) -> str | None:
+        """A command's expanded text, before it is admitted as the session's prompt."""
+
+    @hookspec
+    def session_compacting(
+        self, session: SessionRef, compaction: CompactionPrompt
+    ) -> CompactionPrompt | None:
+        """A compaction's summary request, before it is sent."""
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @hookspec
+    def session_idle(self, session: SessionRef) -> None:
+        """A session of the Location finished its drain: nothing left to do for now."""
+
+    @hookspec
+    def session_error(self, session: SessionRef, error: str) -> None:
+        """A session's run failed (``session.run.failed``) with *error*."""
