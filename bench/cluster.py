@@ -155,8 +155,9 @@ async def _serve_mock(port: int) -> None:
 # -- servers ---------------------------------------------------------------------------------
 
 
-def _environment(tmp: Path, mock_url: str) -> dict[str, str]:
-    """A data dir whose catalog has the mock provider with both models; telemetry off."""
+def _environment(tmp: Path, mock_url: str, root: Path = ROOT) -> dict[str, str]:
+    """A data dir whose catalog has the mock provider with both models; telemetry off; the
+    servers run the checkout at *root*."""
     data = tmp / "data"
     data.mkdir(parents=True)
     models = {
@@ -174,7 +175,7 @@ def _environment(tmp: Path, mock_url: str) -> dict[str, str]:
     env = {**os.environ, "HOME": str(tmp), "KITTIWAKE_DATA_DIR": str(data)}
     env.update(MOCK_API_KEY="mock", KITTIWAKE_CONFIG_CONTENT=json.dumps(config))
     env["XDG_CONFIG_HOME"] = str(tmp / "config")
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = str(root)
     return env
 
 
@@ -193,9 +194,9 @@ def _children(pid: int) -> list[int]:
 
 @asynccontextmanager
 async def _serving(
-    tmp: Path, mock_url: str, store: str | None, workers: int
+    tmp: Path, mock_url: str, store: str | None, workers: int, root: Path = ROOT
 ) -> AsyncIterator[Server]:
-    env = _environment(tmp, mock_url)
+    env = _environment(tmp, mock_url, root)
     argv = [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())]
     if store is not None:
         argv += ["--store", store, "--workers", str(workers)]
