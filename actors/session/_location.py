@@ -45,8 +45,8 @@ class LocationState:
     (whoever opens the Location runs ``language_servers.run`` in a nursery). Its MCP
     servers (``mcp``) follow the configuration at each :meth:`refresh`, which also
     brings their tools into the registry (whoever opens the Location runs ``mcp.run``).
-    Its plugins (``plugins``, the registry's hooks) follow it too (whoever opens the
-    Location runs ``plugins.run``); :meth:`ready` waits for them.
+    Its plugins (``plugins``, the registry's hooks while one implements them) follow it
+    too (whoever opens the Location runs ``plugins.run``); :meth:`ready` waits for them.
 
     A plain object, not an actor: nothing is sent to it. Its callers are the tasks of
     one trio run; :meth:`observe_context` shares one observation between concurrent
@@ -60,8 +60,7 @@ class LocationState:
         mcp_auth: McpAuth | None = None,
     ) -> None:  # fmt: skip
         self.directory = directory
-        self.plugins = plugins
-        registry.hooks = plugins
+        self.plugins = plugins  # the registry's hooks while a plugin implements one
         plugins.sync(settings.plugins, settings.loaded.data)
         self.registry = registry
         self.context = context

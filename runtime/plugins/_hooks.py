@@ -13,6 +13,7 @@ from runtime.agents import PermissionAction
 from runtime.llm import GenerationControls, LLMRequest, ToolDefinition
 from runtime.plugins._functions import tool_call_of
 from runtime.plugins._host import PluginHookError, PluginHost
+from runtime.plugins._load import PluginCandidate
 from runtime.plugins._spec import (
     ChatInfo,
     ChatParams,
@@ -29,9 +30,14 @@ from runtime.tools import ToolContext, ToolFailure, ToolOutput
 __all__ = ["LocationPlugins"]
 
 _ACTIONS: Final = ("allow", "deny", "ask")
-_EVENT_HOOKS: Final = ("event", "session_error")
+_EVENT_HOOKS: Final = frozenset({"event", "session_error"})
 _RUN_FAILED: Final = "session.run.failed"
-_REQUEST_HOOKS: Final = ("chat_params", "chat_headers", "system_transform", "tool_definition")
+_TOOL_HOOKS: Final = frozenset(
+    {"tool_execute_before", "permission_ask", "tool_execute_after", "shell_env"}
+)
+_REQUEST_HOOKS: Final = frozenset(
+    {"chat_params", "chat_headers", "system_transform", "tool_definition"}
+)
 
 
 class _Event(msgspec.Struct, frozen=True):
@@ -56,6 +62,13 @@ class LocationPlugins(PluginHost):
         self._events_in, self._events_out = trio.open_memory_channel[_Event | _Idle](
             self.limits.event_queue
         )
+
+    async def _apply(self, desired: list[PluginCandidate], config: dict[str, Any]) -> None:
+        """Load and unload as the host does, then be the Tool Registry's hooks exactly while
+        a loaded plugin implements one of them (without, a call costs what it did before
+        plugins)."""
+        await super()._apply(desired, config)
+        self.registry.hooks = self if self.used & _TOOL_HOOKS else None
 
     # -- the Tool Registry's hooks ------------------------------------------------------
 
@@ -155,7 +168,7 @@ class LocationPlugins(PluginHost):
 
     def transforms_requests(self) -> bool:
         """Whether any plugin changes provider requests."""
-        return any(self.implementations(h) for h in _REQUEST_HOOKS)
+        return bool(self.used & _REQUEST_HOOKS)
 
     async def transform_request(
         self, request: LLMRequest, session_id: str, agent: str
@@ -234,12 +247,12 @@ class LocationPlugins(PluginHost):
     def notify_event(self, type: str, session_id: str, seq: int, data: bytes) -> None:
         """Queue a committed event for the ``event`` (and, for ``session.run.failed``,
         ``session_error``) hooks; never blocks (a full queue drops it and counts)."""
-        if any(self.implementations(h) for h in _EVENT_HOOKS):
+        if self.used & _EVENT_HOOKS:
             self._queue(_Event(type, session_id, seq, data))
 
     def notify_idle(self, session_id: str) -> None:
         """Queue ``session_idle`` for *session_id*; never blocks."""
-        if self.implementations("session_idle"):
+        if "session_idle" in self.used:
             self._queue(_Idle(session_id))
 
     def _queue(self, item: _Event | _Idle) -> None:

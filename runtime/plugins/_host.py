@@ -91,7 +91,8 @@ class PluginsNotReady(Exception):
 
 
 def namespace(name: str) -> str:
-    """The namespace of plugin *name*: its Context Source keys are ``<namespace>/...``."""
+    """The namespace of a plugin called *name*: its Context Source keys are
+    ``<namespace>/...``, its contribution ``plugin/<namespace>``."""
     cleaned = _NAMESPACE.sub("-", name.lower()).strip("-._")
     return cleaned or "plugin"
 
@@ -111,6 +112,13 @@ class _Plugin:
         self.context: ContributionHandle | None = None
         self.last_context: SystemContext = SystemContext.EMPTY
         self.providers: dict[str, Any] = {}
+
+    @property
+    def namespace(self) -> str:
+        """Its Context Sources' namespace: from the plugin's own ``name`` when it has one
+        (a plugin knows its keys), else from the name it was found under."""
+        declared = getattr(self.obj, "name", None)
+        return namespace(declared if isinstance(declared, str) and declared else self.name)
 
     def status(self, hooks: list[str]) -> PluginStatus:
         c = self.candidate
@@ -152,6 +160,7 @@ class PluginHost:
         self._manager.add_hookspecs(PluginSpec)
         self._plugins: list[_Plugin] = []
         self._impls: dict[str, list[Impl]] = {}
+        self._used: frozenset[str] | None = None
         self._desired: list[PluginCandidate] = []
         self._config: dict[str, Any] = {}
         self._changed = trio.Event()
@@ -283,7 +292,7 @@ class PluginHost:
             self._manager.unregister(obj)
             plugin.obj = None
             raise
-        self._impls.clear()
+        self._forget_impls()
 
     async def _contribute(self, plugin: _Plugin, *, strict: bool) -> None:
         """Offer the plugin's tools and Context Sources (``strict``: a failure raises,
@@ -310,7 +319,7 @@ class PluginHost:
                 )
         plugin.providers = providers
         if plugin.context is None and self._implements(plugin, "context_source"):
-            key = f"plugin/{namespace(plugin.name)}"
+            key = f"plugin/{plugin.namespace}"
             plugin.context = self.context.contribute(key, lambda: self._sources(plugin))
 
     async def _configure(self, plugin: _Plugin, config: dict[str, Any]) -> None:
@@ -327,7 +336,7 @@ class PluginHost:
         if plugin.obj is not None and self._manager.is_registered(plugin.obj):
             self._manager.unregister(plugin.obj)
         self._plugins.remove(plugin)
-        self._impls.clear()
+        self._forget_impls()
 
     def _load_failed(self, plugin: _Plugin, message: str | None) -> None:
         """Mark *plugin* failed, withdraw what it offered and report *message* (``None``:
@@ -335,7 +344,7 @@ class PluginHost:
         plugin.state = "failed"
         if plugin.obj is not None and self._manager.is_registered(plugin.obj):
             self._manager.unregister(plugin.obj)
-            self._impls.clear()
+            self._forget_impls()
         for handle in (plugin.tools, plugin.context):
             if handle is not None:
                 handle.close()
@@ -357,7 +366,7 @@ class PluginHost:
                 for r in (result if isinstance(result, list | tuple) else [result])
             ]
             combined = SystemContext.combine(*sources)
-            prefix = namespace(plugin.name) + "/"
+            prefix = plugin.namespace + "/"
             stray = [k for k in combined.keys if not k.startswith(prefix)]
             if stray:
                 raise ValueError(f"Context Source keys must start with {prefix!r}: {stray}")
@@ -368,6 +377,17 @@ class PluginHost:
         return combined
 
     # -- calling hooks ------------------------------------------------------------------
+
+    def _forget_impls(self) -> None:
+        self._impls.clear()
+        self._used = None
+
+    @property
+    def used(self) -> frozenset[str]:
+        """The hooks some loaded plugin implements (kept until one is loaded or unloaded)."""
+        if self._used is None:
+            self._used = frozenset(h for h in HOOK_NAMES if self.implementations(h))
+        return self._used
 
     def implementations(self, hook: str) -> list[Impl]:
         """The implementations of *hook* in call order: ``tryfirst`` ones, the others in
@@ -404,23 +424,28 @@ class PluginHost:
         self, impl: pluggy.HookImpl, plugin: _Plugin, hook: str, kwargs: dict[str, Any], *,
         raising: bool = True,
     ) -> tuple[bool, Any]:  # fmt: skip
-        """Call one implementation with the arguments it names, bounded by the hook
-        timeout: ``(True, answer)``, or ``(False, None)`` after a failure was recorded.
+        """Call one implementation with the arguments it names: ``(True, answer)``, or
+        ``(False, None)`` after a failure was recorded. Awaiting an async hook is bounded by
+        the hook timeout; a plain one runs to its end on this thread (it must not block).
 
         Raises:
             PluginHookError: the plugin is required (and *raising*).
         """
         message: str | None = None
-        with trio.move_on_after(self.limits.hook_timeout):
-            try:
-                answer = impl.function(*(kwargs[name] for name in impl.argnames))
-                if inspect.isawaitable(answer):
-                    answer = await answer
+        try:
+            answer = impl.function(*(kwargs[name] for name in impl.argnames))
+        except Exception as exc:  # the plugin's code: contained
+            message = f"{type(exc).__name__}: {exc}"
+        else:
+            if not inspect.isawaitable(answer):  # a plain hook: nothing to bound
                 return True, answer
-            except Exception as exc:  # the plugin's code: contained
-                message = f"{type(exc).__name__}: {exc}"
-        if message is None:
-            message = f"timed out after {self.limits.hook_timeout:g} s"
+            with trio.move_on_after(self.limits.hook_timeout):
+                try:
+                    return True, await answer
+                except Exception as exc:  # the plugin's code: contained
+                    message = f"{type(exc).__name__}: {exc}"
+            if message is None:
+                message = f"timed out after {self.limits.hook_timeout:g} s"
         self._failed(plugin, hook, message, raising=raising)
         return False, None
 

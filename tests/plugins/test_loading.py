@@ -230,3 +230,64 @@ async def test_a_failed_required_plugin_keeps_sessions_from_starting(tmp_path: P
     assert [p.id for p in pending] == [receipt.id]
     assert status.state == "failed" and status.required
     assert "required plugin broken-required failed" in str(info.last_error)
+
+
+LIFECYCLE = """
+import json
+from runtime.context import SystemContext
+from runtime.plugins import hookimpl
+
+name = "team"  # its namespace, whatever the file is called
+
+class Plugin:
+    def __init__(self, context, options):
+        self.log = options["log"]
+        self.write({"made": options.get("round")})
+
+    def write(self, entry):
+        with open(self.log, "a") as handle:
+            handle.write(json.dumps(entry) + "\\n")
+
+    @hookimpl
+    def config(self, config):
+        self.write({"config": config.get("model")})
+
+    @hookimpl
+    def context_source(self):
+        return SystemContext.loaded("team/status", str, "calm", lambda v: f"Status: {v}", str)
+
+    @hookimpl
+    def dispose(self):
+        self.write({"disposed": True})
+
+def plugin(context, options):
+    made = Plugin(context, options)
+    made.name = name
+    return made
+"""
+
+
+async def test_config_and_dispose_follow_the_configuration(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    work = tmp_path / "work"
+    (work / "local").mkdir(parents=True)
+    (work / "local" / "lifecycle.py").write_text(LIFECYCLE)
+    entry = ["./local/lifecycle.py", {"log": str(log), "round": 1}]
+    client = ScriptedLLM([answer(), answer(), answer()])
+    async with plugin_runtime(tmp_path, client, config={"plugin": [entry]}) as (rt, work):
+        sid = await session(rt, work)
+        await rt.sessions.prompt(sid, prompt=prompt("one"))
+        await rt.sessions.wait_idle(sid)
+        (work / "kittiwake.json").write_text(json.dumps({"plugin": [entry], "model": "a/b"}))
+        await rt.sessions.prompt(sid, prompt=prompt("two"))
+        await rt.sessions.wait_idle(sid)
+        entry = ["./local/lifecycle.py", {"log": str(log), "round": 2}]  # new options: remade
+        (work / "kittiwake.json").write_text(json.dumps({"plugin": [entry], "model": "a/b"}))
+        await rt.sessions.prompt(sid, prompt=prompt("three"))
+        await rt.sessions.wait_idle(sid)
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entries == [
+        {"made": 1}, {"config": None}, {"config": "a/b"},
+        {"disposed": True}, {"made": 2}, {"config": "a/b"},
+    ]  # fmt: skip
+    assert "Status: calm" in client.requests[0].system[-1]  # accepted under "team/"

@@ -223,6 +223,34 @@ async def test_nothing_is_awaited_without_plugins(tmp_path: Path) -> None:
         with trio.testing.assert_no_checkpoints():
             same = await plugins.transform_request(request, sid, "build")
     assert same is request and plugins.statuses() == []
+    assert plugins.registry.hooks is None  # a tool call passes no hook at all
+
+
+async def test_the_registry_has_hooks_only_while_a_plugin_implements_one(tmp_path: Path) -> None:
+    client = ScriptedLLM([answer(), answer()])
+    async with plugin_runtime(tmp_path, client, plugins=[Notes()]) as (rt, work):
+        sid = await session(rt, work)
+        await rt.sessions.prompt(sid, prompt=prompt("one"))
+        await rt.sessions.wait_idle(sid)
+        location = await rt.execution.location(str(work))
+        assert location.registry.hooks is None  # Notes implements no tool hook
+    async with plugin_runtime(tmp_path, client, plugins=[Shaper(), Tools(), Second()]) as (
+        rt,
+        work,
+    ):
+        location = await rt.execution.location(str(work))
+        await location.ready()
+        assert location.registry.hooks is None
+
+    class Asking:
+        @hookimpl
+        def permission_ask(self) -> None:
+            return None
+
+    async with plugin_runtime(tmp_path, client, plugins=[Asking()]) as (rt, work):
+        location = await rt.execution.location(str(work))
+        await location.ready()
+        assert location.registry.hooks is location.plugins
 
 
 class Provides:

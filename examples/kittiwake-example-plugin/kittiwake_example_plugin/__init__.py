@@ -35,6 +35,8 @@ MAX_NOTES_BYTES = 16 * 1024
 class ExamplePlugin:
     """The plugin of one Location."""
 
+    name = "example"  # the namespace of its Context Source keys, however it is found
+
     def __init__(self, context: PluginContext, options: dict[str, Any]) -> None:
         self.context = context
         self.allowed = str(options.get("allowed", "src/"))
