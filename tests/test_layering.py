@@ -198,6 +198,11 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("runtime/mcp/_planted.py", "from runtime.tools._model import ToolError", "private"),
         ("actors/session/_planted.py", "import mcp.types", "only runtime.mcp imports the mcp"),
         ("gateway/mcp/_planted.py", "from mcp import ClientSession", "only runtime.mcp imports"),
+        ("gateway/web/_planted.py", "from actors import Runtime", "web app is a client of"),
+        ("gateway/web/_planted.py", "from runtime import Location", "web app is a client of"),
+        ("gateway/web/_planted.py", "from gateway.operator import Samples", "gateway's rooms"),
+        ("gateway/web/_planted.py", "from gateway.http._routes import HTML", "private modules"),
+        ("gateway/opencode/_planted.py", "from gateway.web import web_routes", "gateway's rooms"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(
