@@ -98,7 +98,21 @@ export class SessionView {
     this.model.apply(event.type, event.data);
     if (event.type.startsWith("permission.") || event.type.startsWith("question.")) this.loadRequests();
     if (event.type === "session.updated" && event.data?.info) this.info = { ...this.info, ...event.data.info };
+    if (event.type === "session.next.step.ended") this.refreshInfo();
     this.schedule();
+  }
+
+  /** The session's totals (tokens, cost) again, shortly after a step ended. */
+  refreshInfo() {
+    clearTimeout(this.infoTimer);
+    this.infoTimer = setTimeout(async () => {
+      try {
+        this.info = (await api(this.path())).data;
+        this.drawHead();
+      } catch (e) {
+        this.app.showError(e);
+      }
+    }, 200);
   }
 
   /** Read the history after lastSeq until none is left, then the held live events. */
@@ -276,12 +290,14 @@ export class SessionView {
     if (this.older && t.scrollTop < 400) this.loadOlder();
   }
 
+  /** Draw the pending requests; of overlapping calls, only the latest one's answer. */
   async loadRequests() {
+    const call = (this.requestCalls = (this.requestCalls ?? 0) + 1);
     const [permissions, questions] = await Promise.all([
       api(this.path("/permission")),
       api(this.path("/question")),
     ]);
-    if (this.closed) return;
+    if (this.closed || call !== this.requestCalls) return;
     fill($("requests"),
       permissions.data.map((p) => this.permission(p)),
       questions.data.map((q) => this.question(q)));
