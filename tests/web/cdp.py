@@ -22,7 +22,12 @@ __all__ = ["Browser", "Page", "chromium"]
 
 _LISTENING = re.compile(rb"DevTools listening on (ws://\S+)")
 # The inspector test's flags, less the virtual time budget (these pages stay live).
-_FLAGS = [f for f in FLAGS if not f.startswith("--virtual-time-budget")]
+_FLAGS = [f for f in FLAGS if not f.startswith("--virtual-time-budget")] + [
+    # every tab runs its timers and frames as a visible one does
+    "--disable-background-timer-throttling",
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
+]
 _WAIT = """
 new Promise((resolve) => {
   const test = () => { try { return (%s); } catch (e) { return undefined; } };
@@ -90,6 +95,7 @@ class Browser:
         self.pages[page.session] = page
         for domain in ("Page", "Runtime", "Log"):
             await page.send(f"{domain}.enable")
+        await page.send("Page.bringToFront")
         await page.send(
             "Emulation.setDeviceMetricsOverride", width=width, height=height,
             deviceScaleFactor=1, mobile=False,

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
 import trio
 
+from runtime import Location, Prompt
 from runtime.llm import LLMEvent, LLMRequest, ScriptedLLM, StepFinish, StepStart, ToolCall, Usage
 from tests.gateway.conftest import Served, served
 from tests.web.cdp import Page, chromium
@@ -45,6 +47,21 @@ def call(call_id: str, name: str, data: dict[str, Any]) -> list[LLMEvent]:
         ToolCall(call_id=call_id, name=name, input=data),
         StepFinish(finish_reason="tool-calls", usage=Usage(input_tokens=7, output_tokens=5)),
     ]
+
+
+async def long_session(rt: Any, directory: Path, rounds: int, prompts: int = 999) -> str:
+    """A session of ``rounds * (prompts + 1)`` messages, written through the runtime: each
+    round admits *prompts* prompts at once (one turn takes them all in) and waits for the
+    one answer. The prompts say ``p<round>.<n>``; needs a client that answers every turn."""
+    sid = str((await rt.sessions.create(location=Location(directory=str(directory)))).id)
+    for r in range(rounds):
+        async with trio.open_nursery() as nursery:
+            for n in range(prompts):
+                nursery.start_soon(
+                    partial(rt.sessions.prompt, sid, prompt=Prompt(text=f"p{r}.{n}"))
+                )
+        await rt.sessions.wait_idle(sid)
+    return sid
 
 
 @dataclass

@@ -127,15 +127,19 @@ class App {
     if (this.view?.id === sid) return;
     this.view?.close();
     this.view = null;
+    const opening = (this.opening = (this.opening ?? 0) + 1);
     try {
       const info = (await api(`api/session/${encodeURIComponent(sid)}`)).data;
+      if (opening !== this.opening) return; // another open came after this one
       const view = new SessionView(info, this);
       this.view = view;
       $("empty").hidden = true;
       $("session").hidden = false;
       this.list.draw();
       await view.open();
+      if (this.view !== view) return;
       document.body.dataset.session = sid;
+      performance.mark("session-drawn", { detail: sid });
     } catch (e) {
       this.showError(e);
     }

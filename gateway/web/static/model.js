@@ -53,6 +53,14 @@ export class Timeline {
     );
   }
 
+  /** Whether a delta of message *id*, not held, belongs to a message newer than all held:
+   * ids grow with time, and a late delta of an older message (one outside the window of
+   * messages shown) must not add it at the end. */
+  isNew(id) {
+    const newest = this.order[this.order.length - 1];
+    return newest === undefined || id > newest;
+  }
+
   part(message, id, make) {
     message.content = message.content ?? [];
     let part = message.content.find((p) => p.id === id);
@@ -66,6 +74,7 @@ export class Timeline {
 
   /** Apply a live delta (no seq: never replayed; the durable *.ended carries the whole text). */
   delta(type, d) {
+    if (d.assistantMessageID && !this.messages.has(d.assistantMessageID) && !this.isNew(d.assistantMessageID)) return;
     if (STREAMED[type]) {
       const [key, kind] = STREAMED[type];
       const m = this.assistant(d.assistantMessageID, d);

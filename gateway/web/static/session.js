@@ -1,6 +1,12 @@
-// The open session: its timeline (a window of its newest messages, older pages fetched on
-// scroll), kept current by the live connection in seq order, its permission and question
-// requests answered inline, and the prompt box.
+// The open session: its timeline, kept current by the live connection in seq order, its
+// permission and question requests answered inline, and the prompt box.
+//
+// Long sessions: the newest page of messages is fetched when the session opens; older pages
+// are fetched as the reader scrolls up (the messages route's `desc:` cursor). The DOM holds a
+// window of at most WINDOW messages of those held: scrolling up or down moves the window (and
+// fetches the page before the oldest held when it reaches it), so a session of any length
+// opens on one page and scrolls through a bounded DOM. Live changes to messages outside the
+// window change the data only; new messages are drawn when the window is at the newest end.
 //
 // Sequencing: the newest page of messages comes with a cursor `desc:<seq>` naming the seq of
 // its oldest message's creating event; every event after that seq is read from the history
@@ -15,7 +21,11 @@ import { $, h, fill, when } from "./dom.js";
 import { Timeline } from "./model.js";
 import { renderMessage } from "./render.js";
 
-export const PAGE = 50; // messages per page of the timeline
+export const PAGE = 50; // messages of the newest page, drawn when a session opens
+const OLDER_PAGE = 200; // messages per older page fetched on scroll
+const WINDOW = 300; // messages in the DOM at most
+const STEP = 100; // messages the window moves by
+const NEAR = 600; // px from the top or the bottom that moves the window
 const HISTORY_PAGE = 1000; // events per history request
 
 export class SessionView {
@@ -30,7 +40,9 @@ export class SessionView {
     this.held = [];
     this.older = null; // cursor of the next older page, null when the oldest is shown
     this.loadingOlder = false;
-    this.nodes = new Map();
+    this.nodes = new Map(); // id -> element, for the messages in the window
+    this.top = null; // id of the window's first message (null: the oldest held)
+    this.bottom = null; // id of its last message, null while the window ends at the newest
     this.closed = false;
     this.frame = 0;
   }
@@ -61,12 +73,13 @@ export class SessionView {
 
   close() {
     this.closed = true;
-    this.observer?.disconnect();
+    if (this.onScroll) $("timeline").removeEventListener("scroll", this.onScroll);
   }
 
   /** A frame of the live connection for this session. */
   onFrame(frame) {
     if (frame.seq == null) {
+      if (!this.ready) return; // the snapshot and the history cover what came before
       if (frame.type === "session.updated") {
         this.info = { ...this.info, ...(frame.properties?.info ?? {}) };
         this.drawHead();
@@ -160,43 +173,75 @@ export class SessionView {
       this.app.reopen(this.id);
       return;
     }
-    const stick = this.atEnd();
-    const container = $("messages");
-    const order = this.model.order;
-    for (const id of this.model.changed) {
-      const m = this.model.messages.get(id);
-      if (!m) continue;
-      const el = renderMessage(m, this.actions());
-      const old = this.nodes.get(id);
-      if (old) {
-        keepOpen(old, el);
-        old.replaceWith(el);
-      } else {
-        const index = order.indexOf(id);
-        const next = order.slice(index + 1).map((n) => this.nodes.get(n)).find(Boolean);
-        container.insertBefore(el, next ?? null);
-      }
-      this.nodes.set(id, el);
-    }
-    this.model.changed.clear();
+    const stick = this.bottom === null && this.atEnd();
+    this.reconcile();
     this.drawQueued();
     this.drawHead();
     if (stick) this.scrollToEnd();
   }
 
-  drawAll() {
+  /** The ids of the window: from `top` to `bottom` (or the newest), at most WINDOW. */
+  windowIds() {
+    const order = this.model.order;
+    let from = this.top === null ? 0 : Math.max(0, order.indexOf(this.top));
+    let to = this.bottom === null ? order.length : order.indexOf(this.bottom) + 1;
+    if (to <= from) to = Math.min(order.length, from + WINDOW);
+    if (to - from > WINDOW) {
+      if (this.bottom === null) from = to - WINDOW;
+      else to = from + WINDOW;
+    }
+    this.top = order[from] ?? null;
+    return order.slice(from, to);
+  }
+
+  /** Make the DOM hold the window's messages in order, drawing changed ones again, and keep
+   * what the reader looks at where it was. */
+  reconcile() {
     const container = $("messages");
-    const els = this.model.order.map((id) => {
-      const el = renderMessage(this.model.messages.get(id), this.actions());
-      this.nodes.set(id, el);
-      return el;
-    });
-    container.replaceChildren(...els);
+    const timeline = $("timeline");
+    const anchor = [...container.children].find((el) => el.getBoundingClientRect().bottom > timeline.getBoundingClientRect().top);
+    const anchorTop = anchor?.getBoundingClientRect().top;
+    const want = this.windowIds();
+    const keep = new Set(want);
+    for (const [id, el] of this.nodes) {
+      if (!keep.has(id)) {
+        el.remove();
+        this.nodes.delete(id);
+      }
+    }
+    let cursor = container.firstChild;
+    for (const id of want) {
+      let el = this.nodes.get(id);
+      if (!el || this.model.changed.has(id)) {
+        const fresh = renderMessage(this.model.messages.get(id), this.actions());
+        if (el) {
+          keepOpen(el, fresh);
+          if (cursor === el) cursor = fresh;
+          el.replaceWith(fresh);
+        }
+        el = fresh;
+        this.nodes.set(id, el);
+      }
+      if (cursor === el) cursor = cursor.nextSibling;
+      else container.insertBefore(el, cursor);
+    }
     this.model.changed.clear();
+    if (anchor && anchor.isConnected) timeline.scrollTop += anchor.getBoundingClientRect().top - anchorTop;
+    this.drawEdges();
+  }
+
+  drawAll() {
+    this.reconcile();
     this.drawQueued();
   }
 
+  /** Below the window: the prompts waiting for their turn, or, while the window is not at the
+   * newest message, a way back to it. */
   drawQueued() {
+    if (this.bottom !== null) {
+      fill($("queued"), h("button", { type: "button", class: "link newest", text: "Newer messages below: show the newest", onclick: () => this.showNewest() }));
+      return;
+    }
     fill($("queued"), [...this.model.queued.entries()].map(([id, q]) =>
       h("article", { class: "msg user queued", dataset: { id } },
         h("div", { class: "meta" }, h("span", { text: `You · ${q.delivery === "queue" ? "queued" : "waiting"}` })),
@@ -250,44 +295,69 @@ export class SessionView {
     t.scrollTop = t.scrollHeight;
   }
 
+  /** Move the window when the reader scrolls near its top or bottom. */
   observeTop() {
-    this.observer = new IntersectionObserver((entries) => {
-      if (entries.some((e) => e.isIntersecting)) this.loadOlder();
-    }, { root: $("timeline"), rootMargin: "400px 0px 0px 0px" });
-    this.observer.observe($("older"));
-    this.drawOlder();
+    this.onScroll = () => this.moveWindow();
+    $("timeline").addEventListener("scroll", this.onScroll, { passive: true });
+    this.drawEdges();
+    this.moveWindow();
   }
 
-  drawOlder() {
-    fill($("older"), this.older ? (this.loadingOlder ? "loading older messages…" : "") : "Start of the session");
-  }
-
-  /** Fetch the page before the oldest shown and put it above, keeping the view still. */
-  async loadOlder() {
-    if (!this.older || this.loadingOlder || this.closed) return;
-    this.loadingOlder = true;
-    this.drawOlder();
-    try {
-      const page = await api(this.path(`/message?limit=${PAGE}&cursor=${enc(this.older)}`));
-      if (this.closed) return;
-      const t = $("timeline");
-      const before = t.scrollHeight;
-      const fresh = this.model.prepend(page.data.slice().reverse());
-      const els = fresh.map((m) => {
-        const el = renderMessage(m, this.actions());
-        this.nodes.set(m.id, el);
-        return el;
-      });
-      $("messages").prepend(...els);
-      t.scrollTop += t.scrollHeight - before;
-      this.older = page.cursor?.next ?? null;
-    } finally {
-      this.loadingOlder = false;
-      this.drawOlder();
-    }
-    // still in view (a short page): the observer does not fire again by itself
+  moveWindow() {
+    if (this.closed || this.moving) return;
     const t = $("timeline");
-    if (this.older && t.scrollTop < 400) this.loadOlder();
+    const order = this.model.order;
+    if (t.scrollTop < NEAR) {
+      const first = this.top === null ? 0 : order.indexOf(this.top);
+      if (first > 0) {
+        this.top = order[Math.max(0, first - STEP)];
+        const last = Math.min(order.length, Math.max(0, first - STEP) + WINDOW) - 1;
+        this.bottom = last >= order.length - 1 ? null : order[last];
+        this.reconcile();
+      } else if (this.older) {
+        this.fetchOlder();
+      }
+    } else if (this.bottom !== null && t.scrollHeight - t.scrollTop - t.clientHeight < NEAR) {
+      const last = order.indexOf(this.bottom);
+      const to = Math.min(order.length - 1, last + STEP);
+      this.bottom = to >= order.length - 1 ? null : order[to];
+      this.top = order[Math.max(0, to + 1 - WINDOW)];
+      this.reconcile();
+    }
+  }
+
+  drawEdges() {
+    const atOldest = this.top === null || this.top === this.model.order[0];
+    fill($("older"), atOldest ? (this.older ? (this.moving ? "loading older messages…" : "") : "Start of the session") : "");
+    this.drawQueued();
+  }
+
+  showNewest() {
+    this.bottom = null;
+    this.top = null;
+    this.reconcile();
+    this.scrollToEnd();
+  }
+
+  /** Fetch the page before the oldest held and move the window up into it. */
+  async fetchOlder() {
+    this.moving = true;
+    this.drawEdges();
+    try {
+      const page = await api(this.path(`/message?limit=${OLDER_PAGE}&cursor=${enc(this.older)}`));
+      if (this.closed) return;
+      const fresh = this.model.prepend(page.data.slice().reverse());
+      this.older = page.cursor?.next ?? null;
+      const order = this.model.order;
+      const first = Math.max(0, fresh.length - STEP);
+      this.top = order[first] ?? null;
+      const last = Math.min(order.length, first + WINDOW) - 1;
+      this.bottom = last >= order.length - 1 ? null : order[last];
+    } finally {
+      this.moving = false;
+    }
+    this.reconcile();
+    if ($("timeline").scrollTop < NEAR) this.moveWindow(); // still near the top
   }
 
   /** Draw the pending requests; of overlapping calls, only the latest one's answer. */
