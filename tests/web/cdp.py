@@ -91,7 +91,7 @@ class Browser:
         attached = await self.send(
             "Target.attachToTarget", targetId=target["targetId"], flatten=True
         )
-        page = Page(self, attached["sessionId"])
+        page = Page(self, attached["sessionId"], target["targetId"])
         self.pages[page.session] = page
         for domain in ("Page", "Runtime", "Log"):
             await page.send(f"{domain}.enable")
@@ -106,9 +106,10 @@ class Browser:
 class Page:
     """One tab: what it logged (``console``, ``exceptions``, ``log``) and ways to drive it."""
 
-    def __init__(self, browser: Browser, session: str) -> None:
+    def __init__(self, browser: Browser, session: str, target: str) -> None:
         self.browser = browser
         self.session = session
+        self.target = target
         self.console: list[str] = []
         self.exceptions: list[str] = []
         self.log: list[str] = []
@@ -169,6 +170,11 @@ class Page:
         data = base64.b64decode(shot["data"])
         await trio.Path(path).write_bytes(data)
         return data
+
+    async def close(self) -> None:
+        """Close the tab."""
+        await self.browser.send("Target.closeTarget", targetId=self.target)
+        del self.browser.pages[self.session]
 
     def policy_violations(self) -> list[str]:
         """Console and log lines reporting a Content-Security-Policy refusal."""

@@ -50,9 +50,11 @@ def call(call_id: str, name: str, data: dict[str, Any]) -> list[LLMEvent]:
 
 
 async def long_session(rt: Any, directory: Path, rounds: int, prompts: int = 999) -> str:
-    """A session of ``rounds * (prompts + 1)`` messages, written through the runtime: each
-    round admits *prompts* prompts at once (one turn takes them all in) and waits for the
-    one answer. The prompts say ``p<round>.<n>``; needs a client that answers every turn."""
+    """A session of about ``rounds * (prompts + 1)`` messages, written through the runtime:
+    each round admits *prompts* prompts at once and waits until the session is idle (the
+    first prompt of a round may open a turn of its own before the rest are taken in together,
+    so a round holds one or two answers). The prompts say ``p<round>.<n>``; needs a client
+    that answers every turn."""
     sid = str((await rt.sessions.create(location=Location(directory=str(directory)))).id)
     for r in range(rounds):
         async with trio.open_nursery() as nursery:

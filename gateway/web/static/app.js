@@ -128,6 +128,7 @@ class App {
     this.view?.close();
     this.view = null;
     const opening = (this.opening = (this.opening ?? 0) + 1);
+    performance.mark("session-open", { detail: sid });
     try {
       const info = (await api(`api/session/${encodeURIComponent(sid)}`)).data;
       if (opening !== this.opening) return; // another open came after this one
