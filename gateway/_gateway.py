@@ -1,6 +1,6 @@
 """The gateway as served: the HTTP core (``gateway.http``) with OpenCode's room
-(``gateway.opencode``), MCP's (``gateway.mcp``), the plugins' (``gateway.plugins``) and the
-operator's (``gateway.operator``) installed on it."""
+(``gateway.opencode``), MCP's (``gateway.mcp``), the plugins' (``gateway.plugins``), the
+operator's (``gateway.operator``) and the web app's (``gateway.web``) installed on it."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from gateway.mcp import mcp_routes
 from gateway.opencode import FileLimits, LiveAnswers, OpenCodeGateway, opencode_routes
 from gateway.operator import operator_routes
 from gateway.plugins import plugin_routes
+from gateway.web import web_routes
 
 __all__ = ["create_app", "serve"]
 
@@ -62,7 +63,7 @@ def create_app(
     )  # fmt: skip
     rooms = (
         opencode_routes(gw, file_limits or FileLimits()), mcp_routes(gw), plugin_routes(gw),
-        operator_routes(gw),
+        operator_routes(gw), web_routes(),
     )  # fmt: skip
     return create_core(gw, rooms)
 

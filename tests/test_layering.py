@@ -211,6 +211,11 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("gateway/mcp/_planted.py", "from gateway.plugins import plugin_routes", "gateway's"),
         ("gateway/plugins/_planted.py", "from pluggy import PluginManager", "only runtime.plugins"),
         ("runtime/tools/_planted.py", "from pluggy import HookImpl", "only runtime.plugins"),
+        ("gateway/web/_planted.py", "from actors import Runtime", "web app is a client of"),
+        ("gateway/web/_planted.py", "from runtime import Location", "web app is a client of"),
+        ("gateway/web/_planted.py", "from gateway.operator import Samples", "gateway's rooms"),
+        ("gateway/web/_planted.py", "from gateway.http._routes import HTML", "private modules"),
+        ("gateway/opencode/_planted.py", "from gateway.web import web_routes", "gateway's rooms"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(

@@ -160,6 +160,19 @@ def parser() -> argparse.ArgumentParser:
     )
     serve = command("serve", "serve the HTTP API (OpenCode V2 routes) until Ctrl-C or SIGTERM")
     _add_serve_options(serve)
+    serve.set_defaults(open_browser=None)  # web: True, or False with --no-open
+    web = command(
+        "web", "serve, and open the web app in the browser",
+        "Serve as `serve` does (same options; one process, no --workers) and open the web app "
+        "(the server's /) with the desktop's browser (Python's webbrowser, which honours "
+        "$BROWSER). When a serve already holds the data dir, open that one's page instead.",
+    )  # fmt: skip
+    _add_serve_options(web)
+    web.add_argument(
+        "--no-open", dest="open_browser", action="store_false",
+        help="serve and print the URL without opening a browser",
+    )  # fmt: skip
+    web.set_defaults(open_browser=True)
     run = command(
         "run", "prompt a session once and print the answer as it streams",
         "Prompt a new session (or --session ID, or --continue) and print the answer as it "

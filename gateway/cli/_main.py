@@ -1,5 +1,5 @@
-"""The ``kittiwake`` command: ``serve``, ``run``, ``sessions``, ``inspect``, ``auth``, ``models``,
-``mcp`` (``_mcp.py``) and the others ``kittiwake --help`` lists.
+"""The ``kittiwake`` command: ``serve``, ``web``, ``run``, ``sessions``, ``inspect``, ``auth``,
+``models``, ``mcp`` (``_mcp.py``) and the others ``kittiwake --help`` lists.
 
 Every failure a person can cause (a data dir held by another process, a port in use, a bad
 option, a malformed credentials file, an unknown session) ends the command with one line on
@@ -205,6 +205,9 @@ async def _serve(args: argparse.Namespace) -> int:
                         record_serving(data_dir, server.url)
                         print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
                         _warn_open(args.hostname, password)
+                        if args.open_browser is not None:  # kittiwake web
+                            page = server.url + "/"
+                            await trio.to_thread.run_sync(_open_page, page, args.open_browser)
                     try:
                         reason = await wait_for_stop(args.lifeline_fd)
                         print(f"kittiwake: stopping on {reason}", file=sys.stderr)
@@ -240,6 +243,17 @@ class _PluginCheck:
         if self._failed:
             server.stop()
             raise CliError(f"required plugin failed, not serving: {'; '.join(self._failed)}")
+
+
+def _open_page(url: str, open_browser: bool) -> int:
+    """Open the web app at *url* in the desktop's browser (when *open_browser*), saying so."""
+    from gateway.web import open_in_browser
+
+    if open_browser and open_in_browser(url):
+        print(f"kittiwake: opened {url} in the browser", flush=True)
+    else:
+        print(f"kittiwake: the web app is at {url}", flush=True)
+    return 0
 
 
 def _warn_open(hostname: str, password: str | None) -> None:
@@ -488,7 +502,7 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
     if command:
         args.rest = [*args.rest, *command]
     args.collector_paused = collector_paused
-    if args.command != "serve":
+    if args.command not in ("serve", "web"):
         _end_startup(args)
     try:
         return _dispatch(args)
@@ -510,6 +524,13 @@ def _dispatch(args: argparse.Namespace) -> int:
                 f"the prompt is {size} bytes as sent, over the server's request limit of "
                 f"{size_text(DEFAULT_MAX_BODY)}", 2,
             )  # fmt: skip
+    if args.command == "web":
+        if args.workers is not None:
+            raise CliError("web serves in one process; use serve --workers and open its URL", 2)
+        held_by = server_to_reuse(None, _data_dir(args), "web")
+        if held_by is not None:
+            return _open_page(held_by.rstrip("/") + "/", args.open_browser)
+        args.command = "serve"
     if args.command == "serve":
         args.directory = Path(args.directory or os.getcwd()).resolve()
         if not args.directory.is_dir():

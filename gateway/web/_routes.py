@@ -1,0 +1,122 @@
+"""The web app's routes: ``GET /`` (the page) and ``GET /web/{name}`` (its static files).
+
+The files are package data (``gateway/web/static``, shipped in the wheel), read once when the
+room is installed. Every answer carries the same strict Content-Security-Policy: scripts,
+styles, images, the manifest and connections from this origin only, no inline script or
+style, no ``eval``, no plugins, no framing. The password guard of the core covers these
+routes like every other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import webbrowser
+from importlib import resources
+from typing import Final
+
+import msgspec
+from quart import Response, request
+from quart_trio import QuartTrio
+
+from gateway.http import HTML, Answer, GatewayError, Room, RouteTable
+
+__all__ = ["CONTENT_SECURITY_POLICY", "WebAssets", "open_in_browser", "web_routes"]
+
+CONTENT_SECURITY_POLICY: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; manifest-src 'self'; font-src 'self'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'; object-src 'none'"
+)
+"""The policy of every web answer: only this origin's files run or load, and nothing inline."""
+
+_TYPES: Final = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".webmanifest": "application/manifest+json",
+}
+_INDEX: Final = "index.html"
+_ASSET: Final = Answer(type=str, media="text/javascript", description="A static file of the page")
+
+
+class WebAsset(msgspec.Struct, frozen=True):
+    """One static file: its bytes, media type and entity tag (a hash of the bytes)."""
+
+    body: bytes
+    content_type: str
+    etag: str
+
+
+class WebAssets(msgspec.Struct, frozen=True):
+    """The page's static files by name, read from the package once."""
+
+    files: dict[str, WebAsset]
+
+    @classmethod
+    def load(cls) -> WebAssets:
+        """Read every file of ``gateway/web/static`` whose suffix has a media type.
+
+        Raises OSError when the package data cannot be read (an incomplete install).
+        """
+        files: dict[str, WebAsset] = {}
+        for entry in resources.files("gateway.web").joinpath("static").iterdir():
+            suffix = "." + entry.name.rsplit(".", 1)[-1] if "." in entry.name else ""
+            if not entry.is_file() or suffix not in _TYPES:
+                continue
+            body = entry.read_bytes()
+            etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+            files[entry.name] = WebAsset(body=body, content_type=_TYPES[suffix], etag=etag)
+        return cls(files=files)
+
+    def answer(self, name: str, if_none_match: str | None) -> Response:
+        """The file *name* (304 when *if_none_match* is its tag); GatewayError 404 otherwise."""
+        asset = self.files.get(name)
+        if asset is None:
+            raise GatewayError("NotFoundError", f"No such file of the web app: {name}")
+        headers = _headers(asset.etag)
+        if if_none_match == asset.etag:
+            return Response(b"", status=304, headers=headers)
+        return Response(asset.body, status=200, content_type=asset.content_type, headers=headers)
+
+
+def _headers(etag: str) -> dict[str, str]:
+    return {
+        "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",
+        "ETag": etag,
+    }
+
+
+def web_routes(assets: WebAssets | None = None) -> Room:
+    """The web app's room: installs ``GET /`` and ``GET /web/{name}`` on the core's table.
+
+    *assets* defaults to the package's files, read here (OSError if they cannot be).
+    """
+    files = assets or WebAssets.load()
+    if _INDEX not in files.files:
+        raise OSError(f"the web app's {_INDEX} is missing from gateway/web/static")
+
+    def install(table: RouteTable, app: QuartTrio) -> None:
+        @table.get("/", "kittiwake.web.page", "The web app", answer=HTML)
+        async def page() -> Response:
+            return files.answer(_INDEX, request.headers.get("If-None-Match"))
+
+        @table.get(
+            "/web/{name}", "kittiwake.web.file", "A static file of the web app", answer=_ASSET,
+            errors=("NotFoundError",),
+        )  # fmt: skip
+        async def asset(name: str) -> Response:
+            return files.answer(name, request.headers.get("If-None-Match"))
+
+    return install
+
+
+def open_in_browser(url: str) -> bool:
+    """Ask the desktop's browser to open *url* (``webbrowser.open``, which honours
+    ``$BROWSER``); whether one was found. Blocks while the browser command starts: run it in
+    a worker thread from async code."""
+    return webbrowser.open(url)

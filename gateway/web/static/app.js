@@ -1,0 +1,181 @@
+// The web app: the session list, the open session, and the tab's one live connection.
+// Everything it shows comes from the public API (`/api/...`) and the `/api/event` stream.
+
+import { api, ApiError } from "./api.js";
+import { $ } from "./dom.js";
+import { Live } from "./live.js";
+import { SessionList } from "./sessions.js";
+import { SessionView } from "./session.js";
+
+const STATE_TEXT = {
+  connecting: "connecting…",
+  live: "live",
+  stale: "stale: no word from the server",
+  reconnecting: "offline: reconnecting…",
+};
+const BUSY = new Set(["session.next.step.started", "session.next.prompt.promoted"]);
+const SETTLING = new Set(["session.next.step.ended", "session.next.step.failed", "session.run.failed", "session.next.interrupt.requested"]);
+
+class App {
+  constructor() {
+    this.busy = new Set();
+    this.view = null;
+    this.list = new SessionList(this);
+    this.live = new Live({
+      onFrame: (frame) => this.onFrame(frame),
+      onConnected: () => this.onConnected(),
+      onState: (state) => {
+        $("conn").dataset.state = state;
+        $("conn").textContent = STATE_TEXT[state] ?? state;
+      },
+    });
+    this.activeTimer = 0;
+  }
+
+  start() {
+    $("new-session").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.create($("new-dir").value.trim());
+    });
+    $("prompt").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.send("steer");
+    });
+    $("queue").addEventListener("click", () => this.send("queue"));
+    $("abort").addEventListener("click", () => this.view?.act(() => this.view.abort()));
+    $("prompt-text").addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+        ev.preventDefault();
+        this.send("steer");
+      }
+    });
+    window.addEventListener("hashchange", () => this.route());
+    this.live.start();
+    this.route();
+  }
+
+  sessionOf(frame) {
+    const p = frame.properties ?? {};
+    return p.sessionID ?? p.info?.id ?? null;
+  }
+
+  onFrame(frame) {
+    const sid = this.sessionOf(frame);
+    if (!sid) return;
+    if (BUSY.has(frame.type) || (frame.seq == null && frame.type.endsWith(".delta"))) this.setBusy(sid, true);
+    else if (SETTLING.has(frame.type)) this.refreshActive();
+    if (frame.type === "session.updated" && frame.properties?.info) this.list.put({ id: sid, ...frame.properties.info });
+    else if (frame.type === "session.deleted") this.list.sessions.delete(sid), this.list.draw();
+    else if (!this.list.sessions.has(sid)) this.refreshList();
+    if (this.view?.id === sid) this.view.onFrame(frame);
+  }
+
+  setBusy(sid, busy) {
+    const had = this.busy.has(sid);
+    if (busy === had) return;
+    if (busy) this.busy.add(sid);
+    else this.busy.delete(sid);
+    this.list.draw();
+    if (this.view?.id === sid) this.view.drawHead();
+  }
+
+  /** The sessions running now, shortly after a run may have settled. */
+  refreshActive(pause = 150) {
+    clearTimeout(this.activeTimer);
+    this.activeTimer = setTimeout(async () => {
+      try {
+        const active = await api("api/session/active");
+        const now = new Set(Object.keys(active.data));
+        for (const sid of [...this.busy]) if (!now.has(sid)) this.setBusy(sid, false);
+        for (const sid of now) this.setBusy(sid, true);
+        // a run that was settling is looked at again until it is idle
+        if (this.busy.size) this.refreshActive(1000);
+      } catch (e) {
+        this.showError(e);
+      }
+    }, pause);
+  }
+
+  refreshList() {
+    clearTimeout(this.listTimer);
+    this.listTimer = setTimeout(() => this.list.load().catch((e) => this.showError(e)), 200);
+  }
+
+  async onConnected() {
+    try {
+      await this.list.load();
+      this.refreshActive();
+      $("side-error").hidden = true;
+    } catch (e) {
+      this.showError(e);
+    }
+    this.view?.reconnected();
+  }
+
+  showError(e) {
+    const box = $("side-error");
+    box.hidden = false;
+    box.textContent = e instanceof ApiError ? `${e.tag}: ${e.message}` : `unreachable: ${e}`;
+  }
+
+  route() {
+    const found = /^#\/session\/([^/]+)$/.exec(location.hash);
+    if (found) this.open(decodeURIComponent(found[1]));
+  }
+
+  async open(sid) {
+    if (this.view?.id === sid) return;
+    this.view?.close();
+    this.view = null;
+    const opening = (this.opening = (this.opening ?? 0) + 1);
+    performance.mark("session-open", { detail: sid });
+    try {
+      const info = (await api(`api/session/${encodeURIComponent(sid)}`)).data;
+      if (opening !== this.opening) return; // another open came after this one
+      const view = new SessionView(info, this);
+      this.view = view;
+      $("empty").hidden = true;
+      $("session").hidden = false;
+      this.list.draw();
+      await view.open();
+      if (this.view !== view) return;
+      document.body.dataset.session = sid;
+      performance.mark("session-drawn", { detail: sid });
+    } catch (e) {
+      this.showError(e);
+    }
+  }
+
+  reopen(sid) {
+    if (this.view?.id === sid) {
+      this.view.close();
+      this.view = null;
+    }
+    return this.open(sid);
+  }
+
+  async create(directory) {
+    try {
+      const body = directory ? { location: { directory } } : {};
+      const info = (await api("api/session", { method: "POST", body })).data;
+      this.list.put(info);
+      $("new-dir").value = "";
+      $("side-error").hidden = true;
+      location.hash = `#/session/${encodeURIComponent(info.id)}`;
+    } catch (e) {
+      this.showError(e);
+    }
+  }
+
+  async send(delivery) {
+    const box = $("prompt-text");
+    const text = box.value.trim();
+    if (!text || !this.view) return;
+    await this.view.act(async () => {
+      await this.view.prompt(text, delivery);
+      box.value = "";
+    });
+  }
+}
+
+new App().start();

@@ -1,0 +1,85 @@
+// The tab's one live connection: the `/api/event` stream, which carries every session's
+// durable events (each with its seq) and live deltas. It shows its state (connecting, live,
+// stale, reconnecting), reconnects with a growing pause after an error or a silence longer
+// than the server's heartbeat allows, and tells the app each time it is connected again so
+// that open sessions catch up from their last seq (see session.js).
+
+import { here } from "./api.js";
+
+const STALE_AFTER = 25_000; // ms of silence (the server's heartbeat is every 10 s)
+const DEAD_AFTER = 45_000; // ms of silence before the connection is dropped and made again
+const MAX_PAUSE = 5_000;
+
+export class Live {
+  /** *onFrame(frame)* gets every frame but the server's own; *onConnected()* runs after each
+   * (re)connection; *onState(state)* on each change of state. */
+  constructor({ onFrame, onConnected, onState }) {
+    this.onFrame = onFrame;
+    this.onConnected = onConnected;
+    this.onState = onState;
+    this.state = "connecting";
+    this.source = null;
+    this.attempt = 0;
+    this.last = performance.now();
+    this.connections = 0;
+  }
+
+  start() {
+    this.connect();
+    setInterval(() => this.watch(), 1000);
+  }
+
+  setState(state) {
+    if (state === this.state) return;
+    this.state = state;
+    this.onState(state);
+  }
+
+  connect() {
+    clearTimeout(this.timer);
+    this.setState(this.connections ? "reconnecting" : "connecting");
+    const source = new EventSource(here("api/event"));
+    this.source = source;
+    this.last = performance.now();
+    source.onmessage = (message) => {
+      if (this.source !== source) return;
+      this.last = performance.now();
+      let frame;
+      try {
+        frame = JSON.parse(message.data);
+      } catch {
+        return;
+      }
+      if (frame.type === "server.connected") {
+        this.attempt = 0;
+        this.connections += 1;
+        this.setState("live");
+        this.onConnected();
+      } else if (frame.type === "server.heartbeat") {
+        if (this.state === "stale") this.setState("live");
+      } else {
+        if (this.state === "stale") this.setState("live");
+        this.onFrame(frame);
+      }
+    };
+    source.onerror = () => {
+      if (this.source !== source) return;
+      this.drop();
+    };
+  }
+
+  drop() {
+    if (this.source) this.source.close();
+    this.source = null;
+    this.setState("reconnecting");
+    const pause = Math.min(MAX_PAUSE, 250 * 2 ** this.attempt);
+    this.attempt += 1;
+    this.timer = setTimeout(() => this.connect(), pause);
+  }
+
+  watch() {
+    const silent = performance.now() - this.last;
+    if (this.source && silent > DEAD_AFTER) this.drop();
+    else if (this.state === "live" && silent > STALE_AFTER) this.setState("stale");
+  }
+}
