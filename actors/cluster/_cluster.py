@@ -6,10 +6,11 @@ its drains). ``docs/cluster.md`` tells the whole model; this module holds the ac
 
 - :class:`SessionLease`: one SessionActor's lease. Acquired at the start of a drain chain,
   renewed every ``ClusterOptions.renew_every`` seconds while it runs (a lost lease cancels
-  the drain: interrupted by a takeover, not failed), parked when the chain ends: kept
-  under its token for ``ClusterOptions.lease_idle`` seconds, so the next prompt's drain
-  takes it back (in its admission's own batch when admitted here) instead of acquiring
-  it again; any other worker may acquire a parked lease meanwhile.
+  the drain: interrupted by a takeover, not failed), parked by the turn's last write (or
+  when the chain ends): kept under its token for ``ClusterOptions.lease_idle`` seconds,
+  so the next prompt's drain takes it back (in its admission's own batch when admitted
+  here) instead of acquiring it again; any other worker may acquire a parked lease
+  meanwhile.
 - :data:`DRAIN_FENCE`: the token of the lease the current task drives under. The
   StorageActor stamps it on every command with a ``fence`` field written from that task or
   the tasks it starts, so a stale driver's writes are refused by the store (``LeaseLost``).
@@ -185,8 +186,8 @@ class SessionLease:
         when they end its step with "stop" (no tool call to run: likely the drain's last
         write) and the lease drives here; call :meth:`parked_now` if the write's answer
         shows it parked (nothing pending)."""
-        ends = bool(events) and isinstance(events[-1], ev.StepEnded)
-        if not ends or events[-1].finish != "stop":  # type: ignore[union-attr]
+        last = events[-1] if events else None
+        if not isinstance(last, ev.StepEnded) or last.finish != "stop":
             return None
         if not self.held or self._parked_at is not None or self.token is None:
             return None
@@ -210,7 +211,8 @@ class SessionLease:
         """Before the drain writes again (a compaction, a failure, another turn), take back
         the lease a turn's last write parked; False (the lease marked lost) when another
         worker acquired it meanwhile: the drain stops, as after a takeover."""
-        if self.parked and not await self.take_back():
+        parked = self._parked_at is not None  # however long ago: nobody else drove since
+        if parked and not self.lost and not await self.take_back():
             self.lost = True
         return not self.lost
 
@@ -366,10 +368,8 @@ class SessionLease:
         if lease is None or self.token is not None:  # lost, or acquired again meanwhile
             return False
         self.token = token
-        if not lease.parked:
-            return True
-        self._parked_at = trio.current_time()
-        return False
+        self._parked_at = trio.current_time() if lease.parked else None
+        return not lease.parked
 
 
 class Relay:
