@@ -112,6 +112,8 @@ class _Plugin:
         self.context: ContributionHandle | None = None
         self.last_context: SystemContext = SystemContext.EMPTY
         self.providers: dict[str, Any] = {}
+        self.configured: dict[str, Any] | None = None
+        """The configuration its ``config`` hook was last given (None: not yet)."""
 
     @property
     def namespace(self) -> str:
@@ -254,6 +256,7 @@ class PluginHost:
             self._load_failed(plugin, f"{type(exc).__name__}: {exc}")
             return
         plugin.state = "ready"
+        plugin.configured = dict(config)
         await self._call("config", {"config": dict(config)}, only=plugin)
         _log.info("plugin loaded", extra={"plugin": plugin.name, "location": self.directory})
 
@@ -323,6 +326,12 @@ class PluginHost:
             plugin.context = self.context.contribute(key, lambda: self._sources(plugin))
 
     async def _configure(self, plugin: _Plugin, config: dict[str, Any]) -> None:
+        """Give *plugin* the effective configuration, once per change of it (a reload
+        that finds the same configuration, another file of the Location having changed,
+        calls no hook)."""
+        if plugin.configured == config:
+            return
+        plugin.configured = dict(config)
         await self._call("config", {"config": dict(config)}, only=plugin)
         if plugin.state == "ready":
             await self._contribute(plugin, strict=False)
