@@ -24,7 +24,6 @@ from actors.kernel import (
     EventHub,
     Notice,
     Reply,
-    Supervisor,
     SupervisorPolicy,
     call,
     held,
@@ -42,6 +41,7 @@ from actors.session._plugins import PluginSetup
 from actors.session._ports import SessionLocation, SessionPorts
 from actors.session._session import SessionActor
 from actors.session._session_messages import CompactSoon, Interrupt, Run, Wake
+from actors.session._supervision import ExecutionSupervisor, run_inline
 from actors.session._titles import TitleModel
 from actors.store import StorageActor
 from runtime import IdGenerator, SessionInfo, SessionNotFoundError, llm
@@ -81,27 +81,6 @@ _SWEEP_EVERY: Final = 30.0
 
 LocationLoads = Literal["threaded", "inline"]
 BlockingRunner = Callable[[Callable[[], Any]], Awaitable[Any]]
-
-
-async def _run_inline(fn: Callable[[], Any]) -> Any:
-    """Run blocking *fn* on the trio thread (``location_loads="inline"``)."""
-    await trio.lowlevel.checkpoint()
-    return fn()
-
-
-class _ExecutionSupervisor(Supervisor):
-    kind = "execution"
-
-    def __init__(self, execution: SessionExecution, **options: Any) -> None:
-        super().__init__("execution", label="sessions", **options)
-        self._execution = execution
-
-    async def start_initial_children(self) -> None:
-        self._execution._reset()
-        assert self._nursery is not None
-        self._nursery.start_soon(self._execution._sweep)
-        self._nursery.start_soon(self._execution.mcp_oauth.run)
-        self._execution.ready.set()
 
 
 class SessionExecution:
@@ -147,7 +126,7 @@ class SessionExecution:
         cluster: ClusterOptions | None = None, plugins: Sequence[Any] = (),
         plugin_limits: PluginLimits | None = None,
     ) -> None:  # fmt: skip
-        self.supervisor = _ExecutionSupervisor(self, policy=policy, directory=directory)
+        self.supervisor = ExecutionSupervisor(self, policy=policy, directory=directory)
         self.title_model = title_model
         self.title_limits = title_limits or TitleLimits()
         self.configuration = configuration
@@ -172,7 +151,7 @@ class SessionExecution:
         """Locations being opened, set when their opening ended (opened or not)."""
         self._loads = location_loads
         self._run_blocking: BlockingRunner = (
-            trio.to_thread.run_sync if location_loads == "threaded" else _run_inline
+            trio.to_thread.run_sync if location_loads == "threaded" else run_inline
         )
         self.run_blocking = self._run_blocking
         """Runs a blocking read as a Location's files are read (a worker thread, or inline)."""

@@ -34,8 +34,9 @@ from gateway._datadir import (
 )
 from gateway._limits import DEFAULT_MAX_BODY, size_text
 from gateway.cli._args import parser, worker_options
-from gateway.cli._plugins import install_plugin, print_plugins
+from gateway.cli._plugins import PluginCheck, install_plugin, print_plugins
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
+from gateway.cli._serving import open_page, warn_open
 from gateway.cli._setup import (
     SetupError,
     auth_list,
@@ -71,7 +72,6 @@ from storage import JournalHeld
 if TYPE_CHECKING:
     import httpx
 
-    from actors import Runtime
 
 __all__ = ["default_data_dir", "main"]
 
@@ -153,7 +153,7 @@ async def _serve(args: argparse.Namespace) -> int:
     cors = [*cors, *(server_config.cors or [] if server_config is not None else [])]
     if args.workers is not None:
         _end_startup(args)
-        _warn_open(args.hostname, password)
+        warn_open(args.hostname, password)
         return await serve_with_workers(args, data_dir, worker_options)
     try:
         async with trio.open_nursery() as outer:
@@ -178,7 +178,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 from gateway._gateway import serve
 
                 async with trio.open_nursery() as nursery:
-                    plugins = _PluginCheck(rt, directory)
+                    plugins = PluginCheck(rt, directory)
                     nursery.start_soon(plugins.run)
                     try:
                         server = await nursery.start(
@@ -204,10 +204,10 @@ async def _serve(args: argparse.Namespace) -> int:
                     else:
                         record_serving(data_dir, server.url)
                         print(f"kittiwake: serving {server.url} (data in {data_dir})", flush=True)
-                        _warn_open(args.hostname, password)
+                        warn_open(args.hostname, password)
                         if args.open_browser is not None:  # kittiwake web
                             page = server.url + "/"
-                            await trio.to_thread.run_sync(_open_page, page, args.open_browser)
+                            await trio.to_thread.run_sync(open_page, page, args.open_browser)
                     try:
                         reason = await wait_for_stop(args.lifeline_fd)
                         print(f"kittiwake: stopping on {reason}", file=sys.stderr)
@@ -218,47 +218,6 @@ async def _serve(args: argparse.Namespace) -> int:
         if provider is not None:
             await provider.clients.aclose()
     return 0
-
-
-class _PluginCheck:
-    """Loads the plugins of the served directory's Location beside the server's start;
-    serving is announced only once they are loaded, and not at all when a required one
-    failed (the one line says which and why)."""
-
-    def __init__(self, rt: Runtime, directory: Path) -> None:
-        self._rt, self._directory = rt, str(directory)
-        self._done = trio.Event()
-        self._failed: list[str] = []
-
-    async def run(self) -> None:
-        try:
-            location = await self._rt.execution.location(self._directory)
-            await location.plugins.wait_settled()
-            self._failed = [f"{s.name}: {s.error}" for s in location.plugins.failed_required()]
-        finally:
-            self._done.set()
-
-    async def ready(self, server: Any) -> None:
-        await self._done.wait()
-        if self._failed:
-            server.stop()
-            raise CliError(f"required plugin failed, not serving: {'; '.join(self._failed)}")
-
-
-def _open_page(url: str, open_browser: bool) -> int:
-    """Open the web app at *url* in the desktop's browser (when *open_browser*), saying so."""
-    from gateway.web import open_in_browser
-
-    if open_browser and open_in_browser(url):
-        print(f"kittiwake: opened {url} in the browser", flush=True)
-    else:
-        print(f"kittiwake: the web app is at {url}", flush=True)
-    return 0
-
-
-def _warn_open(hostname: str, password: str | None) -> None:
-    if hostname not in ("127.0.0.1", "localhost", "::1") and not password:
-        print("kittiwake: warning: listening beyond localhost without a password")
 
 
 @asynccontextmanager
@@ -529,7 +488,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise CliError("web serves in one process; use serve --workers and open its URL", 2)
         held_by = server_to_reuse(None, _data_dir(args), "web")
         if held_by is not None:
-            return _open_page(held_by.rstrip("/") + "/", args.open_browser)
+            return open_page(held_by.rstrip("/") + "/", args.open_browser)
         args.command = "serve"
     if args.command == "serve":
         args.directory = Path(args.directory or os.getcwd()).resolve()

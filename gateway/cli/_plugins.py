@@ -7,14 +7,18 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 import trio
 
 from gateway._datadir import CliError
 from runtime.config import global_config_file, project_config_file, write_config_patch
 
-__all__ = ["install_plugin", "print_plugins"]
+if TYPE_CHECKING:
+    from actors import Runtime
+
+__all__ = ["PluginCheck", "install_plugin", "print_plugins"]
 
 
 def print_plugins(plugins: list[dict[str, Any]], out: TextIO) -> int:
@@ -86,3 +90,28 @@ def _requested(report: dict[str, Any]) -> str | None:
         if item.get("requested"):
             return str(item["metadata"]["name"])
     return None
+
+
+class PluginCheck:
+    """Loads the plugins of the served directory's Location beside the server's start;
+    serving is announced only once they are loaded, and not at all when a required one
+    failed (the one line says which and why)."""
+
+    def __init__(self, rt: Runtime, directory: Path) -> None:
+        self._rt, self._directory = rt, str(directory)
+        self._done = trio.Event()
+        self._failed: list[str] = []
+
+    async def run(self) -> None:
+        try:
+            location = await self._rt.execution.location(self._directory)
+            await location.plugins.wait_settled()
+            self._failed = [f"{s.name}: {s.error}" for s in location.plugins.failed_required()]
+        finally:
+            self._done.set()
+
+    async def ready(self, server: Any) -> None:
+        await self._done.wait()
+        if self._failed:
+            server.stop()
+            raise CliError(f"required plugin failed, not serving: {'; '.join(self._failed)}")
