@@ -175,6 +175,7 @@ class SessionExecution:
         """What every Location's MCP servers record durably and ask of sessions."""
         self.ports = SessionPorts(
             storage=storage, hub=hub, permissions=self.permissions, session_info=self.session_info,
+            refresh_info=self.refresh_info,
             location_for=self.location_for, location=self.location,
             current_location=self.current_location, ready_location=self.ready_location,
             on_idle=self.plugins.idle,

@@ -56,6 +56,8 @@ class SessionPorts:
         hub: where turn events are published.
         permissions: durable permission approvals for tool calls.
         session_info: the session's info, remembered when its actor was activated.
+        refresh_info: remember a session's info read again (a no-op when its actor is
+            not active).
         location_for: the Location of a working directory, opened already by
             *location* (``LookupError`` otherwise; it reads nothing).
         location: the Location of a working directory, opened off the trio thread at
@@ -79,6 +81,7 @@ class SessionPorts:
     hub: EventHub
     permissions: DurablePermissions
     session_info: Callable[[str], SessionInfo]
+    refresh_info: Callable[[SessionInfo], None]
     location_for: Callable[[str], SessionLocation]
     location: Callable[[str], Awaitable[SessionLocation]]
     current_location: Callable[[str], Awaitable[SessionLocation]]

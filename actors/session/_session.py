@@ -67,7 +67,7 @@ from runtime.drain import (
 from runtime.history import HistoryView, to_llm_model, visible_history
 from runtime.revert import hidden_ranges
 from runtime.telemetry import current_span_context, span
-from storage import AppendWithPending, HistoryChanges, LeaseLost, PromoteInputs
+from storage import AppendWithPending, GetSession, HistoryChanges, LeaseLost, PromoteInputs
 
 __all__ = ["DEFAULT_MAX_TURNS", "SessionActor", "StepLimitExceededError"]
 
@@ -358,12 +358,23 @@ class SessionActor(Actor[Message]):
         if lease.taken_over:
             self._recovered = False
 
+    async def _read_info(self) -> None:
+        """Cluster mode: read the session's info again before a drain. Another worker may
+        have changed it (switched its agent or model, committed a revert) while the lease
+        was parked here; what this process remembered is from its own writes only. The
+        read checks the session's version, so an unchanged session costs no row read."""
+        info = await self._p.storage.read(GetSession(session_id=self.session_id))
+        if info is not None:
+            self._p.refresh_info(info)
+
     # -- the drain ----------------------------------------------------------------------
 
     async def _drain(self, *, force: bool) -> None:
         """Perform the drain planner's effects until it reports the drain idle
         (``runtime.drain``). Raises StepLimitExceededError when it fails the drain."""
         self._turn, self._turn_open = None, False
+        if self._lease is not None:
+            await self._read_info()
         if not self._recovered:
             self.set_activity("recovering")
             await recover_until_written(self._p.storage, self.session_id, self._p.now_ms)

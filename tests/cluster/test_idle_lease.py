@@ -175,6 +175,35 @@ async def test_a_prompt_through_another_worker_to_a_session_parked_elsewhere_is_
     assert asked(provider) == {"one": 1, "two": 1, "three": 1, "four": 1}
 
 
+async def test_a_change_made_through_another_worker_reaches_the_parked_holders_next_turn(
+    tmp_path: Path, provider: LocalServer, postgres_database: str
+) -> None:
+    """A switches nothing itself: B switches the session's agent while A holds its lease
+    parked; A's next turn (a prompt through A, opened under the parked lease) is the plan
+    agent's, as B's would be."""
+    cli = Cli(tmp_path, provider)
+    answer_each(provider)
+    idle = ("--lease-idle", "600")  # far longer than the test: parked throughout
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Node.running(cli, postgres_database, *idle, name="a"))
+        b = await stack.enter_async_context(Node.running(cli, postgres_database, *idle, name="b"))
+        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=30))
+        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=30))
+        sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
+        await prompt_and_wait(ca, sid, "one")
+        before = await lease_row(postgres_database, sid)
+        r = await cb.post(f"{S}/{sid}/agent", json={"agent": "plan"})
+        assert r.status_code == 204, r.text
+        await prompt_and_wait(ca, sid, "two")
+        parked = await lease_row(postgres_database, sid)
+    systems = [
+        " ".join(str(m["content"]) for m in r.json()["messages"] if m["role"] == "system")
+        for r in provider.requests
+    ]
+    assert ["# Plan mode" in text for text in systems] == [False, True]
+    assert parked.parked and (parked.owner, parked.token) == (before.owner, before.token)
+
+
 async def test_a_worker_whose_parked_lease_was_acquired_does_not_open_a_prompt_under_it(
     tmp_path: Path, provider: LocalServer, postgres_database: str
 ) -> None:
