@@ -5,6 +5,7 @@ sessions, and the session list."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import trio
@@ -218,12 +219,13 @@ async def test_new_sessions_and_the_list_grouped_searched_and_busy(tmp_path: Pat
         created = await w.page.until("document.body.dataset.session")
         info = (await w.client.get(f"/api/session/{created}")).json()["data"]
         assert info["location"]["directory"] == str(other)
+        want = sorted([[str(other), 2], [str(w.work), 1]])
         groups = await w.page.until(
             "(() => { const g = [...document.querySelectorAll('#sessions .group')].map(g =>"
             " [g.querySelector('h3').textContent, g.querySelectorAll('li').length]);"
-            " return g.length === 2 && g; })()"
+            f" return JSON.stringify(g.sort()) === {json.dumps(json.dumps(want, separators=(',', ':')))} && g; }})()"
         )
-        assert sorted(groups) == sorted([[str(other), 2], [str(w.work), 1]])
+        assert sorted(groups) == want
         await w.page.type("#search", "beta")
         shown = await w.page.until(
             "(() => { const t = [...document.querySelectorAll('#sessions .title')].map(e => e.textContent);"

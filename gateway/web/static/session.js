@@ -190,7 +190,9 @@ export class SessionView {
       if (this.bottom === null) from = to - WINDOW;
       else to = from + WINDOW;
     }
-    this.top = order[from] ?? null;
+    // from the oldest held: stays so when a message comes in before the first one shown (a
+    // prompt's message is put before the answer streaming after it)
+    this.top = from === 0 ? null : order[from];
     return order.slice(from, to);
   }
 
