@@ -17,7 +17,7 @@
 // the gap. So the timeline never shows an event twice nor skips one.
 
 import { api, enc, cursorSeq, ApiError } from "./api.js";
-import { $, h, fill, when } from "./dom.js";
+import { $, h, fill } from "./dom.js";
 import { Timeline } from "./model.js";
 import { renderMessage } from "./render.js";
 
@@ -438,5 +438,3 @@ function keepOpen(old, el) {
     if (open.has(d.dataset.key)) d.open = open.get(d.dataset.key);
   }
 }
-
-export { when };
