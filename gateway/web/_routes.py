@@ -9,6 +9,7 @@ routes like every other.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import webbrowser
 from importlib import resources
@@ -56,10 +57,16 @@ class WebAssets(msgspec.Struct, frozen=True):
 
     @classmethod
     def load(cls) -> WebAssets:
-        """Read every file of ``gateway/web/static`` whose suffix has a media type.
+        """Every file of ``gateway/web/static`` whose suffix has a media type, read once per
+        process (each app served shares them).
 
         Raises OSError when the package data cannot be read (an incomplete install).
         """
+        return _package_assets()
+
+    @classmethod
+    def read(cls) -> WebAssets:
+        """Read the package's files now (``load`` keeps the first reading)."""
         files: dict[str, WebAsset] = {}
         for entry in resources.files("gateway.web").joinpath("static").iterdir():
             suffix = "." + entry.name.rsplit(".", 1)[-1] if "." in entry.name else ""
@@ -79,6 +86,11 @@ class WebAssets(msgspec.Struct, frozen=True):
         if if_none_match == asset.etag:
             return Response(b"", status=304, headers=headers)
         return Response(asset.body, status=200, content_type=asset.content_type, headers=headers)
+
+
+@functools.cache
+def _package_assets() -> WebAssets:
+    return WebAssets.read()
 
 
 def _headers(etag: str) -> dict[str, str]:

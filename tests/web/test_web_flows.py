@@ -5,6 +5,7 @@ sessions, and the session list."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import trio
@@ -218,12 +219,13 @@ async def test_new_sessions_and_the_list_grouped_searched_and_busy(tmp_path: Pat
         created = await w.page.until("document.body.dataset.session")
         info = (await w.client.get(f"/api/session/{created}")).json()["data"]
         assert info["location"]["directory"] == str(other)
+        want = sorted([[str(other), 2], [str(w.work), 1]])
         groups = await w.page.until(
             "(() => { const g = [...document.querySelectorAll('#sessions .group')].map(g =>"
             " [g.querySelector('h3').textContent, g.querySelectorAll('li').length]);"
-            " return g.length === 2 && g; })()"
+            f" return JSON.stringify(g.sort()) === {json.dumps(json.dumps(want, separators=(',', ':')))} && g; }})()"
         )
-        assert sorted(groups) == sorted([[str(other), 2], [str(w.work), 1]])
+        assert sorted(groups) == want
         await w.page.type("#search", "beta")
         shown = await w.page.until(
             "(() => { const t = [...document.querySelectorAll('#sessions .title')].map(e => e.textContent);"
@@ -243,3 +245,24 @@ async def test_new_sessions_and_the_list_grouped_searched_and_busy(tmp_path: Pat
         )
         with trio.fail_after(10):
             await w.g.rt.sessions.wait_idle(created)
+
+
+async def test_a_prompt_queued_while_busy_waits_below_then_runs_after(tmp_path: Path) -> None:
+    llm = HeldLLM([[StepStart(), HOLD, *answer("first answer")[1:]], answer("second answer")])
+    async with web(tmp_path, llm=llm) as w:
+        sid = await w.session()
+        await w.open(sid)
+        await w.page.type("#prompt-text", "first")
+        await w.page.click("#send")
+        await w.page.until("document.getElementById('send').textContent === 'Steer'")  # busy
+        await w.page.type("#prompt-text", "later")
+        await w.page.click("#queue")
+        waiting = await w.page.until("document.querySelector('#queued .queued')?.innerText")
+        assert "queued" in waiting and "later" in waiting
+        llm.release.set()
+        await w.page.until("document.querySelectorAll('#messages .usage').length === 2")
+        await w.page.until("document.querySelectorAll('#queued .queued').length === 0")
+        texts = await w.page.evaluate(
+            "[...document.querySelectorAll('#messages .text')].map(t => t.textContent)"
+        )
+        assert texts == ["first", "first answer", "later", "second answer"]

@@ -12,6 +12,7 @@ import sys
 from html.parser import HTMLParser
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import httpx
 import trio
@@ -140,12 +141,18 @@ def _browser_script(tmp_path: Path) -> tuple[Path, Path]:
     return script, opened
 
 
-async def _web(tmp_path: Path, *flags: str) -> tuple[str, str]:
-    """Run ``kittiwake web`` until it has said what it did; its URL and that line."""
+def _env(tmp_path: Path) -> dict[str, str]:
     script, _ = _browser_script(tmp_path)
     env = {**os.environ, "HOME": str(tmp_path), "KITTIWAKE_DATA_DIR": str(tmp_path / "data"),
            "BROWSER": str(script)}  # fmt: skip
     env.pop("KITTIWAKE_SERVER_PASSWORD", None)
+    return env
+
+
+async def _web(tmp_path: Path, *flags: str, then: Any = None) -> tuple[str, str]:
+    """Run ``kittiwake web`` until it has said what it did, then *then(url)* if given; its
+    URL and that line."""
+    env = _env(tmp_path)
     command = [sys.executable, "-m", "gateway", "web", "--port", "0", *flags]
     server = await trio.lowlevel.open_process(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -164,6 +171,8 @@ async def _web(tmp_path: Path, *flags: str) -> tuple[str, str]:
         async with httpx.AsyncClient() as client:
             page = await client.get(url[1].decode() + "/")
             assert page.status_code == 200 and "web/app.js" in page.text
+        if then is not None:
+            await then(url[1].decode())
         return url[1].decode(), out.decode().splitlines()[-1]
     finally:
         server.terminate()
@@ -181,3 +190,22 @@ async def test_kittiwake_web_no_open_only_serves(tmp_path: Path) -> None:
     url, said = await _web(tmp_path, "--no-open")
     assert said == f"kittiwake: the web app is at {url}/"
     assert not (tmp_path / "opened.txt").exists()
+
+
+async def test_kittiwake_web_beside_a_server_opens_its_page(tmp_path: Path) -> None:
+    async def second(url: str) -> None:
+        done = await trio.run_process(
+            [sys.executable, "-m", "gateway", "web"], capture_stdout=True, capture_stderr=True,
+            env=_env(tmp_path), cwd=tmp_path, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.decode() == f"kittiwake: opened {url}/ in the browser\n"
+        assert (tmp_path / "opened.txt").read_text().strip() == f"{url}/"
+        refused = await trio.run_process(
+            [sys.executable, "-m", "gateway", "web", "--workers", "2"], capture_stdout=True,
+            capture_stderr=True, env=_env(tmp_path), cwd=tmp_path, check=False,
+        )  # fmt: skip
+        assert refused.returncode == 2
+        assert b"web serves in one process" in refused.stderr
+
+    await _web(tmp_path, "--no-open", then=second)

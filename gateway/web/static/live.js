@@ -6,8 +6,11 @@
 
 import { here } from "./api.js";
 
-const STALE_AFTER = 25_000; // ms of silence (the server's heartbeat is every 10 s)
-const DEAD_AFTER = 45_000; // ms of silence before the connection is dropped and made again
+// Silence allowed, in ms: until a heartbeat has shown the server's interval (10 s by default;
+// it is counted from `server.connected`), 25 s before the connection shows stale and 45 s
+// before it is made again; then 2.5 and 4.5 intervals (at least 1 and 2 s).
+const STALE_AFTER = 25_000;
+const DEAD_AFTER = 45_000;
 const MAX_PAUSE = 5_000;
 
 export class Live {
@@ -26,7 +29,7 @@ export class Live {
 
   start() {
     this.connect();
-    setInterval(() => this.watch(), 1000);
+    setInterval(() => this.watch(), 250);
   }
 
   setState(state) {
@@ -41,6 +44,7 @@ export class Live {
     const source = new EventSource(here("api/event"));
     this.source = source;
     this.last = performance.now();
+    this.lastBeat = 0;
     source.onmessage = (message) => {
       if (this.source !== source) return;
       this.last = performance.now();
@@ -51,11 +55,15 @@ export class Live {
         return;
       }
       if (frame.type === "server.connected") {
+        this.lastBeat = performance.now(); // the server's heartbeat interval starts now
         this.attempt = 0;
         this.connections += 1;
         this.setState("live");
         this.onConnected();
       } else if (frame.type === "server.heartbeat") {
+        const now = performance.now();
+        if (this.lastBeat) this.beat = now - this.lastBeat;
+        this.lastBeat = now;
         if (this.state === "stale") this.setState("live");
       } else {
         if (this.state === "stale") this.setState("live");
@@ -79,7 +87,9 @@ export class Live {
 
   watch() {
     const silent = performance.now() - this.last;
-    if (this.source && silent > DEAD_AFTER) this.drop();
-    else if (this.state === "live" && silent > STALE_AFTER) this.setState("stale");
+    const stale = this.beat ? Math.max(1000, 2.5 * this.beat) : STALE_AFTER;
+    const dead = this.beat ? Math.max(2000, 4.5 * this.beat) : DEAD_AFTER;
+    if (this.source && silent > dead) this.drop();
+    else if (this.state === "live" && silent > stale) this.setState("stale");
   }
 }

@@ -17,7 +17,7 @@
 // the gap. So the timeline never shows an event twice nor skips one.
 
 import { api, enc, cursorSeq, ApiError } from "./api.js";
-import { $, h, fill, when } from "./dom.js";
+import { $, h, fill } from "./dom.js";
 import { Timeline } from "./model.js";
 import { renderMessage } from "./render.js";
 
@@ -190,7 +190,9 @@ export class SessionView {
       if (this.bottom === null) from = to - WINDOW;
       else to = from + WINDOW;
     }
-    this.top = order[from] ?? null;
+    // from the oldest held: stays so when a message comes in before the first one shown (a
+    // prompt's message is put before the answer streaming after it)
+    this.top = from === 0 ? null : order[from];
     return order.slice(from, to);
   }
 
@@ -436,5 +438,3 @@ function keepOpen(old, el) {
     if (open.has(d.dataset.key)) d.open = open.get(d.dataset.key);
   }
 }
-
-export { when };

@@ -15,10 +15,17 @@ export class SessionList {
     $("more-sessions").addEventListener("click", () => this.load(this.next));
   }
 
+  /** The first page again (or the page at *cursor*, added). Sessions put while the first
+   * page was on its way stay: the page may have been read before they were created. */
   async load(cursor = null) {
+    const before = new Map(this.sessions);
     const page = await api(`api/session?limit=${PAGE}` + (cursor ? `&cursor=${enc(cursor)}` : ""));
-    if (!cursor) this.sessions.clear();
-    for (const s of page.data) this.sessions.set(s.id, s);
+    if (!cursor) {
+      const put = [...this.sessions.values()].filter((s) => before.get(s.id) !== s);
+      this.sessions.clear();
+      for (const s of put) this.sessions.set(s.id, s);
+    }
+    for (const s of page.data) this.sessions.set(s.id, { ...this.sessions.get(s.id), ...s });
     this.next = page.cursor?.next ?? null;
     this.draw();
   }
