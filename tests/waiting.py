@@ -22,8 +22,8 @@ class _Watch(trio.abc.Instrument):
             self.done.set()
 
 
-async def eventually(predicate: Callable[[], bool]) -> None:
-    """Wait until *predicate* holds; fail after ten seconds.
+async def eventually(predicate: Callable[[], bool], *, within: float = 10) -> None:
+    """Wait until *predicate* holds; fail after *within* seconds.
 
     State in this process changes only in a task's step (a worker thread's result too
     arrives as one), so *predicate* is checked after every step: no polling interval,
@@ -36,7 +36,7 @@ async def eventually(predicate: Callable[[], bool]) -> None:
     watch = _Watch(predicate, done)
     trio.lowlevel.add_instrument(watch)
     try:
-        with trio.fail_after(10):
+        with trio.fail_after(within):
             await done.wait()
     finally:
         trio.lowlevel.remove_instrument(watch)

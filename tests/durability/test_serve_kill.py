@@ -111,7 +111,9 @@ async def test_sigkill_loop_against_one_server_keeps_every_sessions_seqs_contigu
                     assert seqs == list(range(1, len(seqs) + 1)), (sid, seqs)
                     last[sid] = seqs[-1]
                     kinds |= {e["type"] for e in events}
-                await eventually(lambda: seen.reached(last))
+                # The followers reconnect after the last restart, with their backoff, and
+                # catch up by seq: slow on a loaded machine, so longer than the default.
+                await eventually(lambda: seen.reached(last), within=60)
                 followers.cancel_scope.cancel()
     assert seen.broken == []
     for sid, n in last.items():
