@@ -1,5 +1,5 @@
 """``/api/ws``: one websocket multiplexing session subscriptions, prompts and interrupts,
-and a session's tool I/O served by the client (``_ws_tools``).
+and what the client brings to a session (its tool I/O, MCP servers: ``_ws_tools``).
 
 Protocol (``docs/websocket.md``): JSON text frames with a ``type``. Client frames carry a
 ``ref`` that the server echoes in its ``reply``. Every frame the server sends goes through
@@ -29,8 +29,9 @@ from gateway.http._wire import (
     follow,
     reply_permission,
 )
-from gateway.http._ws_tools import SocketToolIO
+from gateway.http._ws_tools import SocketToolIO, session_servers
 from runtime import KittiwakeError, LiveDelta
+from runtime.mcp import McpServers, McpServerSpec
 from runtime.tools import ToolError, ToolIO
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ _FRAME_TYPES: Final = (
     "tools.route",
     "tools.unroute",
     "tools.io.result",
+    "mcp.servers",
 )
 
 
@@ -89,6 +91,7 @@ class _Connection:
         self._send, self._receive = trio.open_memory_channel[bytes](self._limits.max_pending)
         self._subscriptions: dict[str, trio.CancelScope] = {}
         self._routes: dict[str, trio.CancelScope] = {}
+        self._servers: dict[str, trio.CancelScope] = {}
         self.tools = SocketToolIO(
             self._emit_io, self.emit_lossy, timeout=self._limits.tool_io_timeout
         )
@@ -217,6 +220,8 @@ class _Connection:
             return await self._question(kind, session_id, frame)
         if kind.startswith("tools."):
             return await self._tools(kind, session_id, frame)
+        if kind == "mcp.servers":
+            return await self._mcp(session_id, frame.get("servers"))
         await self._gw.check_session(session_id)
         if kind == "interrupt":
             await rt.sessions.interrupt(session_id)
@@ -288,6 +293,41 @@ class _Connection:
         finally:
             if self._routes.get(session_id) is scope:
                 del self._routes[session_id]
+
+    async def _mcp(self, session_id: str, servers: Any) -> dict[str, Any]:
+        """Run *servers* as the session's own MCP servers for as long as this connection
+        lasts (replacing those it ran for the session; none: stopped); their status map
+        once each connected or failed."""
+        info = await self._gw.rt.sessions.get(session_id)
+        specs = session_servers(servers, info.location.directory)
+        old = self._servers.pop(session_id, None)
+        if old is not None:
+            old.cancel()
+        if not specs:
+            return {}
+        if len(self._servers) >= self._limits.max_subscriptions:
+            raise GatewayError(
+                "InvalidRequestError",
+                f"At most {self._limits.max_subscriptions} sessions' servers per connection",
+            )
+        scope = trio.CancelScope()
+        self._servers[session_id] = scope
+        held: McpServers = await self._nursery.start(self._held, session_id, specs, scope)
+        await held.settled()
+        return held.statuses()
+
+    async def _held(
+        self, session_id: str, specs: dict[str, McpServerSpec], scope: trio.CancelScope,
+        task_status: trio.TaskStatus[McpServers] = trio.TASK_STATUS_IGNORED,
+    ) -> None:  # fmt: skip
+        try:
+            with scope:
+                async with self._gw.rt.tools.mcp_servers(session_id, specs) as servers:
+                    task_status.started(servers)
+                    await trio.sleep_forever()
+        finally:
+            if self._servers.get(session_id) is scope:
+                del self._servers[session_id]
 
     # -- subscriptions -----------------------------------------------------------------
 

@@ -1,6 +1,7 @@
-"""A session's tool I/O served by a ``/api/ws`` client (``tools.route``): an attached
-``kittiwake acp`` whose editor's buffers and terminals the session's file and shell tools
-then use, as they do in process (``runtime.tools.ToolIO``).
+"""What a ``/api/ws`` client brings to a session: its tool I/O (``tools.route``), for an
+attached ``kittiwake acp`` whose editor's buffers and terminals the session's file and
+shell tools then use, as they do in process (``runtime.tools.ToolIO``); and MCP servers of
+the session's own (``mcp.servers``, read by :func:`session_servers`), the editor's.
 
 The server stays authoritative: the tools run here (permission checks, path confinement,
 before-images, the durable events); only reading or writing a file's text and running a
@@ -14,14 +15,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import trio
 
+from gateway.http._wire import GatewayError
+from runtime.config import McpServerConfig
+from runtime.mcp import McpServerSpec, spec_of
 from runtime.tools import CommandResult, CommandRun, ToolContext, ToolError, ToolIO
 
-__all__ = ["SocketToolIO"]
+__all__ = ["SocketToolIO", "session_servers"]
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 """Queues a frame for the client; raises ``ToolError`` when the client is gone."""
@@ -33,6 +37,36 @@ class _Ran(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     signal: str | None = None
     truncated: bool = False
     timed_out: bool = False
+
+
+class _Server(McpServerConfig, frozen=True, kw_only=True):
+    """One server of ``mcp.servers``: OpenCode's ``mcp`` entry with its ``name`` and, for a
+    remote one, its ``transport`` (``auto``, ``http`` or ``sse``)."""
+
+    name: str
+    transport: Literal["auto", "http", "sse"] = "auto"
+
+
+def session_servers(servers: Any, directory: str) -> dict[str, McpServerSpec]:
+    """The specs of the ``servers`` of an ``mcp.servers`` frame for a session working in
+    *directory* (a remote one is not signed in to: a 401 fails it).
+
+    Raises:
+        GatewayError: ``InvalidRequestError`` for a malformed list or an entry missing
+            what its type needs; nothing is started.
+    """
+    try:
+        listed = msgspec.convert(servers, list[_Server])
+    except msgspec.ValidationError as exc:
+        raise GatewayError("InvalidRequestError", f"Invalid servers: {exc}") from None
+    specs: dict[str, McpServerSpec] = {}
+    for server in listed:
+        spec = spec_of(server.name, server, directory)
+        if spec.error is not None or spec.type is None:
+            error = spec.error or f"mcp.{server.name}: needs a type, local or remote"
+            raise GatewayError("InvalidRequestError", error)
+        specs[spec.name] = msgspec.structs.replace(spec, oauth=False, transport=server.transport)
+    return specs
 
 
 @dataclass(slots=True)

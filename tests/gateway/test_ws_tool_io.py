@@ -1,18 +1,23 @@
-"""A session's tool I/O served by a ``/api/ws`` client (``tools.route``): the server runs
-the tools and asks the client to read, write and run (``tools.io``), the client answers
-(``tools.io.result``); bad frames are refused, and a client that goes away fails the call
-waiting for it."""
+"""What a ``/api/ws`` client brings to a session: its tool I/O (``tools.route``: the
+server runs the tools and asks the client to read, write and run, ``tools.io``, the client
+answers, ``tools.io.result``; a client that goes away fails the call waiting for it), and
+MCP servers of the session's own (``mcp.servers``, stopped when the client goes); bad
+frames are refused."""
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import httpx
 import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
+from runtime.agents import BUILD
 from runtime.llm import ScriptedLLM, ToolMessage
+from tests.mcp_client.conftest import SERVER
+from tests.waiting import eventually
 
 from .conftest import answer, served
 from .test_session_tools_http import S, _session, call
@@ -90,3 +95,34 @@ async def test_the_client_reads_and_runs_for_the_session_and_its_leaving_fails_t
         text, failed = _results(llm)[-1]
         assert failed and "The editor's connection closed" in text
         assert notes.read_text() == "on disk\n"
+
+
+async def test_the_client_brings_mcp_servers_for_the_session_while_it_stays(
+    tmp_path: Any,
+) -> None:
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
+        sid = await _session(client, tmp_path)
+        other = await _session(client, tmp_path)
+        location = await g.rt.execution.location(str(tmp_path / "work"))
+        url = g.url.replace("http://", "ws://") + "/api/ws"
+        local = {
+            "name": "editor",
+            "type": "local",
+            "command": [sys.executable, str(SERVER), "stdio"],
+        }
+        ask = {"type": "mcp.servers", "sessionID": sid}
+        async with open_websocket_url(url) as ws:
+            bad = await _ask(ws, {**ask, "ref": 1, "servers": "editor"})
+            assert bad["error"]["_tag"] == "InvalidRequestError"
+            commandless = await _ask(
+                ws, {**ask, "ref": 2, "servers": [{"name": "x", "type": "local"}]}
+            )
+            assert commandless["error"]["message"] == "mcp.x: a local server needs a command"
+            gone = await _ask(ws, {**ask, "ref": 3, "sessionID": "ses_0000000000000000000000"})
+            assert gone["error"]["_tag"] == "SessionNotFoundError"
+            ran = await _ask(ws, {**ask, "ref": 4, "servers": [local]})
+            assert ran["data"] == {"editor": {"status": "connected"}}
+            assert "editor_add" in [d.name for d in location.tools_for(BUILD, [], sid)]
+            assert "editor_add" not in [d.name for d in location.tools_for(BUILD, [], other)]
+        await eventually(lambda: sid not in location.session_mcp)  # stopped with the socket
+        assert "editor_add" not in [d.name for d in location.tools_for(BUILD, [], sid)]
