@@ -2,8 +2,8 @@
 the catalog routes) and its ``/api/ws`` websocket for a session's events and deltas.
 
 The server runs the sessions' tools; while a prompt runs, the editor's files and
-terminals serve them over a websocket of their own (``_remote_io``). The editor's MCP
-servers are not connected. The server's refusals come back as the runtime's errors
+terminals serve them over a websocket of their own (``_remote_io``), and the server
+runs the editor's MCP servers over another. The server's refusals come back as the runtime's errors
 (``SessionNotFoundError``, ``InvalidInputError``, ...), so the agent answers them as it
 does in process.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -29,10 +29,11 @@ from gateway.acp._backend import (
     ModelChoice,
     Offer,
     Reply,
+    Settled,
     next_or_idle,
     primary_agents,
 )
-from gateway.acp._remote_io import remote_io
+from gateway.acp._remote_io import remote_io, remote_servers
 from runtime import (
     DurableEvent,
     InputAdmitted,
@@ -48,7 +49,7 @@ from runtime import (
 )
 from runtime.agents import AgentInfo, AgentMode, CommandInfo
 from runtime.events import PermissionAsked, PermissionInfo
-from runtime.mcp import McpServers, McpServerSpec
+from runtime.mcp import McpServerSpec
 from runtime.tools import ToolIO
 
 __all__ = ["AttachedBackend"]
@@ -364,8 +365,8 @@ class AttachedBackend:
 
     def mcp_servers(
         self, session_id: str, specs: Mapping[str, McpServerSpec]
-    ) -> AbstractAsyncContextManager[McpServers | None]:
-        return nullcontext()
+    ) -> AbstractAsyncContextManager[Settled]:
+        return remote_servers(self._ws_url, self._headers(), session_id, specs)
 
 
 def _agent(agent: _Agent) -> AgentInfo:

@@ -33,7 +33,7 @@ from runtime.events import (
     SessionDeleted,
     decode_event,
 )
-from runtime.mcp import McpServers, McpServerSpec
+from runtime.mcp import McpServerSpec
 from runtime.tools import ToolIO
 from storage import StoredEvent
 
@@ -46,6 +46,7 @@ __all__ = [
     "ModelChoice",
     "Offer",
     "Reply",
+    "Settled",
     "next_or_idle",
     "primary_agents",
 ]
@@ -93,6 +94,14 @@ class Follow(Protocol):
         the last one yielded, or the session is deleted. *behind*: events after *after*
         may have been written before the subscription was taken (else it was taken before
         the work whose events follow *after* began)."""
+        ...
+
+
+class Settled(Protocol):
+    """A session's MCP servers as they run (``runtime.mcp.McpServers`` in process)."""
+
+    async def settled(self) -> None:
+        """Wait until none is still connecting (bounded by the connect timeout)."""
         ...
 
 
@@ -145,9 +154,9 @@ class Backend(Protocol):
 
     def mcp_servers(
         self, session_id: str, specs: Mapping[str, McpServerSpec]
-    ) -> AbstractAsyncContextManager[McpServers | None]:
-        """While in this block, *specs* run as the session's own MCP servers (``None``:
-        the session's tools do not run here, and neither do they)."""
+    ) -> AbstractAsyncContextManager[Settled]:
+        """While in this block, *specs* run as the session's own MCP servers, wherever its
+        tools run."""
         ...
 
 
@@ -270,7 +279,7 @@ class EmbeddedBackend:
 
     def mcp_servers(
         self, session_id: str, specs: Mapping[str, McpServerSpec]
-    ) -> AbstractAsyncContextManager[McpServers | None]:
+    ) -> AbstractAsyncContextManager[Settled]:
         return self._rt.tools.mcp_servers(session_id, specs)
 
 

@@ -11,7 +11,6 @@ headers are what it sends).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -24,8 +23,6 @@ from gateway.acp._wire import INVALID_PARAMS
 from runtime.mcp import McpServerSpec
 
 __all__ = ["EditorServers", "editor_servers"]
-
-_log = logging.getLogger("kittiwake.acp")
 
 
 class _Variable(msgspec.Struct, frozen=True):
@@ -92,10 +89,11 @@ class EditorServers:
     async def hold(
         self, backend: Backend, session_id: str, specs: Mapping[str, McpServerSpec]
     ) -> None:
-        """Stop the session's servers held so far, start *specs* (if any) as its own, and
-        wait until each connected or failed (bounded by the runtime's connect timeout).
-        Attached to a server, nothing runs here: said on standard error. Cancellation
-        abandons the wait; the servers stay held."""
+        """Stop the session's servers held so far, start *specs* (if any) as its own
+        (attached: the server runs them), and wait until each connected or failed (bounded
+        by the runtime's connect timeout). A server that fails is retried as any is; a server
+        that refuses to run them is said in the log. Cancellation abandons the wait; the
+        servers stay held."""
         self.release(session_id)
         if not specs:
             await trio.lowlevel.checkpoint()
@@ -119,12 +117,8 @@ class EditorServers:
 
         self._conn.start_soon(run)
         await ready.wait()
-        if not started:
-            return
-        if started[0] is None:
-            _log.warning("the editor's MCP servers are not connected: the tools run on the server")
-            return
-        await started[0].settled()
+        if started:
+            await started[0].settled()
 
     def release(self, session_id: str) -> None:
         """Stop the session's servers (in the background, each bounded by the runtime's

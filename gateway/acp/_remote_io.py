@@ -1,14 +1,16 @@
-"""Attached to a server, the editor's files and terminals as a session's tool I/O: a
-websocket of the server's ``/api/ws`` has the session's tool I/O routed to it
-(``tools.route``, ``docs/websocket.md``), and each ``tools.io`` frame the server sends is
-done through the editor (the ``ToolIO`` of ``_editor``), its answer sent back as
-``tools.io.result``. The tools themselves run on the server, which stays authoritative.
+"""Attached to a server, what the editor brings to a session, each over a websocket of the
+server's ``/api/ws`` of its own (``docs/websocket.md``): its files and terminals as the
+session's tool I/O (``tools.route``: each ``tools.io`` frame the server sends is done
+through the editor, the ``ToolIO`` of ``_editor``, its answer sent back as
+``tools.io.result``), and its MCP servers (``mcp.servers``: run by the server for as long
+as the websocket lasts). The tools themselves run on the server, which stays
+authoritative.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,9 +18,10 @@ import msgspec
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
+from runtime.mcp import McpServerSpec
 from runtime.tools import CommandRun, ToolContext, ToolError, ToolIO
 
-__all__ = ["remote_io"]
+__all__ = ["remote_io", "remote_servers"]
 
 _log = logging.getLogger("kittiwake.acp")
 _ROUTE = "route"
@@ -157,4 +160,58 @@ async def remote_io(
             if socket.refusal is not None:
                 _log.warning("the server runs the tools without the editor: %s", socket.refusal)
             yield
+            nursery.cancel_scope.cancel()
+
+
+class _Held:
+    """The editor's servers as the server runs them: they have settled once the server
+    answered (it answers when each connected or failed)."""
+
+    async def settled(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+def _entry(spec: McpServerSpec) -> dict[str, Any]:
+    """*spec* as an entry of ``mcp.servers``: OpenCode's ``mcp`` entry with its name."""
+    if spec.type == "local":
+        return {
+            "name": spec.name, "type": "local", "command": spec.command,
+            "environment": spec.environment, "cwd": spec.cwd,
+        }  # fmt: skip
+    return {
+        "name": spec.name, "type": "remote", "url": spec.url, "headers": spec.headers,
+        "transport": spec.transport,
+    }  # fmt: skip
+
+
+@asynccontextmanager
+async def remote_servers(
+    url: str, headers: list[tuple[bytes, bytes]], session_id: str,
+    specs: Mapping[str, McpServerSpec],
+) -> AsyncIterator[_Held]:  # fmt: skip
+    """While in this block, the server at the websocket *url* runs *specs* as
+    *session_id*'s own MCP servers; entered once they connected or failed. A server that
+    refuses (an older one, a malformed entry) runs none: said in the log. Cancellation
+    closes the websocket, and the server stops them."""
+    async with open_websocket_url(url, extra_headers=headers) as ws:
+        servers = [_entry(spec) for spec in specs.values()]
+        ask = {"type": "mcp.servers", "ref": "servers", "sessionID": session_id, "servers": servers}
+        await ws.send_message(msgspec.json.encode(ask).decode())
+        while True:
+            frame = msgspec.json.decode(await ws.get_message(), type=_Frame)
+            if frame.type == "reply" and frame.ref == "servers":
+                break
+        if frame.error is not None:
+            _log.warning("the server runs none of the editor's MCP servers: %s", frame.error)
+
+        async def drain() -> None:
+            try:
+                while True:
+                    await ws.get_message()
+            except ConnectionClosed:
+                return
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            yield _Held()
             nursery.cancel_scope.cancel()

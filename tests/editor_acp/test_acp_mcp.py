@@ -167,3 +167,40 @@ def test_the_editors_server_entries_are_read_as_acp_describes_them(tmp_path: Pat
         with pytest.raises(RpcError) as caught:
             editor_servers([bad], directory)
         assert caught.value.code == -32602 and "mcpServers[0]" in caught.value.message
+
+
+def test_attached_the_server_runs_the_editors_servers_for_that_session(
+    tmp_path, provider: Provider
+) -> None:
+    from .test_acp_attached import served
+
+    setup = Setup(tmp_path, provider)
+    record = tmp_path / "record.jsonl"
+    stdio = S.McpServerStdio(
+        name="editor", command=sys.executable, args=[str(SERVER), "stdio"],
+        env=[S.EnvVariable(name="MCP_RECORD", value=str(record))],
+    )  # fmt: skip
+    provider.server.queue(
+        calls("editor_add", {"a": 4, "b": 5}, call_id="call_add"), said("Nine."), said("Other.")
+    )
+    editor = Editor()
+
+    async def scenario(url: str) -> None:
+        async with agent(setup, editor, "--attach", url) as acp:
+            await acp.conn.initialize(protocol_version=1)
+            cwd = str(setup.project)
+            first = (await acp.conn.new_session(cwd=cwd, mcp_servers=[stdio])).session_id
+            other = (await acp.conn.new_session(cwd=cwd, mcp_servers=[])).session_id
+            await acp.conn.prompt(session_id=first, prompt=[text_block("add")])
+            await acp.conn.prompt(session_id=other, prompt=[text_block("other")])
+            assert acp.checker.problems == [] and acp.stray == []
+        assert acp.process.returncode == 0, stderr_of(setup)
+        [pid] = started(record)
+        await _exited(pid)  # the agent gone, the server stops the session's servers
+
+    with served(setup) as url:
+        asyncio.run(scenario(url))
+    first_turn, last_turn, other_turn = [r.json() for r in provider.server.requests]
+    assert "editor_add" in tool_names(first_turn)
+    assert [m["content"] for m in last_turn["messages"] if m["role"] == "tool"] == ["9"]
+    assert not any(n.startswith("editor_") for n in tool_names(other_turn))
