@@ -8,7 +8,7 @@ It implements ``runtime.tools.AgentToolHost``; every Location's registry gets th
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -20,12 +20,12 @@ from actors.store import StorageActor
 from runtime import AssistantMessage, Location, Prompt, SessionNotFoundError
 from runtime import events as ev
 from runtime import messages as m
+from runtime.mcp import McpServers, McpServerSpec
 from runtime.tools import TaskInput, TaskResult, ToolContext, ToolError, ToolIO
 from storage import Append, EventsOfType, HistoryChanges
 
 if TYPE_CHECKING:
     from actors.api._sessions import Sessions
-    from runtime.mcp import McpServers
     from runtime.plugins import LocationPlugins
 
 __all__ = ["DEFAULT_MAX_TASKS", "DEFAULT_QUESTION_EVENTS", "SessionTools"]
@@ -102,6 +102,41 @@ class SessionTools:
         location = await self._x.location(info.location.directory)
         with location.registry.route_io(session_id, io):
             yield
+
+    # -- a session's own MCP servers ---------------------------------------------------------
+
+    @asynccontextmanager
+    async def mcp_servers(
+        self, session_id: str, specs: Mapping[str, McpServerSpec]
+    ) -> AsyncIterator[McpServers]:
+        """While in this block, the MCP servers *specs* run as the session's own (an
+        editor's): their tools join the session's provider turns, and no other session's,
+        from the first turn after they connected (``McpServers.settled`` waits for that).
+        On leaving, they are stopped (each bounded by ``stop_grace``; a local server's
+        process group goes with it) and their tools withdrawn.
+
+        Raises SessionNotFoundError. Cancellation while the Location opens starts nothing.
+        """
+        info = await self.sessions.get(session_id)
+        location = await self._x.location(info.location.directory)
+        servers = McpServers(
+            location.directory, location.registry, specs=lambda: specs,
+            data_dir=location.registry.env.data_dir, search=lambda: None,
+            session_id=session_id,
+        )  # fmt: skip
+        servers.host = self._x.mcp_host
+        servers.agent_of = location.agent
+        async with trio.open_nursery() as nursery:
+            await nursery.start(servers.run)
+            own = location.session_mcp.setdefault(session_id, [])
+            own.append(servers)
+            try:
+                yield servers
+            finally:
+                own.remove(servers)
+                if not own and location.session_mcp.get(session_id) is own:
+                    del location.session_mcp[session_id]
+                nursery.cancel_scope.cancel()
 
     # -- todos --------------------------------------------------------------------------
 

@@ -89,6 +89,9 @@ class LocationState:
             search=lambda: self.settings.mcp_tool_search,
         )  # fmt: skip
         self.mcp.agent_of = self.agent
+        self.session_mcp: dict[str, list[McpServers]] = {}
+        """MCP servers of one session's own (an editor's), by session: their tools are
+        that session's alone; whoever adds them runs and removes them."""
 
     def _sync_search(self) -> None:
         """Offer ``websearch`` exactly while the configuration names a backend."""
@@ -120,11 +123,15 @@ class LocationState:
         """The agent called *name*, else the configured default agent (``build``)."""
         return self.settings.agent(name)
 
-    def tools_for(self, agent: AgentInfo, found: list[str] | UnsetType) -> list[ToolDefinition]:
-        """The tools *agent* is offered at a provider turn of a session whose tool search
-        found *found* (``SessionInfo.mcp_tools``): while MCP tool search stands in for
-        the MCP tools, only those of them it found."""
-        definitions = self.registry.definitions(agent)
+    def tools_for(
+        self, agent: AgentInfo, found: list[str] | UnsetType, session_id: str | None = None
+    ) -> list[ToolDefinition]:
+        """The tools *agent* is offered at a provider turn of *session_id*, whose tool
+        search found *found* (``SessionInfo.mcp_tools``): the session's own tools too;
+        while MCP tool search stands in for the MCP tools, only those of them it found."""
+        for servers in self.session_mcp.get(session_id or "", ()):
+            servers.apply()
+        definitions = self.registry.definitions(agent, session_id)
         return self.mcp.offered(definitions, found if isinstance(found, list) else ())
 
     async def refresh(self) -> LocationSettings:

@@ -517,7 +517,7 @@ class SessionActor(Actor[Message]):
             if await prune(self._p.storage, sid, visible, settings, self._p.now_ms):
                 await self._refresh_history()
         final = step >= max_turns
-        tools = [] if final else location.tools_for(agent, info.mcp_tools)
+        tools = [] if final else location.tools_for(agent, info.mcp_tools, sid)
         request = llm.LLMRequest(
             model=to_llm_model(model),
             system=[*system_prompt(agent, model.provider_id, model.id), epoch.baseline],

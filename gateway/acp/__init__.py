@@ -16,6 +16,7 @@ from gateway.acp._backend import Backend as Backend
 from gateway.acp._backend import EmbeddedBackend as EmbeddedBackend
 from gateway.acp._backend import ModelChoice as ModelChoice
 from gateway.acp._backend import Offer as Offer
+from gateway.acp._credentials import StoredCredentials as StoredCredentials
 from gateway.acp._rpc import Connection as Connection
 from gateway.acp._rpc import RpcError as RpcError
 from gateway.acp._serve import protocol_streams as protocol_streams
@@ -34,6 +35,7 @@ __all__ = [
     "Offer",
     "PROTOCOL_VERSION",
     "RpcError",
+    "StoredCredentials",
     "protocol_streams",
     "serve_acp",
 ]

@@ -24,7 +24,9 @@ from actors import SessionEvent
 from gateway.acp._asks import Asker
 from gateway.acp._backend import Backend
 from gateway.acp._content import leading_command, to_prompt
+from gateway.acp._credentials import StoredCredentials
 from gateway.acp._editor import Editor
+from gateway.acp._mcp import EditorServers, editor_servers
 from gateway.acp._rpc import Connection, Method, RpcError, Then
 from gateway.acp._state import (
     BUILD,
@@ -44,6 +46,7 @@ from gateway.acp._wire import (
     PROTOCOL_VERSION,
     RESOURCE_NOT_FOUND,
     AgentCapabilities,
+    AuthCapabilities,
     AuthenticateParams,
     AuthMethod,
     AvailableCommand,
@@ -59,6 +62,8 @@ from gateway.acp._wire import (
     InitializeResult,
     ListSessionsParams,
     ListSessionsResult,
+    LogoutParams,
+    McpCapabilities,
     NewSessionParams,
     PromptCapabilities,
     PromptParams,
@@ -82,6 +87,7 @@ from runtime import (
     SessionInfo,
     SessionNotFoundError,
 )
+from runtime.llm import AuthError
 from runtime.revert import hidden_ranges, is_hidden
 
 __all__ = ["AUTH_METHOD", "AcpAgent", "AgentOptions"]
@@ -93,11 +99,15 @@ P = TypeVar("P")
 
 
 class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """The agent's name and version as sent to the client, and whether a model provider is
-    usable (else ``session/new`` and ``session/prompt`` answer auth required)."""
+    """The agent's name and version as sent to the client, whether a model provider is
+    usable (else ``session/new`` and ``session/prompt`` answer auth required), and whether
+    ``logout`` is offered."""
 
     version: str
     provider_ready: bool = True
+    signs_out: bool = False
+    """Whether ``logout`` is offered: the data dir, and its stored credentials, are this
+    process's (not a server's it attached to)."""
 
 
 def _rpc_error(exc: KittiwakeError) -> RpcError:
@@ -139,15 +149,21 @@ class AcpAgent:
         self._options = options
         self._sessions: dict[str, Session] = {}
         self._editor = Editor(conn, ClientCapabilities(), self._terminal_shown)
+        self._servers = EditorServers(conn)
         self._ready = trio.Event()
         self._attached: tuple[Backend, Asker] | None = None
+        self._credentials: StoredCredentials | None = None
         if backend is not None:
             self.attach(backend, provider_ready=options.provider_ready)
 
-    def attach(self, backend: Backend, *, provider_ready: bool) -> None:
-        """Give the agent its backend (and whether a provider is usable); the methods
-        waiting for it go on."""
-        self._attached = (backend, Asker(self._conn, backend))
+    def attach(
+        self, backend: Backend, *, provider_ready: bool,
+        credentials: StoredCredentials | None = None,
+    ) -> None:  # fmt: skip
+        """Give the agent its backend (whether a provider is usable, and the credentials
+        ``logout`` forgets); the methods waiting for it go on."""
+        self._attached = (backend, Asker(self._conn, backend, lambda: self._editor.forms))
+        self._credentials = credentials
         self._options = msgspec.structs.replace(self._options, provider_ready=provider_ready)
         self._ready.set()
 
@@ -164,15 +180,18 @@ class AcpAgent:
     def methods(self) -> dict[str, Method[Any]]:
         """The requests the client may send."""
         ready = self._ready
+        signs_out = {"logout": _method(LogoutParams, self.logout, ready)}
         return {
             "initialize": _method(InitializeParams, self.initialize),
             "authenticate": _method(AuthenticateParams, self.authenticate, ready),
+            **(signs_out if self._options.signs_out else {}),
             "session/new": _method(NewSessionParams, self.new_session, ready),
             "session/load": _method(SessionSetup, self.load_session, ready),
             "session/resume": _method(SessionSetup, self.resume_session, ready),
             "session/fork": _method(SessionSetup, self.fork_session, ready),
             "session/list": _method(ListSessionsParams, self.list_sessions, ready),
             "session/close": _method(SessionIdParams, self.close_session, ready),
+            "session/delete": _method(SessionIdParams, self.delete_session, ready),
             "session/set_mode": _method(SetModeParams, self.set_mode, ready),
             "session/set_config_option": _method(
                 SetConfigOptionParams, self.set_config_option, ready
@@ -203,9 +222,11 @@ class AcpAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(image=True, embedded_context=True),
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
                 session_capabilities=SessionCapabilities(
-                    listing=Empty(), fork=Empty(), resume=Empty(), close=Empty()
+                    listing=Empty(), delete=Empty(), fork=Empty(), resume=Empty(), close=Empty()
                 ),
+                auth=AuthCapabilities(logout=Empty() if self._options.signs_out else None),
             ),
             auth_methods=[
                 AuthMethod(id=AUTH_METHOD, name="kittiwake auth login", description=description)
@@ -221,6 +242,20 @@ class AcpAgent:
             raise RpcError(INVALID_PARAMS, f"Unknown auth method {params.method_id!r}")
         self._require_provider()
 
+    async def logout(self, params: LogoutParams) -> None:
+        """Forget the providers' stored credentials (``kittiwake auth logout`` of each);
+        unless a provider still has some (its environment variable, a configured key),
+        ``session/new`` and ``session/prompt`` answer auth required from now on. A
+        malformed store is ``-32603`` and nothing is removed."""
+        if self._credentials is None:
+            raise RpcError(INTERNAL_ERROR, "No credentials are stored for this agent to forget")
+        try:
+            still = await trio.to_thread.run_sync(self._credentials.forget)
+        except AuthError as exc:
+            raise RpcError(INTERNAL_ERROR, str(exc)) from None
+        ready = still and self._options.provider_ready
+        self._options = msgspec.structs.replace(self._options, provider_ready=ready)
+
     def _require_provider(self) -> None:
         if not self._options.provider_ready:
             raise RpcError(
@@ -232,32 +267,44 @@ class AcpAgent:
     # -- sessions -----------------------------------------------------------------------------
 
     async def new_session(self, params: NewSessionParams) -> Then:
-        """A session working in ``cwd``; its commands follow the answer. Cancellation
-        before the creation is written creates nothing."""
+        """A session working in ``cwd`` with the editor's MCP servers as its own (answered
+        once they connected or failed); its commands follow the answer. Servers ACP does
+        not describe create nothing (``-32602``); cancellation before the creation is
+        written creates nothing."""
         self._require_provider()
+        specs = editor_servers(params.mcp_servers, params.cwd)
         info = await self._backend.create(params.cwd)
         session = await self._adopt(info)
         session.cursor = 0  # a new session's log is its creation
+        await self._servers.hold(self._backend, session.id, specs)
         return Then(session_setup(session, with_id=True), partial(self._announce, session))
 
     async def load_session(self, params: SessionSetup) -> Then:
-        """Replay the session's whole history (less what a revert hides), then answer.
-        Cancellation stops the replay (the client has part of it)."""
+        """Start the editor's MCP servers for the session, replay its whole history (less
+        what a revert hides), then answer. Cancellation stops the replay (the client has
+        part of it)."""
+        specs = editor_servers(params.mcp_servers, params.cwd)
         info = await self._backend.get(params.session_id)
         session = await self._adopt(info)
+        await self._servers.hold(self._backend, session.id, specs)
         async with session.lock:
             await self._replay(session, hidden_ranges(info))
         return Then(session_setup(session), partial(self._announce, session, watch=True))
 
     async def resume_session(self, params: SessionSetup) -> Then:
-        """Set the session up here without replaying it."""
+        """Set the session up here (with the editor's MCP servers) without replaying it."""
+        specs = editor_servers(params.mcp_servers, params.cwd)
         session = await self._adopt(await self._backend.get(params.session_id))
+        await self._servers.hold(self._backend, session.id, specs)
         return Then(session_setup(session), partial(self._announce, session, watch=True))
 
     async def fork_session(self, params: SessionSetup) -> Then:
-        """A new session with a copy of the whole history (written in one batch)."""
+        """A new session with a copy of the whole history (written in one batch), with
+        the editor's MCP servers."""
+        specs = editor_servers(params.mcp_servers, params.cwd)
         info = await self._backend.fork(params.session_id)
         session = await self._adopt(info)
+        await self._servers.hold(self._backend, session.id, specs)
         return Then(session_setup(session, with_id=True), partial(self._announce, session))
 
     async def list_sessions(self, params: ListSessionsParams) -> ListSessionsResult:
@@ -277,12 +324,24 @@ class AcpAgent:
         return ListSessionsResult(sessions=listed, next_cursor=next_cursor)
 
     async def close_session(self, params: SessionIdParams) -> None:
-        """Forget the session here, interrupting its prompt; it stays durable."""
+        """Forget the session here, interrupting its prompt and stopping its MCP servers;
+        it stays durable."""
         session = self._sessions.pop(params.session_id, None)
         if session is None:
             raise RpcError(RESOURCE_NOT_FOUND, f"Session not open: {params.session_id}")
+        self._servers.release(session.id)
         if session.prompt is not None:
             await self._cancel(session)
+
+    async def delete_session(self, params: SessionIdParams) -> None:
+        """Delete the session, its subagent sessions and everything they hold, durably (as
+        ``DELETE /session/{id}``); its MCP servers stop and a prompt of this connection's
+        in it answers ``cancelled``. An unknown session is ``-32002``."""
+        session = self._sessions.pop(params.session_id, None)
+        self._servers.release(params.session_id)
+        if session is not None and session.prompt is not None:
+            session.prompt.cancelled = True
+        await self._backend.delete(params.session_id)
 
     async def set_mode(self, params: SetModeParams) -> Then:
         """Switch the session's agent (durably); its options follow the answer."""
@@ -479,7 +538,7 @@ class AcpAgent:
 
     @asynccontextmanager
     async def _routed(self, session_id: str) -> AsyncIterator[None]:
-        io = self._editor.tool_io() if self._backend.runs_tools_here else None
+        io = self._editor.tool_io()
         if io is None:
             yield
             return

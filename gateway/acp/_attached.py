@@ -1,8 +1,9 @@
 """``Backend`` over a running ``kittiwake serve``: its public HTTP API (V2 session routes,
 the catalog routes) and its ``/api/ws`` websocket for a session's events and deltas.
 
-The server runs the sessions' tools, so the editor's files and terminals are not used
-(``runs_tools_here`` is false). The server's refusals come back as the runtime's errors
+The server runs the sessions' tools; while a prompt runs, the editor's files and
+terminals serve them over a websocket of their own (``_remote_io``), and the server
+runs the editor's MCP servers over another. The server's refusals come back as the runtime's errors
 (``SessionNotFoundError``, ``InvalidInputError``, ...), so the agent answers them as it
 does in process.
 """
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -28,9 +29,11 @@ from gateway.acp._backend import (
     ModelChoice,
     Offer,
     Reply,
+    Settled,
     next_or_idle,
     primary_agents,
 )
+from gateway.acp._remote_io import remote_io, remote_servers
 from runtime import (
     DurableEvent,
     InputAdmitted,
@@ -46,6 +49,7 @@ from runtime import (
 )
 from runtime.agents import AgentInfo, AgentMode, CommandInfo
 from runtime.events import PermissionAsked, PermissionInfo
+from runtime.mcp import McpServerSpec
 from runtime.tools import ToolIO
 
 __all__ = ["AttachedBackend"]
@@ -201,10 +205,6 @@ class AttachedBackend:
         scheme = "wss" if parts.scheme == "https" else "ws"
         self._ws_url = urlunsplit((scheme, parts.netloc, "/api/ws", "", ""))
 
-    @property
-    def runs_tools_here(self) -> bool:
-        return False
-
     async def _call(self, method: str, path: str, kind: type[T], **options: Any) -> T:
         response = await self._http.request(method, path, **options)
         if response.status_code >= 400:
@@ -230,6 +230,10 @@ class AttachedBackend:
     async def fork(self, session_id: str) -> SessionInfo:
         made = await self._call("POST", f"/session/{session_id}/fork", dict[str, Any], json={})
         return await self.get(str(made["id"]))
+
+    async def delete(self, session_id: str) -> None:
+        await self.get(session_id)  # an unknown session in the V2 routes' error shape
+        await self._call("DELETE", f"/session/{session_id}", Any)
 
     async def prompt(self, session_id: str, prompt: Prompt) -> InputAdmitted:
         body = {"prompt": msgspec.to_builtins(prompt)}
@@ -259,6 +263,13 @@ class AttachedBackend:
         events = [e for e in (_event(item) for item in page.data) if e is not None]
         return events, page.has_more
 
+    def _headers(self) -> list[tuple[bytes, bytes]]:
+        """The websocket's upgrade headers: the password, if any."""
+        if not self._password:
+            return []
+        token = base64.b64encode(f"kittiwake:{self._password}".encode())
+        return [(b"Authorization", b"Basic " + token)]
+
     @asynccontextmanager
     async def follow(self, session_id: str, after: int | None) -> AsyncIterator[Follow]:
         """The session subscribed on the server's websocket from seq *after* on (read from
@@ -268,11 +279,7 @@ class AttachedBackend:
             while more:
                 page, more = await self.history(session_id, after)
                 after = page[-1].seq if page else after
-        headers: list[tuple[bytes, bytes]] = []
-        if self._password:
-            token = base64.b64encode(f"kittiwake:{self._password}".encode())
-            headers.append((b"Authorization", b"Basic " + token))
-        async with open_websocket_url(self._ws_url, extra_headers=headers) as ws:
+        async with open_websocket_url(self._ws_url, extra_headers=self._headers()) as ws:
             ask = {"type": "subscribe", "ref": 1, "sessionID": session_id, "after": after}
             await ws.send_message(msgspec.json.encode(ask).decode())
             follow = _SocketFollow(self, session_id, ws)
@@ -354,7 +361,12 @@ class AttachedBackend:
         )  # fmt: skip
 
     def route_io(self, session_id: str, io: ToolIO) -> AbstractAsyncContextManager[None]:
-        return nullcontext()
+        return remote_io(self._ws_url, self._headers(), session_id, io)
+
+    def mcp_servers(
+        self, session_id: str, specs: Mapping[str, McpServerSpec]
+    ) -> AbstractAsyncContextManager[Settled]:
+        return remote_servers(self._ws_url, self._headers(), session_id, specs)
 
 
 def _agent(agent: _Agent) -> AgentInfo:

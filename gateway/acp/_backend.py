@@ -7,7 +7,7 @@ over a ``Runtime`` in this process (``rt.sessions``, ``rt.tools``, the event hub
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Final, Literal, Protocol, TypeVar
 
@@ -33,6 +33,7 @@ from runtime.events import (
     SessionDeleted,
     decode_event,
 )
+from runtime.mcp import McpServerSpec
 from runtime.tools import ToolIO
 from storage import StoredEvent
 
@@ -45,6 +46,7 @@ __all__ = [
     "ModelChoice",
     "Offer",
     "Reply",
+    "Settled",
     "next_or_idle",
     "primary_agents",
 ]
@@ -95,14 +97,17 @@ class Follow(Protocol):
         ...
 
 
+class Settled(Protocol):
+    """A session's MCP servers as they run (``runtime.mcp.McpServers`` in process)."""
+
+    async def settled(self) -> None:
+        """Wait until none is still connecting (bounded by the connect timeout)."""
+        ...
+
+
 class Backend(Protocol):
     """The session API the ACP agent uses; every method raises the runtime's errors
     (``SessionNotFoundError``, ``InvalidInputError``, ...) for what it refuses."""
-
-    @property
-    def runs_tools_here(self) -> bool:
-        """Whether sessions' tools run in this process (so ``route_io`` can route them)."""
-        ...
 
     async def create(self, directory: str) -> SessionInfo: ...
     async def get(self, session_id: str) -> SessionInfo: ...
@@ -110,6 +115,10 @@ class Backend(Protocol):
         self, limit: int, cursor: str | None
     ) -> tuple[list[SessionInfo], str | None]: ...
     async def fork(self, session_id: str) -> SessionInfo: ...
+    async def delete(self, session_id: str) -> None:
+        """Delete the session, its child sessions and everything they hold (durably)."""
+        ...
+
     async def prompt(self, session_id: str, prompt: Prompt) -> InputAdmitted: ...
     async def command(self, session_id: str, name: str, arguments: str) -> InputAdmitted: ...
     async def interrupt(self, session_id: str) -> None: ...
@@ -138,7 +147,17 @@ class Backend(Protocol):
     async def switch_agent(self, session_id: str, agent: str) -> SessionInfo: ...
     async def switch_model(self, session_id: str, model: ModelRef) -> SessionInfo: ...
     async def offer(self, directory: str) -> Offer: ...
-    def route_io(self, session_id: str, io: ToolIO) -> AbstractAsyncContextManager[None]: ...
+    def route_io(self, session_id: str, io: ToolIO) -> AbstractAsyncContextManager[None]:
+        """While in this block, the session's file and shell tools go through *io* (the
+        editor's), wherever they run."""
+        ...
+
+    def mcp_servers(
+        self, session_id: str, specs: Mapping[str, McpServerSpec]
+    ) -> AbstractAsyncContextManager[Settled]:
+        """While in this block, *specs* run as the session's own MCP servers, wherever its
+        tools run."""
+        ...
 
 
 def primary_agents(agents: Sequence[AgentInfo]) -> list[AgentInfo]:
@@ -165,10 +184,6 @@ class EmbeddedBackend:
         self._ids = IdGenerator()
         self._max_buffer = max_buffer
 
-    @property
-    def runs_tools_here(self) -> bool:
-        return True
-
     async def create(self, directory: str) -> SessionInfo:
         return await self._rt.sessions.create(location=Location(directory=directory))
 
@@ -186,6 +201,9 @@ class EmbeddedBackend:
             self._rt, session_id, before=None, max_messages=MAX_FORK_MESSAGES, ids=self._ids,
             now=int(time.time() * 1000),
         )  # fmt: skip
+
+    async def delete(self, session_id: str) -> None:
+        await self._rt.sessions.delete(session_id)
 
     async def prompt(self, session_id: str, prompt: Prompt) -> InputAdmitted:
         return await self._rt.sessions.prompt(session_id, prompt=prompt)
@@ -258,6 +276,11 @@ class EmbeddedBackend:
 
     def route_io(self, session_id: str, io: ToolIO) -> AbstractAsyncContextManager[None]:
         return self._rt.tools.route_io(session_id, io)
+
+    def mcp_servers(
+        self, session_id: str, specs: Mapping[str, McpServerSpec]
+    ) -> AbstractAsyncContextManager[Settled]:
+        return self._rt.tools.mcp_servers(session_id, specs)
 
 
 class _HubFollow:

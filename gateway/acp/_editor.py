@@ -70,6 +70,12 @@ class Editor:
         self._caps = capabilities
         self._shown = shown
 
+    @property
+    def forms(self) -> bool:
+        """Whether the client renders elicitation forms (``elicitation.form``)."""
+        modes = self._caps.elicitation
+        return modes is not None and modes.get("form") is not None
+
     def tool_io(self) -> ToolIO | None:
         """The session tool I/O the client offers; ``None`` when it offers none."""
         fs = self._caps.fs

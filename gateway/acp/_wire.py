@@ -19,6 +19,7 @@ __all__ = [
     "AgentCapabilities",
     "AgentMessageChunk",
     "AgentThoughtChunk",
+    "AuthCapabilities",
     "AuthMethod",
     "AuthenticateParams",
     "AvailableCommand",
@@ -47,10 +48,12 @@ __all__ = [
     "InitializeResult",
     "ListSessionsParams",
     "ListSessionsResult",
+    "LogoutParams",
     "METHOD_NOT_FOUND",
     "McpCapabilities",
     "ModeState",
     "NewSessionParams",
+    "Outgoing",
     "PARSE_ERROR",
     "PROTOCOL_VERSION",
     "PermissionOption",
@@ -122,6 +125,10 @@ class _In(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What a client sends: camel case, unknown fields (``_meta``, later ones) ignored."""
 
 
+Outgoing = _Out
+"""The base of what the room's other modules send (``_forms``)."""
+
+
 # -- content ---------------------------------------------------------------------------------
 
 
@@ -176,6 +183,8 @@ class FileSystemCapabilities(_In, frozen=True):
 class ClientCapabilities(_In, frozen=True):
     fs: FileSystemCapabilities = FileSystemCapabilities()
     terminal: bool = False
+    elicitation: dict[str, Any] | None = None
+    """The modes of ``elicitation/create`` the client renders (``{"form": {}}``)."""
 
 
 class Implementation(_Out, frozen=True):
@@ -207,9 +216,14 @@ class Empty(_Out, frozen=True):
 
 class SessionCapabilities(_Out, frozen=True):
     listing: Empty | None = msgspec.field(default=None, name="list")
+    delete: Empty | None = None
     fork: Empty | None = None
     resume: Empty | None = None
     close: Empty | None = None
+
+
+class AuthCapabilities(_Out, frozen=True):
+    logout: Empty | None = None
 
 
 class AgentCapabilities(_Out, frozen=True):
@@ -217,6 +231,7 @@ class AgentCapabilities(_Out, frozen=True):
     prompt_capabilities: PromptCapabilities = PromptCapabilities()
     mcp_capabilities: McpCapabilities = McpCapabilities()
     session_capabilities: SessionCapabilities = SessionCapabilities()
+    auth: AuthCapabilities = AuthCapabilities()
 
 
 class AuthMethod(_Out, frozen=True):
@@ -238,6 +253,10 @@ class AuthenticateParams(_In, frozen=True):
     method_id: str
 
 
+class LogoutParams(_In, frozen=True):
+    """``logout``: nothing but ``_meta``."""
+
+
 # -- sessions ----------------------------------------------------------------------------------
 
 
@@ -255,7 +274,7 @@ class SessionSetup(_In, frozen=True):
 
 
 class SessionIdParams(_In, frozen=True):
-    """``session/close`` and ``session/cancel``."""
+    """``session/close``, ``session/delete`` and ``session/cancel``."""
 
     session_id: str
 

@@ -75,7 +75,14 @@ def _enter(cwd: str | None) -> Path:
 async def acp(args: argparse.Namespace) -> int:
     """Serve ACP on standard input and output until the client closes them: over a runtime
     opened here, or the server ``--attach`` names (else the one holding the data dir)."""
-    from gateway.acp import AcpAgent, AgentOptions, Connection, EmbeddedBackend, protocol_streams
+    from gateway.acp import (
+        AcpAgent,
+        AgentOptions,
+        Connection,
+        EmbeddedBackend,
+        StoredCredentials,
+        protocol_streams,
+    )
 
     with protocol_streams() as (receive, send):
         directory = _enter(args.cwd)
@@ -91,7 +98,7 @@ async def acp(args: argparse.Namespace) -> int:
             return 0
         config = load_config_warned(str(directory))
         conn = Connection(receive, send)
-        agent = AcpAgent(conn, None, AgentOptions(version=_version()))
+        agent = AcpAgent(conn, None, AgentOptions(version=_version(), signs_out=True))
         loaded, done = trio.Event(), trio.Event()
         provider: Provider | None = None
 
@@ -111,7 +118,9 @@ async def acp(args: argparse.Namespace) -> int:
             ) as rt:
                 backend = EmbeddedBackend(rt, models=provider_models(provider, data_dir))
                 ready = provider is not None and provider.client is not None
-                agent.attach(backend, provider_ready=ready)
+                catalog = provider.catalog if provider is not None else None
+                credentials = StoredCredentials(data_dir, catalog, os.environ)
+                agent.attach(backend, provider_ready=ready, credentials=credentials)
                 async with trio.open_nursery() as beside:
                     beside.start_soon(_serve_beside, rt, data_dir, directory, loaded)
                     await done.wait()

@@ -1,4 +1,5 @@
-"""``/api/ws``: one websocket multiplexing session subscriptions, prompts and interrupts.
+"""``/api/ws``: one websocket multiplexing session subscriptions, prompts and interrupts,
+and what the client brings to a session (its tool I/O, MCP servers: ``_ws_tools``).
 
 Protocol (``docs/websocket.md``): JSON text frames with a ``type``. Client frames carry a
 ``ref`` that the server echoes in its ``reply``. Every frame the server sends goes through
@@ -28,7 +29,10 @@ from gateway.http._wire import (
     follow,
     reply_permission,
 )
+from gateway.http._ws_tools import SocketToolIO, session_servers
 from runtime import KittiwakeError, LiveDelta
+from runtime.mcp import McpServers, McpServerSpec
+from runtime.tools import ToolError, ToolIO
 
 if TYPE_CHECKING:
     from gateway.http._app import Gateway
@@ -47,6 +51,10 @@ _FRAME_TYPES: Final = (
     "permission.reply",
     "question.reply",
     "question.reject",
+    "tools.route",
+    "tools.unroute",
+    "tools.io.result",
+    "mcp.servers",
 )
 
 
@@ -57,13 +65,17 @@ class WebsocketLimits(msgspec.Struct, frozen=True, kw_only=True):
         max_pending: frames queued for the client before senders wait.
         stall_timeout: seconds the queue may stay full before the client is cut off (1013).
         close_timeout: seconds allowed to deliver the close frame before the connection drops.
-        max_subscriptions: sessions one connection may subscribe to at once.
+        max_subscriptions: sessions one connection may subscribe to at once (and, apart,
+            sessions whose tool I/O it may serve).
+        tool_io_timeout: seconds a tool's file read or write waits for the client that
+            serves the session's tool I/O (a command: its own timeout and this on top).
     """
 
     max_pending: int = 512
     stall_timeout: float = 5.0
     close_timeout: float = 5.0
     max_subscriptions: int = 64
+    tool_io_timeout: float = 120.0
 
 
 class _Slow(Exception):
@@ -78,6 +90,12 @@ class _Connection:
         self._limits = gw.ws_limits
         self._send, self._receive = trio.open_memory_channel[bytes](self._limits.max_pending)
         self._subscriptions: dict[str, trio.CancelScope] = {}
+        self._routes: dict[str, trio.CancelScope] = {}
+        self._servers: dict[str, trio.CancelScope] = {}
+        self.tools = SocketToolIO(
+            self._emit_io, self.emit_lossy, timeout=self._limits.tool_io_timeout
+        )
+        """The tool I/O this connection's client serves (``tools.route``)."""
         self.slow = False
         self.dropped_deltas = 0
 
@@ -93,6 +111,12 @@ class _Connection:
             return
         self._mark_slow()
         raise _Slow
+
+    async def _emit_io(self, frame: dict[str, Any]) -> None:
+        try:
+            await self.emit(frame)
+        except _Slow:
+            raise ToolError("The editor's connection is too slow") from None
 
     def emit_lossy(self, frame: dict[str, Any]) -> None:
         """Queue a live-only frame if there is room; drop it otherwise."""
@@ -194,6 +218,10 @@ class _Connection:
             return None
         if kind in ("question.reply", "question.reject"):
             return await self._question(kind, session_id, frame)
+        if kind.startswith("tools."):
+            return await self._tools(kind, session_id, frame)
+        if kind == "mcp.servers":
+            return await self._mcp(session_id, frame.get("servers"))
         await self._gw.check_session(session_id)
         if kind == "interrupt":
             await rt.sessions.interrupt(session_id)
@@ -223,6 +251,83 @@ class _Connection:
         except msgspec.ValidationError as exc:
             raise GatewayError("InvalidRequestError", f"Invalid answers: {exc}") from None
         await tools.reply_question(session_id, request_id, body.answers)
+
+    # -- the session's tool I/O (docs/websocket.md, "Serving a session's tool I/O") ------
+
+    async def _tools(self, kind: str, session_id: str, frame: dict[str, Any]) -> None:
+        if kind == "tools.io.result":
+            error = frame.get("error")
+            if error is not None and not isinstance(error, str):
+                raise GatewayError("InvalidRequestError", "error is a message")
+            call_id = frame.get("callID")
+            if not self.tools.settle(call_id, frame.get("result"), error):
+                raise GatewayError("InvalidRequestError", f"No tool I/O call {call_id!r} waits")
+            return
+        old = self._routes.pop(session_id, None)
+        if old is not None:
+            old.cancel()
+        if kind == "tools.unroute":
+            return
+        flags = {name: frame.get(name, False) for name in ("read", "write", "terminal")}
+        if not all(isinstance(flag, bool) for flag in flags.values()):
+            raise GatewayError("InvalidRequestError", "read, write and terminal are booleans")
+        if len(self._routes) >= self._limits.max_subscriptions:
+            raise GatewayError(
+                "InvalidRequestError",
+                f"At most {self._limits.max_subscriptions} routed sessions per connection",
+            )
+        await self._gw.check_session(session_id)
+        scope = trio.CancelScope()
+        self._routes[session_id] = scope
+        await self._nursery.start(self._routed, session_id, self.tools.io(**flags), scope)
+
+    async def _routed(
+        self, session_id: str, io: ToolIO, scope: trio.CancelScope,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:  # fmt: skip
+        try:
+            with scope:
+                async with self._gw.rt.tools.route_io(session_id, io):
+                    task_status.started()
+                    await trio.sleep_forever()
+        finally:
+            if self._routes.get(session_id) is scope:
+                del self._routes[session_id]
+
+    async def _mcp(self, session_id: str, servers: Any) -> dict[str, Any]:
+        """Run *servers* as the session's own MCP servers for as long as this connection
+        lasts (replacing those it ran for the session; none: stopped); their status map
+        once each connected or failed."""
+        info = await self._gw.rt.sessions.get(session_id)
+        specs = session_servers(servers, info.location.directory)
+        old = self._servers.pop(session_id, None)
+        if old is not None:
+            old.cancel()
+        if not specs:
+            return {}
+        if len(self._servers) >= self._limits.max_subscriptions:
+            raise GatewayError(
+                "InvalidRequestError",
+                f"At most {self._limits.max_subscriptions} sessions' servers per connection",
+            )
+        scope = trio.CancelScope()
+        self._servers[session_id] = scope
+        held: McpServers = await self._nursery.start(self._held, session_id, specs, scope)
+        await held.settled()
+        return held.statuses()
+
+    async def _held(
+        self, session_id: str, specs: dict[str, McpServerSpec], scope: trio.CancelScope,
+        task_status: trio.TaskStatus[McpServers] = trio.TASK_STATUS_IGNORED,
+    ) -> None:  # fmt: skip
+        try:
+            with scope:
+                async with self._gw.rt.tools.mcp_servers(session_id, specs) as servers:
+                    task_status.started(servers)
+                    await trio.sleep_forever()
+        finally:
+            if self._servers.get(session_id) is scope:
+                del self._servers[session_id]
 
     # -- subscriptions -----------------------------------------------------------------
 
@@ -285,7 +390,10 @@ async def serve_websocket(gw: Gateway, ws: Websocket) -> None:
         with scope:
             async with trio.open_nursery() as nursery:
                 connection = _Connection(gw, ws, nursery)
-                nursery.start_soon(connection.sender)
-                await connection.reader()
+                try:
+                    nursery.start_soon(connection.sender)
+                    await connection.reader()
+                finally:
+                    connection.tools.close()  # the calls it serves fail at once
     finally:
         gw.streams.discard(scope)

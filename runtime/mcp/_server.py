@@ -1,9 +1,9 @@
 """One configured MCP server: its connection, supervised, and the calls made through it.
 
 :meth:`McpServer.supervise` connects (a local server over stdio under the guard of
-``_guard.py``; a remote one over Streamable HTTP, then SSE when the server does not speak
-it), lists its tools, prompts and resources, re-lists them when it says they changed, and
-reconnects after a crash with a doubling backoff, until :meth:`McpServer.stop`.
+``_guard.py``; a remote one over its spec's ``transport``), lists its tools, prompts and
+resources, re-lists them when it says they changed, and reconnects after a crash with a
+doubling backoff, until :meth:`McpServer.stop`.
 
 A connection runs inside a shielded scope that only :meth:`stop` ends: a stop closes it in
 order (a local server's stdin closed, then SIGTERM and SIGKILL to its process group, by
@@ -29,9 +29,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, Literal
 
 import trio
 
-from runtime.mcp._convert import encoded
-from runtime.mcp._convert import leaves as _leaves
-from runtime.mcp._convert import plain as _plain
+from runtime.mcp._convert import encoded, leaves, plain
 from runtime.mcp._host import McpCall, McpHost
 from runtime.mcp._requests import ServerRequests
 from runtime.mcp._sdk import Sdk, load_sdk
@@ -227,8 +225,11 @@ class McpServer:
         except McpAuthRequired as exc:
             self._auth_needed(exc)
             return "final"
+        if self.spec.transport == "sse":
+            return await self._attempt(sdk, lambda s: self._sse(s, auth))
         outcome = await self._attempt(sdk, lambda s: self._streamable(s, auth))
-        if outcome == "failed" and self._http_status() not in (None, 401, 403):
+        fallback = self.spec.transport == "auto" and self._http_status() not in (None, 401, 403)
+        if outcome == "failed" and fallback:
             first = self.error
             outcome = await self._attempt(sdk, lambda s: self._sse(s, auth))
             if outcome == "failed":
@@ -313,7 +314,7 @@ class McpServer:
                 None if cursor is None else self._sdk.types.PaginatedRequestParams(cursor=cursor)
             )
             page = await (fetch() if params is None else fetch(params=params))
-            items.extend(_plain(x) for x in getattr(page, field))
+            items.extend(plain(x) for x in getattr(page, field))
             cursor = page.nextCursor
             if not cursor or len(items) >= self.limits.max_items:
                 return items[: self.limits.max_items]
@@ -427,9 +428,8 @@ class McpServer:
     @asynccontextmanager
     async def _sse(self, sdk: Sdk, auth: httpx.Auth | None) -> AsyncIterator[tuple[Any, Any]]:
         async with sdk.sse_client(
-            self.spec.url, headers=self.spec.headers, timeout=self.limits.connect_timeout,
-            auth=auth,
-        ) as (read, write):  # fmt: skip
+            self.spec.url, headers=self.spec.headers, timeout=self.limits.connect_timeout, auth=auth
+        ) as (read, write):
             yield read, write
 
     # -- failures ---------------------------------------------------------------------------
@@ -437,7 +437,7 @@ class McpServer:
     def _http_status(self) -> int | None:
         import httpx
 
-        for leaf in _leaves(self._failure):
+        for leaf in leaves(self._failure):
             if isinstance(leaf, httpx.HTTPStatusError):
                 return leaf.response.status_code
         return None
@@ -449,8 +449,8 @@ class McpServer:
             self._set("needs_auth", str(exc))
 
     async def _failed(self, exc: BaseException) -> _Outcome:
-        leaves = list(_leaves(exc))
-        for leaf in leaves:
+        found = list(leaves(exc))
+        for leaf in found:
             if isinstance(leaf, McpAuthRequired):
                 self._auth_needed(leaf)
                 return "final"
@@ -460,7 +460,7 @@ class McpServer:
                 return "final"
             self._set("failed", f"{self.spec.url} answered 401 Unauthorized (oauth is off)")
             return "final"
-        message = self._describe(leaves[0] if leaves else exc)
+        message = self._describe(found[0] if found else exc)
         if self.spec.type == "local":
             message = await self._with_stderr(message)
         self._set("failed", message)
@@ -538,7 +538,7 @@ class McpServer:
                 f"within {timeout:g} s (the server's timeout; a progress notification "
                 f"starts it again)"
             )  # fmt: skip
-        return _plain(result)
+        return plain(result)
 
     async def _awaited(self, session: Any, sdk: Sdk, mark: str, request: Any) -> Any:
         """Await *request*; when it does not finish (a timeout, a cancellation), send
@@ -591,7 +591,7 @@ class McpServer:
             raise self._unavailable()
         with trio.move_on_after(self.spec.timeout) as scope:
             try:
-                return _plain(await make(session))
+                return plain(await make(session))
             except sdk.McpError as exc:
                 error = exc.error  # type: ignore[attr-defined]
                 raise ToolError(f"MCP error {error.code}: {error.message}") from None

@@ -67,6 +67,9 @@ class McpServers:
         on_tools_changed: told the name of a server whose tools changed after it said
             so (``notifications/tools/list_changed``).
         search: the tool search settings, read at each ``apply`` (``None``: off).
+        session_id: the servers are that session's own (an editor's): their tools are
+            contributed for it alone (``ToolRegistry.contribute``), their logs kept apart,
+            and they are withdrawn when ``run`` ends.
     """
 
     def __init__(
@@ -75,8 +78,10 @@ class McpServers:
         limits: McpLimits | None = None, auth: McpAuth | None = None,
         on_tools_changed: Callable[[str], None] | None = None,
         search: Callable[[], McpToolSearch | None] = McpToolSearch,
+        session_id: str | None = None,
     ) -> None:  # fmt: skip
         self.directory = directory
+        self.session_id = session_id
         self.registry = registry
         self._specs = specs
         self._search_settings = search
@@ -89,7 +94,8 @@ class McpServers:
         self._auth = auth
         self.on_tools_changed = on_tools_changed
         """Told the name of a server whose tools changed after it said so."""
-        digest = hashlib.sha256(directory.encode()).hexdigest()[:8]
+        scope = directory if session_id is None else f"{directory}\0{session_id}"
+        digest = hashlib.sha256(scope.encode()).hexdigest()[:8]
         self._log_dir = os.path.join(data_dir, "log", "mcp", digest)
         self.servers: dict[str, McpServer] = {}
         self._added: dict[str, McpServerSpec] = {}
@@ -119,6 +125,18 @@ class McpServers:
                 self._nursery = None
                 for server in self.servers.values():
                     server.stop()
+                if self.session_id is not None:
+                    self._withdraw()
+
+    def _withdraw(self) -> None:
+        """Close every tool contribution (their calls in flight settle as stale)."""
+        for _, contribution in self._contributed.values():
+            contribution.close()
+        self._contributed.clear()
+        if self._search is not None:
+            self._search.close()
+            self._search = None
+        self._applied = None
 
     def _desired(self) -> dict[str, McpServerSpec]:
         desired = {**self._specs(), **self._added}
@@ -191,7 +209,9 @@ class McpServers:
                 changed = True
         for tool_id, (server, tool) in wanted.items():
             if tool_id not in self._contributed:
-                contribution = self.registry.contribute(mcp_tool(tool_id, server, tool))
+                contribution = self.registry.contribute(
+                    mcp_tool(tool_id, server, tool), session_id=self.session_id
+                )
                 self._contributed[tool_id] = ((server, encoded(tool)), contribution)
                 changed = True
         return self._apply_search(search) or changed

@@ -78,7 +78,9 @@ class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True):
     why an entry cannot be used (then its status is ``failed``). ``cwd`` is absolute;
     ``timeout`` is a call's, in seconds. ``oauth`` is False when the configuration says
     ``"oauth": false`` (a 401 then fails instead of asking for sign-in); ``oauth_options``
-    holds the ``oauth`` object's keys for whoever signs in.
+    holds the ``oauth`` object's keys for whoever signs in. ``transport`` is a remote
+    server's: ``auto`` tries Streamable HTTP, then SSE; ``http`` and ``sse`` only that one
+    (an editor's server says which).
     """
 
     name: str
@@ -92,6 +94,7 @@ class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True):
     oauth: bool = True
     oauth_options: dict[str, Any] = {}
     timeout: float = DEFAULT_CALL_TIMEOUT
+    transport: Literal["auto", "http", "sse"] = "auto"
     error: str | None = None
 
 

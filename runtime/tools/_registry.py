@@ -88,11 +88,15 @@ class ToolRegistryStatistics(msgspec.Struct, frozen=True, kw_only=True):
 @final
 class ToolContribution:
     """A scoped set of tool definitions; closing it removes them and makes their
-    in-flight calls settle as "Stale tool call"."""
+    in-flight calls settle as "Stale tool call". With a ``session_id``, only that
+    session's provider turns are offered them and only its calls find them."""
 
-    def __init__(self, registry: ToolRegistry, tools: dict[str, Tool[Any]]) -> None:
+    def __init__(
+        self, registry: ToolRegistry, tools: dict[str, Tool[Any]], session_id: str | None = None
+    ) -> None:
         self._registry = registry
         self.tools = tools
+        self.session_id = session_id
         self.closed = False
         self._in_flight: set[trio.CancelScope] = set()
 
@@ -144,34 +148,52 @@ class ToolRegistry:
         self.hooks: ToolHooks | None = None
         """Consulted by every call (the Location's plugins): see :class:`ToolHooks`."""
         self._contributions: list[ToolContribution] = []
+        self._sessions: dict[str, list[ToolContribution]] = {}
+        """Contributions of one session's own, by session."""
         self._counts = {"in_flight": 0, "settled": 0, "failed": 0, "lossy": 0}
         self._io: dict[str, ToolIO] = {}
         # definitions() per agent object, until the contributions change
         self._advertised: dict[int, tuple[AgentInfo, list[ToolDefinition]]] = {}
 
-    def contribute(self, tools: Tool[Any] | Iterable[Tool[Any]]) -> ToolContribution:
+    def contribute(
+        self, tools: Tool[Any] | Iterable[Tool[Any]], *, session_id: str | None = None
+    ) -> ToolContribution:
         """Add definitions; a later contribution shadows an earlier one of the same name
-        until it is closed. Raises ``ValueError`` for duplicate names within *tools*."""
+        until it is closed. With *session_id*, they are that session's alone (offered to
+        its turns, found by its calls, shadowing the Location's of the same name).
+        Raises ``ValueError`` for duplicate names within *tools*."""
         listed = [tools] if isinstance(tools, Tool) else list(tools)
         by_name = {t.name: t for t in listed}
         if len(by_name) != len(listed):
             raise ValueError("Duplicate tool names in one contribution")
-        contribution = ToolContribution(self, by_name)
+        contribution = ToolContribution(self, by_name, session_id)
+        if session_id is not None:
+            self._sessions.setdefault(session_id, []).append(contribution)
+            return contribution
         self._contributions.append(contribution)
         self._advertised.clear()
         return contribution
 
     def _remove(self, contribution: ToolContribution) -> None:
-        self._contributions.remove(contribution)
-        self._advertised.clear()
+        if contribution.session_id is None:
+            self._contributions.remove(contribution)
+            self._advertised.clear()
+            return
+        own = self._sessions[contribution.session_id]
+        own.remove(contribution)
+        if not own:
+            del self._sessions[contribution.session_id]
 
-    def lookup(self, name: str) -> Tool[Any] | None:
-        """The current definition called *name*, if any."""
-        found = self._find(name)
+    def lookup(self, name: str, session_id: str | None = None) -> Tool[Any] | None:
+        """The current definition called *name* (for *session_id*: its own first), if any."""
+        found = self._find(name, session_id)
         return found[0] if found else None
 
-    def _find(self, name: str) -> tuple[Tool[Any], ToolContribution] | None:
-        for contribution in reversed(self._contributions):
+    def _find(
+        self, name: str, session_id: str | None = None
+    ) -> tuple[Tool[Any], ToolContribution] | None:
+        own = self._sessions.get(session_id, []) if session_id is not None else []
+        for contribution in (*reversed(own), *reversed(self._contributions)):
             if name in contribution.tools:
                 return contribution.tools[name], contribution
         return None
@@ -180,13 +202,26 @@ class ToolRegistry:
         """Every current tool name, sorted."""
         return sorted({n for c in self._contributions for n in c.tools})
 
-    def definitions(self, agent: AgentInfo) -> list[ToolDefinition]:
-        """The catalog advertised to *agent* for one request, sorted by name.
+    def definitions(self, agent: AgentInfo, session_id: str | None = None) -> list[ToolDefinition]:
+        """The catalog advertised to *agent* for one request, sorted by name (for
+        *session_id*: with that session's own tools, which shadow the Location's).
 
         Tools the agent switches off, and tools whose permission its rules deny
-        for every resource, are left out. Kept per agent object (at most
-        ``_ADVERTISED_AGENTS``) until a contribution is added or closed.
+        for every resource, are left out. The Location's are kept per agent object (at
+        most ``_ADVERTISED_AGENTS``) until a contribution is added or closed.
         """
+        shared = self._shared_definitions(agent)
+        own = self._sessions.get(session_id, []) if session_id is not None else []
+        if not own:
+            return shared
+        tools: dict[str, Tool[Any]] = {}
+        for contribution in own:
+            tools.update(contribution.tools)
+        mine = [t.definition(agent) for t in tools.values() if _visible(t, agent)]
+        merged = {d.name: d for d in shared} | {d.name: d for d in mine}
+        return [merged[name] for name in sorted(merged)]
+
+    def _shared_definitions(self, agent: AgentInfo) -> list[ToolDefinition]:
         cached = self._advertised.get(id(agent))
         if cached is not None and cached[0] is agent:
             return list(cached[1])
@@ -285,7 +320,7 @@ class ToolRegistry:
         gate: PermissionGate | None,
         before_change: BeforeChange | None = None,
     ) -> ToolSettlement:
-        found = self._find(name)
+        found = self._find(name, ctx.session_id)
         if found is None:
             await trio.lowlevel.checkpoint()
             return ToolFailure(error=f"Unknown tool: {name}")

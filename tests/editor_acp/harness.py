@@ -29,6 +29,7 @@ import jsonschema
 from acp import schema as S
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
+from pydantic import TypeAdapter
 
 from tests.opencode.harness import Provider
 
@@ -60,6 +61,7 @@ CLIENT_REQUESTS: dict[str, type[Any]] = {
     "terminal/release": S.ReleaseTerminalRequest,
     "terminal/wait_for_exit": S.WaitForTerminalExitRequest,
     "terminal/kill": S.KillTerminalRequest,
+    "elicitation/create": S.CreateFormElicitationRequest,
 }
 NOTIFICATIONS: dict[str, type[Any]] = {"session/update": S.SessionNotification}
 
@@ -92,8 +94,12 @@ def _closed(node: Any) -> None:
 
 
 @functools.cache
-def validator(model: type[Any]) -> jsonschema.Draft202012Validator:
-    schema = model.model_json_schema(by_alias=True)
+def validator(model: Any) -> jsonschema.Draft202012Validator:
+    """A validator of *model* (a schema model, or a union of them) closed by ``_closed``."""
+    if hasattr(model, "model_json_schema"):
+        schema = model.model_json_schema(by_alias=True)
+    else:
+        schema = TypeAdapter(model).json_schema(by_alias=True)
     _closed(schema)
     return jsonschema.Draft202012Validator(schema)
 
@@ -154,13 +160,18 @@ class Terminal:
 
 
 class Editor:
-    """The client side: records every update, answers permission requests with
-    ``permission`` (an option id, or None for cancelled), serves files from ``buffers``
-    (else the disk) and runs terminals as real processes."""
+    """The client side: records every update, answers permission requests with the next
+    of ``answers`` while there are some, else ``permission`` (an option id, or None for
+    cancelled), answers elicitation forms with the next of ``elicited`` (else declines),
+    recording each form in ``forms``, serves files from ``buffers`` (else the disk) and runs terminals as real
+    processes."""
 
     def __init__(self, permission: str | None = "once") -> None:
         self.updates: list[tuple[str, Any]] = []
         self.permission = permission
+        self.answers: list[str | None] = []
+        self.forms: list[tuple[str, Any]] = []
+        self.elicited: list[Any] = []
         self.permissions: list[tuple[str, Any, list[Any]]] = []
         self.buffers: dict[str, str] = {}
         self.reads: list[str] = []
@@ -209,10 +220,20 @@ class Editor:
             await self.hold_permission.wait()
         if len(self.permissions) <= len(self.holds):
             await self.holds[len(self.permissions) - 1].wait()
-        if self.permission is None:
+        choice = self.answers.pop(0) if self.answers else self.permission
+        if choice is None:
             return S.RequestPermissionResponse(outcome=S.DeniedOutcome(outcome="cancelled"))
-        selected = S.AllowedOutcome(outcome="selected", option_id=self.permission)
+        selected = S.AllowedOutcome(outcome="selected", option_id=choice)
         return S.RequestPermissionResponse(outcome=selected)
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        self.forms.append((message, mode))
+        self._touch()
+        return (
+            self.elicited.pop(0)
+            if self.elicited
+            else S.DeclineElicitationResponse(action="decline")
+        )
 
     async def read_text_file(
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None,
@@ -352,10 +373,12 @@ class Agent:
 
 @contextlib.asynccontextmanager
 async def agent(
-    setup: Setup, editor: Editor, *args: str, checker: Checker | None = None
-) -> AsyncIterator[Agent]:
-    """Start ``kittiwake acp`` in the project directory and connect the SDK's client to it;
-    on exit close its input and wait for it (killed if it does not end in 30 s)."""
+    setup: Setup, editor: Editor, *args: str, checker: Checker | None = None,
+    unstable: bool = False,
+) -> AsyncIterator[Agent]:  # fmt: skip
+    """Start ``kittiwake acp`` in the project directory and connect the SDK's client to it
+    (*unstable*: with ACP's unstable methods, such as ``elicitation/create``); on exit close
+    its input and wait for it (killed if it does not end in 30 s)."""
     checker = checker or Checker()
     err = _log_file(setup)
     process = await asyncio.create_subprocess_exec(
@@ -383,7 +406,10 @@ async def agent(
 
     pump = asyncio.create_task(tee())
     assert process.stdin is not None
-    conn = ClientSideConnection(editor, process.stdin, reader, observers=[checker.observe])
+    conn = ClientSideConnection(
+        editor, process.stdin, reader, observers=[checker.observe],
+        use_unstable_protocol=unstable,
+    )  # fmt: skip
     try:
         yield Agent(conn=conn, process=process, checker=checker, raw=raw, stray=stray)
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from acp import schema as S
 from acp import text_block
 
@@ -23,9 +24,12 @@ def tool_results(body: dict) -> list[dict]:
     return [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
 
 
+@pytest.mark.parametrize("attached", [False, True], ids=["in-process", "attached"])
 def test_file_tools_use_the_editors_buffers_and_shell_its_terminal(
-    tmp_path, provider: Provider
+    tmp_path, provider: Provider, attached: bool
 ) -> None:
+    from .test_acp_attached import served
+
     setup = Setup(tmp_path, provider)
     notes = setup.project / "notes.txt"
     notes.write_text("on disk\n")
@@ -42,8 +46,8 @@ def test_file_tools_use_the_editors_buffers_and_shell_its_terminal(
     editor = Editor()
     editor.buffers[str(notes)] = "unsaved line\n"
 
-    async def scenario() -> None:
-        async with agent(setup, editor) as acp:
+    async def scenario(*args: str) -> None:
+        async with agent(setup, editor, *args) as acp:
             await acp.conn.initialize(protocol_version=1, client_capabilities=EDITOR)
             sid = (await acp.conn.new_session(cwd=str(setup.project), mcp_servers=[])).session_id
             done = await acp.conn.prompt(session_id=sid, prompt=[text_block("work")])
@@ -52,7 +56,11 @@ def test_file_tools_use_the_editors_buffers_and_shell_its_terminal(
             for method in ("fs/read_text_file", "fs/write_text_file", "terminal/create"):
                 assert method in acp.checker.methods
 
-    asyncio.run(scenario())
+    if attached:  # the server runs the tools; the editor's files and terminals serve them
+        with served(setup) as url:
+            asyncio.run(scenario("--attach", url))
+    else:
+        asyncio.run(scenario())
     assert notes.read_text() == "on disk\n" and not (setup.project / "new.txt").exists()
     assert editor.buffers[str(notes)] == "edited line\n"
     assert editor.buffers[str(setup.project / "new.txt")] == "made in the editor\n"

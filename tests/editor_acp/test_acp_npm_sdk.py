@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+from runtime.llm import ApiKeyCredential, CredentialStore
 from tests.opencode.harness import Provider, calls, said
 
 from .harness import ROOT, Setup, published
@@ -13,6 +14,7 @@ from .test_acp_durability import hangs_after
 
 SDK = ROOT / "clients" / "node_modules" / "@agentclientprotocol" / "sdk"
 SCRIPT = ROOT / "tests" / "editor_acp" / "sdk_client.mjs"
+LIFECYCLE = ROOT / "tests" / "editor_acp" / "sdk_lifecycle.mjs"
 
 
 def test_the_typescript_sdk_drives_a_session(tmp_path, provider: Provider) -> None:
@@ -48,3 +50,37 @@ def test_the_typescript_sdk_drives_a_session(tmp_path, provider: Provider) -> No
     users = [u["content"]["text"] for u in seen["replayed"]
              if u["sessionUpdate"] == "user_message_chunk"]  # fmt: skip
     assert users == ["edit the notes", "count to a million"]
+
+
+def test_a_session_is_deleted_and_logout_forgets_the_stored_credentials(
+    tmp_path, provider: Provider
+) -> None:
+    setup = Setup(tmp_path, provider)
+    del setup.env["LOCAL_API_KEY"]  # the provider's key is the stored one alone
+    store = CredentialStore(setup.data)
+    store.set("local", ApiKeyCredential(key="sk-local"))
+    store.set("other", ApiKeyCredential(key="sk-other"))
+    entry = SDK / "dist" / "v1" / "stable" / "acp.js"
+    done = subprocess.run(
+        ["node", str(LIFECYCLE), str(entry), str(setup.project), *setup.argv()],
+        capture_output=True, text=True, timeout=120, env=setup.env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["exitCode"] == 0, done.stderr
+    capabilities = seen["init"]["agentCapabilities"]
+    assert capabilities["sessionCapabilities"]["delete"] == {}
+    assert capabilities["auth"] == {"logout": {}}
+    assert seen["deleted"] == {"result": {}}
+    kept = seen["kept"]["sessionId"]
+    assert [s["sessionId"] for s in seen["listed"]["sessions"]] == [kept]
+    assert seen["again"] == {"result": {}}  # the SDK takes -32002 as deleted already
+    assert seen["logout"] == {"result": {}}
+    assert CredentialStore(setup.data).load() == {}
+    assert seen["after"]["error"]["code"] == -32000  # no provider has credentials now
+    assert "kittiwake auth login" in seen["after"]["error"]["message"]
+    listed = subprocess.run(
+        [*setup.argv()[:-1], "sessions", "list"],
+        capture_output=True, text=True, timeout=60, env=setup.env, check=True,
+    )  # fmt: skip
+    assert kept in listed.stdout and seen["gone"]["sessionId"] not in listed.stdout  # durable

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from acp import schema as S
 from acp import text_block
 
 from runtime import open_runtime
@@ -213,23 +214,33 @@ def test_a_subagent_childs_permission_request_is_put_to_the_client(
     assert "kittiwake notes" in str(child_result)
 
 
+COLOR = {
+    "question": "Which color?", "header": "Color",
+    "options": [{"label": "Red", "description": "warm"},
+                {"label": "Blue", "description": "cool"}],
+}  # fmt: skip
+
+
+def tool_results(provider: Provider) -> list[dict]:
+    messages = provider.server.requests[-1].json()["messages"]
+    return [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
+
+
 def test_questions_are_put_as_permission_requests_with_their_choices(
     tmp_path, provider: Provider
 ) -> None:
     setup = Setup(tmp_path, provider)
-    color = {
-        "question": "Which color?", "header": "Color",
-        "options": [{"label": "Red", "description": "warm"},
-                    {"label": "Blue", "description": "cool"}],
-    }  # fmt: skip
-    several = {**color, "multiple": True}
+    several = {**COLOR, "multiple": True}
     provider.server.queue(
         calls("plan_enter", {}, call_id="call_plan"),
-        calls("question", {"questions": [color]}, call_id="call_color"),
+        calls("question", {"questions": [COLOR]}, call_id="call_color"),
         calls("question", {"questions": [several]}, call_id="call_several"),
+        calls("question", {"questions": [several]}, call_id="call_dismissed"),
         said("Planned."),
     )
-    editor = Editor(permission="1")  # the second choice: "No" to the switch, then "Blue"
+    editor = Editor()
+    # "No" to the switch, "Blue", then "Red" and "Done" for the several, then "Dismiss"
+    editor.answers = ["1", "1", "0", "done", "dismiss"]
 
     async def scenario() -> None:
         async with agent(setup, editor) as acp:
@@ -240,20 +251,64 @@ def test_questions_are_put_as_permission_requests_with_their_choices(
             assert acp.checker.problems == [] and acp.stray == []
 
     asyncio.run(scenario())
-    switch, pick = editor.permissions  # the multiple choice is not put: it is dismissed
+    switch, pick, first, more, dismissed = editor.permissions
     assert switch[1].tool_call_id == "call_plan" and switch[1].title.startswith("Would you")
     assert [(o.option_id, o.name) for o in switch[2]] == [
         ("0", "Yes"), ("1", "No"), ("dismiss", "Dismiss")
     ]  # fmt: skip
     assert pick[1].title == "Which color?"
     assert pick[1].content[0].content.text == "Red: warm\nBlue: cool"
-    results = [
-        json.loads(m["content"])
-        for m in provider.server.requests[-1].json()["messages"]
-        if m["role"] == "tool"
-    ]
+    assert [o.option_id for o in first[2]] == ["0", "1", "dismiss"]  # "Done" once one is chosen
+    assert more[1].title == "Which color? (chosen: Red)"
+    assert [(o.option_id, o.name) for o in more[2]] == [
+        ("1", "Blue"), ("done", "Done"), ("dismiss", "Dismiss")
+    ]  # fmt: skip
+    assert dismissed[1].tool_call_id == "call_dismissed"
+    results = tool_results(provider)
     assert results[1]["structured"] == {"answers": [["Blue"]]}
-    assert "dismissed" in json.dumps(results[2]).lower(), results[2]
+    assert results[2]["structured"] == {"answers": [["Red"]]}
+    assert "dismissed" in json.dumps(results[3]).lower(), results[3]
+
+
+def test_questions_are_one_form_when_the_client_renders_forms(tmp_path, provider: Provider) -> None:
+    setup = Setup(tmp_path, provider)
+    several = {**COLOR, "question": "Which colors?", "multiple": True}
+    typed = {"question": "Your name?", "header": "Name", "options": []}
+    provider.server.queue(
+        calls("question", {"questions": [COLOR, several, typed]}, call_id="call_form"),
+        calls("question", {"questions": [COLOR]}, call_id="call_declined"),
+        said("Asked."),
+    )
+    editor = Editor()
+    answered = {"q0": "Blue", "q1": ["Red", "Blue"], "q2": "Ada"}
+    forms = S.ClientCapabilities(elicitation=S.ElicitationCapabilities(form={}))
+
+    editor.elicited = [S.AcceptElicitationResponse(action="accept", content=answered)]
+
+    async def scenario() -> None:
+        async with agent(setup, editor, unstable=True) as acp:
+            await acp.conn.initialize(protocol_version=1, client_capabilities=forms)
+            sid = (await acp.conn.new_session(cwd=str(setup.project), mcp_servers=[])).session_id
+            done = await acp.conn.prompt(session_id=sid, prompt=[text_block("ask me")])
+            assert done.stop_reason == "end_turn"
+            assert acp.checker.problems == [] and acp.stray == []
+            assert "elicitation/create" in acp.checker.methods
+
+    asyncio.run(scenario())
+    assert editor.permissions == []
+    (message, form), (_, declined) = editor.forms
+    assert message == "Color\nColor\nName"
+    assert form.tool_call_id == "call_form" and declined.tool_call_id == "call_declined"
+    fields = form.requested_schema.properties
+    assert (
+        fields["q0"].one_of[1].const == "Blue"
+        and fields["q0"].description == "Red: warm\nBlue: cool"
+    )
+    assert [o.const for o in fields["q1"].items.any_of] == ["Red", "Blue"]
+    assert fields["q2"].type == "string" and form.requested_schema.required == ["q0", "q1", "q2"]
+    results = tool_results(provider)
+    assert results[0]["structured"] == {"answers": [["Blue"], ["Red", "Blue"], ["Ada"]]}
+    assert "dismissed" in json.dumps(results[1]).lower(), results[1]
 
 
 def test_a_plan_switch_answered_yes_changes_the_mode(tmp_path, provider: Provider) -> None:

@@ -101,7 +101,7 @@ async def test_a_provider_error_sets_last_error_with_its_tag(tmp_path: Path) -> 
 
 
 class _BrokenRegistry(ToolRegistry):
-    def definitions(self, agent: Any) -> Any:
+    def definitions(self, agent: Any, session_id: str | None = None) -> Any:
         raise RuntimeError("the registry broke")
 
 

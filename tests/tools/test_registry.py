@@ -162,6 +162,39 @@ async def test_later_contribution_shadows_until_closed(tmp_path):
     assert quiet.content == [TextPart(text="hi")]
 
 
+async def test_a_sessions_own_contribution_is_offered_to_it_and_found_by_it_alone(tmp_path):
+    registry, _ = testing_registry(_env(tmp_path))
+
+    async def shout(data: EchoInput, ctx: ToolContext, env: ToolEnvironment) -> ToolOutput:
+        return ToolOutput(content=[TextPart(text=data.text.upper())])
+
+    own = registry.contribute(
+        [
+            Tool(name="echo", description="Shout.", input_type=EchoInput, handler=shout),
+            Tool(name="mine", description="Mine.", input_type=EchoInput, handler=shout),
+        ],
+        session_id="ses_1",
+    )  # fmt: skip
+    offered = registry.definitions(BUILD, "ses_1")
+    assert [d.name for d in offered] == ["echo", "failing", "gated", "mine", "slow"]
+    assert offered[0].description == "Shout."  # shadows the Location's echo
+    assert [d.name for d in registry.definitions(BUILD, "ses_2")] == [
+        "echo", "failing", "gated", "slow",
+    ]  # fmt: skip
+    assert "mine" not in registry.names()
+    other = msgspec.structs.replace(_ctx(tmp_path), session_id="ses_2")
+    mine = await registry.settle("mine", {"text": "hi"}, _ctx(tmp_path), agent=BUILD)
+    theirs = await registry.settle("mine", {"text": "hi"}, other, agent=BUILD)
+    assert mine == ToolSuccess(content=[TextPart(text="HI")])
+    assert theirs == ToolFailure(error="Unknown tool: mine")
+    own.close()
+    assert [d.name for d in registry.definitions(BUILD, "ses_1")] == [
+        "echo", "failing", "gated", "slow",
+    ]  # fmt: skip
+    gone = await registry.settle("mine", {"text": "hi"}, _ctx(tmp_path), agent=BUILD)
+    assert gone == ToolFailure(error="Unknown tool: mine")
+
+
 async def test_handler_bug_and_bad_output_become_failures(tmp_path):
     registry = ToolRegistry(_env(tmp_path))
 
