@@ -20,6 +20,7 @@ import pluggy
 from runtime.agents import PermissionAction
 from runtime.context import SystemContext
 from runtime.llm import ToolDefinition
+from runtime.plugins._auth import ProviderAuth
 from runtime.tools import Tool, ToolFailure, ToolOutput
 
 __all__ = [
@@ -187,6 +188,11 @@ class PluginSpec:
         """Provider entries, in the configuration's ``provider`` shape (``npm``,
         ``options.baseURL``, ``models``, ...), added to the Location's providers (the
         configuration's own entries win); asked with ``tool``."""
+
+    @hookspec
+    def auth(self) -> ProviderAuth | list[ProviderAuth] | None:
+        """Login methods of providers (``kittiwake auth login``, ``GET /provider/auth``), and
+        their loaders (the stored credential as provider options); asked with ``tool``."""
 
     @hookspec
     def dispose(self) -> None:

@@ -42,11 +42,11 @@ def make_venv(folder: Path) -> Path:
 
 
 async def kittiwake(
-    python: Path | str, *args: str, cwd: Path, env: dict[str, str]
+    python: Path | str, *args: str, cwd: Path, env: dict[str, str], stdin: bytes = b""
 ) -> trio.CompletedProcess[bytes]:
     with trio.fail_after(300):
         return await trio.run_process(
-            [str(python), "-m", "gateway", *args], cwd=str(cwd), env=env,
+            [str(python), "-m", "gateway", *args], cwd=str(cwd), env=env, stdin=stdin,
             capture_stdout=True, capture_stderr=True, check=False,
         )  # fmt: skip
 
