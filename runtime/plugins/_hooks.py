@@ -252,6 +252,28 @@ class LocationPlugins(PluginHost):
                 )
         return value
 
+    async def stopping(self, session: SessionRef, continued: int) -> str | None:
+        """The text ``session_stopping`` answers to keep *session*'s drain going (the
+        plugins' answers, blank-line separated), or ``None`` to let it stop: always once it
+        was kept going ``PluginLimits.max_continuations`` times. A failing hook (required
+        or not) is recorded and counts as no answer."""
+        impls = self.implementations("session_stopping")
+        if not impls or continued >= self.limits.max_continuations:
+            return None
+        texts: list[str] = []
+        for impl, plugin in impls:
+            ok, answer = await self.invoke(impl, plugin, "session_stopping",
+                                           {"session": session, "continued": continued},
+                                           raising=False)  # fmt: skip
+            if not ok or answer is None:
+                continue
+            if not isinstance(answer, str):
+                message = f"answered {type(answer).__name__}, not str"
+                self._invalid(plugin, "session_stopping", message)
+            elif answer.strip():
+                texts.append(answer)
+        return "\n\n".join(texts) or None
+
     def _invalid(self, plugin: Any, hook: str, message: str) -> None:
         """Record an answer of the wrong shape as the plugin's failure (ignored, even for a
         required plugin: the call goes on as if it had not answered)."""

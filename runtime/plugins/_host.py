@@ -50,14 +50,18 @@ _NAMESPACE: Final = re.compile(r"[^a-z0-9._-]+")
 class PluginLimits(msgspec.Struct, frozen=True, kw_only=True):
     """Bounds of a Location's plugins: seconds for one hook call, seconds for making a
     plugin (its factory, then its ``tool`` answer), lifecycle events queued for the
-    ``event`` hooks (more are dropped and counted), seconds for finishing a login, and what
-    ``PluginContext.run`` allows."""
+    ``event`` hooks (more are dropped and counted), seconds for finishing a login, how many
+    times ``session_stopping`` may keep one drain going, and what ``PluginContext.run``
+    allows."""
 
     hook_timeout: float = 10.0
     init_timeout: float = 30.0
     event_queue: int = 1024
     login_timeout: float = 300.0
     """Seconds an ``oauth`` method's callback may take (it may wait for a browser)."""
+    max_continuations: int = 3
+    """Times ``session_stopping`` may keep one drain going (a plugin that always answers
+    cannot make a drain run forever)."""
     process: ProcessLimits = ProcessLimits()
 
 

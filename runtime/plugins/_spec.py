@@ -252,3 +252,11 @@ class PluginSpec:
     @hookspec
     def session_error(self, session: SessionRef, error: str) -> None:
         """A session's run failed (``session.run.failed``) with *error*."""
+
+    @hookspec
+    def session_stopping(self, session: SessionRef, continued: int) -> str | None:
+        """A session's drain is about to stop: its last provider turn completed and asked
+        for nothing more (no tool call, no steer, no queued prompt). Answer text to keep it
+        going: the text becomes a synthetic user message and the drain runs another
+        provider turn. *continued*: how many times this drain was kept going already (at
+        most ``PluginLimits.max_continuations``; then the hook is not asked)."""
