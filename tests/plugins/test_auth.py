@@ -21,7 +21,8 @@ import trio
 from actors import Configuration, ProviderClients, Runtime
 from gateway import Server, serve
 from runtime import llm
-from runtime.llm import ScriptedLLM
+from runtime.llm import OAuthCredential, ScriptedLLM
+from runtime.plugins import AuthMethod, OAuthAuthorization, PluginLimits, ProviderAuth, hookimpl
 from tests.config.conftest import base_env, chat_text
 from tests.execution.conftest import prompt
 from tests.gateway.conftest import OPENAPI
@@ -232,3 +233,73 @@ async def test_kittiwake_auth_login_asks_the_plugins_methods_and_the_key_reaches
     assert request.headers["authorization"] == "Bearer sk-corp"
     assert "x-corp-team" not in request.headers
     assert "from the gateway the key names" in answer
+
+
+class Browser:
+    """An ``auto`` login (the plugin learns of the sign-in itself: here, when the test's
+    browser comes back) and one whose sign-in never comes back."""
+
+    name = "browser"
+
+    def __init__(self) -> None:
+        self.back = trio.Event()
+
+    @hookimpl
+    def auth(self) -> list[ProviderAuth]:
+        async def authorize(inputs: dict[str, str]) -> OAuthAuthorization:
+            async def callback() -> OAuthCredential:
+                await self.back.wait()
+                return OAuthCredential(access="tok-auto")
+
+            return OAuthAuthorization(url="https://sso.example/a", instructions="", method="auto",
+                                      callback=callback)  # fmt: skip
+
+        async def never(inputs: dict[str, str]) -> OAuthAuthorization:
+            return OAuthAuthorization(url="https://sso.example/b", instructions="", method="auto",
+                                      callback=trio.sleep_forever)  # fmt: skip
+
+        return [
+            ProviderAuth(provider="auto", methods=[
+                AuthMethod(type="oauth", label="Browser", authorize=authorize)]),
+            ProviderAuth(provider="stuck", methods=[
+                AuthMethod(type="oauth", label="Never", authorize=never)]),
+        ]  # fmt: skip
+
+
+async def test_an_auto_login_waits_for_its_callback_bounded_by_the_login_timeout(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    browser = Browser()
+    limits = PluginLimits(login_timeout=0.3)
+    async with plugin_runtime(
+        tmp_path, ScriptedLLM([]), plugins=[browser], plugin_limits=limits
+    ) as (rt, work):
+        server: Server = await nursery.start(partial(serve, rt, "127.0.0.1", 0, directory=work))
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            for provider in ("auto", "stuck"):
+                started = await http.post(f"/provider/{provider}/oauth/authorize",
+                                          json={"method": 0})  # fmt: skip
+                assert started.json()["method"] == "auto", started.text
+            async with trio.open_nursery() as waiting:
+                answers: list[httpx.Response] = []
+
+                async def finish() -> None:
+                    body = {"method": 0}
+                    answers.append(await http.post("/provider/auto/oauth/callback", json=body))
+
+                waiting.start_soon(finish)
+                stuck = await http.post("/provider/stuck/oauth/callback", json={"method": 0})
+                assert answers == []  # the browser has not come back yet
+                browser.back.set()
+            [done] = answers
+            listed = (await http.get("/plugin")).json()
+        server.stop()
+    assert (done.status_code, done.json()) == (200, True)
+    stored = json.loads((tmp_path / "data" / "auth.json").read_text())
+    assert stored == {"auto": {"type": "oauth", "access": "tok-auto", "refresh": None,
+                               "expires_at": None, "account_id": None, "base_url": None,
+                               "headers": {}}}  # fmt: skip
+    assert stuck.status_code == 400
+    assert stuck.json()["_tag"] == "ProviderAuthOauthCallbackFailed"
+    assert stuck.json()["message"] == "timed out after 0.3 s"
+    assert listed[0]["error"] == "auth: timed out after 0.3 s"
