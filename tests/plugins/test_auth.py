@@ -242,12 +242,14 @@ class Browser:
     name = "browser"
 
     def __init__(self) -> None:
+        self.waiting = trio.Event()
         self.back = trio.Event()
 
     @hookimpl
     def auth(self) -> list[ProviderAuth]:
         async def authorize(inputs: dict[str, str]) -> OAuthAuthorization:
             async def callback() -> OAuthCredential:
+                self.waiting.set()
                 await self.back.wait()
                 return OAuthCredential(access="tok-auto")
 
@@ -270,7 +272,7 @@ async def test_an_auto_login_waits_for_its_callback_bounded_by_the_login_timeout
     tmp_path: Path, nursery: trio.Nursery
 ) -> None:
     browser = Browser()
-    limits = PluginLimits(login_timeout=0.3)
+    limits = PluginLimits(login_timeout=1.0)
     async with plugin_runtime(
         tmp_path, ScriptedLLM([]), plugins=[browser], plugin_limits=limits
     ) as (rt, work):
@@ -280,15 +282,16 @@ async def test_an_auto_login_waits_for_its_callback_bounded_by_the_login_timeout
                 started = await http.post(f"/provider/{provider}/oauth/authorize",
                                           json={"method": 0})  # fmt: skip
                 assert started.json()["method"] == "auto", started.text
+            stuck = await http.post("/provider/stuck/oauth/callback", json={"method": 0})
+            answers: list[httpx.Response] = []
             async with trio.open_nursery() as waiting:
-                answers: list[httpx.Response] = []
 
                 async def finish() -> None:
                     body = {"method": 0}
                     answers.append(await http.post("/provider/auto/oauth/callback", json=body))
 
                 waiting.start_soon(finish)
-                stuck = await http.post("/provider/stuck/oauth/callback", json={"method": 0})
+                await browser.waiting.wait()
                 assert answers == []  # the browser has not come back yet
                 browser.back.set()
             [done] = answers
@@ -301,5 +304,5 @@ async def test_an_auto_login_waits_for_its_callback_bounded_by_the_login_timeout
                                "headers": {}}}  # fmt: skip
     assert stuck.status_code == 400
     assert stuck.json()["_tag"] == "ProviderAuthOauthCallbackFailed"
-    assert stuck.json()["message"] == "timed out after 0.3 s"
-    assert listed[0]["error"] == "auth: timed out after 0.3 s"
+    assert stuck.json()["message"] == "timed out after 1 s"
+    assert listed[0]["error"] == "auth: timed out after 1 s"
