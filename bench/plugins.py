@@ -1,17 +1,21 @@
 """What the plugin hook layer costs: per tool call and per provider turn.
 
-Usage: .venv/bin/python bench/plugins.py [--calls N] [--pairs N] [--prompts N]
+Usage: .venv/bin/python bench/plugins.py [--calls N] [--pairs N] [--prompts N] [--starts N]
 
 - per tool call: ``ToolRegistry.settle`` of a trivial tool with a permission (so
   ``permission_ask`` is asked), batches of N calls per configuration, the order swapped
   batch by batch: the registry without hooks (as before plugins), with the
   Location's plugins and none loaded (every Location now), with the example plugin
   (``examples/kittiwake-example-plugin``: its ``permission_ask`` answers each call), and
-  with a plugin answering ``None`` on all three tool hooks (before, permission, after);
+  with a plugin answering ``None`` on all three tool hooks (before, permission, after),
+  and with ten such plugins;
 - per turn: ``rt.sessions.prompt`` then ``wait_idle``, two real runtimes open at once
   (DuckDB, the scripted model answering text at once), one without plugins and one with
   the example plugin (its Context Source reads ``TEAM_NOTES.md`` in a worker thread at every
-  turn, its tool is offered), a session each, prompted alternately.
+  turn, its tool is offered), a session each, prompted alternately;
+- start-up: opening a runtime (configuration on) until its Location's plugins are loaded,
+  without plugins and with ten plugin files (a tool and ``permission_ask`` each),
+  alternately first.
 
 Each line: both medians and the median paired overhead (``bench/_pairs.py``).
 """
@@ -161,6 +165,9 @@ async def tool_calls(calls: int, pairs: int) -> list[str]:
     configurations: dict[str, list[Any] | None] = {
         "no hook layer": None, "hook layer, no plugin": [],
         "example plugin": [ExamplePlugin], "a plugin on every tool hook": [Silent()],
+        "ten plugins on every tool hook": [
+            type(f"Silent{i}", (Silent,), {"name": f"silent{i}"})() for i in range(10)
+        ],
     }  # fmt: skip
     samples: dict[str, list[float]] = {name: [] for name in configurations}
     with tempfile.TemporaryDirectory() as folder:
@@ -248,11 +255,64 @@ async def turn_calls(iterations: int) -> str:
     return f"  hook layer, no plugin: {statistics.median(times) * 1e6:.2f} us per turn (median)"
 
 
+PLUGIN_FILE = """
+from runtime.plugins import hookimpl
+
+@hookimpl
+def tool():
+    def {name}_tool(text: str) -> str:
+        \"\"\"Echo the text.\"\"\"
+        return text
+    return [{name}_tool]
+
+@hookimpl
+def permission_ask(permission):
+    return None
+"""
+
+
+async def _start(folder: Path, plugins: int) -> float:
+    """Seconds from opening a runtime (configuration on, a fresh data dir) until its
+    Location's plugins are loaded: *plugins* files in ``.kittiwake/plugins/``."""
+    from actors import Configuration
+
+    work = folder / "work"
+    (work / ".kittiwake" / "plugins").mkdir(parents=True)
+    for i in range(plugins):
+        (work / ".kittiwake" / "plugins" / f"p{i}.py").write_text(PLUGIN_FILE.format(name=f"p{i}"))
+    configuration = Configuration(env={"HOME": str(folder), "XDG_CONFIG_HOME": str(folder)})
+    started = time.perf_counter()
+    async with open_runtime(
+        data_dir=folder / "data", llm=ScriptedLLM([]), configuration=configuration
+    ) as rt:
+        location = await rt.execution.location(str(work))
+        await location.ready()
+        elapsed = time.perf_counter() - started
+        assert len(location.plugins.statuses()) == plugins
+    return elapsed
+
+
+async def start_up(pairs: int) -> str:
+    """Opening a runtime and its Location without plugins and with ten plugin files,
+    *pairs* times each, alternately first."""
+    off: list[float] = []
+    on: list[float] = []
+    with tempfile.TemporaryDirectory() as folder:
+        for pair in range(pairs + 2):
+            order = [(0, off), (10, on)]
+            for plugins, into in order if first_is_off(pair) else reversed(order):
+                taken = await _start(Path(folder) / f"{pair}-{plugins}", plugins)
+                if pair >= 2:  # the first two warm the imports up
+                    into.append(taken)
+    return pair_report("  ten plugin files", off, on, unit="ms", scale=1e3)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="settle calls per batch")
     parser.add_argument("--pairs", type=int, default=30, help="batches per configuration")
     parser.add_argument("--prompts", type=int, default=300, help="prompt pairs")
+    parser.add_argument("--starts", type=int, default=30, help="start-up pairs")
     args = parser.parse_args()
     print(f"per tool call (medians of {args.pairs} batches of {args.calls}, against no hooks):")
     for line in await tool_calls(args.calls, args.pairs):
@@ -261,6 +321,8 @@ async def main() -> None:
     print(await turn_calls(args.calls * args.pairs))
     print(f"per turn ({args.prompts} prompts to idle each, against no plugin):")
     print(await turns(args.prompts))
+    print(f"start-up ({args.starts} pairs, against no plugin):")
+    print(await start_up(args.starts))
 
 
 if __name__ == "__main__":

@@ -163,8 +163,9 @@ class SessionExecution:
         the session raced a deletion does not start an actor for it."""
         self._shedding = False
         self.plugins = PluginSetup(
-            hub, plugins, plugin_limits, infos=self._infos, locations=self._locations
-        )
+            hub, plugins, plugin_limits, infos=self._infos, locations=self._locations,
+            credentials=llm.CredentialStore(data_dir).get,
+        )  # fmt: skip
         self.ready = trio.Event()
         self.permissions = DurablePermissions(storage, now_ms)
         self.closing = False

@@ -150,8 +150,11 @@ class LocationState:
 
     async def ready(self) -> None:
         """Wait until the Location's plugins are loaded (a configuration change reloads
-        them). Raises ``PluginsNotReady`` when a required one failed."""
+        them), then have their ``auth`` loaders read the stored credentials (a login since
+        the last turn applies from this one on). Raises ``PluginsNotReady`` when a required
+        plugin failed."""
         await self.plugins.wait_ready()
+        await self.plugins.load_credentials()
 
     async def observe_context(self) -> SystemContext:
         """Observe the Location's System Context; concurrent callers share one observation.

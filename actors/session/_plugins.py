@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol
 
@@ -40,6 +40,8 @@ class PluginSetup:
         limits: timeouts and queue bounds of every Location's plugins.
         infos: the infos of the sessions active here, by id (read, never changed).
         locations: the open Locations, by directory (read, never changed).
+        credentials: the stored credential of a provider (what plugins' ``auth`` loaders
+            are given).
 
     A session's events reach its Location's plugins once its Location is known here: it is
     active, was active, or was created in this process (the last ``max_sessions`` such
@@ -49,9 +51,11 @@ class PluginSetup:
     def __init__(
         self, hub: EventHub, plugins: Sequence[Any], limits: PluginLimits | None, *,
         infos: Mapping[str, SessionInfo], locations: Mapping[str, _HasPlugins],
+        credentials: Callable[[str], llm.Credential | None] | None = None,
         max_sessions: int = 4096,
     ) -> None:  # fmt: skip
         self.hub = hub
+        self._credentials = credentials
         self.embedded = tuple(plugins)
         self.limits = limits or PluginLimits()
         self.client: Any = None
@@ -67,14 +71,18 @@ class PluginSetup:
     def client_for(
         self, location: SessionLocation, configuration: Configuration | None
     ) -> llm.LLMClient | None:
-        """The provider client of a Location whose plugins offer providers: its configuration
-        with their entries under its own ``provider`` ones; ``None`` when they offer none,
-        configuration is off, or the Location's configuration is in error."""
-        offered = location.plugins.providers
-        if not offered or configuration is None or location.settings.error is not None:
+        """The provider client of a Location whose plugins offer providers or provider
+        options (their ``auth`` loaders'): its configuration with their entries under its
+        own ``provider`` ones, and the loaders' options over both; ``None`` when they offer
+        none, configuration is off, or the Location's configuration is in error."""
+        offered, loaded = location.plugins.providers, location.plugins.auth_options
+        if not (offered or loaded) or configuration is None or location.settings.error:
             return None
         data = location.settings.loaded.data
         providers = {**offered, **(data.get("provider") or {})}
+        for provider, options in loaded.items():  # the loaders' options win
+            entry = providers.get(provider) or {}
+            providers[provider] = {**entry, "options": {**(entry.get("options") or {}), **options}}
         return configuration.client_for({**data, "provider": providers})
 
     def make(
@@ -84,7 +92,7 @@ class PluginSetup:
         return LocationPlugins(
             directory, registry=registry, context=context, limits=self.limits,
             make_context=partial(self._context, directory, registry.env.project_key),
-            on_error=self._failed,
+            on_error=self._failed, credentials=self._credentials,
         )  # fmt: skip
 
     def _context(self, directory: str, project: str, candidate: PluginCandidate) -> PluginContext:

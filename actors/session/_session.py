@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from contextlib import nullcontext
-from functools import partial
 from typing import Final
 
 import trio
@@ -33,7 +32,8 @@ from actors.session._recovery import (
     run_failure,
 )
 from actors.session._session_messages import CompactSoon, Interrupt, Message, Opened, Run, Wake
-from actors.session._titles import first_prompt, write_title
+from actors.session._stopping import continuation
+from actors.session._titles import first_prompt, title_soon
 from actors.session._turn import (
     Turn,
     TurnOutcome,
@@ -380,6 +380,7 @@ class SessionActor(Actor[Message]):
             await recover_until_written(self._p.storage, self.session_id, self._p.now_ms)
             self._recovered = True
         state, effect = begin_drain(force=force, compact=self._take_compact_request())
+        continued = 0  # times session_stopping kept this drain going
         while True:
             report: DrainInput
             if self._lease and not isinstance(effect, Idle) and not await self._lease.drive_again():
@@ -398,7 +399,13 @@ class SessionActor(Actor[Message]):
                 case Fail(reason=reason):
                     raise StepLimitExceededError(reason.message)
                 case Idle():
-                    return
+                    more = await continuation(self._p, self._location(), self.session_id,
+                                              report, continued)  # fmt: skip
+                    if more is None:
+                        return
+                    await self._append([more])  # the next turn answers it
+                    continued, (state, effect) = continued + 1, begin_drain(force=True)
+                    continue
             state, effect = plan(state, report)
 
     def _take_compact_request(self) -> bool:
@@ -539,17 +546,7 @@ class SessionActor(Actor[Message]):
             directory=info.location.directory, permissions=self._p.permissions,
         )  # fmt: skip
         if self._title_prompt is not None:
-            assert self._p.title_model is not None  # a prompt to title was kept: titles are on
-            location = self._location()
-            small = location.settings.small_model or self._p.title_model(model)
-            if small is not None and self._nursery is not None:
-                self._nursery.start_soon(
-                    partial(
-                        write_title, session_id=sid, prompt=self._title_prompt, model=small,
-                        client=self._p.client_for(location), storage=self._p.storage,
-                        now_ms=self._p.now_ms, limits=self._p.title_limits,
-                    )
-                )  # fmt: skip
+            title_soon(self._nursery, self._p, self._location(), sid, self._title_prompt, model)
             self._title_prompt = None
         self._turn, self._turn_open = turn, True
         with span("provider.turn", turn_attributes(sid, model, step)) as current_span:

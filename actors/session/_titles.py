@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -15,7 +16,10 @@ from runtime.history import to_llm_model
 from runtime.titles import TitleLimits, clean_title, needs_title, title_request
 from storage import SetTitle
 
-__all__ = ["TitleModel", "first_prompt", "write_title"]
+if TYPE_CHECKING:
+    from actors.session._ports import SessionLocation, SessionPorts
+
+__all__ = ["TitleModel", "first_prompt", "title_soon", "write_title"]
 
 TitleModel = Callable[[ev.ModelRef], ev.ModelRef | None]
 """Given the model of a session's first turn, the model that writes its title (None: no
@@ -38,6 +42,25 @@ def first_prompt(
         if isinstance(message, UserMessage) and message.id not in ids:
             return None  # an earlier prompt: the session is not new
     return promoted[0].prompt.text
+
+
+def title_soon(
+    nursery: trio.Nursery | None, ports: SessionPorts, location: SessionLocation,
+    session_id: str, prompt: str, model: ev.ModelRef,
+) -> None:  # fmt: skip
+    """Start :func:`write_title` in *nursery* (beside the session's first turn, made with
+    *model*): the Location's ``small_model``, else the runtime's title model of *model*;
+    nothing when there is neither, or no nursery."""
+    assert ports.title_model is not None  # a prompt to title was kept: titles are on
+    small = location.settings.small_model or ports.title_model(model)
+    if small is not None and nursery is not None:
+        nursery.start_soon(
+            partial(
+                write_title, session_id=session_id, prompt=prompt, model=small,
+                client=ports.client_for(location), storage=ports.storage, now_ms=ports.now_ms,
+                limits=ports.title_limits,
+            )
+        )  # fmt: skip
 
 
 async def write_title(

@@ -34,6 +34,7 @@ from gateway._datadir import (
 )
 from gateway._limits import DEFAULT_MAX_BODY, size_text
 from gateway.cli._args import parser, worker_options
+from gateway.cli._login import plugin_login
 from gateway.cli._plugins import PluginCheck, install_plugin, print_plugins
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
 from gateway.cli._serving import open_page, warn_open
@@ -251,7 +252,7 @@ async def _api(
 
         options["configuration"] = Configuration(env=os.environ)
     options["telemetry"] = telemetry_options(config.config.telemetry)
-    if args.command == "plugin":  # the plugins as the configuration names them
+    if args.command in ("plugin", "auth"):  # the plugins as the configuration names them
         from actors import Configuration
 
         options["configuration"] = Configuration(env=os.environ)
@@ -327,9 +328,21 @@ async def _auth(args: argparse.Namespace) -> int:
     catalog = await llm_package.load_catalog(cache_path=data_dir / "models-dev.json")
     if args.action == "list":
         return auth_list(data_dir, os.environ, catalog, sys.stdout)
+
+    async def plugins(store: llm_package.CredentialStore) -> bool:
+        try:
+            args.attach = server_to_reuse(None, data_dir, "auth")
+        except CliError as exc:  # held by a process serving no URL: no plugins to ask
+            print(f"kittiwake: plugins' login methods not asked: {exc}", file=sys.stderr)
+            return False
+        async with _api(args) as api:
+            return await plugin_login(
+                api, os.getcwd(), args.provider, store, stdin=sys.stdin, err=sys.stderr
+            )
+
     return await auth_login(
         data_dir, args.provider, catalog, enterprise_url=args.enterprise_url, stdin=sys.stdin,
-        err=sys.stderr,
+        err=sys.stderr, plugins=plugins,
     )  # fmt: skip
 
 

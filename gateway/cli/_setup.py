@@ -3,12 +3,13 @@
 ``models`` and ``auth`` read the data dir's model catalog (the models.dev cache, else the
 bundled snapshot, extended by the configuration) and its credential store (``<data
 dir>/auth.json``, mode 0600); none opens the event store, so they work while a server holds
-the data dir.
+the data dir (``auth login`` asks the Location's plugins for login methods over the
+runtime's routes: the server's then, else a runtime of its own).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -25,6 +26,7 @@ __all__ = [
     "auth_logout",
     "configured_model_problem",
     "list_models",
+    "read_key",
     "show_config",
 ]
 
@@ -134,28 +136,39 @@ def auth_logout(data_dir: Path, provider_id: str, out: TextIO) -> int:
 async def auth_login(
     data_dir: Path, provider_id: str, catalog: llm_package.Catalog, *,
     enterprise_url: str | None, stdin: TextIO, err: TextIO,
+    plugins: Callable[[llm_package.CredentialStore], Awaitable[bool]] | None = None,
 ) -> int:  # fmt: skip
-    """Store a credential for *provider_id*: GitHub Copilot by its device login, every other
-    provider by an API key read from the terminal (without echo) or from piped standard input.
+    """Store a credential for *provider_id*: through a login method the Location's plugins
+    offer for it (*plugins*: True when one logged in), else GitHub Copilot by its device
+    login, every other provider by an API key read from the terminal (without echo) or from
+    piped standard input.
 
-    Cancellation during the device login stores nothing.
+    Cancellation during a login stores nothing.
 
     Raises:
         SetupError: an empty key, a failed device login, or a malformed store.
     """
     store, _ = _store(data_dir)
+    if plugins is not None and await plugins(store):
+        err.write(f"kittiwake: stored the credential of {provider_id} in {store.path}\n")
+        return 0
     if provider_id not in catalog.providers:
         err.write(f"kittiwake: note: {provider_id} is not in the model catalog\n")
     if provider_id == _COPILOT:
         credential: llm_package.Credential = await _copilot_login(enterprise_url, err)
     else:
-        credential = llm_package.ApiKeyCredential(key=_read_key(provider_id, stdin))
+        credential = llm_package.ApiKeyCredential(key=read_key(provider_id, stdin))
     store.set(provider_id, credential)
     err.write(f"kittiwake: stored the credential of {provider_id} in {store.path}\n")
     return 0
 
 
-def _read_key(provider_id: str, stdin: TextIO) -> str:
+def read_key(provider_id: str, stdin: TextIO) -> str:
+    """An API key for *provider_id*: typed without echo, or a line of piped input.
+
+    Raises:
+        SetupError: none given.
+    """
     if stdin.isatty():
         import getpass  # only here: a terminal login
 

@@ -62,6 +62,18 @@ def v1_lookup(gw: OpenCodeGateway) -> Lookup:
     return Lookup(rt.sessions.get, message, last_user, rt.execution.default_model, diff)
 
 
+def _v1_notice(notice: Notice) -> dict[str, Any]:
+    """A Location's notice as OpenCode's V1 event: ``plugin.error``, which OpenCode does not
+    have, as the ``session.error`` without a session that its TUI shows as a toast; the
+    others (``mcp.tools.changed``) as they are."""
+    properties = notice.properties
+    if notice.type != "plugin.error":
+        return {"type": notice.type, "properties": properties}
+    message = f"plugin {properties['name']} failed in {properties['hook']}: {properties['error']}"
+    error = {"name": "UnknownError", "data": {"message": message}}
+    return {"type": "session.error", "properties": {"error": error}}
+
+
 async def _cut_short(gw: OpenCodeGateway) -> list[dict[str, Any]]:
     """``session.status`` idle for each session a crash cut short (``needs_resume``) that is
     not running: OpenCode's UI does not reload a session when its event stream reconnects,
@@ -126,8 +138,7 @@ def _v1_producer(gw: OpenCodeGateway, *, envelope: bool) -> Producer:
                             nexts.reset()
                             continue
                         if isinstance(item, Notice):  # a Location's (mcp.tools.changed)
-                            notice = {"type": item.type, "properties": item.properties}
-                            await send.send(await frame(notice, item.directory))
+                            await send.send(await frame(_v1_notice(item), item.directory))
                             continue
                         try:
                             payloads = []

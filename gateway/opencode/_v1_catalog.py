@@ -98,17 +98,13 @@ def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
         branch = await trio.to_thread.run_sync(_branch, request_directory(gw))
         return _json({} if branch is None else {"branch": branch})
 
-    for route, op, summary, empty in (
-        ("/formatter", "formatter.status", "Formatters (none run: empty)", []),
-        ("/provider/auth", "provider.auth", "Provider login methods (none: empty)", {}),
-        ("/experimental/workspace", "experimental.workspace.list", "Workspaces (none)", []),
+    for route, op, summary in (
+        ("/formatter", "formatter.status", "Formatters (none run: empty)"),
+        ("/experimental/workspace", "experimental.workspace.list", "Workspaces (none)"),
         ("/experimental/workspace/status", "experimental.workspace.status",
-         "Workspace status (none)", []),
+         "Workspace status (none)"),
     ):  # fmt: skip
-        table.get(
-            route, op, summary, answer=_LIST if isinstance(empty, list) else _OBJECT,
-            query=("directory",),
-        )(_constant(empty))  # fmt: skip
+        table.get(route, op, summary, answer=_LIST, query=("directory",))(_constant([]))
 
     table.get(
         "/experimental/capabilities", "experimental.capabilities.get",

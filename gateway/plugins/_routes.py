@@ -1,5 +1,5 @@
 """``GET /plugin``: the plugins of the Location a request names (``?directory=``), once
-their loading ended, in load order."""
+their loading ended, in load order; and their providers' login routes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from quart import Response
 from quart_trio import QuartTrio
 
 from gateway.http import JSON, Answer, Room, RouteTable, encode, request_directory
+from gateway.plugins._auth import declare_auth
 from runtime.plugins import PluginStatus
 
 if TYPE_CHECKING:
@@ -18,7 +19,8 @@ __all__ = ["plugin_routes"]
 
 
 def plugin_routes(gw: Gateway) -> Room:
-    """The plugins' room: installs its route on the core's table."""
+    """The plugins' room: installs its routes on the core's table (``GET /plugin``, and
+    the provider login routes of ``gateway.plugins._auth``)."""
 
     def install(table: RouteTable, app: QuartTrio) -> None:
         @table.get(
@@ -33,5 +35,7 @@ def plugin_routes(gw: Gateway) -> Room:
             location = await gw.rt.execution.current_location(directory)
             await location.plugins.wait_settled()
             return Response(encode(location.plugins.statuses()), status=200, content_type=JSON)
+
+        declare_auth(table, gw)
 
     return install

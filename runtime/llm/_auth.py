@@ -57,10 +57,14 @@ OPENAI_REDIRECT = "http://localhost:1455/auth/callback"
 _ENV_REF = re.compile(r"^\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
-class ApiKeyCredential(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="api"):
-    """A static API key."""
+class ApiKeyCredential(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type", tag="api"
+):
+    """A static API key, and what else its login asked (``metadata``: a plugin's prompts'
+    answers, OpenCode's ``ApiAuth.metadata``)."""
 
     key: str
+    metadata: dict[str, str] = {}
 
 
 class OAuthCredential(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="oauth"):

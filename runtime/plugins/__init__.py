@@ -12,8 +12,20 @@ from runtime.agents import PermissionAction as PermissionAction
 from runtime.context import UNAVAILABLE as UNAVAILABLE
 from runtime.context import SystemContext as SystemContext
 from runtime.context import Unavailable as Unavailable
+from runtime.llm import ApiKeyCredential as ApiKeyCredential
+from runtime.llm import OAuthCredential as OAuthCredential
 from runtime.llm import TextPart as TextPart
 from runtime.llm import ToolDefinition as ToolDefinition
+from runtime.plugins._auth import AuthCondition as AuthCondition
+from runtime.plugins._auth import AuthFailed as AuthFailed
+from runtime.plugins._auth import AuthMethod as AuthMethod
+from runtime.plugins._auth import AuthOption as AuthOption
+from runtime.plugins._auth import AuthPrompt as AuthPrompt
+from runtime.plugins._auth import OAuthAuthorization as OAuthAuthorization
+from runtime.plugins._auth import ProviderAuth as ProviderAuth
+from runtime.plugins._auth import ProviderAuthAuthorization as ProviderAuthAuthorization
+from runtime.plugins._auth import ProviderAuthMethod as ProviderAuthMethod
+from runtime.plugins._auth import auth_shape as auth_shape
 from runtime.plugins._context import PluginContext as PluginContext
 from runtime.plugins._context import ProcessLimits as ProcessLimits
 from runtime.plugins._context import ProcessResult as ProcessResult
@@ -60,6 +72,12 @@ from runtime.tools import ToolFailure as ToolFailure
 from runtime.tools import ToolOutput as ToolOutput
 
 __all__ = [
+    "ApiKeyCredential",
+    "AuthCondition",
+    "AuthFailed",
+    "AuthMethod",
+    "AuthOption",
+    "AuthPrompt",
     "ChatInfo",
     "ChatParams",
     "CommandCall",
@@ -67,6 +85,8 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "HOOK_NAMES",
     "LocationPlugins",
+    "OAuthAuthorization",
+    "OAuthCredential",
     "PLUGIN_DIRS",
     "PROJECT_NAME",
     "PermissionAction",
@@ -86,6 +106,9 @@ __all__ = [
     "PluginsNotReady",
     "ProcessLimits",
     "ProcessResult",
+    "ProviderAuth",
+    "ProviderAuthAuthorization",
+    "ProviderAuthMethod",
     "Refusal",
     "SessionRef",
     "ShellEnvInfo",
@@ -103,6 +126,7 @@ __all__ = [
     "UNAVAILABLE",
     "Unavailable",
     "as_tool",
+    "auth_shape",
     "discover_plugins",
     "hookimpl",
     "hookspec",

@@ -3,14 +3,22 @@ provider request, commands, compactions, and the sessions' events."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 import msgspec
 import trio
 
 from runtime.agents import PermissionAction
-from runtime.llm import GenerationControls, LLMRequest, ToolDefinition
+from runtime.llm import AuthError, Credential, GenerationControls, LLMRequest, ToolDefinition
+from runtime.plugins._auth import (
+    AuthFailed,
+    AuthMethod,
+    Credentials,
+    OAuthAuthorization,
+    is_credential,
+)
 from runtime.plugins._functions import tool_call_of
 from runtime.plugins._host import PluginHookError, PluginHost
 from runtime.plugins._load import PluginCandidate
@@ -57,11 +65,18 @@ class LocationPlugins(PluginHost):
     compactions and session events. With no plugin implementing a hook, its call costs a
     dictionary look-up and nothing is awaited."""
 
-    def __init__(self, directory: str, **options: Any) -> None:
+    def __init__(
+        self, directory: str, *, credentials: Credentials | None = None, **options: Any
+    ) -> None:
         super().__init__(directory, **options)
         self._events_in, self._events_out = trio.open_memory_channel[_Event | _Idle](
             self.limits.event_queue
         )
+        self._credentials = credentials
+        self._pending: dict[str, tuple[int, OAuthAuthorization]] = {}
+        self.auth_options: dict[str, dict[str, Any]] = {}
+        """Provider options the ``auth`` loaders gave for the stored credentials, by
+        provider id (see :meth:`load_credentials`)."""
 
     async def _apply(self, desired: list[PluginCandidate], config: dict[str, Any]) -> None:
         """Load and unload as the host does, then be the Tool Registry's hooks exactly while
@@ -237,10 +252,151 @@ class LocationPlugins(PluginHost):
                 )
         return value
 
+    async def stopping(self, session: SessionRef, continued: int) -> str | None:
+        """The text ``session_stopping`` answers to keep *session*'s drain going (the
+        plugins' answers, blank-line separated), or ``None`` to let it stop: always once it
+        was kept going ``PluginLimits.max_continuations`` times. A failing hook (required
+        or not) is recorded and counts as no answer."""
+        impls = self.implementations("session_stopping")
+        if not impls or continued >= self.limits.max_continuations:
+            return None
+        texts: list[str] = []
+        for impl, plugin in impls:
+            ok, answer = await self.invoke(impl, plugin, "session_stopping",
+                                           {"session": session, "continued": continued},
+                                           raising=False)  # fmt: skip
+            if not ok or answer is None:
+                continue
+            if not isinstance(answer, str):
+                message = f"answered {type(answer).__name__}, not str"
+                self._invalid(plugin, "session_stopping", message)
+            elif answer.strip():
+                texts.append(answer)
+        return "\n\n".join(texts) or None
+
     def _invalid(self, plugin: Any, hook: str, message: str) -> None:
         """Record an answer of the wrong shape as the plugin's failure (ignored, even for a
         required plugin: the call goes on as if it had not answered)."""
         self.hook_failed(plugin, hook, message)
+
+    # -- provider logins (auth) --------------------------------------------------------
+
+    def auth_methods(self) -> dict[str, list[AuthMethod]]:
+        """The login methods the loaded plugins offer, by provider id."""
+        return {provider: auth.methods for provider, (_, auth) in self.logins().items()}
+
+    async def authorize(
+        self, provider: str, method: int, inputs: Mapping[str, str]
+    ) -> OAuthAuthorization:
+        """Start *provider*'s ``oauth`` method number *method* with the prompts' *inputs*;
+        the authorization waits for :meth:`finish` (one per provider, the last started).
+
+        Raises:
+            AuthFailed: no such ``oauth`` method, or its ``authorize`` failed (recorded as
+                the plugin's ``auth`` error) or answered no ``OAuthAuthorization``.
+        """
+        plugin, chosen = self._login(provider, method)
+        answer = await self._login_call(
+            plugin, chosen.authorize, dict(inputs), seconds=self.limits.hook_timeout
+        )
+        if not isinstance(answer, OAuthAuthorization) or not callable(answer.callback):
+            message = f"authorize answered {type(answer).__name__}, not OAuthAuthorization"
+            self.hook_failed(plugin, "auth", message)
+            raise AuthFailed(message)
+        self._pending[provider] = (method, answer)
+        return answer
+
+    async def finish(self, provider: str, method: int, code: str | None) -> Credential:
+        """End the authorization :meth:`authorize` started for *provider*: its callback,
+        with *code* for a ``code`` method, answers the credential to store (bounded by
+        ``PluginLimits.login_timeout``). The authorization ends with it, whatever the
+        callback did (a failure, or cancellation, needs a new :meth:`authorize`).
+
+        Raises:
+            AuthFailed: none started with *method*, a ``code`` method without a code, or
+                the callback failed or answered no credential.
+        """
+        pending = self._pending.get(provider)
+        if pending is None or pending[0] != method:
+            raise AuthFailed(
+                f"no authorization of {provider} was started with method {method}",
+                "ProviderAuthOauthMissing",
+            )
+        authorization = pending[1]
+        if authorization.method == "code" and not code:
+            raise AuthFailed("the authorization code is missing", "ProviderAuthOauthCodeMissing")
+        plugin, _ = self._login(provider, method)
+        args = (code,) if authorization.method == "code" else ()
+        try:
+            answer = await self._login_call(
+                plugin, authorization.callback, *args, seconds=self.limits.login_timeout
+            )
+        finally:  # one callback per authorization, whatever it answered
+            if self._pending.get(provider) is pending:
+                del self._pending[provider]
+        if not is_credential(answer):
+            message = f"the callback answered {type(answer).__name__}, not a credential"
+            self.hook_failed(plugin, "auth", message)
+            raise AuthFailed(message)
+        return answer
+
+    def _login(self, provider: str, method: int) -> tuple[Any, AuthMethod]:
+        found = self.logins().get(provider)
+        methods = found[1].methods if found is not None else []
+        if not 0 <= method < len(methods) or methods[method].type != "oauth":
+            raise AuthFailed(
+                f"{provider} has no oauth login method {method}", "ProviderAuthOauthMissing"
+            )
+        assert found is not None
+        return found[0], methods[method]
+
+    async def _login_call(
+        self, plugin: Any, function: Callable[..., Any], *args: Any, seconds: float
+    ) -> Any:
+        """*function* (a plugin's, async or not) called with *args*, awaited for *seconds*
+        at most. :class:`AuthFailed` it raises goes on as it is; another failure is the
+        plugin's ``auth`` error, raised as :class:`AuthFailed`."""
+        message: str | None = None
+        try:
+            answer = function(*args)
+            if not inspect.isawaitable(answer):
+                return answer
+            with trio.move_on_after(seconds):
+                return await answer
+            message = f"timed out after {seconds:g} s"
+        except AuthFailed:
+            raise
+        except Exception as exc:  # the plugin's code: contained
+            message = f"{type(exc).__name__}: {exc}"
+        self.hook_failed(plugin, "auth", message)
+        raise AuthFailed(message)
+
+    async def load_credentials(self) -> None:
+        """Run each ``auth`` loader with its provider's stored credential, keeping what it
+        answers in :attr:`auth_options` (a provider without a credential, or whose loader
+        failed, has none). Costs nothing while no plugin implements ``auth``."""
+        if "auth" not in self.used or self._credentials is None:
+            self.auth_options = {}
+            return
+        options: dict[str, dict[str, Any]] = {}
+        for provider, (plugin, auth) in self.logins().items():
+            try:
+                credential = None if auth.loader is None else self._credentials(provider)
+            except AuthError:  # a corrupt store: the provider turn reports it
+                credential = None
+            if auth.loader is None or credential is None:
+                continue
+            try:
+                answer = await self._login_call(
+                    plugin, auth.loader, credential, seconds=self.limits.hook_timeout
+                )
+            except AuthFailed:
+                continue
+            if isinstance(answer, Mapping):
+                options[provider] = dict(answer)
+            elif answer is not None:
+                self.hook_failed(plugin, "auth", "the loader answered no options mapping")
+        self.auth_options = options
 
     # -- session events ---------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import pluggy
 import trio
 
 from runtime.context import ContributionHandle, SystemContext, SystemContextRegistry
+from runtime.plugins._auth import ProviderAuth
 from runtime.plugins._context import PluginContext, ProcessLimits
 from runtime.plugins._functions import as_tool
 from runtime.plugins._load import PluginCandidate
@@ -49,11 +50,18 @@ _NAMESPACE: Final = re.compile(r"[^a-z0-9._-]+")
 class PluginLimits(msgspec.Struct, frozen=True, kw_only=True):
     """Bounds of a Location's plugins: seconds for one hook call, seconds for making a
     plugin (its factory, then its ``tool`` answer), lifecycle events queued for the
-    ``event`` hooks (more are dropped and counted), and what ``PluginContext.run`` allows."""
+    ``event`` hooks (more are dropped and counted), seconds for finishing a login, how many
+    times ``session_stopping`` may keep one drain going, and what ``PluginContext.run``
+    allows."""
 
     hook_timeout: float = 10.0
     init_timeout: float = 30.0
     event_queue: int = 1024
+    login_timeout: float = 300.0
+    """Seconds an ``oauth`` method's callback may take (it may wait for a browser)."""
+    max_continuations: int = 3
+    """Times ``session_stopping`` may keep one drain going (a plugin that always answers
+    cannot make a drain run forever)."""
     process: ProcessLimits = ProcessLimits()
 
 
@@ -112,6 +120,7 @@ class _Plugin:
         self.context: ContributionHandle | None = None
         self.last_context: SystemContext = SystemContext.EMPTY
         self.providers: dict[str, Any] = {}
+        self.auth: list[ProviderAuth] = []
         self.configured: dict[str, Any] | None = None
         """The configuration its ``config`` hook was last given (None: not yet)."""
 
@@ -321,6 +330,15 @@ class PluginHost:
                     plugin, "provider", "answered something other than {id: entry}", raising=strict
                 )
         plugin.providers = providers
+        logins: list[ProviderAuth] = []
+        for answer in await self._call("auth", {}, only=plugin, raising=strict):
+            found = answer if isinstance(answer, list | tuple) else [answer]
+            if all(isinstance(a, ProviderAuth) for a in found):
+                logins.extend(found)
+            else:
+                self._failed(plugin, "auth", "answered something other than ProviderAuth",
+                             raising=strict)  # fmt: skip
+        plugin.auth = logins
         if plugin.context is None and self._implements(plugin, "context_source"):
             key = f"plugin/{plugin.namespace}"
             plugin.context = self.context.contribute(key, lambda: self._sources(plugin))
@@ -480,6 +498,15 @@ class PluginHost:
         for plugin in self._plugins:
             if plugin.state == "ready":
                 merged.update(plugin.providers)
+        return merged
+
+    def logins(self) -> dict[str, tuple[_Plugin, ProviderAuth]]:
+        """The providers' login methods the loaded plugins offer (``auth``), by provider id,
+        later plugins winning for the same id."""
+        merged: dict[str, tuple[_Plugin, ProviderAuth]] = {}
+        for plugin in self._plugins:
+            if plugin.state == "ready":
+                merged.update((a.provider, (plugin, a)) for a in plugin.auth)
         return merged
 
     def statuses(self) -> list[PluginStatus]:

@@ -20,6 +20,7 @@ import pluggy
 from runtime.agents import PermissionAction
 from runtime.context import SystemContext
 from runtime.llm import ToolDefinition
+from runtime.plugins._auth import ProviderAuth
 from runtime.tools import Tool, ToolFailure, ToolOutput
 
 __all__ = [
@@ -189,6 +190,11 @@ class PluginSpec:
         configuration's own entries win); asked with ``tool``."""
 
     @hookspec
+    def auth(self) -> ProviderAuth | list[ProviderAuth] | None:
+        """Login methods of providers (``kittiwake auth login``, ``GET /provider/auth``), and
+        their loaders (the stored credential as provider options); asked with ``tool``."""
+
+    @hookspec
     def dispose(self) -> None:
         """The plugin is unloaded (its configuration entry removed, or changed)."""
 
@@ -246,3 +252,11 @@ class PluginSpec:
     @hookspec
     def session_error(self, session: SessionRef, error: str) -> None:
         """A session's run failed (``session.run.failed``) with *error*."""
+
+    @hookspec
+    def session_stopping(self, session: SessionRef, continued: int) -> str | None:
+        """A session's drain is about to stop: its last provider turn completed and asked
+        for nothing more (no tool call, no steer, no queued prompt). Answer text to keep it
+        going: the text becomes a synthetic user message and the drain runs another
+        provider turn. *continued*: how many times this drain was kept going already (at
+        most ``PluginLimits.max_continuations``; then the hook is not asked)."""

@@ -119,10 +119,13 @@ async def _collect(stream: Any, into: list[bytes]) -> None:
 
 
 @asynccontextmanager
-async def serving(env: dict[str, str], cwd: Path) -> AsyncIterator[Serve]:
-    """``kittiwake serve`` in *cwd* until the block ends (then SIGTERM, waited for)."""
+async def serving(
+    env: dict[str, str], cwd: Path, python: str = sys.executable
+) -> AsyncIterator[Serve]:
+    """``kittiwake serve`` in *cwd*, run by the interpreter *python*, until the block ends
+    (then SIGTERM, waited for)."""
     port = free_port()
-    command = [sys.executable, "-m", "gateway", "serve", "--port", str(port)]
+    command = [python, "-m", "gateway", "serve", "--port", str(port)]
     async with trio.open_nursery() as nursery:
         process = await trio.lowlevel.open_process(
             command, cwd=str(cwd), env=env, stdout=-1, stderr=-1

@@ -5,6 +5,9 @@ hook saw."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import sysconfig
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,8 +17,9 @@ from actors import Configuration, Runtime
 from runtime import Location, open_runtime
 from runtime.llm import LLMClient
 from runtime.plugins import hookimpl
+from tests.config.conftest import ROOT
 
-__all__ = ["Recorder", "plugin_runtime", "session"]
+__all__ = ["Recorder", "make_venv", "plugin_runtime", "session"]
 
 
 class Recorder:
@@ -66,3 +70,18 @@ async def plugin_runtime(
 
 async def session(rt: Runtime, work: Path) -> str:
     return (await rt.sessions.create(location=Location(directory=str(work)))).id
+
+
+def make_venv(folder: Path) -> Path:
+    """A virtualenv without pip of its own whose interpreter sees this checkout and the
+    test environment's packages (pip among them) through a ``.pth`` file; its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(purelib) / "kittiwake-checkout.pth").write_text(
+        f"{ROOT}\n{sysconfig.get_path('purelib')}\n"
+    )
+    return python

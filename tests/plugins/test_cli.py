@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import trio
 
-from tests.config.conftest import ROOT, base_env
+from tests.config.conftest import base_env
+from tests.plugins.conftest import make_venv
 from tests.plugins.test_example import EXAMPLE
 from tests.plugins.test_served import REQUIRED_FILE
 
@@ -26,27 +25,12 @@ def shell_env(info):
 """
 
 
-def make_venv(folder: Path) -> Path:
-    """A virtualenv without pip of its own whose interpreter sees this checkout and the
-    test environment's packages (pip among them) through a ``.pth`` file; its python."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-    python = folder / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    (Path(purelib) / "kittiwake-checkout.pth").write_text(
-        f"{ROOT}\n{sysconfig.get_path('purelib')}\n"
-    )
-    return python
-
-
 async def kittiwake(
-    python: Path | str, *args: str, cwd: Path, env: dict[str, str]
+    python: Path | str, *args: str, cwd: Path, env: dict[str, str], stdin: bytes = b""
 ) -> trio.CompletedProcess[bytes]:
     with trio.fail_after(300):
         return await trio.run_process(
-            [str(python), "-m", "gateway", *args], cwd=str(cwd), env=env,
+            [str(python), "-m", "gateway", *args], cwd=str(cwd), env=env, stdin=stdin,
             capture_stdout=True, capture_stderr=True, check=False,
         )  # fmt: skip
 

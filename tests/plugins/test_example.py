@@ -1,13 +1,12 @@
-"""The example plugin package, installed as a user would: ``pip install --target`` into a
-temporary folder (its wheel built by pip, its entry point in its ``.dist-info``), that folder
-on ``PYTHONPATH`` of a real ``kittiwake serve`` driven over HTTP, in front of a local server
+"""The example plugin package, installed as a user would: ``pip install`` into a temporary
+virtualenv (its wheel built by pip, its entry point in its ``.dist-info``), whose
+interpreter runs a real ``kittiwake serve`` driven over HTTP, in front of a local server
 speaking OpenAI's chat-completions wire format."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from tests.config.conftest import (
     serving,
 )
 from tests.llm.conftest import LocalServer
+from tests.plugins.conftest import make_venv
 
 EXAMPLE = ROOT / "examples" / "kittiwake-example-plugin"
 __all__ = ["provider"]  # the local chat-completions server, a fixture of tests/config
@@ -33,16 +33,17 @@ __all__ = ["provider"]  # the local chat-completions server, a fixture of tests/
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example plugin installed into a folder of its own (pip builds its wheel with its
-    build backend, then installs it there with its entry points)."""
-    target = tmp_path_factory.mktemp("site")
+    """A temporary virtualenv's interpreter, with the example plugin installed into it by pip
+    (which builds its wheel with its build backend and installs its entry points)."""
+    venv = tmp_path_factory.mktemp("venv")
+    python = make_venv(venv)
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-         str(EXAMPLE)],
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(EXAMPLE)],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
-    assert (target / "kittiwake_example_plugin" / "__init__.py").is_file()
-    return target
+    [module] = venv.rglob("kittiwake_example_plugin/__init__.py")
+    assert module.is_relative_to(venv)
+    return python
 
 
 def sent(request: Any) -> str:
@@ -66,7 +67,7 @@ async def test_the_installed_example_plugin_drives_a_real_session(
         "plugin": [["kittiwake-example-plugin", {"allowed": "src/"}]],
     }  # fmt: skip
     (project / "kittiwake.json").write_text(json.dumps(config))
-    env = {**base_env(tmp_path), "PYTHONPATH": f"{ROOT}:{installed}"}
+    env = {k: v for k, v in base_env(tmp_path).items() if k != "PYTHONPATH"}
     provider.queue(
         chat_tool_call("count_lines", {"path": "notes.txt"}), chat_text("three lines"),
         chat_tool_call("write", {"filePath": "outside.txt", "content": "x"}), chat_text("denied"),
@@ -74,7 +75,8 @@ async def test_the_installed_example_plugin_drives_a_real_session(
         chat_tool_call("shell", {"command": "echo $KITTIWAKE_EXAMPLE $EXAMPLE_CWD", "description": "env"}),
         chat_text("ran"),
     )  # fmt: skip
-    async with serving(env, project) as served, httpx.AsyncClient(base_url=served.url) as client:
+    served_by = serving(env, project, str(installed))
+    async with served_by as served, httpx.AsyncClient(base_url=served.url) as client:
         plugins = (await client.get("/plugin")).json()
         sid = await new_session(client, project)
         await prompt(client, sid, "count the lines of notes.txt")

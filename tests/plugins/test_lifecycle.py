@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from actors import run_user_shell
 from runtime import IdGenerator, llm
 from runtime.llm import ScriptedLLM
-from runtime.plugins import CompactionPrompt, hookimpl
+from runtime.plugins import CompactionPrompt, PluginLimits, hookimpl
 from tests.execution.conftest import answer, prompt, tool_calls, user_texts
 from tests.plugins.conftest import plugin_runtime, session
 from tests.plugins.test_tool_calls import results
@@ -125,3 +127,93 @@ async def test_shell_commands_run_with_the_plugins_environment(tmp_path: Path) -
     assert "user gulls" in str(user_shell)
     assert [i.cwd for i in environment.infos] == [str(work / "sub"), str(work)]
     assert environment.infos[0].session_id == sid and environment.infos[0].call_id == "c1"
+
+
+class Gate:
+    """Keeps a drain going with a reminder each time it is about to stop."""
+
+    name = "gate"
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int]] = []
+
+    @hookimpl
+    async def session_stopping(self, session: Any, continued: int) -> str:
+        self.asked.append((session.session_id, continued))
+        return f"Run the tests before you stop ({continued})."
+
+
+class Quiet:
+    name = "quiet"
+
+    @hookimpl
+    def session_stopping(self) -> None:
+        return None
+
+
+async def test_session_stopping_keeps_a_drain_going_up_to_its_limit(tmp_path: Path) -> None:
+    gate, watcher = Gate(), Watcher()
+    command = {"command": "true", "description": "nothing"}
+    client = ScriptedLLM(
+        [tool_calls(("c1", "shell", command)), answer("done"), answer("tested"), answer("sure")]
+    )
+    limits = PluginLimits(max_continuations=2)
+    plugins = [Quiet(), gate, watcher]
+    async with plugin_runtime(tmp_path, client, plugins=plugins, plugin_limits=limits) as (
+        rt,
+        work,
+    ):
+        sid = await session(rt, work)
+        await rt.sessions.prompt(sid, prompt=prompt("build it"))
+        await rt.sessions.wait_idle(sid)
+        await eventually(lambda: watcher.idle == [sid])
+        history = await rt.sessions.context(sid)
+        info = await rt.sessions.get(sid)
+    # asked once the turn after the tool call completed, then after each continuation,
+    # until the limit: not after the tool call's turn, not a third time
+    assert gate.asked == [(sid, 0), (sid, 1)]
+    assert len(client.requests) == 4
+    assert user_texts(client.requests[2])[-1] == "Run the tests before you stop (0)."
+    assert user_texts(client.requests[3])[-1] == "Run the tests before you stop (1)."
+    synthetic = [m.text for m in history if type(m).__name__ == "SyntheticMessage"]
+    assert synthetic == ["Run the tests before you stop (0).", "Run the tests before you stop (1)."]
+    assert not info.last_error
+
+
+class Stuck:
+    name = "stuck"
+    required = True
+
+    @hookimpl
+    async def session_stopping(self) -> str:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+class Broken:
+    name = "broken"
+
+    @hookimpl
+    def session_stopping(self) -> str:
+        raise RuntimeError("no opinion today")
+
+
+async def test_a_failing_session_stopping_lets_the_drain_stop(tmp_path: Path) -> None:
+    watcher = Watcher()
+    failing = [llm.StepStart(), llm.ProviderError(kind="terminal", message="model is down")]
+    client = ScriptedLLM([answer("done"), failing])
+    limits = PluginLimits(hook_timeout=0.2)
+    async with plugin_runtime(
+        tmp_path, client, plugins=[Stuck(), Broken(), watcher], plugin_limits=limits
+    ) as (rt, work):
+        sid = await session(rt, work)
+        await rt.sessions.prompt(sid, prompt=prompt("one"))
+        await rt.sessions.wait_idle(sid)
+        await rt.sessions.prompt(sid, prompt=prompt("two"))  # fails: not asked
+        await rt.sessions.wait_idle(sid)
+        await eventually(lambda: len(watcher.idle) == 2)
+        statuses = (await rt.execution.location(str(work))).plugins.statuses()
+    assert len(client.requests) == 2
+    errors = {s.name: (s.error, s.errors) for s in statuses}
+    assert errors["stuck"] == ("session_stopping: timed out after 0.2 s", 1)
+    assert errors["broken"] == ("session_stopping: RuntimeError: no opinion today", 1)

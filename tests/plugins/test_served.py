@@ -15,8 +15,11 @@ from gateway import Server, serve
 from runtime.llm import ScriptedLLM
 from runtime.plugins import hookimpl
 from tests.config.conftest import base_env, run_serve_to_exit
-from tests.plugins.conftest import Recorder, plugin_runtime
-from tests.plugins.test_isolation import Unknown
+from tests.execution.conftest import answer, prompt, tool_calls
+from tests.gateway.v1 import v1_stream
+from tests.plugins.conftest import Recorder, plugin_runtime, session
+from tests.plugins.test_isolation import FAST, Hanging, Unknown
+from tests.plugins.test_isolation import Raising as RaisingBefore
 
 REQUIRED_FILE = """
 from runtime.plugins import hookimpl
@@ -83,3 +86,41 @@ async def test_serve_says_in_one_line_that_a_required_plugin_failed_and_exits(
     )
     assert [line for line in said if line.startswith("kittiwake:")] == said[-1:]
     assert b"serving" not in done.stdout
+
+
+async def test_a_failing_hook_is_published_on_the_event_stream_and_the_turn_completes(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "a.txt").write_text("a\n")
+    client = ScriptedLLM([tool_calls(("c1", "read", {"filePath": "a.txt"})), answer("read it")])
+    plugins = [RaisingBefore(), Hanging()]
+    async with plugin_runtime(tmp_path, client, plugins=plugins, plugin_limits=FAST) as (
+        rt,
+        work,
+    ):
+        async with trio.open_nursery() as nursery:
+            server: Server = await nursery.start(partial(serve, rt, "127.0.0.1", 0, directory=work))
+            async with v1_stream(server.url) as events:
+                sid = await session(rt, work)
+                await rt.sessions.prompt(sid, prompt=prompt("go"))
+                await rt.sessions.wait_idle(sid)
+                toasts = [
+                    await events.until(lambda p, n=name: n in str(p["properties"]))
+                    for name in ("plugin raising", "plugin hanging")
+                ]
+            async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+                listed = {p["name"]: p for p in (await http.get("/plugin")).json()}
+            server.stop()
+        history = await rt.sessions.context(sid)
+    # OpenCode has no plugin.error: its streams carry the session.error its TUI toasts
+    assert [(t["type"], t["properties"]) for t in toasts] == [
+        ("session.error", {"error": {"name": "UnknownError", "data": {
+            "message": "plugin raising failed in tool_execute_before: RuntimeError: boom"}}}),
+        ("session.error", {"error": {"name": "UnknownError", "data": {
+            "message": "plugin hanging failed in permission_ask: timed out after 0.2 s"}}}),
+    ]  # fmt: skip
+    assert listed["raising"]["error"] == "tool_execute_before: RuntimeError: boom"
+    assert listed["hanging"]["error"] == "permission_ask: timed out after 0.2 s"
+    assert "read it" in str(history[-1])  # the turn completed, the read ran
+    assert len(client.requests) == 2

@@ -29,7 +29,8 @@ class Input(msgspec.Struct):
 async def handler(data, ctx, env):
     return ToolOutput(content=[TextPart(text=f"hello {data.name}")])
 
-greet = Tool(name="greet", description="Greet someone", input_type=Input, handler=handler)
+greet = Tool(name="greet", description="Greet someone", input_type=Input, handler=handler,
+             permission="greet")
 """
 
 
@@ -57,7 +58,7 @@ async def test_built_in_and_custom_tool_calls_pass_the_hooks(tmp_path: Path) -> 
     assert sorted((t, s) for t, s, _ in recorder.before) == [("greet", sid), ("read", sid)]
     assert sorted(recorder.after) == [("greet", sid, "ToolOutput"), ("read", sid, "ToolOutput")]
     assert ("read", "read", ["notes.txt"], "allow") in recorder.asked
-    assert ("greet", "greet", ["*"], "allow") not in recorder.asked  # no permission: not asked
+    assert ("greet", "greet", ["*"], "allow") in recorder.asked  # the permission it declares
     assert [r[1].startswith("hello kit") for r in results(client.requests[1])] == [False, True]
 
 
