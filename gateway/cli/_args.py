@@ -330,9 +330,25 @@ def parser() -> argparse.ArgumentParser:
         "--pip-timeout", type=float, default=900.0, metavar="SECONDS",
         help="add: how long pip may take (default 900)",
     )  # fmt: skip
+    export = command(
+        "export", "write a session's durable events as JSON, or its transcript as Markdown",
+        "Write SESSION and its subsessions as their stored durable events (JSON: each "
+        "event's data byte for byte, what `kittiwake import` reads), or with --format "
+        "markdown its transcript (prompts, answers, tool calls, tokens and cost).",
+    )  # fmt: skip
+    export.add_argument("session", help="the session id")
+    export.add_argument("--format", choices=["json", "markdown"], default="json")
+    export.add_argument("--output", "-o", metavar="FILE", help="write FILE (default: stdout)")
+    imported = command(
+        "import", "store an export's sessions in the data dir, every event as it was",
+        "Store the sessions of FILE (written by `kittiwake export`) in the data dir, opened "
+        "here: all of them or, when one exists already or the file is not an export, none.",
+    )  # fmt: skip
+    imported.add_argument("file", help="the export (JSON)")
+    imported.add_argument("--data-dir", help=_DATA_DIR_HELP)
     for cmd in (models, auth, config, mcp):
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
-    for cmd in (run, tui, acp, sessions, inspect, stats, trace, plugin):
+    for cmd in (run, tui, acp, sessions, inspect, stats, trace, plugin, export):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     return parser

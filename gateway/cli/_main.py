@@ -78,7 +78,7 @@ __all__ = ["default_data_dir", "main"]
 _log = logging.getLogger("kittiwake.cli")
 _DEFAULT_PORT: Final = 4096
 _DEFAULT_HOST: Final = "127.0.0.1"
-_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin")
+_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin", "export")
 """Commands that open the data dir in-process, unless ``--attach`` names a server or a
 ``serve`` holds the data dir (they talk to that one)."""
 
@@ -284,6 +284,22 @@ async def _run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     async with _api(args, wanted=args.model) as api:
         return await Runner(api, options).run()
+
+
+async def _export(args: argparse.Namespace) -> int:
+    from gateway.cli._export import export_command  # the HTTP core loads only when used
+
+    async with _api(args) as api:
+        return await export_command(api, args.session, args.format, args.output)
+
+
+async def _import(args: argparse.Namespace) -> int:
+    from gateway.cli._export import import_file
+
+    infos = await import_file(_data_dir(args), args.file)
+    for info in infos:
+        print(f"imported {info.id}  {info.title}")
+    return 0
 
 
 async def _plugin(args: argparse.Namespace) -> int:
@@ -515,6 +531,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         "models": _models, "auth": _auth, "config": _config, "stats": _stats, "trace": _trace,
         "mcp": _mcp,
         "plugin": _plugin,
+        "export": _export,
+        "import": _import,
         "tui": lambda args: import_module("gateway.opencode._tui").tui(args),
         "acp": lambda args: import_module("gateway.cli._acp").acp(args),
     }  # fmt: skip

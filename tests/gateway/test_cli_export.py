@@ -1,0 +1,109 @@
+"""``kittiwake export`` and ``kittiwake import`` in real subprocesses: a session answered by
+a local provider server, exported, imported into a new data dir and exported again."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import msgspec
+
+from tests.gateway.test_cli_run import Cli, calls_read, provider, said, session_of
+
+__all__ = ["provider"]  # the local provider server fixture
+
+
+def events_of(export: dict) -> list[tuple]:
+    return [(e["aggregateID"], e["seq"], e["type"], e["version"]) for e in export["events"]]
+
+
+class RawEvent(msgspec.Struct):
+    data: msgspec.Raw
+
+
+class Export(msgspec.Struct):
+    events: list[RawEvent]
+
+
+def raw_data(text: bytes) -> list[bytes]:
+    """Each event's ``data`` as the bytes the export holds (decoded with msgspec.Raw)."""
+    return [bytes(e.data) for e in msgspec.json.decode(text, type=Export).events]
+
+
+def stored_data(data_dir) -> list[tuple]:
+    """The data dir's stored events straight from its DuckDB file."""
+    with duckdb.connect(str(data_dir / "kittiwake.duckdb"), read_only=True) as conn:
+        return conn.execute(
+            "select aggregate_id, seq, data from event order by aggregate_id, seq"
+        ).fetchall()
+
+
+async def test_export_then_import_keeps_every_event(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    (cli.project / "notes.txt").write_text("kittiwake notes\n")
+    provider.queue(calls_read("notes.txt"), said("the notes say hello"))
+    done = await cli("run", "--model", "local/m1", "read the notes")
+    assert done.returncode == 0, done.stderr.decode()
+    sid = session_of(done.stderr)
+
+    exported = await cli("export", sid, "--output", str(tmp_path / "s.json"))
+    assert exported.returncode == 0, exported.stderr.decode()
+    text = (tmp_path / "s.json").read_bytes()
+    export = json.loads(text)
+    assert export["format"] == "kittiwake.session" and export["sessionID"] == sid
+    assert events_of(export)[0] == (sid, 0, "session.created", 1)
+    kinds = [e["type"] for e in export["events"]]
+    assert "session.next.tool.success" in kinds and "session.next.text.ended" in kinds
+
+    (tmp_path / "other").mkdir()
+    other = Cli(tmp_path / "other", None)
+    imported = await other("import", str(tmp_path / "s.json"))
+    assert imported.returncode == 0, imported.stderr.decode()
+    assert imported.stdout.decode().startswith(f"imported {sid}")
+
+    again = await other("export", sid)
+    assert again.returncode == 0, again.stderr.decode()
+    assert events_of(json.loads(again.stdout)) == events_of(export)
+    assert raw_data(again.stdout) == raw_data(text)
+    source = [row for row in stored_data(cli.data) if row[0] == sid]
+    assert stored_data(other.data) == source  # the stored JSON, byte for byte
+
+    shown = await other("sessions", "show", sid)
+    assert "the notes say hello" in shown.stdout.decode()
+    markdown = await other("export", sid, "--format", "markdown")
+    assert markdown.returncode == 0, markdown.stderr.decode()
+    page = markdown.stdout.decode()
+    assert "## User\n\nread the notes" in page and "the notes say hello" in page
+    assert "**Tool `read`** (completed)" in page and "kittiwake notes" in page
+    assert "tokens in" in page
+
+
+async def test_import_refuses_and_writes_nothing(tmp_path, provider):
+    cli = Cli(tmp_path, provider)
+    provider.queue(said("an answer"))
+    done = await cli("run", "--model", "local/m1", "hello")
+    assert done.returncode == 0, done.stderr.decode()
+    sid = session_of(done.stderr)
+    assert (await cli("export", sid, "-o", str(tmp_path / "s.json"))).returncode == 0
+    before = stored_data(cli.data)
+
+    twice = await cli("import", str(tmp_path / "s.json"))  # the session is there already
+    assert twice.returncode == 1
+    assert f"Session {sid} already exists; nothing was imported" in twice.stderr.decode()
+    assert stored_data(cli.data) == before
+
+    export = json.loads((tmp_path / "s.json").read_text())
+    export["events"] = [e for e in export["events"] if e["seq"] != 1]  # a gap
+    export["sessionID"] = export["events"][0]["aggregateID"] = "ses_other"
+    (tmp_path / "gap.json").write_text(json.dumps(export))
+    gap = await cli("import", str(tmp_path / "gap.json"))
+    assert gap.returncode == 1
+    assert "nothing was imported" in gap.stderr.decode() and "Traceback" not in gap.stderr.decode()
+    (tmp_path / "bad.json").write_text('{"format": "something else"}')
+    bad = await cli("import", str(tmp_path / "bad.json"))
+    assert bad.returncode == 1 and "not a Kittiwake session export" in bad.stderr.decode()
+    missing = await cli("import", str(tmp_path / "none.json"))
+    assert missing.returncode == 1 and "cannot read" in missing.stderr.decode()
+    unknown = await cli("export", "ses_unknown")
+    assert unknown.returncode == 1 and "SessionNotFoundError" in unknown.stderr.decode()
+    assert stored_data(cli.data) == before
