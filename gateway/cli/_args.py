@@ -346,6 +346,34 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     imported.add_argument("file", help="the export (JSON)")
     imported.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    github = command(
+        "github", "answer a GitHub Actions event with one session (see docs/github.md)",
+        "run: read GITHUB_EVENT_NAME and GITHUB_EVENT_PATH (issue_comment, "
+        "pull_request_review_comment, issues, pull_request, workflow_dispatch, schedule); "
+        "check the commenter's write permission, react, run one session in the current "
+        "directory (the checkout) with the question tool denied, commit and push its changes "
+        "(to the pull request's branch, or a new branch and pull request for an issue) and "
+        "reply with the answer, the files changed, tokens and cost and the transcript. The "
+        "token is GITHUB_TOKEN, the API GITHUB_API_URL; both tokens and provider keys leave "
+        "the environment before the session runs.",
+    )  # fmt: skip
+    github.add_argument("action", choices=["run"])
+    github.add_argument("--model", metavar="PROVIDER/MODEL", help="the session's model")
+    github.add_argument("--agent", help="the session's agent (default: the configured one)")
+    github.add_argument(
+        "--prompt", help="the prompt, instead of the comment's text (needed for "
+        "workflow_dispatch and schedule)",
+    )  # fmt: skip
+    github.add_argument(
+        "--mentions", default=",".join(("/kittiwake", "/kw")), metavar="LIST",
+        help="comma-separated words a comment must hold to be answered (default /kittiwake,/kw)",
+    )  # fmt: skip
+    github.add_argument(
+        "--artifact-dir", metavar="DIR", help="write the session's export (SESSION.json) "
+        "and transcript (SESSION.md) into DIR",
+    )  # fmt: skip
+    github.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    github.set_defaults(attach=None)
     for cmd in (models, auth, config, mcp):
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     for cmd in (run, tui, acp, sessions, inspect, stats, trace, plugin, export):
