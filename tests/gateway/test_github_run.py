@@ -313,3 +313,32 @@ async def test_a_dispatch_without_a_prompt_is_refused(tmp_path, provider, github
     assert done.returncode == 1
     assert "the workflow_dispatch event needs the prompt input" in done.stderr.decode()
     assert github.requests == [] and provider.requests == []
+
+
+async def test_a_failed_run_is_replied_and_its_changes_are_not_kept(tmp_path, provider, github):
+    event = Event(tmp_path, provider, github)
+    provider.queue(
+        calls("write", {"filePath": "half.txt", "content": "half\n"}),
+        Reply(status=400, json_body={"error": {"message": "model m1 is gone"}}),
+    )
+    payload = {
+        "pull_request": {
+            "number": 7, "title": "Feature", "body": "",
+            "head": {"ref": "feature", "repo": {"full_name": REPO}}, "base": {"ref": "main"},
+        },
+        "sender": {"login": "alice"},
+    }  # fmt: skip
+    done = await event("pull_request", payload, "--prompt", "review this")
+    assert done.returncode == 1
+    assert "failed" in done.stderr.decode() and "model m1 is gone" in done.stderr.decode()
+    assert github.calls[:2] == [
+        ("GET", f"/api/v3/repos/{REPO}/collaborators/alice/permission"),
+        ("POST", f"/api/v3/repos/{REPO}/issues/7/reactions"),
+    ]
+    body = github.posted("/issues/7/comments")[-1]["body"]
+    assert "**The run failed:**" in body and "model m1 is gone" in body
+    assert "its changes were not committed" in body and "- `half.txt`" in body
+    assert event.checkout.show("feature", "feature.txt") == "feature\n"
+    assert "half.txt" not in git(event.checkout.origin, "ls-tree", "--name-only", "feature")
+    assert event.checkout.branches() == ["feature", "main"]
+    assert str(provider.requests[0].json()["messages"]).count("review this") == 1
