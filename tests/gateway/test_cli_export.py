@@ -56,7 +56,7 @@ async def test_export_then_import_keeps_every_event(tmp_path, provider):
     assert "session.next.tool.success" in kinds and "session.next.text.ended" in kinds
 
     (tmp_path / "other").mkdir()
-    other = Cli(tmp_path / "other", None)
+    other = Cli(tmp_path / "other", provider)
     imported = await other("import", str(tmp_path / "s.json"))
     assert imported.returncode == 0, imported.stderr.decode()
     assert imported.stdout.decode().startswith(f"imported {sid}")
@@ -77,6 +77,12 @@ async def test_export_then_import_keeps_every_event(tmp_path, provider):
     assert "**Tool `read`** (completed)" in page and "kittiwake notes" in page
     assert "tokens in" in page
 
+    provider.queue(said("still here"))  # the imported session goes on where it was
+    more = await other("run", "--session", sid, "and now?")
+    assert more.returncode == 0, more.stderr.decode()
+    assert more.stdout.decode() == "still here\n"
+    assert "the notes say hello" in str(provider.requests[-1].json()["messages"])
+
 
 async def test_import_refuses_and_writes_nothing(tmp_path, provider):
     cli = Cli(tmp_path, provider)
@@ -93,12 +99,19 @@ async def test_import_refuses_and_writes_nothing(tmp_path, provider):
     assert stored_data(cli.data) == before
 
     export = json.loads((tmp_path / "s.json").read_text())
-    export["events"] = [e for e in export["events"] if e["seq"] != 1]  # a gap
-    export["sessionID"] = export["events"][0]["aggregateID"] = "ses_other"
-    (tmp_path / "gap.json").write_text(json.dumps(export))
-    gap = await cli("import", str(tmp_path / "gap.json"))
-    assert gap.returncode == 1
+    gapped = {**export, "events": [e for e in export["events"] if e["seq"] != 2]}
+    (tmp_path / "gap.json").write_text(json.dumps(gapped))
+    (tmp_path / "fresh").mkdir()
+    fresh = Cli(tmp_path / "fresh", None)
+    gap = await fresh("import", str(tmp_path / "gap.json"))
+    assert gap.returncode == 1, gap.stderr.decode()
+    assert f"event 3 of {sid} does not follow its session's events" in gap.stderr.decode()
     assert "nothing was imported" in gap.stderr.decode() and "Traceback" not in gap.stderr.decode()
+    assert not (fresh.data / "kittiwake.duckdb").exists() or stored_data(fresh.data) == []
+    moved = {**export, "events": [{**e, "aggregateID": "ses_other"} for e in export["events"]]}
+    (tmp_path / "moved.json").write_text(json.dumps(moved))
+    other = await fresh("import", str(tmp_path / "moved.json"))
+    assert other.returncode == 1 and f"of {sid}, not the session.created" in other.stderr.decode()
     (tmp_path / "bad.json").write_text('{"format": "something else"}')
     bad = await cli("import", str(tmp_path / "bad.json"))
     assert bad.returncode == 1 and "not a Kittiwake session export" in bad.stderr.decode()
