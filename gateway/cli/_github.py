@@ -80,7 +80,7 @@ async def github_command(args: argparse.Namespace, open_api: OpenApi, data_dir: 
     async def run_session(prompt: str) -> Ran:
         try:
             return await _run_session(prompt)
-        except* (RunFailed, llm_package.CatalogError, llm_package.AuthError) as group:
+        except* (RunFailed, llm_package.CatalogError, llm_package.AuthError, OSError) as group:
             raise SessionFailed(str(group.exceptions[0])) from None
 
     async def _run_session(prompt: str) -> Ran:

@@ -4,6 +4,7 @@ speaking OpenAI's chat-completions SSE as the scripted model."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from gateway.github import GitHubOptions, Ran, github_run
 from tests.gateway.test_cli_run import Cli, chunk, provider, said
 from tests.llm.conftest import LocalServer, Recorded, Reply
 from tests.llm.streams import sse
@@ -235,26 +237,63 @@ async def test_review_comment_commits_on_the_pull_requests_branch(tmp_path, prov
     assert "The comment is on README.md:1." in asked and "+# kite" in asked
 
 
-async def test_a_commenter_without_write_permission_is_refused(tmp_path, provider, github):
-    event = Event(tmp_path, provider, github)
-    done = await event("issue_comment", issue_comment("/kittiwake delete everything", "mallory"))
-    assert done.returncode == 1
-    assert "@mallory needs write permission" in done.stderr.decode()
+async def answered_here(
+    tmp_path, github, name: str, payload: dict, prompt: str | None = None
+) -> tuple[int, str]:
+    """``github_run`` in this process on an event no session may answer; its exit status
+    and log."""
+    event = tmp_path / "event.json"
+    event.write_text(
+        json.dumps({"repository": {"full_name": REPO, "default_branch": "main"}, **payload})
+    )
+    environ = {
+        "GITHUB_EVENT_NAME": name, "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": f"{github.base_url}/api/v3", "GITHUB_TOKEN": TOKEN,
+    }  # fmt: skip
+
+    async def run_session(prompt: str) -> Ran:
+        raise AssertionError(f"no session may run: {prompt}")
+
+    log = io.StringIO()
+    options = GitHubOptions(directory=str(tmp_path), prompt=prompt)
+    status = await github_run(environ, options, run_session, log=log)
+    assert "GITHUB_TOKEN" not in environ  # taken out first, whatever happens next
+    return status, log.getvalue()
+
+
+async def test_a_commenter_without_write_permission_is_refused(tmp_path, github):
+    status, log = await answered_here(
+        tmp_path, github, "issue_comment", issue_comment("/kittiwake delete everything", "mallory")
+    )
+    assert status == 1
+    assert "@mallory needs write permission" in log
     assert github.calls == [
         ("GET", f"/api/v3/repos/{REPO}/collaborators/mallory/permission"),
         ("POST", f"/api/v3/repos/{REPO}/issues/5/comments"),
     ]
     assert "nothing was run" in github.posted("/comments")[0]["body"]
-    assert provider.requests == [] and event.checkout.branches() == ["feature", "main"]
-    assert not event.cli.data.joinpath("kittiwake.duckdb").exists()
 
 
-async def test_a_comment_without_the_mention_is_left_alone(tmp_path, provider, github):
-    event = Event(tmp_path, provider, github)
-    done = await event("issue_comment", issue_comment("kittiwake is a bird"))
-    assert done.returncode == 0, done.stderr.decode()
-    assert "does not mention /kittiwake, /kw; nothing to do" in done.stderr.decode()
-    assert github.requests == [] and provider.requests == []
+async def test_a_comment_without_the_mention_is_left_alone(tmp_path, github):
+    status, log = await answered_here(
+        tmp_path, github, "issue_comment", issue_comment("kittiwake is a bird")
+    )
+    assert status == 0
+    assert "does not mention /kittiwake, /kw; nothing to do" in log
+    assert github.requests == []
+
+
+async def test_a_dispatch_without_a_prompt_is_refused(tmp_path, github):
+    status, log = await answered_here(tmp_path, github, "workflow_dispatch", {})
+    assert status == 1
+    assert "the workflow_dispatch event needs the prompt input" in log
+    assert github.requests == []
+
+
+async def test_an_unhandled_event_is_refused(tmp_path, github):
+    status, log = await answered_here(tmp_path, github, "push", {})
+    assert status == 1 and "the event push is not one kittiwake github run handles" in log
+    assert github.requests == []
 
 
 async def test_a_pull_request_that_cannot_be_opened_leaves_no_branch(tmp_path, provider, github):
@@ -307,12 +346,22 @@ async def test_a_dispatch_runs_its_prompt_and_opens_a_pull_request(tmp_path, pro
     assert "added b.txt" in done.stderr.decode() and "- `b.txt`" in summary.read_text()
 
 
-async def test_a_dispatch_without_a_prompt_is_refused(tmp_path, provider, github):
+async def test_a_comment_on_a_pull_request_commits_on_its_branch(tmp_path, provider, github):
     event = Event(tmp_path, provider, github)
-    done = await event("workflow_dispatch", {"sender": {"login": "alice"}})
-    assert done.returncode == 1
-    assert "the workflow_dispatch event needs the prompt input" in done.stderr.decode()
-    assert github.requests == [] and provider.requests == []
+    provider.queue(calls("write", {"filePath": "fix.txt", "content": "fixed\n"}), said("Fixed."))
+    payload = issue_comment("/kittiwake fix it")
+    payload["issue"] = {"number": 7, "title": "Feature", "body": "", "pull_request": {}}
+    done = await event("issue_comment", payload)
+    assert done.returncode == 0, done.stderr.decode()
+    assert github.calls == [
+        ("GET", f"/api/v3/repos/{REPO}/collaborators/alice/permission"),
+        ("POST", f"/api/v3/repos/{REPO}/issues/comments/501/reactions"),
+        ("GET", f"/api/v3/repos/{REPO}/pulls/7"),
+        ("POST", f"/api/v3/repos/{REPO}/issues/7/comments"),
+    ]
+    assert event.checkout.show("feature", "fix.txt") == "fixed\n"
+    assert event.checkout.branches() == ["feature", "main"]
+    assert "pushed to `feature`" in github.posted("/issues/7/comments")[0]["body"]
 
 
 async def test_a_failed_run_is_replied_and_its_changes_are_not_kept(tmp_path, provider, github):
