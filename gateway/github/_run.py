@@ -35,6 +35,7 @@ from gateway.github._git import GitError, changed_files, checkout_branch, commit
 from gateway.github._rest import DEFAULT_API_URL, GitHub, GitHubError, open_github
 from gateway.http import Usage, transcript, usage_of
 from runtime import SessionInfo, SessionMessage
+from runtime import messages as msg
 
 __all__ = [
     "TOKEN_VARIABLES",
@@ -91,8 +92,6 @@ class _Refused(Exception):
 
 def _answer(messages: Sequence[SessionMessage]) -> str:
     """The text of the last answer."""
-    from runtime import messages as msg
-
     for m in reversed(messages):
         if isinstance(m, msg.AssistantMessage):
             text = "\n\n".join(p.text for p in m.content if isinstance(p, msg.AssistantText))
@@ -174,19 +173,13 @@ async def github_run(
     if not asked and trigger.comment_id is None:
         print(f"kittiwake: the {trigger.event} event needs the prompt input", file=log)
         return 1
-    if options.prompt is None and trigger.comment_id is not None:
+    # A comment is answered only when it asks (the prompt input replaces its text then);
+    # an issue when it asks or the workflow gives the prompt.
+    if trigger.comment_id is not None or (trigger.event == "issues" and options.prompt is None):
         if mentioned(trigger.text, options.mentions) is None:
-            print(
-                f"kittiwake: the comment does not mention {', '.join(options.mentions)}; nothing to do",
-                file=log,
-            )
-            return 0
-    if trigger.event == "issues" and options.prompt is None:
-        if mentioned(trigger.text, options.mentions) is None:
-            print(
-                f"kittiwake: the issue does not mention {', '.join(options.mentions)}; nothing to do",
-                file=log,
-            )
+            what = "comment" if trigger.comment_id is not None else "issue"
+            mentions = ", ".join(options.mentions)
+            print(f"kittiwake: the {what} does not mention {mentions}; nothing to do", file=log)
             return 0
     if not token:
         print("kittiwake: no GitHub token (GITHUB_TOKEN); nothing can be read or replied", file=log)

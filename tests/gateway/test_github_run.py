@@ -283,6 +283,13 @@ async def test_a_comment_without_the_mention_is_left_alone(tmp_path, github):
     assert github.requests == []
 
 
+async def test_the_prompt_input_still_needs_the_mention_in_a_comment(tmp_path, github):
+    payload = issue_comment("nice work")
+    status, log = await answered_here(tmp_path, github, "issue_comment", payload, "review it")
+    assert status == 0 and "the comment does not mention" in log
+    assert github.requests == []
+
+
 async def test_a_dispatch_without_a_prompt_is_refused(tmp_path, github):
     status, log = await answered_here(tmp_path, github, "workflow_dispatch", {})
     assert status == 1
