@@ -32,6 +32,16 @@ def calls(name: str, arguments: dict) -> Reply:
     return Reply(chunks=[sse(chunk({"tool_calls": [call]}), chunk({}, finish="tool_calls"))])
 
 
+def said_with_usage(text: str) -> Reply:
+    """One provider answer with the tokens it spent (12 in, 5 out)."""
+    usage = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [],
+             "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}}  # fmt: skip
+    body = sse(
+        chunk({"role": "assistant", "content": text}), chunk({}, finish="stop"), usage, done=True
+    )
+    return Reply(chunks=[body])
+
+
 class GitHubMock(LocalServer):
     """GitHub's REST API as ``kittiwake github run`` uses it; ``calls`` holds every
     request as ``(METHOD, path)`` and ``requests`` the whole of each."""
@@ -207,7 +217,7 @@ async def test_review_comment_commits_on_the_pull_requests_branch(tmp_path, prov
     event = Event(tmp_path, provider, github)
     provider.queue(
         calls("write", {"filePath": "README.md", "content": "# kite\n\nA kite flies.\n"}),
-        said("README.md now says what a kite does."),
+        said_with_usage("README.md now says what a kite does."),
     )
     payload = {
         "pull_request": {
@@ -233,6 +243,7 @@ async def test_review_comment_commits_on_the_pull_requests_branch(tmp_path, prov
     assert event.checkout.show("main", "README.md") == "# kite\n"
     body = github.posted("/replies")[0]["body"]
     assert "- `README.md`" in body and "pushed to `feature`" in body
+    assert "12 tokens in, 5 out (cache 0), cost $0.0000" in body
     asked = str(provider.requests[0].json()["messages"])
     assert "The comment is on README.md:1." in asked and "+# kite" in asked
 
