@@ -49,6 +49,8 @@ __all__ = [
 
 TOKEN_VARIABLES: Final = ("GITHUB_TOKEN", "GH_TOKEN")
 """Where the token is read from; both leave the environment at once."""
+_RUNNER_SECRETS: Final = ("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "ACTIONS_RUNTIME_TOKEN")
+"""The runner's own tokens, when a step has them: they leave the environment too."""
 MAX_COMMENT: Final = 60_000
 """Characters of a reply (GitHub takes 65,536); the transcript is cut to fit."""
 
@@ -161,6 +163,8 @@ async def github_run(
     token = ""
     for name in TOKEN_VARIABLES:
         token = environ.pop(name, "") or token
+    for name in _RUNNER_SECRETS:
+        environ.pop(name, None)
     base = environ.get("GITHUB_API_URL") or DEFAULT_API_URL
     if options.summary is None and environ.get("GITHUB_STEP_SUMMARY"):
         options = msgspec.structs.replace(options, summary=environ["GITHUB_STEP_SUMMARY"])

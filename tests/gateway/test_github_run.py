@@ -260,6 +260,7 @@ async def answered_here(
     environ = {
         "GITHUB_EVENT_NAME": name, "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": REPO,
         "GITHUB_API_URL": f"{github.base_url}/api/v3", "GITHUB_TOKEN": TOKEN,
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "oidc-secret",
     }  # fmt: skip
 
     async def run_session(prompt: str) -> Ran:
@@ -269,6 +270,7 @@ async def answered_here(
     options = GitHubOptions(directory=str(tmp_path), prompt=prompt)
     status = await github_run(environ, options, run_session, log=log)
     assert "GITHUB_TOKEN" not in environ  # taken out first, whatever happens next
+    assert "ACTIONS_ID_TOKEN_REQUEST_TOKEN" not in environ
     return status, log.getvalue()
 
 
