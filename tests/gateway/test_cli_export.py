@@ -4,6 +4,7 @@ a local provider server, exported, imported into a new data dir and exported aga
 from __future__ import annotations
 
 import json
+import os
 
 import duckdb
 import msgspec
@@ -120,3 +121,27 @@ async def test_import_refuses_and_writes_nothing(tmp_path, provider):
     unknown = await cli("export", "ses_unknown")
     assert unknown.returncode == 1 and "SessionNotFoundError" in unknown.stderr.decode()
     assert stored_data(cli.data) == before
+
+
+def test_import_into_a_held_data_dir_says_to_stop_the_holder(tmp_path, monkeypatch, capsys):
+    from gateway import cli as cli_module
+    from storage import Journal
+
+    data = tmp_path / "data"
+    export = {
+        "format": "kittiwake.session", "version": 1, "sessionID": "ses_x", "sessions": [],
+        "events": [{"id": "evt_1", "aggregateID": "ses_x", "seq": 0, "type": "session.created",
+                    "version": 1, "data": {}}],
+    }  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps(export))
+    held = Journal.open(data / "journal")  # as a serve holds it
+    monkeypatch.chdir(tmp_path)
+    try:
+        status = cli_module.main(["import", str(tmp_path / "s.json"), "--data-dir", str(data)])
+    finally:
+        held.close()
+    assert status == 1
+    assert capsys.readouterr().err == (
+        f"kittiwake: the data dir {data} is in use by process {os.getpid()}; "
+        "stop it first, or import into another --data-dir\n"
+    )
