@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import duckdb
 import msgspec
+import trio
 
+from actors import export_events
+from gateway.http import session_export
+from runtime import Location, open_runtime
+from runtime import events as ev
+from runtime.llm import ScriptedLLM
+from storage import Append
 from tests.gateway.test_cli_run import Cli, calls_read, provider, said, session_of
 
 __all__ = ["provider"]  # the local provider server fixture
@@ -69,8 +77,6 @@ async def test_export_then_import_keeps_every_event(tmp_path, provider):
     source = [row for row in stored_data(cli.data) if row[0] == sid]
     assert stored_data(other.data) == source  # the stored JSON, byte for byte
 
-    shown = await other("sessions", "show", sid)
-    assert "the notes say hello" in shown.stdout.decode()
     markdown = await other("export", sid, "--format", "markdown")
     assert markdown.returncode == 0, markdown.stderr.decode()
     page = markdown.stdout.decode()
@@ -85,42 +91,61 @@ async def test_export_then_import_keeps_every_event(tmp_path, provider):
     assert "the notes say hello" in str(provider.requests[-1].json()["messages"])
 
 
-async def test_import_refuses_and_writes_nothing(tmp_path, provider):
-    cli = Cli(tmp_path, provider)
-    provider.queue(said("an answer"))
-    done = await cli("run", "--model", "local/m1", "hello")
-    assert done.returncode == 0, done.stderr.decode()
-    sid = session_of(done.stderr)
-    assert (await cli("export", sid, "-o", str(tmp_path / "s.json"))).returncode == 0
-    before = stored_data(cli.data)
+def made_export(tmp_path: Path) -> tuple[Path, str, Path]:
+    """A data dir holding one session of three events, and that session's export, made
+    in this process through the runtime's API; (data dir, session id, export file)."""
+    data = tmp_path / "data"
 
-    twice = await cli("import", str(tmp_path / "s.json"))  # the session is there already
-    assert twice.returncode == 1
-    assert f"Session {sid} already exists; nothing was imported" in twice.stderr.decode()
-    assert stored_data(cli.data) == before
+    async def make() -> tuple[str, bytes]:
+        async with open_runtime(data_dir=data, llm=ScriptedLLM([])) as rt:
+            info = await rt.sessions.create(location=Location(directory=str(tmp_path)), title="t")
+            notes = [
+                ev.Synthetic(timestamp=5, session_id=info.id, message_id=f"msg_{n}", text="n")
+                for n in (1, 2)
+            ]
+            await rt.storage.write(Append(session_id=info.id, events=notes))
+            events = await export_events(rt, info.id)
+        return info.id, msgspec.json.encode(session_export(info.id, [info], events))
 
-    export = json.loads((tmp_path / "s.json").read_text())
-    gapped = {**export, "events": [e for e in export["events"] if e["seq"] != 2]}
+    sid, body = trio.run(make)
+    (tmp_path / "s.json").write_bytes(body)
+    return data, sid, tmp_path / "s.json"
+
+
+def test_import_refuses_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    from gateway import cli as cli_module
+
+    monkeypatch.chdir(tmp_path)
+    data, sid, file = made_export(tmp_path)
+    before = stored_data(data)
+
+    def refused(path: Path, into: Path) -> str:
+        status = cli_module.main(["import", str(path), "--data-dir", str(into)])
+        err = capsys.readouterr().err
+        assert status == 1, err
+        assert "Traceback" not in err and err.count("\n") == 1
+        return err
+
+    assert f"Session {sid} already exists; nothing was imported" in refused(file, data)
+    assert stored_data(data) == before
+
+    export = json.loads(file.read_text())
+    fresh = tmp_path / "fresh"
+    gapped = {**export, "events": [e for e in export["events"] if e["seq"] != 1]}
     (tmp_path / "gap.json").write_text(json.dumps(gapped))
-    (tmp_path / "fresh").mkdir()
-    fresh = Cli(tmp_path / "fresh", None)
-    gap = await fresh("import", str(tmp_path / "gap.json"))
-    assert gap.returncode == 1, gap.stderr.decode()
-    assert f"event 3 of {sid} does not follow its session's events" in gap.stderr.decode()
-    assert "nothing was imported" in gap.stderr.decode() and "Traceback" not in gap.stderr.decode()
-    assert not (fresh.data / "kittiwake.duckdb").exists() or stored_data(fresh.data) == []
+    err = refused(tmp_path / "gap.json", fresh)
+    assert f"event 2 of {sid} does not follow its session's events" in err
+    assert "nothing was imported" in err
     moved = {**export, "events": [{**e, "aggregateID": "ses_other"} for e in export["events"]]}
     (tmp_path / "moved.json").write_text(json.dumps(moved))
-    other = await fresh("import", str(tmp_path / "moved.json"))
-    assert other.returncode == 1 and f"of {sid}, not the session.created" in other.stderr.decode()
+    assert f"of {sid}, not the session.created" in refused(tmp_path / "moved.json", fresh)
+    assert stored_data(fresh) == []
     (tmp_path / "bad.json").write_text('{"format": "something else"}')
-    bad = await cli("import", str(tmp_path / "bad.json"))
-    assert bad.returncode == 1 and "not a Kittiwake session export" in bad.stderr.decode()
-    missing = await cli("import", str(tmp_path / "none.json"))
-    assert missing.returncode == 1 and "cannot read" in missing.stderr.decode()
-    unknown = await cli("export", "ses_unknown")
-    assert unknown.returncode == 1 and "SessionNotFoundError" in unknown.stderr.decode()
-    assert stored_data(cli.data) == before
+    assert "not a Kittiwake session export" in refused(tmp_path / "bad.json", data)
+    assert "cannot read" in refused(tmp_path / "none.json", data)
+    assert cli_module.main(["export", "ses_unknown", "--data-dir", str(data)]) == 1
+    assert "SessionNotFoundError" in capsys.readouterr().err
+    assert stored_data(data) == before
 
 
 def test_import_into_a_held_data_dir_says_to_stop_the_holder(tmp_path, monkeypatch, capsys):
