@@ -10,9 +10,11 @@ from actors.api import Page as Page
 from actors.api import SessionEvent as SessionEvent
 from actors.api import Sessions as Sessions
 from actors.api import SessionTools as SessionTools
+from actors.api import export_events as export_events
 from actors.api import fork_events as fork_events
 from actors.api import fork_session as fork_session
 from actors.api import fork_title as fork_title
+from actors.api import import_events as import_events
 from actors.api import run_user_shell as run_user_shell
 from actors.cluster import ClusterOptions as ClusterOptions
 from actors.kernel import DEFAULT_POLICY as DEFAULT_POLICY
@@ -86,9 +88,11 @@ __all__ = [
     "USER_SHELL_TEXT",
     "call",
     "current_time",
+    "export_events",
     "fork_events",
     "fork_session",
     "fork_title",
+    "import_events",
     "open_mailbox",
     "open_runtime",
     "run_root",

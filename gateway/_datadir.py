@@ -56,6 +56,8 @@ def held_message(error: JournalHeld, data_dir: Path, command: str) -> str:
         who += f" (kittiwake serve on {url})"
     if command == "serve":
         advice = "stop it, or serve another --data-dir"
+    elif command == "import":  # opened here: a serve cannot take it in
+        advice = "stop it first, or import into another --data-dir"
     elif url is not None:
         advice = f"add --attach {url} to use it"
     else:

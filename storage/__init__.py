@@ -47,6 +47,7 @@ from storage._port import ForkSession as ForkSession
 from storage._port import GetSession as GetSession
 from storage._port import History as History
 from storage._port import HistoryChanges as HistoryChanges
+from storage._port import ImportSessions as ImportSessions
 from storage._port import InitializeEpoch as InitializeEpoch
 from storage._port import IsApproved as IsApproved
 from storage._port import Lease as Lease
@@ -124,6 +125,7 @@ __all__ = [
     "GetSession",
     "History",
     "HistoryChanges",
+    "ImportSessions",
     "InitializeEpoch",
     "IsApproved",
     "Journal",

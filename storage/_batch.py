@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from msgspec.structs import replace
 
-from runtime import PromptConflictError, SessionMessage, SessionNotFoundError
+from runtime import (
+    InvalidInputError,
+    PromptConflictError,
+    SessionMessage,
+    SessionNotFoundError,
+)
 from runtime import events as ev
 from runtime.history import project
 from runtime.inbox import ALL_ADMITTED, to_promote
@@ -254,6 +259,42 @@ class WriteBatch:
         row.last_seq = stored.seq
         self.events.append(stored)
         project(event, stored.seq, self)
+
+    def import_event(self, stored: StoredEvent) -> None:
+        """Store one event exported from another store as it was (its session, seq, type,
+        version and JSON bytes) under a new event id, and project it.
+
+        Raises:
+            PromptConflictError: it creates a session that exists here.
+            InvalidInputError: its JSON is not an event of its type and session, or its seq
+                does not follow its session's last one (0 for ``session.created``).
+        """
+        try:
+            event = ev.decode_event(stored.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise InvalidInputError(f"event {stored.seq} of {stored.aggregate_id}: {exc}") from None
+        tag = event.__struct_config__.tag
+        if (tag, event.VERSION, event.session_id) != (
+            stored.type, stored.version, stored.aggregate_id,
+        ):  # fmt: skip
+            raise InvalidInputError(
+                f"event {stored.seq} of {stored.aggregate_id} is a {tag} of {event.session_id}, "
+                f"not the {stored.type} it is stored as"
+            )
+        row = self._row(stored.aggregate_id)
+        if isinstance(event, ev.SessionCreated):
+            if row is not None:
+                raise PromptConflictError(f"Session {stored.aggregate_id} already exists")
+            expected = 0
+        else:
+            expected = -1 if row is None else row.last_seq + 1
+        if stored.seq != expected:
+            raise InvalidInputError(
+                f"event {stored.seq} of {stored.aggregate_id} does not follow its session's "
+                f"events (expected seq {expected}: the export starts with session.created and "
+                "has no gap)"
+            )
+        self.replay_event(msgspec.structs.replace(stored, id=self._store.new_event_id()))
 
     def put_epoch(self, epoch: EpochRow, *, expected_revision: int | None = None) -> None:
         """Write an epoch row; with *expected_revision*, only over that revision.

@@ -71,6 +71,15 @@ def _fork(b: WriteBatch, c: p.ForkSession) -> ev.SessionInfo:
     return info
 
 
+def _import(b: WriteBatch, c: p.ImportSessions) -> list[ev.SessionInfo]:
+    created: list[str] = []
+    for stored in c.events:
+        b.import_event(stored)
+        if stored.seq == 0:
+            created.append(stored.aggregate_id)
+    return [b.session(sid) for sid in created]
+
+
 def _ask(b: WriteBatch, c: p.AskPermission) -> None:
     asked = c.asked
     found = b.permission(asked.request_id)
@@ -167,6 +176,7 @@ _HANDLERS: Final[dict[type[Any], Callable[[WriteBatch, Any], Any]]] = {
     p.PromoteInputs: _promote,
     p.Append: _append,
     p.ForkSession: _fork,
+    p.ImportSessions: _import,
     p.AppendWithPending: _append_with_pending,
     p.AskPermission: _ask,
     p.ReplyPermission: _reply,

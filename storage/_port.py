@@ -178,6 +178,16 @@ class ForkSession(Command[ev.SessionInfo], frozen=True, tag="session.fork"):
     events: list[ev.DurableEvent]
 
 
+class ImportSessions(Command[list[ev.SessionInfo]], frozen=True, tag="session.import"):
+    """Store *events* exported from another store (``events`` of each session from its
+    ``session.created`` on, sessions in creation order) as they were, in one batch: every
+    session whole or none. Answers the imported sessions' infos. Raises
+    ``PromptConflictError`` when one exists, ``InvalidInputError`` for an event that is
+    not its type's JSON or does not follow its session's previous one."""
+
+    events: list[StoredEvent]
+
+
 class AskPermission(Command[None], frozen=True, tag="permission.ask"):
     """Record a pending permission request unless the same one exists. Raises
     PromptConflictError when its id names another request."""

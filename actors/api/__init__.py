@@ -2,6 +2,9 @@
 commands, forks, the user's shell commands, and the pages sessions and events are read in.
 """
 
+from actors.api._export import DEFAULT_MAX_EXPORT_EVENTS as DEFAULT_MAX_EXPORT_EVENTS
+from actors.api._export import export_events as export_events
+from actors.api._export import import_events as import_events
 from actors.api._fork import fork_events as fork_events
 from actors.api._fork import fork_session as fork_session
 from actors.api._fork import fork_title as fork_title
@@ -15,6 +18,7 @@ from actors.api._shell import USER_SHELL_TEXT as USER_SHELL_TEXT
 from actors.api._shell import run_user_shell as run_user_shell
 
 __all__ = [
+    "DEFAULT_MAX_EXPORT_EVENTS",
     "DEFAULT_MAX_TASKS",
     "McpSessionHost",
     "Page",
@@ -22,8 +26,10 @@ __all__ = [
     "SessionTools",
     "Sessions",
     "USER_SHELL_TEXT",
+    "export_events",
     "fork_events",
     "fork_session",
     "fork_title",
+    "import_events",
     "run_user_shell",
 ]

@@ -330,9 +330,53 @@ def parser() -> argparse.ArgumentParser:
         "--pip-timeout", type=float, default=900.0, metavar="SECONDS",
         help="add: how long pip may take (default 900)",
     )  # fmt: skip
+    export = command(
+        "export", "write a session's durable events as JSON, or its transcript as Markdown",
+        "Write SESSION and its subsessions as their stored durable events (JSON: each "
+        "event's data byte for byte, what `kittiwake import` reads), or with --format "
+        "markdown its transcript (prompts, answers, tool calls, tokens and cost).",
+    )  # fmt: skip
+    export.add_argument("session", help="the session id")
+    export.add_argument("--format", choices=["json", "markdown"], default="json")
+    export.add_argument("--output", "-o", metavar="FILE", help="write FILE (default: stdout)")
+    imported = command(
+        "import", "store an export's sessions in the data dir, every event as it was",
+        "Store the sessions of FILE (written by `kittiwake export`) in the data dir, opened "
+        "here: all of them or, when one exists already or the file is not an export, none.",
+    )  # fmt: skip
+    imported.add_argument("file", help="the export (JSON)")
+    imported.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    github = command(
+        "github", "answer a GitHub Actions event with one session (see docs/github.md)",
+        "run: read GITHUB_EVENT_NAME and GITHUB_EVENT_PATH (issue_comment, "
+        "pull_request_review_comment, issues, pull_request, workflow_dispatch, schedule); "
+        "check the commenter's write permission, react, run one session in the current "
+        "directory (the checkout) with the question tool denied, commit and push its changes "
+        "(to the pull request's branch, or a new branch and pull request for an issue) and "
+        "reply with the answer, the files changed, tokens and cost and the transcript. The "
+        "token is GITHUB_TOKEN, the API GITHUB_API_URL; both tokens and provider keys leave "
+        "the environment before the session runs.",
+    )  # fmt: skip
+    github.add_argument("action", choices=["run"])
+    github.add_argument("--model", metavar="PROVIDER/MODEL", help="the session's model")
+    github.add_argument("--agent", help="the session's agent (default: the configured one)")
+    github.add_argument(
+        "--prompt", help="the prompt, instead of the comment's text (needed for "
+        "workflow_dispatch and schedule)",
+    )  # fmt: skip
+    github.add_argument(
+        "--mentions", default=",".join(("/kittiwake", "/kw")), metavar="LIST",
+        help="comma-separated words a comment must hold to be answered (default /kittiwake,/kw)",
+    )  # fmt: skip
+    github.add_argument(
+        "--artifact-dir", metavar="DIR", help="write the session's export (SESSION.json) "
+        "and transcript (SESSION.md) into DIR",
+    )  # fmt: skip
+    github.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    github.set_defaults(attach=None)
     for cmd in (models, auth, config, mcp):
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
-    for cmd in (run, tui, acp, sessions, inspect, stats, trace, plugin):
+    for cmd in (run, tui, acp, sessions, inspect, stats, trace, plugin, export):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     return parser

@@ -47,7 +47,7 @@ from gateway.cli._setup import (
     list_models,
     show_config,
 )
-from gateway.cli._stats import render_summary, render_trace, telemetry_options
+from gateway.cli._stats import render_summary, render_trace, render_tree, telemetry_options
 from gateway.cli._terminal import (
     RunFailed,
     Runner,
@@ -79,7 +79,7 @@ __all__ = ["default_data_dir", "main"]
 _log = logging.getLogger("kittiwake.cli")
 _DEFAULT_PORT: Final = 4096
 _DEFAULT_HOST: Final = "127.0.0.1"
-_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin")
+_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin", "export")
 """Commands that open the data dir in-process, unless ``--attach`` names a server or a
 ``serve`` holds the data dir (they talk to that one)."""
 
@@ -244,7 +244,7 @@ async def _api(
     data_dir = _data_dir(args)
     provider = None
     config = load_config_warned(os.getcwd())
-    if args.command == "run" or getattr(args, "action", None) == "resume":
+    if args.command in ("run", "github") or getattr(args, "action", None) == "resume":
         provider = await configured_provider(data_dir, sys.stderr, config, wanted)
     options: dict[str, Any] = provider.options() if provider else {}
     if args.command == "mcp":  # its Locations read their configuration: their servers
@@ -285,6 +285,28 @@ async def _run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     async with _api(args, wanted=args.model) as api:
         return await Runner(api, options).run()
+
+
+async def _export(args: argparse.Namespace) -> int:
+    from gateway.cli._export import export_command  # the HTTP core loads only when used
+
+    async with _api(args) as api:
+        return await export_command(api, args.session, args.format, args.output)
+
+
+async def _import(args: argparse.Namespace) -> int:
+    from gateway.cli._export import import_file
+
+    infos = await import_file(_data_dir(args), args.file)
+    for info in infos:
+        print(f"imported {info.id}  {info.title}")
+    return 0
+
+
+async def _github(args: argparse.Namespace) -> int:
+    from gateway.cli._github import github_command
+
+    return await github_command(args, _api, _data_dir(args))
 
 
 async def _plugin(args: argparse.Namespace) -> int:
@@ -399,31 +421,6 @@ async def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-def render_tree(snapshot: dict[str, Any]) -> str:
-    """The actor tree as indented text: state, mailbox depth, restarts, current activity."""
-    lines: list[str] = []
-
-    def walk(node: dict[str, Any], depth: int) -> None:
-        st = node.get("statistics", {})
-        bound = st.get("mailbox_bound")
-        mailbox = f"{st.get('mailbox_depth')}/{bound if bound is not None else 'inf'}"
-        activity = st.get("current_activity") or "-"
-        lines.append(
-            f"{'  ' * depth}{st.get('id')} [{st.get('kind')}] {st.get('state')}"
-            f"  mailbox={mailbox} restarts={st.get('restarts')} activity={activity}"
-            + (f" last_error={st['last_error']!r}" if st.get("last_error") else "")
-        )
-        for child in node.get("children", []):
-            walk(child, depth + 1)
-
-    for root in snapshot.get("tree", []):
-        walk(root, 0)
-    storage = snapshot.get("storage", {})
-    if storage:
-        lines.append("storage: " + " ".join(f"{k}={v}" for k, v in storage.items()))
-    return "\n".join(lines)
-
-
 async def _inspect(args: argparse.Namespace) -> int:
     async with _api(args) as api:
         print(render_tree(check(await api.get("/api/actors"))))
@@ -528,6 +525,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         "models": _models, "auth": _auth, "config": _config, "stats": _stats, "trace": _trace,
         "mcp": _mcp,
         "plugin": _plugin,
+        "export": _export,
+        "import": _import,
+        "github": _github,
         "tui": lambda args: import_module("gateway.opencode._tui").tui(args),
         "acp": lambda args: import_module("gateway.cli._acp").acp(args),
     }  # fmt: skip

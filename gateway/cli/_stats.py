@@ -1,5 +1,5 @@
-"""``kittiwake stats`` and ``kittiwake trace``: the telemetry tables as text; the runtime's
-telemetry options from ``telemetry`` in ``kittiwake.json``."""
+"""``kittiwake stats``, ``trace`` and ``inspect``: the telemetry tables and the actor tree as
+text; the runtime's telemetry options from ``telemetry`` in ``kittiwake.json``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Final
 from runtime.config import TelemetryConfig
 from storage import TelemetryOptions
 
-__all__ = ["render_summary", "render_trace", "telemetry_options"]
+__all__ = ["render_summary", "render_trace", "render_tree", "telemetry_options"]
 
 _MB: Final = 1024 * 1024
 _PERCENTILES: Final = ("ttft", "turn", "tool", "commit")
@@ -127,4 +127,29 @@ def render_trace(spans: Sequence[dict[str, Any]], *, drains: int) -> str:
         when = datetime.fromtimestamp(root["start_ns"] / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
         lines.append(f"# {when} UTC  trace {root['trace_id']}")
         walk(root, 0)
+    return "\n".join(lines)
+
+
+def render_tree(snapshot: dict[str, Any]) -> str:
+    """The actor tree as indented text: state, mailbox depth, restarts, current activity."""
+    lines: list[str] = []
+
+    def walk(node: dict[str, Any], depth: int) -> None:
+        st = node.get("statistics", {})
+        bound = st.get("mailbox_bound")
+        mailbox = f"{st.get('mailbox_depth')}/{bound if bound is not None else 'inf'}"
+        activity = st.get("current_activity") or "-"
+        lines.append(
+            f"{'  ' * depth}{st.get('id')} [{st.get('kind')}] {st.get('state')}"
+            f"  mailbox={mailbox} restarts={st.get('restarts')} activity={activity}"
+            + (f" last_error={st['last_error']!r}" if st.get("last_error") else "")
+        )
+        for child in node.get("children", []):
+            walk(child, depth + 1)
+
+    for root in snapshot.get("tree", []):
+        walk(root, 0)
+    storage = snapshot.get("storage", {})
+    if storage:
+        lines.append("storage: " + " ".join(f"{k}={v}" for k, v in storage.items()))
     return "\n".join(lines)

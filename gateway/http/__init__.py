@@ -12,6 +12,11 @@ from gateway.http._app import DEFAULT_SSE_BUFFER as DEFAULT_SSE_BUFFER
 from gateway.http._app import Gateway as Gateway
 from gateway.http._app import Room as Room
 from gateway.http._app import create_core as create_core
+from gateway.http._export import EXPORT_FORMAT as EXPORT_FORMAT
+from gateway.http._export import SessionExport as SessionExport
+from gateway.http._export import decode_export as decode_export
+from gateway.http._export import session_export as session_export
+from gateway.http._export import stored_events as stored_events
 from gateway.http._opencode import agent_json as agent_json
 from gateway.http._opencode import agent_v2_json as agent_v2_json
 from gateway.http._opencode import assistant_json as assistant_json
@@ -49,6 +54,9 @@ from gateway.http._serve import serve_app as serve_app
 from gateway.http._streams import Producer as Producer
 from gateway.http._streams import sse_frame as sse_frame
 from gateway.http._streams import sse_response as sse_response
+from gateway.http._transcript import Usage as Usage
+from gateway.http._transcript import transcript as transcript
+from gateway.http._transcript import usage_of as usage_of
 from gateway.http._wire import GatewayError as GatewayError
 from gateway.http._wire import PermissionReplyBody as PermissionReplyBody
 from gateway.http._wire import QuestionReplyBody as QuestionReplyBody
@@ -65,6 +73,7 @@ __all__ = [
     "DEFAULT_MAX_BODY",
     "DEFAULT_PORT",
     "DEFAULT_SSE_BUFFER",
+    "EXPORT_FORMAT",
     "Gateway",
     "GatewayError",
     "HTML",
@@ -79,6 +88,8 @@ __all__ = [
     "RouteTable",
     "SSE",
     "Server",
+    "SessionExport",
+    "Usage",
     "WebsocketLimits",
     "agent_json",
     "agent_v2_json",
@@ -86,6 +97,7 @@ __all__ = [
     "bind",
     "content_json",
     "create_core",
+    "decode_export",
     "encode",
     "message_error",
     "message_projections",
@@ -99,14 +111,18 @@ __all__ = [
     "reply_permission",
     "request_directory",
     "serve_app",
+    "session_export",
     "session_json",
     "sse_frame",
     "sse_response",
     "step_finish_json",
+    "stored_events",
     "tokens_json",
     "tool_input_json",
     "tool_name_json",
     "tool_state_json",
+    "transcript",
     "turn_agent_model",
+    "usage_of",
     "user_json",
 ]

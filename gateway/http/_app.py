@@ -20,6 +20,7 @@ from quart_trio import QuartTrio
 
 from actors import Runtime
 from gateway._limits import DEFAULT_MAX_BODY
+from gateway.http._export import export_route
 from gateway.http._guards import install_cors, install_errors, install_guards
 from gateway.http._openapi import openapi_document
 from gateway.http._routes import (
@@ -168,6 +169,7 @@ def create_core(gw: Gateway, rooms: Sequence[Room] = ()) -> QuartTrio:
     table = RouteTable()
     _session_routes(table, gw)
     stream_routes(table, app, gw)
+    export_route(table, gw)
     _doc_route(table, gw)
     for room in rooms:
         room(table, app)

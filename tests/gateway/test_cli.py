@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import trio
 
-from gateway.cli._main import default_data_dir, render_tree
+from gateway.cli._main import default_data_dir
+from gateway.cli._stats import render_tree
 from tests.waiting import serving_url
 
 from .conftest import served
