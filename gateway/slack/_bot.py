@@ -1,0 +1,282 @@
+"""The bot's trio side (``SlackBot``): what Slack delivers, turned into session work through
+a ``gateway.acp`` ``Backend`` (a runtime in this process or a running server), and the
+answers posted back through ``SlackWeb``.
+
+Each Slack thread is one session (``ThreadMap``, on disk). A thread's messages are taken
+one after another, in the order Slack delivered them; threads run side by side.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
+from typing import Any, Final, Literal, cast
+
+import trio
+from slack_sdk.errors import SlackApiError
+
+from actors import SessionEvent
+from gateway.acp import Backend
+from gateway.slack._asks import (
+    ANSWER,
+    ASK,
+    DISMISS,
+    answered_blocks,
+    decode_pick,
+    permission_blocks,
+    permission_outcome,
+    permission_text,
+    question_blocks,
+    question_text,
+)
+from gateway.slack._commands import Commands
+from gateway.slack._link import Clicked, Commanded, Delivery, Said
+from gateway.slack._render import WORKING, Answer
+from gateway.slack._settings import SlackSettings
+from gateway.slack._threads import Thread, ThreadMap, thread_key
+from gateway.slack._web import SlackWeb, live_message
+from runtime import KittiwakeError, Prompt
+from runtime import events as ev
+
+__all__ = ["REFUSAL", "SlackBot"]
+
+_log = logging.getLogger("kittiwake.slack")
+REFUSAL: Final = "Sorry, I can only work with the people and channels I was set up for."
+_NOT_YOURS: Final = "Only <@{owner}> (who started this thread) can answer this."
+_Reply = Literal["once", "always", "reject"]
+
+
+class SlackBot:
+    """Serves Slack's deliveries until cancelled.
+
+    Args:
+        backend: the session API (``EmbeddedBackend`` or ``AttachedBackend``).
+        web: Slack's Web API.
+        threads: the thread-to-session map.
+        settings: who may use the bot, where sessions work, its limits.
+    """
+
+    def __init__(
+        self, backend: Backend, web: SlackWeb, threads: ThreadMap, settings: SlackSettings
+    ) -> None:
+        self._backend = backend
+        self._web = web
+        self._threads = threads
+        self._settings = settings
+        self._queues: dict[str, list[Said]] = {}
+        self._picks: dict[str, dict[int, str]] = {}
+        self._commands = Commands(backend, web, threads, settings)
+
+    async def serve(self, deliveries: trio.abc.ReceiveChannel[Delivery]) -> None:
+        """Handle each delivery until the channel ends (then wait for the work it began)
+        or the bot is cancelled. A delivery whose handling fails is answered with the
+        failure in Slack (and logged); the others go on."""
+        async with trio.open_nursery() as nursery:
+            async for item in deliveries:
+                if isinstance(item, Said):
+                    self._queue(item, nursery)
+                elif isinstance(item, Clicked):
+                    nursery.start_soon(self._guarded, self._clicked, item, item.channel, item.user)
+                else:
+                    nursery.start_soon(
+                        self._guarded, self._commanded, item, item.channel, item.user
+                    )
+
+    def _queue(self, said: Said, nursery: trio.Nursery) -> None:
+        key = thread_key(said.team, said.channel, said.thread)
+        queue = self._queues.get(key)
+        if queue is not None:
+            queue.append(said)
+            return
+        self._queues[key] = [said]
+
+        async def drain() -> None:
+            try:
+                while self._queues[key]:
+                    item = self._queues[key][0]
+                    await self._guarded(self._said, item, item.channel, item.user, item.thread)
+                    self._queues[key].pop(0)
+            finally:
+                del self._queues[key]
+
+        nursery.start_soon(drain)
+
+    async def _guarded(
+        self, handle: Callable[[Any], Awaitable[None]], item: Any, channel: str, user: str,
+        thread: str | None = None,
+    ) -> None:  # fmt: skip
+        """Run *handle*; a refusal of the runtime or of Slack is told to *user* in Slack."""
+        try:
+            await handle(item)
+        except (KittiwakeError, SlackApiError) as exc:
+            _log.warning("handling %s failed: %s", type(item).__name__, exc)
+            try:
+                await self._tell(channel, user, f":warning: {exc}", thread)
+            except SlackApiError as again:
+                _log.warning("could not tell %s: %s", user, again)
+
+    async def _tell(self, channel: str, user: str, text: str, thread: str | None = None) -> None:
+        """An ephemeral message to *user* (in *thread*)."""
+        params: dict[str, Any] = {"channel": channel, "user": user, "text": text}
+        if thread is not None:
+            params["thread_ts"] = thread
+        await self._web.call("chat.postEphemeral", **params)
+
+    # -- conversations --------------------------------------------------------------------
+
+    async def _said(self, said: Said) -> None:
+        """Continue the thread's session with the message, or start one; the answer
+        streams into one reply edited in place."""
+        if not self._settings.admits(said.team, said.channel, said.user):
+            await self._tell(said.channel, said.user, REFUSAL, said.thread)
+            return
+        now = int(time.time() * 1000)
+        thread = self._threads.get(said.team, said.channel, said.thread)
+        if thread is None:
+            if not said.starts:
+                return  # a reply in a thread the bot does not hold
+            info = await self._backend.create(self._settings.directory)
+            thread = Thread(
+                team=said.team, channel=said.channel, ts=said.thread, session_id=info.id,
+                owner=said.user, used=now,
+            )  # fmt: skip
+        else:
+            thread = Thread(
+                team=thread.team, channel=thread.channel, ts=thread.ts,
+                session_id=thread.session_id, owner=thread.owner, used=now,
+            )  # fmt: skip
+        await self._threads.put(thread)
+        if not said.text:
+            return
+        posted = await self._web.call(
+            "chat.postMessage", channel=said.channel, thread_ts=said.thread, text=WORKING
+        )
+        await self._answer(thread, str(posted["ts"]), Prompt(text=said.text))
+
+    async def _answer(self, thread: Thread, ts: str, prompt: Prompt) -> None:
+        """Admit *prompt* and stream the run's answer into the message *ts* until the
+        session is idle; its permission requests and questions are posted beside it."""
+        session = thread.session_id
+        answer = Answer(max_text=self._settings.max_text)
+        interval = self._settings.update_interval
+        async with (
+            live_message(self._web, thread.channel, ts, interval) as live,
+            self._backend.follow(session, None) as follow,
+        ):
+            after = (await self._backend.prompt(session, prompt)).admitted_seq - 1
+            idle = trio.Event()
+            async with trio.open_nursery() as nursery:
+
+                async def until_idle() -> None:
+                    await self._backend.wait_idle(session)
+                    idle.set()
+
+                nursery.start_soon(until_idle)
+                async with aclosing(follow.items(after, idle)) as items:
+                    async for item in items:
+                        if isinstance(item, SessionEvent):
+                            self._asked(thread, item.event, nursery)
+                        if answer.feed(item):
+                            live.show(answer.text())
+                nursery.cancel_scope.cancel()
+            live.show(answer.final())
+
+    def _asked(self, thread: Thread, event: ev.DurableEvent, nursery: trio.Nursery) -> None:
+        if isinstance(event, ev.PermissionAsked):
+            text, blocks = permission_text(event), permission_blocks(event)
+        elif isinstance(event, ev.QuestionAsked):
+            text, blocks = question_text(event), question_blocks(event)
+        else:
+            return
+
+        async def post() -> None:
+            await self._web.call(
+                "chat.postMessage", channel=thread.channel, thread_ts=thread.ts, text=text,
+                blocks=blocks,
+            )  # fmt: skip
+
+        nursery.start_soon(self._guarded, lambda _: post(), None, thread.channel, thread.owner)
+
+    # -- buttons --------------------------------------------------------------------------
+
+    async def _clicked(self, click: Clicked) -> None:
+        """Reply to the request the button names, durably, if the clicking user may: the
+        thread's owner or one of ``answerers``; anyone else is told who may."""
+        pick = decode_pick(click.value)
+        thread = self._threads.get(click.team, click.channel, click.thread)
+        if pick is None or thread is None or pick.session_id != thread.session_id:
+            await self._tell(click.channel, click.user, "This request is not one of mine.")
+            return
+        allowed = self._settings.admits(click.team, click.channel, click.user) and (
+            click.user == thread.owner or click.user in self._settings.answerers
+        )
+        if not allowed:
+            await self._tell(click.channel, click.user, _NOT_YOURS.format(owner=thread.owner))
+            return
+        session, request = pick.session_id, pick.request_id
+        if click.action.startswith(ASK):
+            reply = cast(_Reply, click.action.removeprefix(ASK))
+            if reply not in ("once", "always", "reject"):
+                return
+            await self._backend.reply_permission(session, request, reply)
+            await self._settle(click, ":lock: permission", permission_outcome(reply))
+        elif click.action == DISMISS:
+            self._picks.pop(request, None)
+            await self._backend.reject_question(session, request)
+            await self._settle(click, ":question: question", "dismissed it")
+        elif click.action.startswith(ANSWER):
+            await self._answered(click, session, request, pick.question, pick.option)
+
+    async def _answered(
+        self, click: Clicked, session: str, request: str, question: int, option: int
+    ) -> None:
+        """One question's option picked; once every question of the request has one, the
+        answers are the reply."""
+        asked = await self._question(session, request)
+        if asked is None or not 0 <= question < len(asked.questions):
+            await self._tell(click.channel, click.user, "This question is answered already.")
+            return
+        options = asked.questions[question].options
+        if not 0 <= option < len(options):
+            return
+        picks = self._picks.setdefault(request, {})
+        picks[question] = options[option].label
+        if len(picks) < len(asked.questions):
+            return
+        del self._picks[request]
+        answers = [[picks[i]] for i in range(len(asked.questions))]
+        await self._backend.reply_question(session, request, answers)
+        await self._settle(click, ":question: question", "answered " + ", ".join(picks.values()))
+
+    async def _question(self, session: str, request: str) -> ev.QuestionAsked | None:
+        """The pending question *request* of *session* (its history read), else None."""
+        cursor, more, found = 0, True, None
+        while more:
+            page, more = await self._backend.history(session, cursor)
+            for item in page:
+                cursor = item.seq
+                event = item.event
+                if isinstance(event, ev.QuestionAsked) and event.id == request:
+                    found = event
+                elif isinstance(event, ev.QuestionReplied | ev.QuestionRejected) and (
+                    event.request_id == request
+                ):
+                    found = None
+        return found
+
+    async def _settle(self, click: Clicked, text: str, outcome: str) -> None:
+        """The request's message without its buttons, saying who answered how."""
+        await self._web.call(
+            "chat.update", channel=click.channel, ts=click.message_ts, text=f"{text}: {outcome}",
+            blocks=answered_blocks(text, click.user, outcome),
+        )  # fmt: skip
+
+    # -- /kw ------------------------------------------------------------------------------
+
+    async def _commanded(self, command: Commanded) -> None:
+        if not self._settings.admits(command.team, command.channel, command.user):
+            await self._tell(command.channel, command.user, REFUSAL)
+            return
+        await self._commands.run(command)

@@ -1,0 +1,84 @@
+"""A Slack thread is a durable session: a mention starts it, the answer streams into one
+message edited in place, the thread's next message continues it, and a bot killed and
+started again continues it still."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.opencode.harness import Provider
+from tests.slack.harness import TEAM, Setup, bot, mock_slack
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    return [str(m["content"]) for m in body["messages"] if m["role"] == "user"]
+
+
+def asked_with(provider: Provider, text: str) -> dict[str, Any]:
+    """The last provider request whose last user message is *text*."""
+    for request in reversed(provider.server.requests):
+        body = request.json()
+        if user_texts(body)[-1:] == [text]:
+            return body
+    raise AssertionError(f"no request ends with {text!r}")
+
+
+def final(slack: Any, ts: str) -> str | None:
+    """The message *ts*'s last text once it shows the run's tokens (its final form)."""
+    edits = slack.edits(ts)
+    return edits[-1] if edits and "_tokens:" in edits[-1] else None
+
+
+async def test_a_mention_starts_a_session_streamed_by_edits_that_the_thread_continues(
+    tmp_path, provider: Provider
+) -> None:
+    async with mock_slack() as slack:
+        setup = Setup(tmp_path, provider, slack)
+        async with bot(setup, slack):
+            root = await slack.say("stream please")
+            await slack.until(lambda: len(slack.posted()) == 1)
+            [(reply, posted)] = slack.posted()
+            assert posted["thread_ts"] == root and posted["channel"] == "C1"
+            await slack.until(lambda: final(slack, reply) is not None)
+            edits = slack.edits(reply)
+            # The answer grew in place, piece by piece, in order, then got its usage.
+            shown = [text.split("\n")[0].strip() for text in edits]
+            assert shown[-1] == "One two three."
+            assert "One" in shown and "One two" in shown
+            assert shown.index("One") < shown.index("One two") < shown.index("One two three.")
+            [thread] = setup.threads.values()
+            assert thread["ts"] == root and thread["owner"] == "U1" and thread["team"] == TEAM
+
+            await slack.say("and then?", thread=root, mention=False)
+            await slack.until(lambda: len(slack.posted()) == 2)
+            ((second, posted),) = slack.posted()[1:]
+            assert posted["thread_ts"] == root
+            await slack.until(lambda: final(slack, second) is not None)
+            assert "Hello from the mock." in (final(slack, second) or "")
+            assert [t["session_id"] for t in setup.threads.values()] == [thread["session_id"]]
+        # One conversation: the provider saw the first prompt before the second.
+        assert user_texts(asked_with(provider, "and then?"))[-2:] == ["stream please", "and then?"]
+
+
+async def test_a_killed_bot_started_again_continues_the_threads_session(
+    tmp_path, provider: Provider
+) -> None:
+    async with mock_slack() as slack:
+        setup = Setup(tmp_path, provider, slack)
+        async with bot(setup, slack) as process:
+            root = await slack.say("remember the word kittiwake")
+            await slack.until(
+                lambda: bool(slack.posted()) and final(slack, slack.posted()[0][0]) is not None
+            )
+            [thread] = setup.threads.values()
+            process.kill()  # SIGKILL
+            await process.wait()
+        async with bot(setup, slack):
+            await slack.say("what was the word?", thread=root, mention=False)
+            await slack.until(lambda: len(slack.posted()) == 2)
+            ((reply, posted),) = slack.posted()[1:]
+            assert posted["thread_ts"] == root
+            await slack.until(lambda: final(slack, reply) is not None)
+        assert [t["session_id"] for t in setup.threads.values()] == [thread["session_id"]]
+        history = user_texts(asked_with(provider, "what was the word?"))
+        assert history[-2:] == ["remember the word kittiwake", "what was the word?"]
