@@ -40,6 +40,7 @@ class Call:
     params: dict[str, Any]
     limited: bool = False
     answer: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=trio.current_time)
 
 
 @dataclass
@@ -235,7 +236,10 @@ async def mock_slack() -> AsyncIterator[MockSlack]:
 class Setup:
     """A data dir whose catalog has the mock provider, and a project configured for Slack."""
 
-    def __init__(self, tmp: Path, provider: Provider, slack: MockSlack, **config: Any) -> None:
+    def __init__(
+        self, tmp: Path, provider: Provider, mock: MockSlack, *, slack: dict[str, Any] | None = None,
+        **config: Any,
+    ) -> None:  # fmt: skip
         self.data = tmp / "data"
         self.project = tmp / "project"
         self.project.mkdir(exist_ok=True)
@@ -246,8 +250,8 @@ class Setup:
             self.env.pop(name, None)
         self.env |= {"LOCAL_API_KEY": "sk-local", "KITTIWAKE_MODEL": "local/m1",
                      "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-test"}  # fmt: skip
-        slack_config = {"apiUrl": f"http://127.0.0.1:{slack.port}/api/", "updateInterval": 0.05}
-        slack_config |= config.pop("slack", {})
+        slack_config = {"apiUrl": f"http://127.0.0.1:{mock.port}/api/", "updateInterval": 0.05}
+        slack_config |= slack or {}
         (self.project / "kittiwake.json").write_text(json.dumps({"slack": slack_config, **config}))
 
     def log(self) -> Any:

@@ -1,0 +1,73 @@
+"""Permission requests come as buttons that only the thread's owner may press (the click is
+the durable reply), and a user the configuration does not admit is refused: nothing runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runtime import open_runtime
+from tests.opencode.harness import Provider
+from tests.slack.harness import Setup, bot, mock_slack
+from tests.slack.test_slack_threads import final
+
+
+async def sessions_in(data: Path) -> list[str]:
+    async with open_runtime(data_dir=data) as rt:
+        page = await rt.sessions.list(limit=100)
+        return [info.id for info in page.data]
+
+
+async def test_a_permission_request_is_answered_by_its_owners_click_only(
+    tmp_path, provider: Provider
+) -> None:
+    async with mock_slack() as slack:
+        setup = Setup(
+            tmp_path, provider, slack, permission={"edit": "ask"},
+            slack={"allowedUsers": ["U1", "U2"]},
+        )  # fmt: skip
+        notes = setup.project / "notes.py"
+        notes.write_text("print(os.getcwd())\n")
+        async with bot(setup, slack):
+            root = await slack.say("edit notes.py")
+            await slack.until(lambda: any("blocks" in p for _, p in slack.posted()))
+            [(reply, _), (ask, asked)] = slack.posted()
+            assert asked["thread_ts"] == root and "edit" in asked["text"]
+            buttons = {b["action_id"]: b for b in asked["blocks"][1]["elements"]}
+            assert set(buttons) == {
+                "kw_permission_once",
+                "kw_permission_always",
+                "kw_permission_reject",
+            }
+            once = buttons["kw_permission_once"]["value"]
+
+            # Another (admitted) user's click is refused: the request stays pending.
+            await slack.click("kw_permission_once", once, ask, root, user="U2")
+            await slack.until(
+                lambda: any(p["user"] == "U2" for p in slack.of("chat.postEphemeral"))
+            )
+            [told] = slack.of("chat.postEphemeral")
+            assert "Only <@U1>" in told["text"]
+            assert slack.edits(ask) == [] and notes.read_text() == "print(os.getcwd())\n"
+
+            # A user the configuration does not admit: refused, nothing created.
+            await slack.say("hello", user="U3")
+            await slack.until(
+                lambda: any(p["user"] == "U3" for p in slack.of("chat.postEphemeral"))
+            )
+            refused = [p for p in slack.of("chat.postEphemeral") if p["user"] == "U3"]
+            assert "Sorry" in refused[0]["text"]
+            assert len(slack.posted()) == 2 and len(setup.threads) == 1
+
+            # The owner's click is the reply: the edit runs, the answer ends.
+            await slack.click("kw_permission_once", once, ask, root, user="U1")
+            await slack.until(lambda: final(slack, reply) is not None)
+            assert "Tool done." in (final(slack, reply) or "")
+            assert "✅ `edit` notes.py" in (final(slack, reply) or "")
+            assert notes.read_text() == "print(sys.argv)\n"
+            [settled] = slack.edits(ask)
+            assert "allowed once" in settled
+            [shown] = [p for p in slack.of("chat.update") if p["ts"] == ask]
+            assert json.dumps(shown["blocks"]).count('"button"') == 0
+        [thread] = setup.threads.values()
+        assert await sessions_in(setup.data) == [thread["session_id"]]
