@@ -126,11 +126,17 @@ def _app(client: WebClient, deliver: Callable[[Delivery], None], command: str) -
 
 @asynccontextmanager
 async def slack_link(
-    client: WebClient, app_token: str, *, max_pending: int, command: str = "/kw"
+    client: WebClient,
+    app_token: str,
+    *,
+    max_pending: int,
+    ping_interval: float,
+    command: str = "/kw",
 ) -> AsyncIterator[trio.MemoryReceiveChannel[Delivery]]:
     """Connect to Slack in Socket Mode and yield what it delivers, in the order its
     listeners hand it over. The client reconnects by itself after a dropped connection
-    (``apps.connections.open`` again). Leaving the block disconnects.
+    (``apps.connections.open`` again), at the latest at its next check (every
+    *ping_interval* seconds). Leaving the block disconnects.
 
     Raises ``SlackApiError`` when ``auth.test`` or ``apps.connections.open`` refuses the
     tokens. A delivery that arrives while the trio side is ending is dropped (logged).
@@ -145,7 +151,7 @@ async def slack_link(
             _log.warning("a Slack delivery arrived while the bot was stopping: dropped")
 
     app = await trio.to_thread.run_sync(partial(_app, client, deliver, command))
-    handler = SocketModeHandler(app, app_token, web_client=client)
+    handler = SocketModeHandler(app, app_token, web_client=client, ping_interval=ping_interval)
     try:
         await trio.to_thread.run_sync(handler.connect)
         with receive:

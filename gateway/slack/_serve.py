@@ -37,6 +37,9 @@ async def serve_slack(
     )
     threads = await ThreadMap.open(threads_path)
     bot = SlackBot(backend, web, threads, settings)
-    async with slack_link(client, settings.app_token, max_pending=settings.max_pending) as items:
+    async with slack_link(
+        client, settings.app_token, max_pending=settings.max_pending,
+        ping_interval=settings.ping_interval,
+    ) as items:  # fmt: skip
         task_status.started()
         await bot.serve(items)

@@ -39,6 +39,8 @@ class SlackSettings(msgspec.Struct, frozen=True, kw_only=True):
         max_pending: Slack deliveries (events, clicks, commands) queued for the sessions'
             side before a delivery waits for room.
         max_text: the most characters of an answer shown in one message (its tail is kept).
+        ping_interval: seconds between the Socket Mode connection's pings, and between
+            its checks: a connection found closed is reopened then at the latest.
     """
 
     bot_token: str
@@ -54,6 +56,7 @@ class SlackSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_retry_after: float = 120.0
     max_pending: int = 256
     max_text: int = 3500
+    ping_interval: float = 10.0
 
     def admits(self, team: str | None, channel: str | None, user: str | None) -> bool:
         """Whether *user* in *channel* of workspace *team* may use the bot."""
@@ -92,4 +95,5 @@ def settings_from(
         allowed_teams=frozenset(section.allowedTeams or ()),
         answerers=frozenset(section.answerers or ()),
         update_interval=section.updateInterval or 1.0,
+        ping_interval=section.pingInterval or 10.0,
     )  # fmt: skip

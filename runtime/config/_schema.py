@@ -312,6 +312,7 @@ class SlackConfig(_Section, frozen=True):
     allowedTeams: list[str] | None = None
     answerers: list[str] | None = None
     updateInterval: Annotated[float, Meta(gt=0)] | None = None
+    pingInterval: Annotated[float, Meta(gt=0)] | None = None
 
 
 class Config(_Section, frozen=True, rename={"schema": "$schema"}):

@@ -250,7 +250,11 @@ class Setup:
             self.env.pop(name, None)
         self.env |= {"LOCAL_API_KEY": "sk-local", "KITTIWAKE_MODEL": "local/m1",
                      "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-test"}  # fmt: skip
-        slack_config = {"apiUrl": f"http://127.0.0.1:{mock.port}/api/", "updateInterval": 0.05}
+        slack_config = {
+            "apiUrl": f"http://127.0.0.1:{mock.port}/api/",
+            "updateInterval": 0.05,
+            "pingInterval": 1.0,
+        }
         slack_config |= slack or {}
         (self.project / "kittiwake.json").write_text(json.dumps({"slack": slack_config, **config}))
 
