@@ -1,7 +1,8 @@
 """``/kw``: ``new [dir]``, ``list``, ``attach <session>``, ``abort`` and ``model <name>``
 (``Commands``). ``new`` and ``attach`` post a message whose thread is the session's;
 ``abort`` and ``model`` act on the session of the thread the user wrote to last in the
-channel. Answers are ephemeral (seen by the user alone)."""
+channel. Answers are ephemeral (seen by the user alone); ``new`` and ``attach`` answer once
+the thread is mapped."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ class Commands:
             await self._tell(command, HELP)
 
     async def _post(self, command: Commanded, info: SessionInfo, what: str) -> None:
-        """Post the message whose thread continues *info*, and map the thread to it."""
+        """Post the message whose thread continues *info*, map the thread to it, then say so
+        to the user (so the thread is the session's once the user is told)."""
         title = f" ({info.title})" if info.title else ""
         posted = await self._web.call(
             "chat.postMessage", channel=command.channel,
@@ -86,6 +88,7 @@ class Commands:
                 session_id=info.id, owner=command.user, used=int(time.time() * 1000),
             )
         )  # fmt: skip
+        await self._tell(command, f"Reply in the thread of that message to talk to `{info.id}`.")
 
     async def _list(self, command: Commanded) -> str:
         sessions, _ = await self._backend.sessions(LIST_LIMIT, None)
