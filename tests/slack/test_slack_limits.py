@@ -1,5 +1,6 @@
 """Slack's limits: a 429 with ``Retry-After`` on ``chat.update`` delays an answer's edits
-without reordering or losing any, and a dropped Socket Mode connection is reopened."""
+without reordering or losing any, and a dropped Socket Mode connection is reopened (a
+direct message over the new one starts a session)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ async def test_a_rate_limited_edit_is_sent_late_in_order_and_the_link_reconnects
 
             slack.drop()
             await slack.until(lambda: slack.connections == 2)
-            await slack.say("hello again")
+            direct = await slack.say("hello again", channel="D1", mention=False, im=True)
             await slack.until(lambda: len(slack.posted()) == 2)
-            [(second, _)] = slack.posted()[1:]
+            [(second, posted)] = slack.posted()[1:]
+            assert posted["channel"] == "D1" and posted["thread_ts"] == direct
             await slack.until(lambda: final(slack, second) is not None)
             assert len(slack.of("apps.connections.open")) == 2
