@@ -1,13 +1,19 @@
 """A Slack thread is a durable session: a mention starts it, the answer streams into one
-message edited in place, the thread's next message continues it, and a bot killed and
-started again continues it still."""
+message edited in place, the thread's next message continues it, a bot killed and started
+again continues it still, and a bot beside a running server drives the server's sessions."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
+
+import httpx
+import trio
 
 from tests.opencode.harness import Provider
 from tests.slack.harness import TEAM, Setup, bot, mock_slack
+from tests.waiting import serving_url
 
 
 def user_texts(body: dict[str, Any]) -> list[str]:
@@ -82,3 +88,37 @@ async def test_a_killed_bot_started_again_continues_the_threads_session(
         assert [t["session_id"] for t in setup.threads.values()] == [thread["session_id"]]
         history = user_texts(asked_with(provider, "what was the word?"))
         assert history[-2:] == ["remember the word kittiwake", "what was the word?"]
+
+
+async def test_a_bot_beside_a_running_server_drives_its_sessions(
+    tmp_path, provider: Provider
+) -> None:
+    async with mock_slack() as slack:
+        setup = Setup(tmp_path, provider, slack)
+        with setup.log() as err:
+            server = await trio.lowlevel.open_process(
+                [sys.executable, "-m", "gateway", "serve", "--port", "0"], cwd=setup.project,
+                env=setup.env, stdout=subprocess.PIPE, stderr=err,
+            )  # fmt: skip
+        try:
+            url = await serving_url(server)
+            async with bot(setup, slack):  # the server holds the data dir: the bot attaches
+                root = await slack.say("stream please")
+                await slack.until(lambda: len(slack.posted()) == 1)
+                [(reply, _)] = slack.posted()
+                await slack.until(lambda: final(slack, reply) is not None)
+                await slack.say("and then?", thread=root, mention=False)
+                await slack.until(lambda: len(slack.posted()) == 2)
+                [(second, _)] = slack.posted()[1:]
+                await slack.until(lambda: final(slack, second) is not None)
+            [thread] = setup.threads.values()
+            async with httpx.AsyncClient(base_url=url) as client:
+                listed = (await client.get("/api/session")).json()
+            assert [s["id"] for s in listed["data"]] == [thread["session_id"]]
+        finally:
+            server.terminate()
+            await server.wait()
+            assert server.stdout is not None
+            await server.stdout.aclose()
+        assert "attaching to the kittiwake serve" in (setup.data / "slack-bot.log").read_text()
+        assert user_texts(asked_with(provider, "and then?"))[-2:] == ["stream please", "and then?"]
