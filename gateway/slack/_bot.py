@@ -36,16 +36,23 @@ from gateway.slack._link import Clicked, Commanded, Delivery, Said
 from gateway.slack._render import WORKING, Answer
 from gateway.slack._settings import SlackSettings
 from gateway.slack._threads import Thread, ThreadMap, thread_key
-from gateway.slack._web import SlackWeb, live_message
+from gateway.slack._web import LiveMessage, SlackWeb, live_message
 from runtime import KittiwakeError, Prompt
 from runtime import events as ev
 
-__all__ = ["REFUSAL", "SlackBot"]
+__all__ = ["REFUSAL", "SlackBot", "reason"]
 
 _log = logging.getLogger("kittiwake.slack")
 REFUSAL: Final = "Sorry, I can only work with the people and channels I was set up for."
 _NOT_YOURS: Final = "Only <@{owner}> (who started this thread) can answer this."
 _Reply = Literal["once", "always", "reject"]
+
+
+def reason(exc: BaseException) -> str:
+    """What *exc* says, a lone exception of a group unwrapped."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
 
 
 class SlackBot:
@@ -107,13 +114,16 @@ class SlackBot:
         self, handle: Callable[[Any], Awaitable[None]], item: Any, channel: str, user: str,
         thread: str | None = None,
     ) -> None:  # fmt: skip
-        """Run *handle*; a refusal of the runtime or of Slack is told to *user* in Slack."""
+        """Run *handle*; its failure (a refusal of the runtime or of Slack, a server out of
+        reach, a fault) is logged and told to *user* in Slack, and the bot goes on.
+        Cancellation is not caught."""
         try:
             await handle(item)
-        except (KittiwakeError, SlackApiError) as exc:
-            _log.warning("handling %s failed: %s", type(item).__name__, exc)
+        except Exception as exc:
+            expected = isinstance(exc, KittiwakeError | SlackApiError)
+            _log.warning("handling %s failed: %s", type(item).__name__, exc, exc_info=not expected)
             try:
-                await self._tell(channel, user, f":warning: {exc}", thread)
+                await self._tell(channel, user, f":warning: {reason(exc)}", thread)
             except SlackApiError as again:
                 _log.warning("could not tell %s: %s", user, again)
 
@@ -158,13 +168,23 @@ class SlackBot:
     async def _answer(self, thread: Thread, ts: str, prompt: Prompt) -> None:
         """Admit *prompt* and stream the run's answer into the message *ts* until the
         session is idle; its permission requests and questions are posted beside it."""
-        session = thread.session_id
         answer = Answer(max_text=self._settings.max_text)
         interval = self._settings.update_interval
-        async with (
-            live_message(self._web, thread.channel, ts, interval) as live,
-            self._backend.follow(session, None) as follow,
-        ):
+        async with live_message(self._web, thread.channel, ts, interval) as live:
+            try:
+                await self._stream(thread, answer, live, prompt)
+            except Exception as exc:  # refused, or the server out of reach: said in place
+                expected = isinstance(exc, KittiwakeError)
+                _log.warning("answering in %s failed: %s", ts, exc, exc_info=not expected)
+                live.show(f"{answer.text()}\n:warning: {reason(exc)}")
+                return
+            live.show(answer.final())
+
+    async def _stream(
+        self, thread: Thread, answer: Answer, live: LiveMessage, prompt: Prompt
+    ) -> None:
+        session = thread.session_id
+        async with self._backend.follow(session, None) as follow:
             after = (await self._backend.prompt(session, prompt)).admitted_seq - 1
             idle = trio.Event()
             async with trio.open_nursery() as nursery:
@@ -181,7 +201,6 @@ class SlackBot:
                         if answer.feed(item):
                             live.show(answer.text())
                 nursery.cancel_scope.cancel()
-            live.show(answer.final())
 
     def _asked(self, thread: Thread, event: ev.DurableEvent, nursery: trio.Nursery) -> None:
         if isinstance(event, ev.PermissionAsked):

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import trio
 
-from tests.opencode.harness import Provider
+from tests.opencode.harness import Provider, free_port
 from tests.slack.harness import TEAM, Setup, bot, mock_slack
 from tests.waiting import serving_url
 
@@ -90,35 +90,58 @@ async def test_a_killed_bot_started_again_continues_the_threads_session(
         assert history[-2:] == ["remember the word kittiwake", "what was the word?"]
 
 
-async def test_a_bot_beside_a_running_server_drives_its_sessions(
+async def serve(setup: Setup, port: int) -> tuple[trio.Process, str]:
+    """``kittiwake serve`` on *port* over the setup's data dir, and its URL."""
+    with setup.log() as err:
+        server = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "gateway", "serve", "--port", str(port)], cwd=setup.project,
+            env=setup.env, stdout=subprocess.PIPE, stderr=err,
+        )  # fmt: skip
+    return server, await serving_url(server)
+
+
+async def stop(server: trio.Process) -> None:
+    """Stop *server* (SIGTERM) and wait for it."""
+    server.terminate()
+    await server.wait()
+    assert server.stdout is not None
+    await server.stdout.aclose()
+
+
+async def test_a_bot_beside_a_running_server_drives_its_sessions_across_its_restart(
     tmp_path, provider: Provider
 ) -> None:
     async with mock_slack() as slack:
         setup = Setup(tmp_path, provider, slack)
-        with setup.log() as err:
-            server = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "gateway", "serve", "--port", "0"], cwd=setup.project,
-                env=setup.env, stdout=subprocess.PIPE, stderr=err,
-            )  # fmt: skip
+        port = free_port()
+        server, url = await serve(setup, port)
         try:
-            url = await serving_url(server)
-            async with bot(setup, slack):  # the server holds the data dir: the bot attaches
+            async with bot(setup, slack) as process:  # the server holds the data dir
                 root = await slack.say("stream please")
                 await slack.until(lambda: len(slack.posted()) == 1)
                 [(reply, _)] = slack.posted()
                 await slack.until(lambda: final(slack, reply) is not None)
-                await slack.say("and then?", thread=root, mention=False)
+                async with httpx.AsyncClient(base_url=url) as client:
+                    listed = (await client.get("/api/session")).json()
+                [thread] = setup.threads.values()
+                assert [s["id"] for s in listed["data"]] == [thread["session_id"]]
+
+                # The server is gone: the bot says so in the thread, and stays.
+                await stop(server)
+                await slack.say("are you there?", thread=root, mention=False)
                 await slack.until(lambda: len(slack.posted()) == 2)
-                [(second, _)] = slack.posted()[1:]
+                [(lost, _)] = slack.posted()[1:]
+                await slack.until(lambda: any(":warning:" in t for t in slack.edits(lost)))
+                assert process.poll() is None
+
+                server, _ = await serve(setup, port)  # the server again, at its address
+                await slack.say("and then?", thread=root, mention=False)
+                await slack.until(lambda: len(slack.posted()) == 3)
+                [(second, _)] = slack.posted()[2:]
                 await slack.until(lambda: final(slack, second) is not None)
-            [thread] = setup.threads.values()
-            async with httpx.AsyncClient(base_url=url) as client:
-                listed = (await client.get("/api/session")).json()
-            assert [s["id"] for s in listed["data"]] == [thread["session_id"]]
         finally:
-            server.terminate()
-            await server.wait()
-            assert server.stdout is not None
-            await server.stdout.aclose()
+            if server.poll() is None:
+                await stop(server)
+        assert [t["session_id"] for t in setup.threads.values()] == [thread["session_id"]]
         assert "attaching to the kittiwake serve" in (setup.data / "slack-bot.log").read_text()
         assert user_texts(asked_with(provider, "and then?"))[-2:] == ["stream please", "and then?"]
