@@ -7,16 +7,24 @@ from collections.abc import Iterator
 import pytest
 
 from tests.llm.conftest import Recorded, Reply
-from tests.opencode.harness import Provider, last_user_text, respond, said
+from tests.opencode.harness import Provider, calls, last_user_text, respond, said
+
+COLOR = {
+    "question": "Which color?", "header": "Color",
+    "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}],
+}  # fmt: skip
 
 
 def answer(request: Recorded) -> Reply:
-    """``tests.opencode.harness.respond``, and for ``stream``, three pieces 0.3 s apart."""
+    """``tests.opencode.harness.respond``; for ``stream``, three pieces 0.3 s apart; for
+    ``quiz``, the ``question`` tool asking ``COLOR``."""
     body = request.json()
     if "You name conversations" in str(body["messages"][:1]):
         return respond(request)
     if body["messages"][-1].get("role") == "user" and "stream" in last_user_text(body).split():
         return said("One ", "two ", "three.", delay=0.3)
+    if body["messages"][-1].get("role") == "user" and last_user_text(body) == "quiz":
+        return calls("question", {"questions": [COLOR]})
     return respond(request)
 
 

@@ -1,5 +1,6 @@
-"""Permission requests come as buttons that only the thread's owner may press (the click is
-the durable reply), and a user the configuration does not admit is refused: nothing runs."""
+"""Permission requests and questions come as buttons that only the thread's owner may press
+(the click is the durable reply), and a user the configuration does not admit is refused:
+nothing runs."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ async def sessions_in(data: Path) -> list[str]:
         return [info.id for info in page.data]
 
 
-async def test_a_permission_request_is_answered_by_its_owners_click_only(
+async def test_permission_requests_and_questions_are_answered_by_the_owners_click_only(
     tmp_path, provider: Provider
 ) -> None:
     async with mock_slack() as slack:
@@ -69,5 +70,22 @@ async def test_a_permission_request_is_answered_by_its_owners_click_only(
             assert "allowed once" in settled
             [shown] = [p for p in slack.of("chat.update") if p["ts"] == ask]
             assert json.dumps(shown["blocks"]).count('"button"') == 0
+
+            # A question: a button per option; the owner's pick is the answer.
+            await slack.say("quiz", thread=root, mention=False)
+            await slack.until(lambda: len(slack.posted()) == 4)
+            [(answer, _), (quiz, quizzed)] = slack.posted()[2:]
+            assert "Which color?" in quizzed["text"]
+            blue = quizzed["blocks"][1]["elements"][1]
+            assert blue["text"]["text"] == "Blue"
+            await slack.click(blue["action_id"], blue["value"], quiz, root, user="U2")
+            await slack.until(lambda: len(slack.of("chat.postEphemeral")) == 3)
+            assert "Only <@U1>" in slack.of("chat.postEphemeral")[2]["text"]
+            await slack.click(blue["action_id"], blue["value"], quiz, root, user="U1")
+            await slack.until(lambda: final(slack, answer) is not None)
+            assert "Tool done." in (final(slack, answer) or "")
+            assert "answered Blue" in slack.edits(quiz)[-1]
+            results = [r.json()["messages"][-1] for r in provider.server.requests]
+            assert any(m["role"] == "tool" and "Blue" in str(m["content"]) for m in results)
         [thread] = setup.threads.values()
         assert await sessions_in(setup.data) == [thread["session_id"]]
