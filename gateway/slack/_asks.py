@@ -70,14 +70,19 @@ def _section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}
 
 
-def permission_text(asked: ev.PermissionAsked) -> str:
+def permission_text(asked: ev.PermissionAsked | ev.PermissionInfo) -> str:
+    """A permission request in a line: the permission, its resources, and for a subagent's
+    request, the subagent."""
     resources = ", ".join(f"`{r}`" for r in asked.resources[:5])
-    return f":lock: *{asked.permission}* {resources}".strip()
+    who = f" ({asked.agent})" if isinstance(asked, ev.PermissionInfo) else ""
+    return f":lock: *{asked.permission}*{who} {resources}".strip()
 
 
-def permission_blocks(asked: ev.PermissionAsked) -> list[dict[str, Any]]:
-    """A permission request: what it asks for, and a button per reply."""
-    value = _value(Pick(asked.session_id, asked.request_id))
+def permission_blocks(asked: ev.PermissionAsked | ev.PermissionInfo) -> list[dict[str, Any]]:
+    """A permission request (the session's own event, or a subagent's request as listed):
+    what it asks for, and a button per reply."""
+    request = asked.request_id if isinstance(asked, ev.PermissionAsked) else asked.id
+    value = _value(Pick(asked.session_id, request))
     buttons = [_button(t, ASK + r, value, _STYLES.get(r)) for r, t in _REPLIES.items()]
     return [_section(permission_text(asked)), {"type": "actions", "elements": buttons}]
 

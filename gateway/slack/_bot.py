@@ -40,12 +40,15 @@ from gateway.slack._web import LiveMessage, SlackWeb, live_message
 from runtime import KittiwakeError, Prompt
 from runtime import events as ev
 
-__all__ = ["REFUSAL", "SlackBot", "reason"]
+__all__ = ["MAX_DEPTH", "REFUSAL", "SlackBot", "reason"]
 
 _log = logging.getLogger("kittiwake.slack")
 REFUSAL: Final = "Sorry, I can only work with the people and channels I was set up for."
 _NOT_YOURS: Final = "Only <@{owner}> (who started this thread) can answer this."
 _Reply = Literal["once", "always", "reject"]
+_TASK: Final = "task"
+MAX_DEPTH: Final = 8
+"""How many parents a request's session is followed up to the thread's session."""
 
 
 def reason(exc: BaseException) -> str:
@@ -194,16 +197,32 @@ class SlackBot:
                     idle.set()
 
                 nursery.start_soon(until_idle)
+                watching = False
                 async with aclosing(follow.items(after, idle)) as items:
                     async for item in items:
                         if isinstance(item, SessionEvent):
-                            self._asked(thread, item.event, nursery)
+                            event = item.event
+                            self._asked(thread, event, nursery)
+                            if isinstance(event, ev.ToolCalled) and event.tool == _TASK:
+                                if not watching:  # a subagent's requests are put here too
+                                    watching = True
+                                    nursery.start_soon(self._children, thread, nursery)
                         if answer.feed(item):
                             live.show(answer.text())
-                nursery.cancel_scope.cancel()
+                nursery.cancel_scope.cancel()  # the children's requests: no longer watched
 
-    def _asked(self, thread: Thread, event: ev.DurableEvent, nursery: trio.Nursery) -> None:
-        if isinstance(event, ev.PermissionAsked):
+    async def _children(self, thread: Thread, nursery: trio.Nursery) -> None:
+        """Post each pending permission request of the subagents running under the
+        session's task calls, until cancelled."""
+        asks = self._backend.descendant_asks(thread.session_id)
+        async with aclosing(asks) as pending:
+            async for info in pending:
+                self._asked(thread, info, nursery)
+
+    def _asked(
+        self, thread: Thread, event: ev.DurableEvent | ev.PermissionInfo, nursery: trio.Nursery
+    ) -> None:
+        if isinstance(event, ev.PermissionAsked | ev.PermissionInfo):
             text, blocks = permission_text(event), permission_blocks(event)
         elif isinstance(event, ev.QuestionAsked):
             text, blocks = question_text(event), question_blocks(event)
@@ -225,7 +244,7 @@ class SlackBot:
         thread's owner or one of ``answerers``; anyone else is told who may."""
         pick = decode_pick(click.value)
         thread = self._threads.get(click.team, click.channel, click.thread)
-        if pick is None or thread is None or pick.session_id != thread.session_id:
+        if pick is None or thread is None or not await self._under(pick.session_id, thread):
             await self._tell(click.channel, click.user, "This request is not one of mine.")
             return
         allowed = self._settings.admits(click.team, click.channel, click.user) and (
@@ -247,6 +266,18 @@ class SlackBot:
             await self._settle(click, ":question: question", "dismissed it")
         elif click.action.startswith(ANSWER):
             await self._answered(click, session, request, pick.question, pick.option)
+
+    async def _under(self, session_id: str, thread: Thread) -> bool:
+        """Whether *session_id* is the thread's session or a subagent's under it (its
+        parents followed up to ``MAX_DEPTH``)."""
+        for _ in range(MAX_DEPTH):
+            if session_id == thread.session_id:
+                return True
+            parent = (await self._backend.get(session_id)).parent_id
+            if not isinstance(parent, str):
+                return False
+            session_id = parent
+        return False
 
     async def _answered(
         self, click: Clicked, session: str, request: str, question: int, option: int

@@ -17,7 +17,8 @@ COLOR = {
 
 def answer(request: Recorded) -> Reply:
     """``tests.opencode.harness.respond``; for ``stream``, three pieces 0.3 s apart; for
-    ``quiz``, the ``question`` tool asking ``COLOR``."""
+    ``quiz``, the ``question`` tool asking ``COLOR``; for ``delegate``, a ``task`` for the
+    ``reader`` subagent, who is to read notes.py."""
     body = request.json()
     if "You name conversations" in str(body["messages"][:1]):
         return respond(request)
@@ -25,7 +26,17 @@ def answer(request: Recorded) -> Reply:
         return said("One ", "two ", "three.", delay=0.3)
     if body["messages"][-1].get("role") == "user" and last_user_text(body) == "quiz":
         return calls("question", {"questions": [COLOR]})
+    if body["messages"][-1].get("role") == "user" and last_user_text(body) == "delegate":
+        return calls("task", {"description": "read notes", "prompt": "read notes.py",
+                              "subagent_type": "reader"})  # fmt: skip
     return respond(request)
+
+
+READER = (
+    "---\ndescription: reads carefully\nmode: subagent\npermission:\n  read: ask\n---\n"
+    "Be careful.\n"
+)
+"""A subagent whose reads ask first (``.kittiwake/agent/reader.md``)."""
 
 
 @pytest.fixture(scope="module")

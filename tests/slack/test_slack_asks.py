@@ -9,14 +9,16 @@ from pathlib import Path
 
 from runtime import open_runtime
 from tests.opencode.harness import Provider
+from tests.slack.conftest import READER
 from tests.slack.harness import Setup, bot, mock_slack
 from tests.slack.test_slack_threads import final
 
 
 async def sessions_in(data: Path) -> list[str]:
+    """The data dir's sessions but subagents' (opened afresh)."""
     async with open_runtime(data_dir=data) as rt:
         page = await rt.sessions.list(limit=100)
-        return [info.id for info in page.data]
+        return [info.id for info in page.data if not isinstance(info.parent_id, str)]
 
 
 async def test_permission_requests_and_questions_are_answered_by_the_owners_click_only(
@@ -27,6 +29,8 @@ async def test_permission_requests_and_questions_are_answered_by_the_owners_clic
             tmp_path, provider, slack, permission={"edit": "ask"},
             slack={"allowedUsers": ["U1", "U2"]},
         )  # fmt: skip
+        (setup.project / ".kittiwake" / "agent").mkdir(parents=True)
+        (setup.project / ".kittiwake" / "agent" / "reader.md").write_text(READER)
         notes = setup.project / "notes.py"
         notes.write_text("print(os.getcwd())\n")
         async with bot(setup, slack):
@@ -87,5 +91,16 @@ async def test_permission_requests_and_questions_are_answered_by_the_owners_clic
             assert "answered Blue" in slack.edits(quiz)[-1]
             results = [r.json()["messages"][-1] for r in provider.server.requests]
             assert any(m["role"] == "tool" and "Blue" in str(m["content"]) for m in results)
+
+            # A subagent's request is put in the thread too, and answered the same way.
+            await slack.say("delegate", thread=root, mention=False)
+            await slack.until(lambda: len(slack.posted()) == 6)
+            [(delegated, _), (child, childs)] = slack.posted()[4:]
+            assert childs["text"] == ":lock: *read* (reader) `notes.py`"
+            value = childs["blocks"][1]["elements"][0]["value"]
+            await slack.click("kw_permission_once", value, child, root, user="U1")
+            await slack.until(lambda: final(slack, delegated) is not None)
+            assert "✅ `task` read notes" in (final(slack, delegated) or "")
+            assert "allowed once" in slack.edits(child)[-1]
         [thread] = setup.threads.values()
         assert await sessions_in(setup.data) == [thread["session_id"]]
