@@ -142,14 +142,14 @@ class SlackBot:
     async def _said(self, said: Said) -> None:
         """Continue the thread's session with the message, or start one; the answer
         streams into one reply edited in place."""
+        thread = self._threads.get(said.team, said.channel, said.thread)
+        if thread is None and not said.starts:
+            return  # a reply in a thread the bot does not hold: not for the bot
         if not self._settings.admits(said.team, said.channel, said.user):
             await self._tell(said.channel, said.user, REFUSAL, said.thread)
             return
         now = int(time.time() * 1000)
-        thread = self._threads.get(said.team, said.channel, said.thread)
         if thread is None:
-            if not said.starts:
-                return  # a reply in a thread the bot does not hold
             info = await self._backend.create(self._settings.directory)
             thread = Thread(
                 team=said.team, channel=said.channel, ts=said.thread, session_id=info.id,

@@ -71,7 +71,7 @@ class ThreadMap:
         return self._threads.get(thread_key(team, channel, ts))
 
     def latest(self, team: str, channel: str, user: str) -> Thread | None:
-        """The thread of *channel* that *user* wrote to last (their own or another's)."""
+        """The thread of *channel* that *user* started (or attached) used last."""
         mine = [
             t for t in self._threads.values()
             if t.team == team and t.channel == channel and t.owner == user

@@ -55,7 +55,9 @@ async def test_permission_requests_and_questions_are_answered_by_the_owners_clic
             assert "Only <@U1>" in told["text"]
             assert slack.edits(ask) == [] and notes.read_text() == "print(os.getcwd())\n"
 
-            # A user the configuration does not admit: refused, nothing created.
+            # A user the configuration does not admit: refused, nothing created. Their
+            # talk in a thread that is not the bot's is none of its business: no refusal.
+            await slack.say("just chatting", user="U3", thread="1690000000.000001", mention=False)
             await slack.say("hello", user="U3")
             await slack.until(
                 lambda: any(p["user"] == "U3" for p in slack.of("chat.postEphemeral"))
@@ -104,3 +106,4 @@ async def test_permission_requests_and_questions_are_answered_by_the_owners_clic
             assert "allowed once" in slack.edits(child)[-1]
         [thread] = setup.threads.values()
         assert await sessions_in(setup.data) == [thread["session_id"]]
+        assert len([p for p in slack.of("chat.postEphemeral") if p["user"] == "U3"]) == 1
