@@ -1,6 +1,6 @@
 """A Slack thread is a durable session: a mention starts it, the answer streams into one
-message edited in place, the thread's next message continues it, a bot killed and started
-again continues it still, and a bot beside a running server drives the server's sessions."""
+message edited in place, the thread's next message continues it, a bot killed (SIGKILL)
+and started again continues it still, and a bot beside a running server drives the server's sessions."""
 
 from __future__ import annotations
 
@@ -38,9 +38,10 @@ def final(slack: Any, ts: str) -> str | None:
 async def test_a_mention_starts_a_session_streamed_by_edits_that_the_thread_continues(
     tmp_path, provider: Provider
 ) -> None:
+    """... and goes on continuing after the bot is killed (SIGKILL) and started again."""
     async with mock_slack() as slack:
         setup = Setup(tmp_path, provider, slack)
-        async with bot(setup, slack):
+        async with bot(setup, slack) as process:
             root = await slack.say("stream please")
             await slack.until(lambda: len(slack.posted()) == 1)
             [(reply, posted)] = slack.posted()
@@ -62,32 +63,20 @@ async def test_a_mention_starts_a_session_streamed_by_edits_that_the_thread_cont
             await slack.until(lambda: final(slack, second) is not None)
             assert "Hello from the mock." in (final(slack, second) or "")
             assert [t["session_id"] for t in setup.threads.values()] == [thread["session_id"]]
+            process.kill()  # SIGKILL
+            await process.wait()
         # One conversation: the provider saw the first prompt before the second.
         assert user_texts(asked_with(provider, "and then?"))[-2:] == ["stream please", "and then?"]
 
-
-async def test_a_killed_bot_started_again_continues_the_threads_session(
-    tmp_path, provider: Provider
-) -> None:
-    async with mock_slack() as slack:
-        setup = Setup(tmp_path, provider, slack)
-        async with bot(setup, slack) as process:
-            root = await slack.say("remember the word kittiwake")
-            await slack.until(
-                lambda: bool(slack.posted()) and final(slack, slack.posted()[0][0]) is not None
-            )
-            [thread] = setup.threads.values()
-            process.kill()  # SIGKILL
-            await process.wait()
         async with bot(setup, slack):
             await slack.say("what was the word?", thread=root, mention=False)
-            await slack.until(lambda: len(slack.posted()) == 2)
-            ((reply, posted),) = slack.posted()[1:]
+            await slack.until(lambda: len(slack.posted()) == 3)
+            ((third, posted),) = slack.posted()[2:]
             assert posted["thread_ts"] == root
-            await slack.until(lambda: final(slack, reply) is not None)
+            await slack.until(lambda: final(slack, third) is not None)
         assert [t["session_id"] for t in setup.threads.values()] == [thread["session_id"]]
         history = user_texts(asked_with(provider, "what was the word?"))
-        assert history[-2:] == ["remember the word kittiwake", "what was the word?"]
+        assert history[-3:] == ["stream please", "and then?", "what was the word?"]
 
 
 async def serve(setup: Setup, port: int) -> tuple[trio.Process, str]:
