@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Final, Literal, cast
 
+import msgspec
 import trio
 from slack_sdk.errors import SlackApiError
 
@@ -47,6 +48,11 @@ REFUSAL: Final = "Sorry, I can only work with the people and channels I was set 
 _NOT_YOURS: Final = "Only <@{owner}> (who started this thread) can answer this."
 _Reply = Literal["once", "always", "reject"]
 _TASK: Final = "task"
+_CUT: Final = (
+    "_(the bot stopped while writing this; the session keeps what is above: reply to go on)_"
+)
+_LOST: Final = "_(the bot stopped while writing this, before any of it was kept: reply to go on)_"
+_STILL: Final = "_(the bot stopped following this answer, which is still being written)_"
 MAX_DEPTH: Final = 8
 """How many parents a request's session is followed up to the thread's session."""
 
@@ -84,6 +90,10 @@ class SlackBot:
         or the bot is cancelled. A delivery whose handling fails is answered with the
         failure in Slack (and logged); the others go on."""
         async with trio.open_nursery() as nursery:
+            for thread in self._threads.streaming():
+                nursery.start_soon(
+                    self._guarded, self._recover, thread, thread.channel, thread.owner, thread.ts
+                )
             async for item in deliveries:
                 if isinstance(item, Said):
                     self._queue(item, nursery)
@@ -156,10 +166,7 @@ class SlackBot:
                 owner=said.user, used=now,
             )  # fmt: skip
         else:
-            thread = Thread(
-                team=thread.team, channel=thread.channel, ts=thread.ts,
-                session_id=thread.session_id, owner=thread.owner, used=now,
-            )  # fmt: skip
+            thread = msgspec.structs.replace(thread, used=now)
         await self._threads.put(thread)
         if not said.text:
             return
@@ -175,20 +182,24 @@ class SlackBot:
         interval = self._settings.update_interval
         async with live_message(self._web, thread.channel, ts, interval) as live:
             try:
-                await self._stream(thread, answer, live, prompt)
+                await self._stream(thread, ts, answer, live, prompt)
             except Exception as exc:  # refused, or the server out of reach: said in place
                 expected = isinstance(exc, KittiwakeError)
                 _log.warning("answering in %s failed: %s", ts, exc, exc_info=not expected)
                 live.show(f"{answer.text()}\n:warning: {reason(exc)}")
-                return
-            live.show(answer.final())
+            else:
+                live.show(answer.final())
+        await self._threads.settle(thread, ts)
 
     async def _stream(
-        self, thread: Thread, answer: Answer, live: LiveMessage, prompt: Prompt
+        self, thread: Thread, ts: str, answer: Answer, live: LiveMessage, prompt: Prompt
     ) -> None:
+        """Admit *prompt* (the map then says the answer streams into *ts*), and feed
+        *answer* the run's events and deltas until the session is idle."""
         session = thread.session_id
         async with self._backend.follow(session, None) as follow:
             after = (await self._backend.prompt(session, prompt)).admitted_seq - 1
+            await self._threads.put(msgspec.structs.replace(thread, reply=ts, after=after))
             idle = trio.Event()
             async with trio.open_nursery() as nursery:
 
@@ -218,6 +229,30 @@ class SlackBot:
         async with aclosing(asks) as pending:
             async for info in pending:
                 self._asked(thread, info, nursery)
+
+    async def _recover(self, thread: Thread) -> None:
+        """Finish the reply an earlier bot was streaming when it stopped: the answer as the
+        session's history has it, and whether the run goes on unfollowed or was cut short
+        (the session needs a resume: a crash of the runtime it ran in)."""
+        assert thread.reply is not None
+        answer = Answer(max_text=self._settings.max_text)
+        cursor, more = thread.after, True
+        while more:
+            page, more = await self._backend.history(thread.session_id, cursor)
+            for item in page:
+                cursor = item.seq
+                answer.feed(item)
+        cut = (await self._backend.get(thread.session_id)).needs_resume is True
+        if await self._backend.busy(thread.session_id):
+            text = f"{answer.text()}\n{_STILL}"
+        elif cut and answer.empty:  # the run was cut before any of it was kept
+            text = _LOST
+        elif cut:
+            text = f"{answer.final()}\n{_CUT}"
+        else:  # the run ended (a server went on with it, or it ended as the bot stopped)
+            text = answer.final()
+        await self._web.call("chat.update", channel=thread.channel, ts=thread.reply, text=text)
+        await self._threads.settle(thread, thread.reply)
 
     def _asked(
         self, thread: Thread, event: ev.DurableEvent | ev.PermissionInfo, nursery: trio.Nursery

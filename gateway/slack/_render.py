@@ -72,6 +72,12 @@ class Answer:
                 return False
         return True
 
+    @property
+    def empty(self) -> bool:
+        """Whether nothing was shown: no text, no tool call, no failure."""
+        parts = any(p.strip() for p in self._parts.values())
+        return not parts and not self._tools and self.failure is None
+
     def text(self) -> str:
         """The answer so far, its tool calls beneath it."""
         answer = "\n\n".join(p for p in self._parts.values() if p.strip())

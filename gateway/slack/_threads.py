@@ -17,6 +17,8 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
 
     ``ts`` is the thread's root message; ``owner`` the user who started it (who may answer
     its permission requests); ``used`` when it was last written to (ms since the epoch).
+    ``reply`` is the message an answer is being streamed into (``None`` once it is whole),
+    ``after`` the session's last seq before that answer's prompt.
     """
 
     team: str
@@ -25,6 +27,8 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     owner: str
     used: int = 0
+    reply: str | None = None
+    after: int = 0
 
     @property
     def key(self) -> str:
@@ -78,14 +82,29 @@ class ThreadMap:
         ]  # fmt: skip
         return max(mine, key=lambda t: t.used, default=None)
 
+    def streaming(self) -> list[Thread]:
+        """The threads whose answer was being streamed when the map was last written."""
+        return [t for t in self._threads.values() if t.reply is not None]
+
     async def put(self, thread: Thread) -> None:
         """Record *thread* (replacing the thread's former session), on disk before it
         returns. On cancellation the file holds the map before or after the change."""
         async with self._lock:
-            threads = {**self._threads, thread.key: thread}
-            data = msgspec.json.encode(_File(sorted(threads.values(), key=lambda t: t.key)))
-            await trio.to_thread.run_sync(self._write, data)
-            self._threads = threads
+            await self._store(thread)
+
+    async def settle(self, thread: Thread, reply: str) -> None:
+        """Record that the answer in *reply* is whole, if the thread's answer streaming is
+        still that one (a later one is left as it is)."""
+        async with self._lock:
+            current = self._threads.get(thread.key)
+            if current is not None and current.reply == reply:
+                await self._store(msgspec.structs.replace(current, reply=None))
+
+    async def _store(self, thread: Thread) -> None:
+        threads = {**self._threads, thread.key: thread}
+        data = msgspec.json.encode(_File(sorted(threads.values(), key=lambda t: t.key)))
+        await trio.to_thread.run_sync(self._write, data)
+        self._threads = threads
 
     def _write(self, data: bytes) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,8 @@ def final(slack: Any, ts: str) -> str | None:
 async def test_a_mention_starts_a_session_streamed_by_edits_that_the_thread_continues(
     tmp_path, provider: Provider
 ) -> None:
-    """... and goes on continuing after the bot is killed (SIGKILL) and started again."""
+    """... and goes on continuing after the bot is killed (SIGKILL) mid-answer and started
+    again, which settles the answer it was writing from the session's history."""
     async with mock_slack() as slack:
         setup = Setup(tmp_path, provider, slack)
         async with bot(setup, slack) as process:
@@ -63,20 +64,31 @@ async def test_a_mention_starts_a_session_streamed_by_edits_that_the_thread_cont
             await slack.until(lambda: final(slack, second) is not None)
             assert "Hello from the mock." in (final(slack, second) or "")
             assert [t["session_id"] for t in setup.threads.values()] == [thread["session_id"]]
-            process.kill()  # SIGKILL
+
+            await slack.say("slow", thread=root, mention=False)
+            await slack.until(lambda: len(slack.posted()) == 3)
+            ((slow, _),) = slack.posted()[2:]
+            await slack.until(lambda: any("Slowly" in t for t in slack.edits(slow)))
+            process.kill()  # SIGKILL, mid-answer
             await process.wait()
         # One conversation: the provider saw the first prompt before the second.
         assert user_texts(asked_with(provider, "and then?"))[-2:] == ["stream please", "and then?"]
 
         async with bot(setup, slack):
+            # The answer cut short is shown as the session's history has it: the run was
+            # cut before its text part ended, so none of it was kept, and the reply says so.
+            await slack.until(lambda: "the bot stopped" in (slack.edits(slow) or [""])[-1])
+            assert "before any of it was kept" in slack.edits(slow)[-1]
             await slack.say("what was the word?", thread=root, mention=False)
-            await slack.until(lambda: len(slack.posted()) == 3)
-            ((third, posted),) = slack.posted()[2:]
+            await slack.until(lambda: len(slack.posted()) == 4)
+            ((fourth, posted),) = slack.posted()[3:]
             assert posted["thread_ts"] == root
-            await slack.until(lambda: final(slack, third) is not None)
+            await slack.until(lambda: final(slack, fourth) is not None)
         assert [t["session_id"] for t in setup.threads.values()] == [thread["session_id"]]
+        # The cut answer was settled (the last one may be, or be settled at the next start).
+        assert [t["reply"] for t in setup.threads.values()] in ([None], [fourth])
         history = user_texts(asked_with(provider, "what was the word?"))
-        assert history[-3:] == ["stream please", "and then?", "what was the word?"]
+        assert history[-4:] == ["stream please", "and then?", "slow", "what was the word?"]
 
 
 async def serve(setup: Setup, port: int) -> tuple[trio.Process, str]:
