@@ -218,6 +218,11 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("gateway/opencode/_planted.py", "from gateway.web import web_routes", "gateway's rooms"),
         ("gateway/github/_planted.py", "from actors import Runtime", "GitHub's room"),
         ("gateway/github/_planted.py", "from gateway.cli import main", "gateway's rooms"),
+        ("gateway/acp/_planted.py", "from slack_sdk import WebClient", "only gateway.slack"),
+        ("gateway/cli/_planted.py", "import slack_bolt", "only gateway.slack imports"),
+        ("gateway/slack/_planted.py", "from actors.session import SessionActor", "Slack bot is"),
+        ("gateway/slack/_planted.py", "from gateway.cli import main", "gateway's rooms"),
+        ("gateway/acp/_planted.py", "from gateway.slack import SlackBot", "gateway's rooms"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(

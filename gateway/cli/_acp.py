@@ -27,7 +27,7 @@ from gateway.cli._stats import telemetry_options
 from runtime import ModelRef, open_runtime
 from runtime import llm as llm_package
 
-__all__ = ["acp", "provider_models"]
+__all__ = ["acp", "enter_cwd", "provider_models", "serve_beside"]
 
 
 def _version() -> str:
@@ -63,7 +63,7 @@ def provider_models(provider: Provider | None, data_dir: Path) -> list[Any]:
     ]
 
 
-def _enter(cwd: str | None) -> Path:
+def enter_cwd(cwd: str | None) -> Path:
     """Work in *cwd* (default: the current directory); raise ``CliError`` unless it is one."""
     directory = Path(cwd or os.getcwd()).resolve()
     if not directory.is_dir():
@@ -85,7 +85,7 @@ async def acp(args: argparse.Namespace) -> int:
     )
 
     with protocol_streams() as (receive, send):
-        directory = _enter(args.cwd)
+        directory = enter_cwd(args.cwd)
         data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
         url = server_to_reuse(args.attach, data_dir, "acp")
         if url is not None:
@@ -122,7 +122,7 @@ async def acp(args: argparse.Namespace) -> int:
                 credentials = StoredCredentials(data_dir, catalog, os.environ)
                 agent.attach(backend, provider_ready=ready, credentials=credentials)
                 async with trio.open_nursery() as beside:
-                    beside.start_soon(_serve_beside, rt, data_dir, directory, loaded)
+                    beside.start_soon(serve_beside, rt, data_dir, directory, loaded)
                     await done.wait()
                     beside.cancel_scope.cancel()
 
@@ -138,7 +138,7 @@ async def acp(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve_beside(rt: Any, data_dir: Path, directory: Path, loaded: trio.Event) -> None:
+async def serve_beside(rt: Any, data_dir: Path, directory: Path, loaded: trio.Event) -> None:
     """Serve *rt* over HTTP on a free loopback port until cancelled, its URL recorded in the
     data dir as ``serve`` records it, so that another ``kittiwake acp`` (an editor's second
     window), ``run`` or ``tui`` drives the same runtime instead of finding the data dir

@@ -23,6 +23,10 @@ environment:
                              1 or true: read no project configuration files
   XDG_CONFIG_HOME            the global configuration is $XDG_CONFIG_HOME/kittiwake/
                              kittiwake.json (else ~/.config/kittiwake/kittiwake.json)
+  SLACK_BOT_TOKEN, SLACK_APP_TOKEN
+                             slack: the bot's and the app's tokens (else kittiwake.json's
+                             slack.botToken and slack.appToken)
+  SLACK_API_URL              slack: Slack's Web API (default https://slack.com/api/)
   ANTHROPIC_API_KEY, OPENAI_API_KEY, ...
                              a provider's API key, named by the model catalog (see
                              `kittiwake models`); `kittiwake auth login` stores one instead
@@ -234,6 +238,19 @@ def parser() -> argparse.ArgumentParser:
         "command works (default: the current one); sessions work in the directory the editor "
         "names",
     )  # fmt: skip
+    slack = command(
+        "slack", "bring sessions into Slack threads (a Slack bot in Socket Mode)",
+        "Connect to Slack in Socket Mode as a bot: a mention or a direct message starts a "
+        "session, each thread is one session (kept across restarts), answers stream into one "
+        "message, permission requests come as buttons, /kw new|list|attach|abort|model. Tokens "
+        "from SLACK_BOT_TOKEN and SLACK_APP_TOKEN or kittiwake.json's slack section. It drives "
+        "--attach URL, else the kittiwake serve holding the data dir, else the data dir opened "
+        "here as serve opens it. See docs/slack.md.",
+    )  # fmt: skip
+    slack.add_argument(
+        "--cwd", metavar="DIR", help="the directory whose configuration is read and where new "
+        "sessions work unless slack.directory says otherwise (default: the current one)",
+    )  # fmt: skip
     sessions = command(
         "sessions", "list, show, resume, compact or delete sessions",
         "List sessions ([needs resume] marks those a crash cut short), show one, resume one "
@@ -376,7 +393,7 @@ def parser() -> argparse.ArgumentParser:
     github.set_defaults(attach=None)
     for cmd in (models, auth, config, mcp):
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
-    for cmd in (run, tui, acp, sessions, inspect, stats, trace, plugin, export):
+    for cmd in (run, tui, acp, slack, sessions, inspect, stats, trace, plugin, export):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     return parser

@@ -530,6 +530,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "github": _github,
         "tui": lambda args: import_module("gateway.opencode._tui").tui(args),
         "acp": lambda args: import_module("gateway.cli._acp").acp(args),
+        "slack": lambda args: import_module("gateway.cli._slack").slack(args),
     }  # fmt: skip
     return trio.run(command[args.command], args)
 

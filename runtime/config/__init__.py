@@ -45,6 +45,7 @@ from runtime.config._schema import PermissionConfig as PermissionConfig
 from runtime.config._schema import ProviderConfig as ProviderConfig
 from runtime.config._schema import ProviderOptions as ProviderOptions
 from runtime.config._schema import ServerConfig as ServerConfig
+from runtime.config._schema import SlackConfig as SlackConfig
 from runtime.config._schema import TelemetryConfig as TelemetryConfig
 from runtime.config._schema import TelemetryOtlpConfig as TelemetryOtlpConfig
 
@@ -68,6 +69,7 @@ __all__ = [
     "ProviderConfig",
     "ProviderOptions",
     "ServerConfig",
+    "SlackConfig",
     "TelemetryConfig",
     "TelemetryOtlpConfig",
     "config_candidates",

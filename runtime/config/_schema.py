@@ -299,6 +299,22 @@ class LanguageServersConfig(_Section, frozen=True):
     max_restarts: Annotated[int, Meta(ge=0)] | None = None
 
 
+class SlackConfig(_Section, frozen=True):
+    """``slack`` (Kittiwake's own key): ``kittiwake slack``'s tokens, where it reaches Slack's
+    Web API, and who may use it (an empty or missing list admits everyone of that kind)."""
+
+    botToken: str | None = None
+    appToken: str | None = None
+    apiUrl: str | None = None
+    directory: str | None = None
+    allowedUsers: list[str] | None = None
+    allowedChannels: list[str] | None = None
+    allowedTeams: list[str] | None = None
+    answerers: list[str] | None = None
+    updateInterval: Annotated[float, Meta(gt=0)] | None = None
+    pingInterval: Annotated[float, Meta(gt=0)] | None = None
+
+
 class Config(_Section, frozen=True, rename={"schema": "$schema"}):
     """The configuration keys Kittiwake reads (OpenCode's ``Config`` schema, in part)."""
 
@@ -325,6 +341,7 @@ class Config(_Section, frozen=True, rename={"schema": "$schema"}):
     websearch: WebSearchConfig | None = None
     lsp: bool | dict[str, LspServerConfig] | None = None
     language_servers: LanguageServersConfig | None = None
+    slack: SlackConfig | None = None
     plugin: list[str | tuple[str, dict[str, Any]]] | None = None
     """Plugins: a package, a module, an entry point or a file, alone or with its options."""
 
