@@ -6,12 +6,12 @@ STAMP := $(VENV)/.installed
 # A module's tests stay in one worker (--dist loadfile), so module-scoped servers start once.
 TEST_WORKERS ?= 2
 
-.PHONY: run test lint browser postgresql opencode clean sims
+.PHONY: run test lint browser postgresql opencode clean sims sdk
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e sdk/python -e '.[dev]'
 	touch $(STAMP)
 
 # The project's bytecode is written ahead, so that starting does not compile it when the
@@ -63,6 +63,11 @@ SIM_ACTIONS ?= 2,5
 sims: $(STAMP)
 	nice -n 19 $(BIN)/python -m sims run --seeds $(SEEDS) --start $(SEED_START) \
 		--sessions $(SIM_SESSIONS) --actions $(SIM_ACTIONS)
+
+# The Python SDK's generated modules, regenerated from the route table's OpenAPI document
+# (tests/sdk/test_lockstep.py fails when they differ from what is committed); docs/sdk.md.
+sdk: $(STAMP)
+	$(BIN)/python -m gateway.sdk
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .

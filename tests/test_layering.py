@@ -216,6 +216,8 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("gateway/web/_planted.py", "from gateway.operator import Samples", "gateway's rooms"),
         ("gateway/web/_planted.py", "from gateway.http._routes import HTML", "private modules"),
         ("gateway/opencode/_planted.py", "from gateway.web import web_routes", "gateway's rooms"),
+        ("gateway/http/_planted.py", "from gateway.sdk import sdk_sources", "gateway's rooms"),
+        ("gateway/sdk/_planted.py", "from gateway.cli import main", "gateway's rooms"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(
