@@ -32,7 +32,7 @@ _CLIENT_BASE: Final = (
     "_given",
     "_q",
 )
-_WS: Final[tuple[str, ...]] = ()
+_WS: Final = ("WatchedEvent", "Watcher")
 _PREFIX: Final = "/api/"
 _SSE: Final = "text/event-stream"
 _PARAM: Final = re.compile(r"\{(\w+)\}")

@@ -79,6 +79,8 @@ from kittiwake_sdk._models import ToolTextContent as ToolTextContent
 from kittiwake_sdk._models import ToolTime as ToolTime
 from kittiwake_sdk._models import UserMessage as UserMessage
 from kittiwake_sdk._version import __version__ as __version__
+from kittiwake_sdk._ws import WatchedEvent as WatchedEvent
+from kittiwake_sdk._ws import Watcher as Watcher
 
 __all__ = [
     "AgentAttachment",
@@ -152,6 +154,8 @@ __all__ = [
     "ToolTextContent",
     "ToolTime",
     "UserMessage",
+    "WatchedEvent",
+    "Watcher",
     "__version__",
     "error_from",
 ]
