@@ -4,10 +4,14 @@ duplicate in any session's seqs."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 
 import kittiwake_sdk as sdk
+import pytest
 import trio
 
 from gateway import WebsocketLimits, serve
@@ -98,3 +102,54 @@ async def test_a_consumer_too_slow_is_closed_by_the_server_and_resumes(tmp_path:
         assert watcher.connections >= 2  # the server closed the slow one
         for sid in ids:
             assert seen[sid] == list(range(1, logged[sid] + 1)), sid
+
+
+async def _lines_until(proc: trio.Process, buffer: bytearray, done) -> list[str]:
+    """The child's output lines once *done* holds of them; fails after 30 s."""
+    assert proc.stdout is not None
+    with trio.fail_after(30):
+        while not done(buffer.decode().splitlines()):
+            chunk = await proc.stdout.receive_some()
+            assert chunk, buffer.decode()
+            buffer += chunk
+    return buffer.decode().splitlines()
+
+
+async def test_kittiwake_sessions_watch_prints_each_event_once(tmp_path: Path) -> None:
+    env = {**os.environ, "KITTIWAKE_SERVER_PASSWORD": ""}
+    async with served(tmp_path) as g, sdk.AsyncClient(g.url) as client:
+        first, second = [(await client.session_create()).id for _ in range(2)]
+        await client.session_prompt(first, prompt=sdk.Prompt(text="one"))
+        await client.session_wait(first)
+
+        async def expected(sid: str) -> list[str]:
+            events = (await client.session_history(sid, limit=1000))["data"]
+            return [f"{sid} {e['durable']['seq']} {e['type']}" for e in events]
+
+        with pytest.raises(sdk.SessionNotFoundError):  # the watcher's own, raised at once
+            async with sdk.Watcher(g.url, ["ses_missing"]).open() as refused:
+                async for _ in refused:
+                    raise AssertionError("no event of an unknown session")
+
+        command = [sys.executable, "-m", "gateway", "sessions", "watch", "--attach", g.url]
+        proc = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, env=env)
+        try:
+            out = bytearray()
+            want = await expected(first)
+            lines = await _lines_until(proc, out, lambda got: len(got) >= len(want))
+            assert lines == want  # replayed from seq 1
+            await client.session_prompt(second, prompt=sdk.Prompt(text="two"))
+            await client.session_wait(second)
+            want += await expected(second)
+            lines = await _lines_until(proc, out, lambda got: len(got) >= len(want))
+            assert sorted(lines) == sorted(want)  # the live ones, each once
+        finally:
+            proc.terminate()
+            await proc.wait()
+
+        missing = await trio.run_process(
+            [*command[:5], "ses_missing", *command[5:]], capture_stdout=True,
+            capture_stderr=True, check=False, env=env,
+        )  # fmt: skip
+        assert missing.returncode == 1
+        assert b"SessionNotFoundError" in missing.stderr

@@ -57,10 +57,10 @@ class Watcher:
     (``http://host:port``) and the last seq seen of each.
 
     ``open`` connects; the events of every session arrive on the channel it yields, each
-    once, in seq order per session. A refused subscription (an unknown session) raises its
-    ``KittiwakeError`` (in an exception group, as trio's nurseries do); after *reconnects*
-    failed connections in a row the last failure is raised (``OSError``, trio-websocket's
-    ``HandshakeError``). Backpressure: the channel holds *buffer* events; when the consumer
+    once, in seq order per session. A refused subscription (an unknown session) closes the
+    channel, and ``open`` raises its ``KittiwakeError`` when its block ends; so does the
+    last failure after *reconnects* failed connections in a row (``OSError``,
+    trio-websocket's ``HandshakeError``). Backpressure: the channel holds *buffer* events; when the consumer
     falls behind the watcher stops reading, the server closes the connection (1013) and
     the watcher resumes from each session's last seq.
     """
@@ -86,27 +86,37 @@ class Watcher:
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[trio.MemoryReceiveChannel[WatchedEvent]]:
-        """Follow the sessions until the block ends; cancellation closes the connection."""
+        """Follow the sessions until the block ends; cancellation closes the connection.
+        A failure that ends following closes the channel, and is raised when the block
+        ends."""
         send, receive = trio.open_memory_channel[WatchedEvent](self._buffer)
+        self._failure: Exception | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._run, send)
             try:
                 yield receive
             finally:
                 nursery.cancel_scope.cancel()
+        if self._failure is not None:
+            raise self._failure
 
     async def _run(self, send: trio.MemorySendChannel[WatchedEvent]) -> None:
+        """Connect again after each dropped connection; keep the failure that ends it all
+        for ``open`` to raise (trio's Cancelled, a BaseException, passes through)."""
         failures = 0
         async with send:
             while True:
                 try:
                     await self._connection(send)
                     failures = 0
-                except* _DROPPED as group:
-                    failures += 1
-                    if failures > self._reconnects:
-                        raise group.exceptions[0] from group
-                    await trio.sleep(self._retry_delay)
+                    continue
+                except Exception as exc:
+                    failure = _leaf(exc)
+                if not isinstance(failure, _DROPPED) or failures >= self._reconnects:
+                    self._failure = failure
+                    return
+                failures += 1
+                await trio.sleep(self._retry_delay)
 
     async def _connection(self, send: trio.MemorySendChannel[WatchedEvent]) -> None:
         """One connection until the server closes it. The TCP stream is this method's own
@@ -158,3 +168,17 @@ class Watcher:
             event = msgspec.convert(frame_in.event, DurableEvent)
             await send.send(WatchedEvent(session_id=sid, event=event))
             self.last_seq[sid] = seq
+
+
+def _leaf(exc: Exception) -> Exception:
+    """The one failure in *exc* (a nursery's group of them): the first that is not a
+    dropped connection, else the first."""
+    leaves: list[Exception] = []
+    pending: list[Exception] = [exc]
+    while pending:
+        item = pending.pop(0)
+        if isinstance(item, ExceptionGroup):
+            pending[:0] = list(item.exceptions)
+        else:
+            leaves.append(item)
+    return next((e for e in leaves if not isinstance(e, _DROPPED)), leaves[0])
