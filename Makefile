@@ -6,12 +6,12 @@ STAMP := $(VENV)/.installed
 # A module's tests stay in one worker (--dist loadfile), so module-scoped servers start once.
 TEST_WORKERS ?= 2
 
-.PHONY: run test lint browser postgresql opencode clean sims
+.PHONY: run test lint browser postgresql opencode clean sims sdk dist dist-test
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e sdk/python -e '.[dev]'
 	touch $(STAMP)
 
 # The project's bytecode is written ahead, so that starting does not compile it when the
@@ -64,9 +64,34 @@ sims: $(STAMP)
 	nice -n 19 $(BIN)/python -m sims run --seeds $(SEEDS) --start $(SEED_START) \
 		--sessions $(SIM_SESSIONS) --actions $(SIM_ACTIONS)
 
+# The Python SDK's generated modules, regenerated from the route table's OpenAPI document
+# (tests/sdk/test_lockstep.py fails when they differ from what is committed); docs/sdk.md.
+sdk: $(STAMP)
+	$(BIN)/python -m gateway.sdk
+
+# The single-file executable dist/kittiwake (PyInstaller, one file: the interpreter, the
+# packages and their data), which runs where no Python is installed. It takes minutes to
+# build (about 4 on the 2-core machines), so it is not part of `make test`: `make dist-test`
+# builds it and runs packaging/test_executable.py against it (docs/sdk.md, docs/benchmarks.md).
+PYINSTALLER := pyinstaller==6.22.3
+dist: $(STAMP)
+	$(BIN)/python -m pip install -q $(PYINSTALLER)
+	$(BIN)/pyinstaller --onefile --name kittiwake --noconfirm --log-level WARN \
+		--workpath build/pyinstaller --distpath dist --specpath build/pyinstaller \
+		--collect-submodules actors --collect-submodules runtime \
+		--collect-submodules storage --collect-submodules gateway \
+		--collect-submodules kittiwake_sdk \
+		--add-data "$(CURDIR)/runtime/llm/_data:runtime/llm/_data" \
+		--add-data "$(CURDIR)/gateway/web/static:gateway/web/static" \
+		--copy-metadata kittiwake --copy-metadata kittiwake-sdk \
+		gateway/__main__.py
+
+dist-test: dist
+	$(BIN)/pytest -q packaging/test_executable.py
+
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) clients/node_modules
+	rm -rf $(VENV) clients/node_modules build dist

@@ -223,6 +223,8 @@ def test_lint_imports_keeps_the_contracts(checkout: Path) -> None:
         ("gateway/slack/_planted.py", "from actors.session import SessionActor", "Slack bot is"),
         ("gateway/slack/_planted.py", "from gateway.cli import main", "gateway's rooms"),
         ("gateway/acp/_planted.py", "from gateway.slack import SlackBot", "gateway's rooms"),
+        ("gateway/http/_planted.py", "from gateway.sdk import sdk_sources", "gateway's rooms"),
+        ("gateway/sdk/_planted.py", "from gateway.cli import main", "gateway's rooms"),
     ],
 )
 def test_lint_imports_fails_on_a_planted_violation(

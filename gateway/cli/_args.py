@@ -252,13 +252,22 @@ def parser() -> argparse.ArgumentParser:
         "sessions work unless slack.directory says otherwise (default: the current one)",
     )  # fmt: skip
     sessions = command(
-        "sessions", "list, show, resume, compact or delete sessions",
-        "List sessions ([needs resume] marks those a crash cut short), show one, resume one "
-        "a crash cut short (exits 1 if it does not need it, or if the resumed run failed), "
-        "compact one into a checkpoint, or delete one.",
+        "sessions", "list, show, watch, resume, compact or delete sessions",
+        "List sessions ([needs resume] marks those a crash cut short), show one, watch one "
+        "(else the --limit newest), printing their durable events as they commit, until "
+        "interrupted, resume one a crash cut short (exits 1 if it does not need it, or if "
+        "the resumed run failed), compact one into a checkpoint, or delete one.",
     )  # fmt: skip
-    sessions.add_argument("action", choices=["list", "show", "resume", "compact", "delete"])
-    sessions.add_argument("id", nargs="?", help="the session of show, resume, compact and delete")
+    sessions.add_argument(
+        "action", choices=["list", "show", "watch", "resume", "compact", "delete"]
+    )
+    sessions.add_argument(
+        "id", nargs="?", help="the session of show, watch, resume, compact and delete"
+    )
+    sessions.add_argument(
+        "--format", choices=["default", "json"], default="default",
+        help="watch: one line per event, ID SEQ TYPE (default) or its JSON",
+    )  # fmt: skip
     sessions.add_argument("--limit", type=int, default=50, help="most sessions listed (50)")
     inspect = command("inspect", "print the actor tree")
     stats = command(

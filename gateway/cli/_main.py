@@ -55,6 +55,7 @@ from gateway.cli._terminal import (
     admission_body,
     check,
     read_prompt,
+    watch_sessions,
 )
 from gateway.cluster import (
     announce_ready,
@@ -282,6 +283,7 @@ async def _run(args: argparse.Namespace) -> int:
         text=args.text, directory=os.getcwd(), format=args.format, session=args.session,
         continue_latest=args.continue_latest, model=args.model, agent=args.agent,
         command=args.run_command, again=tuple(again),
+        password=os.environ.get("KITTIWAKE_SERVER_PASSWORD"),
     )  # fmt: skip
     async with _api(args, wanted=args.model) as api:
         return await Runner(api, options).run()
@@ -382,13 +384,25 @@ async def _sessions(args: argparse.Namespace) -> int:
                 mark = "  [needs resume]" if info.get("needsResume") else ""
                 print(f"{info['id']}  {info['title']}  {info['location']['directory']}{mark}")
         elif args.action == "resume":
-            follow = RunOptions(text="", directory=os.getcwd(), session=args.id)
+            follow = RunOptions(
+                text="", directory=os.getcwd(), session=args.id,
+                password=os.environ.get("KITTIWAKE_SERVER_PASSWORD"),
+            )  # fmt: skip
             await Runner(api, follow, out=sys.stderr).resume()  # its progress on stderr
             info = check(await api.get(f"/api/session/{args.id}"))["data"]
             error = info.get("lastError")
             if error:
                 raise CliError(f"{error['_tag']}: {error['message']}")
             print(f"resumed {args.id}")
+        elif args.action == "watch":
+            page = (
+                {"data": [{"id": args.id}]}
+                if args.id
+                else check(await api.get("/api/session", params={"limit": args.limit}))
+            )
+            password = os.environ.get("KITTIWAKE_SERVER_PASSWORD")
+            ids = [info["id"] for info in page["data"]]
+            await watch_sessions(api, ids, password=password, as_json=args.format == "json")
         elif args.action == "compact":
             check(await api.post(f"/api/session/{args.id}/compact"))
             check(await api.post(f"/api/session/{args.id}/wait"))
@@ -480,7 +494,7 @@ def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "sessions" and args.action != "list" and not args.id:
+    if args.command == "sessions" and args.action not in ("list", "watch") and not args.id:
         raise CliError(f"sessions {args.action} needs a session id", 2)
     if args.command == "run":
         # Refused before anything is created or opened.

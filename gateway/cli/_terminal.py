@@ -32,7 +32,15 @@ from gateway.cli._printer import NEXT, Printer
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["RunFailed", "RunOptions", "Runner", "admission_body", "check", "read_prompt"]
+__all__ = [
+    "RunFailed",
+    "RunOptions",
+    "Runner",
+    "admission_body",
+    "check",
+    "read_prompt",
+    "watch_sessions",
+]
 
 _ASKED: Final = "permission.v2.asked"
 _QUESTION: Final = "question.v2.asked"
@@ -63,6 +71,35 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     again: tuple[str, ...] = ()
     """The options that reach this run's server again (``--attach URL``, ``--data-dir DIR``
     as given), repeated in the command an interrupted run suggests."""
+    password: str | None = None
+    """The server's basic auth password, for the websocket the durable events come over."""
+
+
+async def watch_sessions(
+    api: httpx.AsyncClient, ids: list[str], *, password: str | None, as_json: bool,
+    out: TextIO = sys.stdout,
+) -> None:  # fmt: skip
+    """``kittiwake sessions watch``: one line per durable event of the sessions *ids*
+    (``ID SEQ TYPE``, or ``{"sessionID", "event"}`` *as_json*) over one websocket
+    (``kittiwake_sdk.Watcher``: a dropped connection resumes by seq), until cancelled.
+
+    Raises:
+        RunFailed: the server refused a subscription (an unknown session).
+    """
+    from kittiwake_sdk import KittiwakeError, Watcher
+
+    watcher = Watcher(str(api.base_url), ids, password=password)
+    try:
+        async with watcher.open() as events:
+            async for item in events:
+                if as_json:
+                    body = {"sessionID": item.session_id, "event": item.event}
+                    line = msgspec.json.encode(body).decode()
+                else:
+                    line = f"{item.session_id} {item.event.seq} {item.event.type}"
+                print(line, file=out, flush=True)
+    except KittiwakeError as refused:
+        raise RunFailed(str(refused)) from None
 
 
 def admission_body(text: str, command: str | None) -> bytes:
@@ -308,12 +345,16 @@ class Runner:
                     nursery.start_soon(self._question, props)
 
     async def _durable(self, sid: str, after: int) -> None:
-        path = f"/api/session/{sid}/event"
-        async with self.api.stream("GET", path, params={"after": after}) as stream:
-            check_stream(stream)
-            async for line in stream.aiter_lines():
-                if line.startswith("data: "):
-                    self.printer.durable(msgspec.json.decode(line[6:]))
+        """Print *sid*'s durable events after seq *after*, over the server's websocket
+        (``kittiwake_sdk.Watcher``: a dropped connection is resumed from the last seq)."""
+        from kittiwake_sdk import Watcher
+
+        watcher = Watcher(str(self.api.base_url), [sid], password=self.options.password)
+        watcher.last_seq[sid] = after
+        async with watcher.open() as events:
+            async for item in events:
+                event = msgspec.to_builtins(item.event)
+                self.printer.durable({k: v for k, v in event.items() if v is not None})
 
     async def _catch_up(self, sid: str) -> None:
         while True:

@@ -12,11 +12,14 @@ from gateway.http._app import DEFAULT_SSE_BUFFER as DEFAULT_SSE_BUFFER
 from gateway.http._app import Gateway as Gateway
 from gateway.http._app import Room as Room
 from gateway.http._app import create_core as create_core
+from gateway.http._app import gateway_of as gateway_of
 from gateway.http._export import EXPORT_FORMAT as EXPORT_FORMAT
 from gateway.http._export import SessionExport as SessionExport
 from gateway.http._export import decode_export as decode_export
 from gateway.http._export import session_export as session_export
 from gateway.http._export import stored_events as stored_events
+from gateway.http._openapi import openapi_document as openapi_document
+from gateway.http._openapi import server_version as server_version
 from gateway.http._opencode import agent_json as agent_json
 from gateway.http._opencode import agent_v2_json as agent_v2_json
 from gateway.http._opencode import assistant_json as assistant_json
@@ -99,9 +102,11 @@ __all__ = [
     "create_core",
     "decode_export",
     "encode",
+    "gateway_of",
     "message_error",
     "message_projections",
     "model_v2_json",
+    "openapi_document",
     "part_id",
     "permission_json",
     "project_json",
@@ -112,6 +117,7 @@ __all__ = [
     "request_directory",
     "serve_app",
     "session_export",
+    "server_version",
     "session_json",
     "sse_frame",
     "sse_response",

@@ -1,5 +1,9 @@
 """``GET /doc``: the OpenAPI 3.1 document, generated from the route table.
 
+Each operation lists its error tags under ``x-errors`` (the responses group them by status);
+``info.version`` is the server's version. The Python SDK is generated from this document
+(``gateway.sdk``).
+
 Every path, operation, parameter, request body and answer comes from a ``Route``
 (``gateway.http._routes``); schemas come from ``msgspec.json.schema_components`` of the body
 and answer types, plus the ``Named`` shapes taken from OpenCode's reference document.
@@ -8,6 +12,7 @@ and answer types, plus the ``Named`` shapes taken from OpenCode's reference docu
 from __future__ import annotations
 
 from collections.abc import Iterable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
 import msgspec
@@ -15,7 +20,7 @@ import msgspec
 from gateway.http._routes import Answer, Named, Route
 from gateway.http._wire import STATUS_BY_TAG
 
-__all__ = ["ErrorBody", "NamedError", "NamedErrorData", "openapi_document"]
+__all__ = ["ErrorBody", "NamedError", "NamedErrorData", "openapi_document", "server_version"]
 
 _REF: Final = "#/components/schemas/{name}"
 _PARAM_START: Final = "{"
@@ -101,6 +106,7 @@ def _operation(route: Route, schema_of: Any) -> dict[str, Any]:
         "operationId": route.operation_id,
         "summary": route.summary,
         "responses": responses,
+        "x-errors": _errors(route),
     }
     parameters = [
         {"name": part[1:-1], "in": "path", "required": True, "schema": {"type": "string"}}
@@ -116,6 +122,15 @@ def _operation(route: Route, schema_of: Any) -> dict[str, Any]:
         content = {"application/json": {"schema": schema_of(route.body)}}
         op["requestBody"] = {"required": True, "content": content}
     return op
+
+
+def server_version() -> str:
+    """The installed ``kittiwake`` distribution's version (the SDK generated from this
+    document carries it); ``0.0.0`` when no distribution is installed."""
+    try:
+        return version("kittiwake")
+    except PackageNotFoundError:
+        return "0.0.0"
 
 
 def openapi_document(routes: Iterable[Route]) -> dict[str, Any]:
@@ -138,7 +153,7 @@ def openapi_document(routes: Iterable[Route]) -> dict[str, Any]:
         paths.setdefault(route.path, {})[method] = _operation(route, schema_of)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Kittiwake", "version": "0.1.0"},
+        "info": {"title": "Kittiwake", "version": server_version()},
         "paths": paths,
         "components": {"schemas": components},
     }
