@@ -41,6 +41,7 @@ from kittiwake_sdk._models import CommandV2List as CommandV2List
 from kittiwake_sdk._models import CompactionMessage as CompactionMessage
 from kittiwake_sdk._models import CompactionMetadata as CompactionMetadata
 from kittiwake_sdk._models import CreateBody as CreateBody
+from kittiwake_sdk._models import ExportedEvent as ExportedEvent
 from kittiwake_sdk._models import FileAttachment as FileAttachment
 from kittiwake_sdk._models import Health as Health
 from kittiwake_sdk._models import InputAdmitted as InputAdmitted
@@ -60,6 +61,7 @@ from kittiwake_sdk._models import QuestionRequest as QuestionRequest
 from kittiwake_sdk._models import RevertInfo as RevertInfo
 from kittiwake_sdk._models import RunError as RunError
 from kittiwake_sdk._models import SessionError as SessionError
+from kittiwake_sdk._models import SessionExport as SessionExport
 from kittiwake_sdk._models import SessionInfo as SessionInfo
 from kittiwake_sdk._models import SessionTime as SessionTime
 from kittiwake_sdk._models import SkillV2List as SkillV2List
@@ -103,6 +105,7 @@ __all__ = [
     "Data",
     "DurableEvent",
     "DurableEvents",
+    "ExportedEvent",
     "FileAttachment",
     "Health",
     "InputAdmitted",
@@ -134,6 +137,7 @@ __all__ = [
     "ServiceUnavailableError",
     "SessionBusyError",
     "SessionError",
+    "SessionExport",
     "SessionInfo",
     "SessionNotFoundError",
     "SessionTime",

@@ -39,6 +39,7 @@ from kittiwake_sdk._models import (
     PromptBody,
     QuestionReplyBody,
     QuestionRequest,
+    SessionExport,
     SessionInfo,
     SkillV2List,
     StageIn,
@@ -234,6 +235,11 @@ class AsyncClient(AsyncBase):
     def session_events(self, session_id: str, *, after: int | None = None) -> DurableEvents:
         """Durable events (SSE): ``GET /api/session/{sessionID}/event``. Raises SessionNotFoundError, InvalidRequestError."""
         return self._durable_events(f"/api/session/{_q(session_id)}/event", after)
+
+    async def session_export(self, session_id: str) -> SessionExport:
+        """The session and its subsessions as their stored durable events: ``GET /api/session/{sessionID}/export``. Raises SessionNotFoundError, InvalidRequestError."""
+        answer = await self._send("GET", f"/api/session/{_q(session_id)}/export")
+        return _decoder(SessionExport).decode(answer)
 
     async def session_get(self, session_id: str) -> SessionInfo:
         """Get a session: ``GET /api/session/{sessionID}``. Raises SessionNotFoundError."""
@@ -666,6 +672,11 @@ class Client(SyncBase):
             body=CreateBody(id=id, agent=agent, model=model, location=location, title=title),
         )
         return _decoder(Data[SessionInfo]).decode(answer).data
+
+    def session_export(self, session_id: str) -> SessionExport:
+        """The session and its subsessions as their stored durable events: ``GET /api/session/{sessionID}/export``. Raises SessionNotFoundError, InvalidRequestError."""
+        answer = self._send("GET", f"/api/session/{_q(session_id)}/export")
+        return _decoder(SessionExport).decode(answer)
 
     def session_get(self, session_id: str) -> SessionInfo:
         """Get a session: ``GET /api/session/{sessionID}``. Raises SessionNotFoundError."""

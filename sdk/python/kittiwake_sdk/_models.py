@@ -23,6 +23,7 @@ __all__ = [
     "CompactionMessage",
     "CompactionMetadata",
     "CreateBody",
+    "ExportedEvent",
     "FileAttachment",
     "Health",
     "InputAdmitted",
@@ -42,6 +43,7 @@ __all__ = [
     "RevertInfo",
     "RunError",
     "SessionError",
+    "SessionExport",
     "SessionInfo",
     "SessionTime",
     "SkillV2List",
@@ -200,6 +202,23 @@ class CreateBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     model: ModelRef | None = None
     location: Location | None = None
     title: str | None = None
+
+
+class ExportedEvent(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    rename={"aggregate_id": "aggregateID"},
+):
+    """One durable event as stored: `data` is its JSON, byte for byte."""
+
+    id: str
+    aggregate_id: str
+    seq: int
+    type: str
+    version: int
+    data: Any
 
 
 class FileAttachment(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -411,6 +430,22 @@ class SessionError(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 
     message: str
     type: Literal["unknown"] = "unknown"
+
+
+class SessionExport(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    rename={"session_id": "sessionID"},
+):
+    """A session with its subsessions: their infos as they are now (for reading) and their durable events (what an import stores), the session's first."""
+
+    format: Literal["kittiwake.session"]
+    version: Literal[1]
+    session_id: str
+    sessions: list[SessionInfo]
+    events: list[ExportedEvent]
 
 
 class SessionInfo(
