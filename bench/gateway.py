@@ -313,8 +313,8 @@ async def _ws_series(url: str, args: argparse.Namespace) -> Series:
 
 
 async def _request_costs(url: str, pid: int, n: int) -> dict[str, tuple[float, float]]:
-    """Median latency and server CPU of single requests: the fast path's routes, and the
-    same ``wait`` sent chunked (no content-length), which the fast path leaves to Quart."""
+    """Median latency and server CPU of single requests: the per-prompt routes, the same
+    ``wait`` sent chunked (no content-length), and a session read."""
 
     async def chunked() -> AsyncIterator[bytes]:
         yield b""
@@ -322,12 +322,12 @@ async def _request_costs(url: str, pid: int, n: int) -> dict[str, tuple[float, f
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         sid = (await client.post("/api/session", json={})).json()["data"]["id"]
         kinds: dict[str, Callable[[], Any]] = {
-            "GET /api/health (fast path)": lambda: client.get("/api/health"),
-            "POST /wait, idle session (fast path)": lambda: client.post(f"/api/session/{sid}/wait"),
-            "POST /wait, chunked (Quart)": lambda: client.post(
+            "GET /api/health": lambda: client.get("/api/health"),
+            "POST /wait, idle session": lambda: client.post(f"/api/session/{sid}/wait"),
+            "POST /wait, chunked": lambda: client.post(
                 f"/api/session/{sid}/wait", content=chunked()
             ),
-            "GET /api/session/{id} (Quart)": lambda: client.get(f"/api/session/{sid}"),
+            "GET /api/session/{id}": lambda: client.get(f"/api/session/{sid}"),
         }
         out: dict[str, tuple[float, float]] = {}
         for name, send in kinds.items():

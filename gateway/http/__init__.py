@@ -1,6 +1,6 @@
 """The HTTP core: the Quart-Trio app and its state, the route table, wire shapes, guards and
 error answers, the V2 session routes, SSE streams, the websocket, the OpenAPI document, and
-serving with Hypercorn (the fast path in front of Quart).
+serving with Hypercorn.
 
 It knows none of the surfaces built on it: each installs its routes on the core's table.
 """

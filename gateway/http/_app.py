@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -53,14 +53,11 @@ from storage import MessageEntry
 
 __all__ = [
     "DEFAULT_MAX_BODY",
-    "HEALTHY",
     "JSON",
     "Gateway",
-    "admit_prompt",
     "Room",
     "create_core",
     "gateway_of",
-    "wait_idle",
 ]
 
 _log = logging.getLogger("kittiwake.gateway")
@@ -76,7 +73,7 @@ class Health(msgspec.Struct, frozen=True):
     healthy: bool
 
 
-HEALTHY: Final = encode(Health(healthy=True))
+_HEALTHY: Final = encode(Health(healthy=True))
 # OpenCode's ``PermissionV2Request`` shape (``permission_json``).
 PERMISSION: Final = Named(
     "PermissionV2Request",
@@ -187,31 +184,6 @@ def _no_content() -> Response:
     return Response(b"", status=204)
 
 
-# -- the hot routes' answers, shared with the fast path (gateway/http/_fast.py) -----------------
-
-
-async def admit_prompt(rt: Runtime, session_id: str, body: PromptBody) -> bytes:
-    """``POST /api/session/{id}/prompt``: admit the body durably; the receipt's JSON.
-
-    Raises the runtime's errors (unknown session, conflicting retry). Cancellation before the runtime acknowledges the write
-    leaves the prompt admitted or not, never half-written; an exact retry is safe.
-    """
-    receipt = await rt.sessions.prompt(
-        session_id, prompt=body.prompt, id=body.id, delivery=body.delivery, resume=body.resume
-    )
-    return encode({"data": receipt})
-
-
-async def wait_idle(gw: Gateway, session_id: str) -> None:
-    """``POST /api/session/{id}/wait``: return once the session is idle.
-
-    Raises ``SessionNotFoundError`` for an unknown session; cancellation stops waiting and
-    changes nothing.
-    """
-    await gw.check_session(session_id)
-    await gw.rt.sessions.wait_idle(session_id)
-
-
 # -- V2 session routes --------------------------------------------------------------------
 
 
@@ -242,12 +214,9 @@ def _page(data: Any, previous: str | None, next_: str | None) -> dict[str, Any]:
 def _session_routes(table: RouteTable, gw: Gateway) -> None:
     rt = gw.rt
 
-    @table.get(
-        "/api/health", "v2.health.get", "Health", answer=Answer(type=Health), hot=True,
-        waits=False,
-    )  # fmt: skip
-    async def health(params: Mapping[str, str], body: None) -> tuple[int, bytes]:
-        return 200, HEALTHY
+    @table.get("/api/health", "v2.health.get", "Health", answer=Answer(type=Health))
+    async def health() -> Response:
+        return Response(_HEALTHY, content_type=JSON)
 
     @table.get(
         "/api/session", "v2.session.list", "List sessions",
@@ -302,10 +271,17 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
     @table.post(
         "/api/session/{sessionID}/prompt", "v2.session.prompt", "Admit a prompt",
         body=PromptBody, answer=Answer(type=InputAdmitted, envelope="data"),
-        errors=("ConflictError",), hot=True,
+        errors=("ConflictError",),
     )  # fmt: skip
-    async def prompt(params: Mapping[str, str], body: PromptBody) -> tuple[int, bytes]:
-        return 200, await admit_prompt(rt, params["session_id"], body)
+    async def prompt(body: PromptBody, session_id: str) -> Response:
+        """Admit the body durably; the receipt. Cancellation before the runtime acknowledges
+        the write leaves the prompt admitted or not, never half-written (an exact retry is
+        safe)."""
+        receipt = await rt.sessions.prompt(
+            session_id, prompt=body.prompt, id=body.id, delivery=body.delivery,
+            resume=body.resume,
+        )  # fmt: skip
+        return _json({"data": receipt})
 
     @table.post(
         "/api/session/{sessionID}/interrupt", "v2.session.interrupt", "Interrupt",
@@ -327,11 +303,13 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
 
     @table.post(
         "/api/session/{sessionID}/wait", "v2.session.wait", "Wait until idle",
-        answer=NO_CONTENT, hot=True,
+        answer=NO_CONTENT,
     )  # fmt: skip
-    async def wait(params: Mapping[str, str], body: None) -> tuple[int, bytes]:
-        await wait_idle(gw, params["session_id"])
-        return 204, b""
+    async def wait(session_id: str) -> Response:
+        """Return once the session is idle; cancellation stops waiting, changing nothing."""
+        await gw.check_session(session_id)
+        await rt.sessions.wait_idle(session_id)
+        return _no_content()
 
     @table.post(
         "/api/session/{sessionID}/compact", "v2.session.compact",

@@ -1,7 +1,6 @@
-"""The one implementation of the gateway's guards and error answers: HTTP basic auth, CORS
-(Quart-CORS, ``install_cors``) and the ``{"_tag", "message"}`` bodies, used by Quart's hooks
-(``install_guards``, ``install_cors``, ``install_errors``) and by the fast path
-(``gateway.http._fast``), which leaves cross-origin requests to Quart."""
+"""The gateway's guards and error answers: HTTP basic auth, CORS (Quart-CORS,
+``install_cors``) and the ``{"_tag", "message"}`` bodies, installed as Quart's hooks
+(``install_guards``, ``install_cors``, ``install_errors``)."""
 
 from __future__ import annotations
 
@@ -25,12 +24,12 @@ from runtime import KittiwakeError
 if TYPE_CHECKING:
     from gateway.http._app import Gateway
 
-__all__ = ["authorized", "error_answer", "install_cors", "install_errors", "install_guards"]
+__all__ = ["install_cors", "install_errors", "install_guards"]
 
 _log = logging.getLogger("kittiwake.gateway")
 
 
-def authorized(header: str | None, password: str) -> bool:
+def _authorized(header: str | None, password: str) -> bool:
     """Whether an ``Authorization`` header carries HTTP basic auth with *password*."""
     if not header or not header.lower().startswith("basic "):
         return False
@@ -75,7 +74,7 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
     @app.before_request
     async def _check_request() -> Response | None:
         if gw.password and request.method != "OPTIONS":
-            if not authorized(request.headers.get("Authorization"), gw.password):
+            if not _authorized(request.headers.get("Authorization"), gw.password):
                 return _unauthorized()
         # Read (and cache) every body up front, bounded by max_body: a route that answers
         # without reading it would otherwise leave unread bytes on a keep-alive connection,
@@ -85,7 +84,7 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
 
     @app.before_websocket
     async def _check_websocket() -> Response | None:
-        if gw.password and not authorized(websocket.headers.get("Authorization"), gw.password):
+        if gw.password and not _authorized(websocket.headers.get("Authorization"), gw.password):
             return _unauthorized()
         return None
 
@@ -96,7 +95,7 @@ _HTTP_TAGS: Final = {
 }  # fmt: skip
 
 
-def error_answer(
+def _error_answer(
     exc: GatewayError | KittiwakeError | HTTPException, *, max_body: int | None = None
 ) -> tuple[int, bytes]:
     """The status and ``{"_tag","message",...}`` body answering *exc*; 5xx runtime errors
@@ -128,14 +127,14 @@ def _no_route(exc: NotFound | MethodNotAllowed, method: str, path: str) -> Gatew
 
 
 def install_errors(app: QuartTrio, max_body: int) -> None:
-    """Answer every error of *app*'s routes with ``error_answer``; a body over *max_body*
+    """Answer every error of *app*'s routes with ``_error_answer``; a body over *max_body*
     (Quart's ``MAX_CONTENT_LENGTH``) gets a 413 naming it, V1 and V2 routes alike."""
 
     @app.errorhandler(GatewayError)
     @app.errorhandler(KittiwakeError)
     @app.errorhandler(HTTPException)
     async def _error(exc: GatewayError | KittiwakeError | HTTPException) -> Response:
-        status, body = error_answer(exc, max_body=max_body)
+        status, body = _error_answer(exc, max_body=max_body)
         return Response(body, status=status, content_type=JSON)
 
     @app.errorhandler(NotFound)
@@ -145,7 +144,7 @@ def install_errors(app: QuartTrio, max_body: int) -> None:
         asked = websocket if has_websocket_context() else request
         if asked.routing_exception is not exc:
             return await _error(exc)
-        status, body = error_answer(_no_route(exc, asked.method, asked.path))
+        status, body = _error_answer(_no_route(exc, asked.method, asked.path))
         allow = exc.valid_methods if isinstance(exc, MethodNotAllowed) else None
         headers = {"Allow": ", ".join(sorted(allow))} if allow else None
         return Response(body, status=status, content_type=JSON, headers=headers)

@@ -4,18 +4,17 @@ Each room of the gateway declares its routes on a ``RouteTable`` (method, OpenAP
 operation id, summary, body type, answer, error tags, handler). ``register`` adds them to
 the Quart app, decoding each request body once to the entry's body type (``Route.decode``)
 and handing the handler the typed value; ``gateway.http._openapi.openapi_document`` generates the OpenAPI document from the
-same entries; ``gateway.http._fast.FastPath`` answers the entries marked ``hot`` in front of
-Quart with the same handler. A route exists in all three places or in none.
+same entries. A route exists in both places or in neither; Quart is the one router.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal, TypeVar, cast
 
 import msgspec
-from quart import Response, request
+from quart import request
 from quart_trio import QuartTrio
 
 from gateway.http._wire import decode_body
@@ -26,7 +25,6 @@ __all__ = [
     "NO_CONTENT",
     "SSE",
     "Answer",
-    "HotHandler",
     "Named",
     "Route",
     "RouteTable",
@@ -36,10 +34,6 @@ __all__ = [
 
 JSON: Final = "application/json"
 Method = Literal["GET", "POST", "PATCH", "DELETE", "WEBSOCKET"]
-# A hot route's handler: the path parameters (Quart's names) and the body decoded to the
-# route's body type (None without one) in, the status and JSON body (empty for none) out.
-# Quart and the fast path both call it, through ``Route.answer_hot``.
-HotHandler = Callable[[Mapping[str, str], Any], Awaitable[tuple[int, bytes]]]
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -83,10 +77,7 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     bytes: the table decodes them once (``decode``) and passes the typed value as the
     handler's first argument; ``empty_ok`` reads an empty body as ``{}``. A ``named_errors``
     route answers its ``errors`` (those only) in OpenCode's V1 shape ``{"name", "data":
-    {"message"}}`` (``GatewayError(named=True)``). A ``hot`` route's
-    handler is a ``HotHandler``; one that never ``waits`` (answers without awaiting
-    anything that blocks) is run by the fast path without watching for the client's
-    disconnect.
+    {"message"}}`` (``GatewayError(named=True)``).
     """
 
     method: Method
@@ -98,8 +89,6 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     answer: Answer | None = None
     errors: tuple[str, ...] = ()
     query: tuple[str, ...] = ()
-    hot: bool = False
-    waits: bool = True
     empty_ok: bool = False
     named_errors: bool = False
 
@@ -112,14 +101,6 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
         if self.body is None:
             return None
         return decode_body(data, self.body, empty_ok=self.empty_ok)
-
-    def answer_hot(self, params: Mapping[str, str], data: bytes) -> Awaitable[tuple[int, bytes]]:
-        """A hot route's handler run on the raw body *data*, decoded here, once.
-
-        ``decode``'s ``GatewayError`` is raised at the call; the awaitable raises what the
-        handler raises, and cancellation is the handler's.
-        """
-        return cast(HotHandler, self.handler)(params, self.decode(data))
 
 
 _PARAM: Final = re.compile(r"\{(\w+)\}")
@@ -142,8 +123,7 @@ class RouteTable:
 
     def add(self, method: Method | str, path: str, operation_id: str, summary: str, *,
             body: Any = None, answer: Answer | None = None, errors: tuple[str, ...] = (),
-            query: tuple[str, ...] = (), hot: bool = False, waits: bool = True,
-            empty_ok: bool = False, named_errors: bool = False) -> Callable[[F], F]:  # fmt: skip
+            query: tuple[str, ...] = (), empty_ok: bool = False, named_errors: bool = False) -> Callable[[F], F]:  # fmt: skip
         """Declare a route whose handler is the decorated function."""
 
         def declare(handler: F) -> F:
@@ -158,8 +138,6 @@ class RouteTable:
                     answer=answer,
                     errors=errors,
                     query=query,
-                    hot=hot,
-                    waits=waits,
                     empty_ok=empty_ok,
                     named_errors=named_errors,
                 )  # fmt: skip
@@ -192,16 +170,6 @@ async def _request_body() -> bytes:
     return data if isinstance(data, bytes) else data.encode()
 
 
-def _hot_view(route: Route) -> Callable[..., Awaitable[Response]]:
-    async def view(**params: str) -> Response:
-        status, payload = await route.answer_hot(params, await _request_body())
-        if payload:
-            return Response(payload, status=status, content_type=JSON)
-        return Response(b"", status=status)
-
-    return view
-
-
 def _typed_view(route: Route) -> Callable[..., Awaitable[Any]]:
     async def view(**params: str) -> Any:
         return await route.handler(route.decode(await _request_body()), **params)
@@ -222,9 +190,7 @@ def register(app: QuartTrio, routes: list[Route]) -> None:
                 rule, route.operation_id, route.handler, methods=["GET"], websocket=True
             )
             continue
-        if route.hot:
-            view = _hot_view(route)
-        elif route.body is not None:
+        if route.body is not None:
             view = _typed_view(route)
         else:
             view = route.handler

@@ -30,7 +30,6 @@ from hypercorn.typing import (
 )
 
 from gateway.http._app import gateway_of
-from gateway.http._fast import FastPath
 from gateway.http._traced import Traced
 from runtime.telemetry import active_processor
 
@@ -43,7 +42,9 @@ __all__ = [
     "LINGER",
     "ReraiseCancellation",
     "Server",
+    "ShieldedLastSend",
     "WebsocketMessageLimit",
+    "asgi_app",
     "bind",
     "serve_app",
     "server_config",
@@ -97,9 +98,8 @@ async def serve_app(
     ``nursery.start``. The app's ``Gateway`` observers watch the hub and its background
     tasks run while it is served.
 
-    ``hypercorn.trio.serve`` runs the server; the app is ``FastPath``
-    (``gateway/http/_fast.py``), which answers the per-prompt routes itself and passes everything
-    else to the Quart app. With *certfile* and *keyfile* (PEM) it serves HTTPS and ``wss``.
+    ``hypercorn.trio.serve`` runs the server and the Quart app answers every request.
+    With *certfile* and *keyfile* (PEM) it serves HTTPS and ``wss``.
 
     ``task_status`` receives the ``Server`` once the socket is bound and the app started
     (port 0 picks a free port; ``server.url`` tells which). ``Server.stop()`` closes the
@@ -122,10 +122,7 @@ async def serve_app(
     fd = listen_fd if listen_fd is not None else bind(host, port).detach()
     config.bind = [f"fd://{fd}"]
     stop = trio.Event()
-    inner: ASGIFramework = FastPath(app, gw)
-    if active_processor() is not None:  # each request a span (never built otherwise)
-        inner = Traced(inner, gw.routes)
-    asgi = ReraiseCancellation(WebsocketMessageLimit(inner, max_body))
+    asgi = asgi_app(app)
     for observer in gw.observers:
         rt.hub.add_observer(observer)
     try:
@@ -192,6 +189,51 @@ def server_config(
     config.accesslog = None
     config.errorlog = logging.getLogger("kittiwake.gateway.hypercorn")
     return config
+
+
+def asgi_app(app: QuartTrio) -> ASGIFramework:
+    """What Hypercorn serves: *app* (``create_core``) behind the gateway's ASGI layers, each
+    request a span when telemetry is on."""
+    gw = gateway_of(app)
+    inner: ASGIFramework = app
+    if active_processor() is not None:  # each request a span (never built otherwise)
+        inner = Traced(inner, gw.routes)
+    return ReraiseCancellation(ShieldedLastSend(WebsocketMessageLimit(inner, gw.max_body)))
+
+
+class ShieldedLastSend:
+    """ASGI middleware: the last message of an HTTP answer (``http.response.body`` without
+    ``more_body``) is sent shielded from cancellation.
+
+    Sending it is where Hypercorn ends the request and re-arms the connection's keep-alive
+    timer, behind a lock (a checkpoint). Quart-Trio runs each request beside a task that
+    reads the client's messages and cancels both when Hypercorn says the client is done,
+    which Hypercorn does during that same send: the cancellation reached the timer's lock,
+    the timer was never re-armed, and the connection was never closed as idle (neither by
+    the keep-alive timeout nor by ``Server.stop()``). Hypercorn already writes to the socket
+    shielded; the shield adds only its bookkeeping after the write. Other messages and
+    scopes pass through untouched.
+    """
+
+    def __init__(self, app: ASGIFramework) -> None:
+        self.app = app
+
+    async def __call__(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        """Run the app on one connection scope; failures and cancellation are the app's."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def shielded(message: ASGISendEvent) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                with trio.CancelScope(shield=True):
+                    await send(message)
+            else:
+                await send(message)
+
+        await self.app(scope, receive, shielded)
 
 
 class ReraiseCancellation:

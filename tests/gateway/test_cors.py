@@ -1,5 +1,5 @@
-"""CORS over a real server: preflights allow every method the routes use, answers of Quart's
-routes and of the fast path carry the same headers, and a wildcard origin never comes with
+"""CORS over a real server: preflights allow every method the routes use, answers of the
+per-prompt routes and of the others carry the same headers, and a wildcard origin never comes with
 credentials."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ async def test_preflight_allows_the_methods_the_routes_use(tmp_path):
         assert refused.status_code == 401
         assert refused.headers["access-control-allow-origin"] == APP
 
-        # the fast path's routes (health, prompt, wait) answer with Quart's headers
+        # the per-prompt routes (health, prompt, wait) answer with the same headers
         for path in ("/api/health", "/doc"):
             answer = await client.get(path, headers={**auth, "Origin": APP})
             assert answer.status_code == 200

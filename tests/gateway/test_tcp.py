@@ -25,9 +25,8 @@ import trio.testing
 from hypercorn.trio import serve as hypercorn_serve
 
 from gateway import Server, create_app, serve
-from gateway.http._app import DEFAULT_MAX_BODY, gateway_of
-from gateway.http._fast import FastPath
-from gateway.http._serve import server_config
+from gateway.http._app import DEFAULT_MAX_BODY
+from gateway.http._serve import asgi_app, server_config
 from runtime import open_runtime
 from runtime.llm import ScriptedLLM
 
@@ -57,10 +56,10 @@ async def serving(app: Any, **config: float) -> AsyncIterator[tuple[str, int]]:
 
 @asynccontextmanager
 async def gateway_served(tmp_path: Path, **config: float) -> AsyncIterator[tuple[str, int]]:
-    """The gateway (fast path in front of Quart) on a fresh runtime, via ``serving``."""
+    """The gateway on a fresh runtime, via ``serving``."""
     async with open_runtime(data_dir=tmp_path / "data") as rt:
         app = create_app(rt, directory=tmp_path)
-        async with serving(FastPath(app, gateway_of(app)), **config) as address:
+        async with serving(asgi_app(app), **config) as address:
             yield address
 
 

@@ -1,8 +1,7 @@
-"""The hot routes answered in front of Quart give the answers Quart's own routes give.
-
-A body sent without ``content-length`` (chunked) is passed to Quart untouched, so the same
-request is answered once by each path and the answers are compared.
-"""
+"""The routes a client sends per prompt (health, prompt, wait): their answers and guards,
+whichever way the body is framed (``content-length`` or chunked: the same request is sent
+both ways and the answers compared), a client leaving a wait, and the gateway's bound on the
+sessions it remembers."""
 
 from __future__ import annotations
 
@@ -26,15 +25,15 @@ async def chunked(data: bytes) -> AsyncIterator[bytes]:
 
 
 async def both(client: httpx.AsyncClient, path: str, data: bytes) -> list[httpx.Response]:
-    """POST *data* once with ``content-length`` (fast path) and once chunked (Quart)."""
-    fast = await client.post(path, content=data)
-    slow = await client.post(path, content=chunked(data))
-    assert "content-length" in fast.request.headers
-    assert "content-length" not in slow.request.headers
-    return [fast, slow]
+    """POST *data* once with ``content-length`` and once chunked."""
+    sized = await client.post(path, content=data)
+    chunked_ = await client.post(path, content=chunked(data))
+    assert "content-length" in sized.request.headers
+    assert "content-length" not in chunked_.request.headers
+    return [sized, chunked_]
 
 
-async def test_fast_and_quart_answers_agree(tmp_path):
+async def test_both_framings_get_the_same_answers(tmp_path):
     # 30 s, not httpx's default 5 s: on a loaded machine the first write (or the 900 KB
     # bodies below) may take longer than 5 s, and this test is about answers, not speed
     async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url, timeout=30) as client:
@@ -53,10 +52,10 @@ async def test_fast_and_quart_answers_agree(tmp_path):
             ("/api/session/ses_nope/wait", b"", 404),
         ]
         for path, data, status in cases:
-            fast, slow = await both(client, path, data)
-            assert fast.status_code == slow.status_code == status, (path, data)
-            assert fast.json() == slow.json(), (path, data)
-            assert fast.headers["content-type"] == slow.headers["content-type"]
+            sized, chunked_ = await both(client, path, data)
+            assert sized.status_code == chunked_.status_code == status, (path, data)
+            assert sized.json() == chunked_.json(), (path, data)
+            assert sized.headers["content-type"] == chunked_.headers["content-type"]
 
         for _ in range(3):  # a body nobody needs is still read: the connection stays usable
             with_body = await client.request("GET", "/api/health", content=b"x" * 900_000)
@@ -64,21 +63,21 @@ async def test_fast_and_quart_answers_agree(tmp_path):
 
         # not woken, so never promoted: the retry's stored receipt gains no promotedSeq
         exact = b'{"id":"msg_01HZXJ5Q7Y0000000000000000","prompt":{"text":"hi"},"resume":false}'
-        fast, slow = await both(client, f"/api/session/{sid}/prompt", exact)
-        assert fast.status_code == slow.status_code == 200
-        assert fast.json() == slow.json()  # an exact retry returns the stored receipt
+        sized, chunked_ = await both(client, f"/api/session/{sid}/prompt", exact)
+        assert sized.status_code == chunked_.status_code == 200
+        assert sized.json() == chunked_.json()  # an exact retry returns the stored receipt
         wake = exact.replace(b'"resume":false', b'"resume":true')
         woken = await client.post(f"/api/session/{sid}/prompt", content=wake)
-        assert woken.json() == fast.json()  # a retry may wake the session (resume: true)
+        assert woken.json() == sized.json()  # a retry may wake the session (resume: true)
         for _ in range(2):
-            fast, slow = await both(client, f"/api/session/{sid}/wait", b"")
-            assert fast.status_code == slow.status_code == 204
-            assert fast.content == slow.content == b""
+            sized, chunked_ = await both(client, f"/api/session/{sid}/wait", b"")
+            assert sized.status_code == chunked_.status_code == 204
+            assert sized.content == chunked_.content == b""
         messages = (await client.get(f"/api/session/{sid}/message")).json()["data"]
         assert [m["type"] for m in messages] == ["assistant", "user"]
 
 
-async def test_fast_path_guards_match_quart(tmp_path):
+async def test_the_guards_answer_both_framings_alike(tmp_path):
     options = {"password": "s3cret", "cors_origins": ["http://app.example"], "max_body": 64}
     async with served(tmp_path, **options) as g, httpx.AsyncClient(base_url=g.url) as client:
         token = base64.b64encode(b"kittiwake:s3cret").decode()
@@ -101,11 +100,11 @@ async def test_fast_path_guards_match_quart(tmp_path):
         sid = (await client.post("/api/session", json={}, headers=auth)).json()["data"]["id"]
         path = f"/api/session/{sid}/prompt"
         too_large = b'{"prompt":{"text":"' + b"x" * 100 + b'"}}'
-        fast = await client.post(path, content=too_large, headers={**auth, **origin})
-        slow = await client.post(path, content=chunked(too_large), headers={**auth, **origin})
-        assert fast.status_code == slow.status_code == 413
-        assert fast.json() == slow.json()
-        assert fast.json()["_tag"] == "PayloadTooLargeError"
+        sized = await client.post(path, content=too_large, headers={**auth, **origin})
+        chunked_ = await client.post(path, content=chunked(too_large), headers={**auth, **origin})
+        assert sized.status_code == chunked_.status_code == 413
+        assert sized.json() == chunked_.json()
+        assert sized.json()["_tag"] == "PayloadTooLargeError"
         bad = await client.post(path, content=b"{bad", headers={**auth, **origin})
         assert bad.status_code == 400
         assert bad.headers["access-control-allow-origin"] == "http://app.example"
