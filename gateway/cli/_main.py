@@ -20,7 +20,6 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
 import trio
 
 from gateway._datadir import (
@@ -38,6 +37,7 @@ from gateway.cli._login import plugin_login
 from gateway.cli._plugins import PluginCheck, install_plugin, print_plugins
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
 from gateway.cli._serving import open_page, warn_open
+from gateway.cli._sessions import sessions_command
 from gateway.cli._setup import (
     SetupError,
     auth_list,
@@ -55,7 +55,6 @@ from gateway.cli._terminal import (
     admission_body,
     check,
     read_prompt,
-    watch_sessions,
 )
 from gateway.cluster import (
     announce_ready,
@@ -378,60 +377,7 @@ async def _mcp(args: argparse.Namespace) -> int:
 
 async def _sessions(args: argparse.Namespace) -> int:
     async with _api(args) as api:
-        if args.action == "list":
-            page = check(await api.get("/api/session", params={"limit": args.limit}))
-            for info in page["data"]:
-                mark = "  [needs resume]" if info.get("needsResume") else ""
-                print(f"{info['id']}  {info['title']}  {info['location']['directory']}{mark}")
-        elif args.action == "resume":
-            follow = RunOptions(
-                text="", directory=os.getcwd(), session=args.id,
-                password=os.environ.get("KITTIWAKE_SERVER_PASSWORD"),
-            )  # fmt: skip
-            await Runner(api, follow, out=sys.stderr).resume()  # its progress on stderr
-            info = check(await api.get(f"/api/session/{args.id}"))["data"]
-            error = info.get("lastError")
-            if error:
-                raise CliError(f"{error['_tag']}: {error['message']}")
-            print(f"resumed {args.id}")
-        elif args.action == "watch":
-            page = (
-                {"data": [{"id": args.id}]}
-                if args.id
-                else check(await api.get("/api/session", params={"limit": args.limit}))
-            )
-            password = os.environ.get("KITTIWAKE_SERVER_PASSWORD")
-            ids = [info["id"] for info in page["data"]]
-            await watch_sessions(api, ids, password=password, as_json=args.format == "json")
-        elif args.action == "compact":
-            check(await api.post(f"/api/session/{args.id}/compact"))
-            check(await api.post(f"/api/session/{args.id}/wait"))
-            context = check(await api.get(f"/api/session/{args.id}/context"))["data"]
-            if context and context[0]["type"] == "compaction":
-                print(f"compacted {args.id}")
-            else:
-                print(f"nothing to compact in {args.id}")
-        elif args.action == "delete":
-            project = check(await api.get("/project/current"))["id"]
-            check(await api.delete(f"/project/{project}/session/{args.id}"))
-            print(f"deleted {args.id}")
-        else:
-            info = check(await api.get(f"/api/session/{args.id}"))["data"]
-            print(msgspec.json.format(msgspec.json.encode(info)).decode())
-            messages = check(
-                await api.get(
-                    f"/api/session/{args.id}/message", params={"order": "asc", "limit": 200}
-                )
-            )
-            for message in messages["data"]:
-                print(f"--- {message['type']} {message['id']}")
-                if "text" in message:
-                    print(message["text"])
-                for part in message.get("content", []):
-                    if part.get("type") == "text":
-                        print(part["text"])
-                    elif part.get("type") == "tool":
-                        print(f"[tool {part['name']}: {part['state']['status']}]")
+        await sessions_command(api, args)
     return 0
 
 

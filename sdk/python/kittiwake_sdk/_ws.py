@@ -9,6 +9,7 @@ connects again and subscribes each session from its last seq: no gap, no duplica
 from __future__ import annotations
 
 import base64
+import socket
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -62,13 +63,17 @@ class Watcher:
     last failure after *reconnects* failed connections in a row (``OSError``,
     trio-websocket's ``HandshakeError``). Backpressure: the channel holds *buffer* events; when the consumer
     falls behind the watcher stops reading, the server closes the connection (1013) and
-    the watcher resumes from each session's last seq.
+    the watcher resumes from each session's last seq. The kernel's receive buffer holds
+    what the watcher has not read yet: *socket_buffer* bounds it (``SO_RCVBUF``, bytes);
+    ``None`` leaves it to the system, which may let it grow to tens of megabytes on a
+    loopback connection before the server sees any backpressure.
     """
 
     def __init__(
         self, base_url: str, sessions: Iterable[str] = (), *, password: str | None = None,
         reconnects: int = DEFAULT_RECONNECTS, retry_delay: float = DEFAULT_RETRY_DELAY,
         buffer: int = DEFAULT_BUFFER, max_message: int = DEFAULT_MAX_MESSAGE,
+        socket_buffer: int | None = None,
     ) -> None:  # fmt: skip
         split = urlsplit(base_url)
         if split.scheme != "http" or split.hostname is None or split.port is None:
@@ -83,6 +88,7 @@ class Watcher:
             self._headers.append((b"Authorization", b"Basic " + token))
         self._reconnects, self._retry_delay, self._buffer = reconnects, retry_delay, buffer
         self._max_message = max_message
+        self._socket_buffer = socket_buffer
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[trio.MemoryReceiveChannel[WatchedEvent]]:
@@ -122,6 +128,8 @@ class Watcher:
         """One connection until the server closes it. The TCP stream is this method's own
         (``wrap_client_stream``), so it is closed however the handshake ends."""
         stream = await trio.open_tcp_stream(self.host, self.port)
+        if self._socket_buffer is not None:
+            stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._socket_buffer)
         try:
             async with trio.open_nursery() as nursery:
                 ws = await wrap_client_stream(
