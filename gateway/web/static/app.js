@@ -4,6 +4,8 @@
 import { api, ApiError } from "./api.js";
 import { $ } from "./dom.js";
 import { Live } from "./live.js";
+import { Completion } from "./complete.js";
+import { Pickers } from "./pickers.js";
 import { SessionList } from "./sessions.js";
 import { SessionView } from "./session.js";
 
@@ -26,6 +28,8 @@ class App {
     this.view = null;
     this.readOnly = SHARED;
     this.list = SHARED ? null : new SessionList(this);
+    this.pickers = SHARED ? null : new Pickers(this);
+    this.complete = SHARED ? null : new Completion(this);
     this.live = new Live({
       onFrame: (frame) => this.onFrame(frame),
       onConnected: () => this.onConnected(),
@@ -175,6 +179,7 @@ class App {
       if (this.view !== view) return;
       document.body.dataset.session = sid;
       performance.mark("session-drawn", { detail: sid });
+      this.pickers?.show(view);
     } catch (e) {
       this.showError(e);
     }
@@ -205,9 +210,14 @@ class App {
     const box = $("prompt-text");
     const text = box.value.trim();
     if (!text || !this.view) return;
-    await this.view.act(async () => {
-      await this.view.prompt(text, delivery);
+    const view = this.view;
+    await view.act(async () => {
+      const command = await this.complete.command(text);
+      if (command?.own) await view.pageCommand(command.name);
+      else if (command) await view.command(command.name, command.arguments);
+      else await view.prompt(text, delivery, this.complete.attachments(text));
       box.value = "";
+      this.complete.sent();
     });
   }
 }

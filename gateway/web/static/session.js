@@ -446,9 +446,26 @@ export class SessionView {
       h("div", { class: "actions" }, h("button", { type: "submit", text: "Answer" }), h("button", { type: "button", class: "danger", text: "Dismiss", onclick: reject })));
   }
 
-  /** Send the prompt box's text with *delivery* (`steer` or `queue`). */
-  async prompt(text, delivery) {
-    await api(this.path("/prompt"), { method: "POST", body: { prompt: { text }, delivery } });
+  /** Send the prompt box's text with *delivery* (`steer` or `queue`) and *files* (the file
+   * parts of its mentions). */
+  async prompt(text, delivery, files = []) {
+    const prompt = files.length ? { text, files } : { text };
+    await api(this.path("/prompt"), { method: "POST", body: { prompt, delivery } });
+  }
+
+  /** Run the Location's command *name* with *args* (its template becomes the prompt). */
+  async command(name, args) {
+    await api(this.path("/command"), { method: "POST", body: { command: name, arguments: args } });
+  }
+
+  /** The page's own commands (complete.js): share, unshare, compact. */
+  async pageCommand(name) {
+    if (name === "compact") {
+      await api(this.path("/compact"), { method: "POST" });
+      return;
+    }
+    this.update((await api(this.path("/share"), { method: name === "share" ? "POST" : "DELETE" })).data);
+    this.drawHead();
   }
 
   async abort() {
