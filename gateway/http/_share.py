@@ -9,8 +9,8 @@ session already shared keeps its link. ``DELETE`` takes it away. The configurati
 sharing is refused) is read from the session's Location.
 
 Under the link, without the password, a few reads of that one session answer
-(``shared_routes``): its info, its messages, its history after a seq, whether it runs, and
-its live stream (durable events and deltas, heartbeats), which ends when the session is
+(``shared_routes``): its info, its messages, its history after a seq, its todo list,
+whether it runs, and its live stream (durable events and deltas, heartbeats), which ends when the session is
 unshared. A wrong secret, an unknown or unshared session all answer 404 ``NotFoundError``,
 alike.
 """
@@ -166,6 +166,14 @@ def shared_routes(table: RouteTable, app: QuartTrio, gw: Gateway) -> None:
             session_id, after=after_arg(), limit=int_arg("limit", 100)
         )
         return _json({"data": [durable_event_json(item) for item in page], "hasMore": more})
+
+    @table.get(
+        _BASE + "/api/session/todo", "kittiwake.share.todo", "A shared session's todo list",
+        answer=Answer(type=dict[str, Any]), errors=found, public=True,
+    )  # fmt: skip
+    async def todo(session_id: str, secret: str) -> Response:
+        await shared_session(gw, session_id, secret)
+        return _json({"data": await rt.tools.todos(session_id)})
 
     @table.get(
         _BASE + "/api/session/active", "kittiwake.share.active",

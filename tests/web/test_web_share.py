@@ -11,7 +11,7 @@ import trio
 
 from runtime.llm import StepFinish, StepStart, TextDelta, TextEnd, TextStart, Usage
 from tests.gateway.conftest import answer
-from tests.web.conftest import HOLD, HeldLLM, web
+from tests.web.conftest import HOLD, HeldLLM, call, web
 
 
 async def test_a_shared_link_opens_read_only_follows_live_and_stops_once_unshared(
@@ -22,13 +22,29 @@ async def test_a_shared_link_opens_read_only_follows_live_and_stops_once_unshare
         TextDelta(id="t1", delta="and the rest"), TextEnd(id="t1"),
         StepFinish(finish_reason="stop", usage=Usage(input_tokens=3, output_tokens=2)),
     ]  # fmt: skip
-    llm = HeldLLM([answer("before sharing", chunks=2), slow])
+    todos = [
+        {"content": "read <b>it</b>", "status": "completed", "priority": "high"},
+        {"content": "write it", "status": "in_progress", "priority": "low"},
+    ]
+    llm = HeldLLM(
+        [call("c1", "todowrite", {"todos": todos}), answer("before sharing", chunks=2), slow]
+    )
     async with web(tmp_path, llm=llm, password="pw") as w:
         sid = await w.session()
         await w.open(sid)
         await w.page.type("#prompt-text", "first")
         await w.page.click("#send")
-        await w.page.until("document.querySelector('#messages .assistant .usage')")
+        await w.page.until("document.querySelectorAll('#messages .assistant .usage').length === 2")
+        # the todo list, drawn from the live todo.updated
+        todo = "document.getElementById('todos').hidden === false && document.getElementById('todos').innerText"
+        shown = await w.page.until(todo)
+        assert shown.splitlines() == ["Todo: 1 of 2 done"]  # collapsed
+        await w.page.click("#todos summary")
+        assert (await w.page.evaluate(todo)).splitlines() == [
+            "Todo: 1 of 2 done",
+            "☑ read <b>it</b>",
+            "▶ write it",
+        ]
         await w.page.click("#share")
         url = await w.page.until("document.getElementById('share-link')?.href")
         assert url.startswith(f"{w.g.url}/s/{sid}/")
@@ -43,6 +59,9 @@ async def test_a_shared_link_opens_read_only_follows_live_and_stops_once_unshare
             "[...document.querySelectorAll('#messages .text')].map(t => t.textContent)"
         )
         assert texts == ["first", "before sharing"]
+        # the todo list, read from the link's todo route
+        await reader.click("#todos summary")
+        assert (await reader.until(todo)).splitlines()[1:] == ["☑ read <b>it</b>", "▶ write it"]
         for gone in ("#prompt-text", "#sessions", "#share", "#unshare", "#messages .undo"):
             assert await reader.evaluate(f"document.querySelector('{gone}')") is None, gone
         async with httpx.AsyncClient() as anyone:  # the rest of the API wants the password
@@ -55,7 +74,7 @@ async def test_a_shared_link_opens_read_only_follows_live_and_stops_once_unshare
             "document.querySelector('#messages .assistant:last-child .text.live')?.textContent"
         )
         assert live == "streaming <b>half</b>, "  # while the provider holds the rest
-        assert await reader.evaluate("document.querySelectorAll('#messages b').length") == 0
+        assert await reader.evaluate("document.querySelectorAll('#messages .text b').length") == 0
         await reader.until("document.querySelector('#session-head .badge').textContent === 'busy'")
         llm.release.set()
         done = await reader.until(

@@ -60,6 +60,7 @@ export class SessionView {
 
   /** Fetch the newest page, catch up from its seq, draw; resolves once drawn. */
   async open() {
+    $("todos").hidden = true;
     fill($("messages"));
     fill($("queued"));
     fill($("requests"));
@@ -73,6 +74,7 @@ export class SessionView {
     this.drawAll();
     this.scrollToEnd();
     this.ready = true;
+    this.loadTodos();
     await this.catchUp();
     await this.loadRequests();
     this.observeTop();
@@ -119,7 +121,31 @@ export class SessionView {
     if (event.type.startsWith("permission.") || event.type.startsWith("question.")) this.loadRequests();
     if (event.type === "session.updated" && event.data?.info) this.update(event.data.info);
     if (event.type === "session.next.step.ended") this.refreshInfo();
+    if (event.type === "todo.updated" && Array.isArray(event.data?.todos)) this.drawTodos(event.data.todos);
     this.schedule();
+  }
+
+  /** The session's todo list (`GET .../todo`); `todo.updated` events replace it after. */
+  async loadTodos() {
+    try {
+      const todos = (await api(this.path("/todo"))).data;
+      if (!this.closed && !this.todosSeen) this.drawTodos(todos);
+    } catch (e) {
+      this.app.showError(e);
+    }
+  }
+
+  /** Show *todos* (the session's whole list), hidden while it is empty. */
+  drawTodos(todos) {
+    this.todosSeen = true;
+    const box = $("todos");
+    box.hidden = todos.length === 0;
+    const done = todos.filter((t) => t.status === "completed").length;
+    box.querySelector("summary").textContent = `Todo: ${done} of ${todos.length} done`;
+    const mark = { completed: "☑", in_progress: "▶", cancelled: "✕", pending: "☐" };
+    fill(box.querySelector("ol"), todos.map((t) =>
+      h("li", { class: `todo ${t.status}`, dataset: { priority: t.priority } },
+        h("span", { class: "mark", text: (mark[t.status] ?? "☐") + " " }), h("span", { text: t.content }))));
   }
 
   /** The session's totals (tokens, cost) again, shortly after a step ended. */
