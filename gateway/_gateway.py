@@ -63,7 +63,7 @@ def create_app(
     )  # fmt: skip
     rooms = (
         opencode_routes(gw, file_limits or FileLimits()), mcp_routes(gw), plugin_routes(gw),
-        operator_routes(gw), web_routes(),
+        operator_routes(gw), web_routes(gw),
     )  # fmt: skip
     return create_core(gw, rooms)
 

@@ -80,7 +80,7 @@ def _deleted(e: Any, seq: int, state: ProjectionState) -> None:
 
 
 def _updated(e: Any, seq: int, state: ProjectionState) -> None:
-    _touch_session(state, e, title=e.info.title)
+    _touch_session(state, e, title=e.info.title, share=e.info.share)
 
 
 def _admitted(e: Any, seq: int, state: ProjectionState) -> None:

@@ -60,6 +60,7 @@ __all__ = [
     "SessionInfo",
     "SessionTime",
     "SessionUpdated",
+    "ShareInfo",
     "StepEnded",
     "StepFailed",
     "StepStarted",
@@ -148,6 +149,14 @@ class RunError(Record, frozen=True):
     message: str
 
 
+class ShareInfo(Record, frozen=True):
+    """A session's read-only link (OpenCode's ``share``): ``url`` as the server gave it out,
+    ``secret`` the unguessable part of it that opens the session (Kittiwake's)."""
+
+    url: str
+    secret: str
+
+
 class SessionInfo(Record, frozen=True):
     """A session as clients see it (OpenCode's ``SessionV2Info``).
 
@@ -176,6 +185,8 @@ class SessionInfo(Record, frozen=True):
     hidden: list[tuple[int, int]] | UnsetType = UNSET
     """Kittiwake's: the ``[from, to)`` seq ranges of messages a revert hides (``to`` is
     ``HIDDEN_OPEN`` while the revert stands) or a later prompt dropped for good."""
+    share: ShareInfo | UnsetType = UNSET
+    """The session's read-only link, while it is shared."""
     mcp_tools: list[str] | UnsetType = UNSET
     """Kittiwake's: the MCP tools ``mcp_search`` found for the session (sorted), offered
     to its model from then on while tool search stands in for the rest."""
@@ -228,9 +239,10 @@ class SessionDeleted(Event, frozen=True, tag="session.deleted"):
 
 
 class SessionUpdated(Event, frozen=True, tag="session.updated"):
-    """The session's info changed outside a turn (today: its generated title). ``info`` is
-    the whole info after the change (OpenCode's ``session.updated``); the projection takes
-    only the fields such a change may touch (``title``) from it."""
+    """The session's info changed outside a turn (its title, or its read-only link shared or
+    unshared). ``info`` is the whole info after the change (OpenCode's ``session.updated``);
+    the projection takes only the fields such a change may touch (``title``, ``share``)
+    from it."""
 
     info: SessionInfo
 

@@ -58,6 +58,7 @@ from runtime._schema import SessionError as SessionError
 from runtime._schema import SessionInfo as SessionInfo
 from runtime._schema import SessionTime as SessionTime
 from runtime._schema import SessionUpdated as SessionUpdated
+from runtime._schema import ShareInfo as ShareInfo
 from runtime._schema import StepEnded as StepEnded
 from runtime._schema import StepFailed as StepFailed
 from runtime._schema import StepStarted as StepStarted
@@ -131,6 +132,7 @@ __all__ = [
     "SessionTime",
     "SessionUnreverted",
     "SessionUpdated",
+    "ShareInfo",
     "StepEnded",
     "StepFailed",
     "StepStarted",

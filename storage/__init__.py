@@ -73,6 +73,7 @@ from storage._port import SaveApproval as SaveApproval
 from storage._port import SessionHistory as SessionHistory
 from storage._port import SessionsNeedingResume as SessionsNeedingResume
 from storage._port import SessionsWithPending as SessionsWithPending
+from storage._port import SetShare as SetShare
 from storage._port import SetTitle as SetTitle
 from storage._port import Statistics as Statistics
 from storage._port import Store as Store
@@ -162,6 +163,7 @@ __all__ = [
     "SessionHistory",
     "SessionsNeedingResume",
     "SessionsWithPending",
+    "SetShare",
     "SetTitle",
     "Statistics",
     "Store",

@@ -168,6 +168,24 @@ def _set_title(b: WriteBatch, c: p.SetTitle) -> ev.SessionInfo | None:
     return updated
 
 
+def _set_share(b: WriteBatch, c: p.SetShare) -> ev.SessionInfo | None:
+    try:
+        info = b.session(c.session_id)
+    except SessionNotFoundError:
+        return None
+    shared = not isinstance(info.share, msgspec.UnsetType)
+    if shared == (c.share is not None):
+        return info  # already shared (the link stands) or not shared: nothing to do
+    time = msgspec.structs.replace(info.time, updated=c.timestamp)
+    share = msgspec.UNSET if c.share is None else c.share
+    updated = msgspec.structs.replace(info, share=share, time=time)
+    b.append(
+        c.session_id,
+        [ev.SessionUpdated(timestamp=c.timestamp, session_id=c.session_id, info=updated)],
+    )
+    return updated
+
+
 _HANDLERS: Final[dict[type[Any], Callable[[WriteBatch, Any], Any]]] = {
     p.CreateSession: _create,
     p.DeleteSession: _delete,
@@ -187,4 +205,5 @@ _HANDLERS: Final[dict[type[Any], Callable[[WriteBatch, Any], Any]]] = {
     p.ReplaceEpoch: _replace_epoch,
     p.PutEpoch: _put_epoch,
     p.SetTitle: _set_title,
+    p.SetShare: _set_share,
 }

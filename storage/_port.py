@@ -70,6 +70,7 @@ __all__ = [
     "SessionHistory",
     "SessionsNeedingResume",
     "SessionsWithPending",
+    "SetShare",
     "SetTitle",
     "Statistics",
     "Store",
@@ -276,6 +277,16 @@ class SetTitle(Command[ev.SessionInfo | None], frozen=True, tag="session.set_tit
     title: str
     timestamp: int
     rename: bool = False
+
+
+class SetShare(Command[ev.SessionInfo | None], frozen=True, tag="session.set_share"):
+    """Share the session with *share* (a session already shared keeps its link), or unshare
+    it with None; the info after it (unchanged, and nothing written, when there was nothing
+    to do), or None when the session is gone."""
+
+    session_id: str
+    share: ev.ShareInfo | None
+    timestamp: int
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True):

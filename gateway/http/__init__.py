@@ -54,6 +54,12 @@ from gateway.http._serve import DEFAULT_PORT as DEFAULT_PORT
 from gateway.http._serve import Server as Server
 from gateway.http._serve import bind as bind
 from gateway.http._serve import serve_app as serve_app
+from gateway.http._share import SHARING_DISABLED as SHARING_DISABLED
+from gateway.http._share import share_if_auto as share_if_auto
+from gateway.http._share import share_session as share_session
+from gateway.http._share import share_setting as share_setting
+from gateway.http._share import shared_session as shared_session
+from gateway.http._share import unshare_session as unshare_session
 from gateway.http._streams import Producer as Producer
 from gateway.http._streams import sse_frame as sse_frame
 from gateway.http._streams import sse_response as sse_response
@@ -89,6 +95,7 @@ __all__ = [
     "Room",
     "Route",
     "RouteTable",
+    "SHARING_DISABLED",
     "SSE",
     "Server",
     "SessionExport",
@@ -119,6 +126,10 @@ __all__ = [
     "session_export",
     "server_version",
     "session_json",
+    "share_if_auto",
+    "share_session",
+    "share_setting",
+    "shared_session",
     "sse_frame",
     "sse_response",
     "step_finish_json",
@@ -130,5 +141,6 @@ __all__ = [
     "transcript",
     "turn_agent_model",
     "usage_of",
+    "unshare_session",
     "user_json",
 ]

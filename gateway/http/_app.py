@@ -11,7 +11,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 import trio
@@ -20,6 +20,7 @@ from quart_trio import QuartTrio
 
 from actors import Runtime
 from gateway._limits import DEFAULT_MAX_BODY
+from gateway.http._args import after_arg, int_arg, order_arg, page_json
 from gateway.http._export import export_route
 from gateway.http._guards import install_cors, install_errors, install_guards
 from gateway.http._openapi import openapi_document
@@ -32,7 +33,8 @@ from gateway.http._routes import (
     RouteTable,
     register,
 )
-from gateway.http._streams import after_arg, stream_routes
+from gateway.http._share import share_if_auto, share_session, shared_routes, unshare_session
+from gateway.http._streams import stream_routes
 from gateway.http._wire import (
     AgentBody,
     CreateBody,
@@ -167,6 +169,7 @@ def create_core(gw: Gateway, rooms: Sequence[Room] = ()) -> QuartTrio:
     _session_routes(table, gw)
     stream_routes(table, app, gw)
     export_route(table, gw)
+    shared_routes(table, app, gw)
     _doc_route(table, gw)
     for room in rooms:
         room(table, app)
@@ -187,30 +190,6 @@ def _no_content() -> Response:
 # -- V2 session routes --------------------------------------------------------------------
 
 
-def _int_arg(name: str, default: int) -> int:
-    raw = request.args.get(name)
-    if raw is None:
-        return default
-    try:
-        return int(float(raw)) if float(raw).is_integer() else int(raw)
-    except ValueError:
-        raise GatewayError("InvalidRequestError", f"{name} must be a number") from None
-
-
-def _order_arg() -> Literal["asc", "desc"] | None:
-    order = request.args.get("order")
-    if order is None:
-        return None
-    if order not in ("asc", "desc"):
-        raise GatewayError("InvalidRequestError", "order must be 'asc' or 'desc'")
-    return order  # type: ignore[return-value]
-
-
-def _page(data: Any, previous: str | None, next_: str | None) -> dict[str, Any]:
-    cursor = {k: v for k, v in (("previous", previous), ("next", next_)) if v is not None}
-    return {"data": data, "cursor": cursor}
-
-
 def _session_routes(table: RouteTable, gw: Gateway) -> None:
     rt = gw.rt
 
@@ -224,11 +203,11 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         errors=("InvalidRequestError", "InvalidCursorError"),
     )  # fmt: skip
     async def list_sessions() -> Response:
-        limit = _int_arg("limit", 50)
-        if _order_arg() == "asc":
+        limit = int_arg("limit", 50)
+        if order_arg() == "asc":
             raise GatewayError("InvalidRequestError", "sessions are listed newest first only")
         page = await rt.sessions.list(limit=limit, cursor=request.args.get("cursor"))
-        return _json(_page(page.data, page.previous, page.next))
+        return _json(page_json(page.data, page.previous, page.next))
 
     @table.get(
         "/api/session/active", "v2.session.active", "Sessions whose drain runs now",
@@ -244,7 +223,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
     )  # fmt: skip
     async def history(session_id: str) -> Response:
         page, more = await rt.sessions.history(
-            session_id, after=after_arg(), limit=_int_arg("limit", 100)
+            session_id, after=after_arg(), limit=int_arg("limit", 100)
         )
         return _json({"data": [durable_event_json(item) for item in page], "hasMore": more})
 
@@ -259,7 +238,7 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         info = await rt.sessions.create(
             id=body.id, location=location, agent=body.agent, model=body.model, title=body.title
         )
-        return _json({"data": info})
+        return _json({"data": await share_if_auto(gw, info)})
 
     @table.get(
         "/api/session/{sessionID}", "v2.session.get", "Get a session",
@@ -350,15 +329,15 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         errors=("InvalidRequestError", "InvalidCursorError"),
     )  # fmt: skip
     async def messages(session_id: str) -> Response:
-        limit = _int_arg("limit", 50)
-        order = _order_arg()
+        limit = int_arg("limit", 50)
+        order = order_arg()
         cursor = request.args.get("cursor")
         if cursor is not None and order is not None:
             raise GatewayError("InvalidRequestError", "Do not combine cursor with order")
         page = await rt.sessions.messages(
             session_id, limit=limit, order=order or "desc", cursor=cursor
         )
-        return _json(_page(page.data, page.previous, page.next))
+        return _json(page_json(page.data, page.previous, page.next))
 
     @table.get(
         "/api/session/{sessionID}/message/{messageID}", "v2.session.message", "One message",
@@ -421,14 +400,22 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         await reply_permission(rt, session_id, request_id, body)
         return _no_content()
 
+    @table.post(
+        "/api/session/{sessionID}/share", "kittiwake.session.share",
+        "Share the session: a read-only link on this server (docs/web.md)",
+        answer=Answer(type=SessionInfo, envelope="data"), errors=("BadRequest",),
+    )  # fmt: skip
     async def share(session_id: str) -> Response:
-        raise GatewayError("NotImplementedError", "Sharing is not implemented", status=501)
+        info = await share_session(gw, session_id)
+        return _json({"data": info})
 
-    for method, summary in (("POST", "Share (501)"), ("DELETE", "Unshare (501)")):
-        table.add(
-            method, "/api/session/{sessionID}/share", f"kittiwake.session.share.{method.lower()}",
-            summary, errors=("NotImplementedError",),
-        )(share)  # fmt: skip
+    @table.delete(
+        "/api/session/{sessionID}/share", "kittiwake.session.unshare",
+        "Unshare the session: its link stops working",
+        answer=Answer(type=SessionInfo, envelope="data"),
+    )  # fmt: skip
+    async def unshare(session_id: str) -> Response:
+        return _json({"data": await unshare_session(gw, session_id)})
 
 
 def _doc_route(table: RouteTable, gw: Gateway) -> None:

@@ -71,9 +71,19 @@ def install_cors(app: QuartTrio, origins: frozenset[str], routes: Sequence[Route
 
 
 def install_guards(app: QuartTrio, gw: Gateway) -> None:
+    """The password check of every request and websocket (but the ``public`` routes', and
+    ``OPTIONS``), and every body read up front."""
+    public: set[str] = set()
+
+    def is_public() -> bool:
+        if not public:  # the table is complete once the app serves
+            public.update(r.operation_id for r in gw.routes if r.public)
+            public.add("")  # computed (there may be no public route)
+        return request.url_rule is not None and request.url_rule.endpoint in public
+
     @app.before_request
     async def _check_request() -> Response | None:
-        if gw.password and request.method != "OPTIONS":
+        if gw.password and request.method != "OPTIONS" and not is_public():
             if not _authorized(request.headers.get("Authorization"), gw.password):
                 return _unauthorized()
         # Read (and cache) every body up front, bounded by max_body: a route that answers

@@ -90,6 +90,8 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
         body["model"] = {"id": model.id, "providerID": model.provider_id}
     if _defined(info.revert):
         body["revert"] = msgspec.to_builtins(info.revert)
+    if not isinstance(info.share, msgspec.UnsetType):
+        body["share"] = {"url": info.share.url}
     return body
 
 

@@ -91,6 +91,8 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     query: tuple[str, ...] = ()
     empty_ok: bool = False
     named_errors: bool = False
+    public: bool = False
+    """Answered without the password (the reads under a shared session's link)."""
 
     def decode(self, data: bytes) -> Any:
         """The request body as the route's ``body`` type (None when it declares none).
@@ -123,7 +125,8 @@ class RouteTable:
 
     def add(self, method: Method | str, path: str, operation_id: str, summary: str, *,
             body: Any = None, answer: Answer | None = None, errors: tuple[str, ...] = (),
-            query: tuple[str, ...] = (), empty_ok: bool = False, named_errors: bool = False) -> Callable[[F], F]:  # fmt: skip
+            query: tuple[str, ...] = (), empty_ok: bool = False, named_errors: bool = False,
+            public: bool = False) -> Callable[[F], F]:  # fmt: skip
         """Declare a route whose handler is the decorated function."""
 
         def declare(handler: F) -> F:
@@ -140,6 +143,7 @@ class RouteTable:
                     query=query,
                     empty_ok=empty_ok,
                     named_errors=named_errors,
+                    public=public,
                 )  # fmt: skip
             )
             return handler

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 import trio
-from quart import Response, request, websocket
+from quart import Response, websocket
 from quart_trio import QuartTrio
 
 from actors import OVERFLOWED, Notice
+from gateway.http._args import after_arg
 from gateway.http._opencode import session_json
 from gateway.http._routes import SSE, RouteTable
 from gateway.http._wire import (
-    GatewayError,
     delta_json,
     durable_event_json,
     encode,
@@ -32,7 +32,7 @@ from storage import StoredEvent
 if TYPE_CHECKING:
     from gateway.http._app import Gateway
 
-__all__ = ["Producer", "after_arg", "sse_frame", "sse_response", "stream_routes"]
+__all__ = ["Producer", "global_frame", "sse_frame", "sse_response", "stream_routes"]
 
 _log = logging.getLogger("kittiwake.gateway")
 _SESSION_UPDATED: Final = SessionUpdated.__struct_config__.tag
@@ -89,17 +89,7 @@ def sse_response(app: QuartTrio, gw: Gateway, produce: Producer) -> Response:
     return response
 
 
-def after_arg() -> int | None:
-    raw = request.args.get("after") or request.headers.get("Last-Event-ID")
-    if raw is None or raw == "":
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise GatewayError("InvalidRequestError", "after must be an integer seq") from None
-
-
-def _global_frame(item: StoredEvent | LiveDelta | Notice) -> bytes:
+def global_frame(item: StoredEvent | LiveDelta | Notice) -> bytes:
     if isinstance(item, Notice):  # a Location's notice (``mcp.tools.changed``)
         return sse_frame(encode({"type": item.type, "properties": item.properties}))
     if isinstance(item, StoredEvent) and item.type == _SESSION_UPDATED:
@@ -153,7 +143,7 @@ def stream_routes(table: RouteTable, app: QuartTrio, gw: Gateway) -> None:
                     with trio.move_on_at(beat):
                         item = await sub.receive()
                         if item != OVERFLOWED:
-                            await send.send(_global_frame(item))
+                            await send.send(global_frame(item))
                         continue
                     beat = trio.current_time() + gw.heartbeat
                     await send.send(

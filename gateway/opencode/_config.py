@@ -92,9 +92,6 @@ def config_routes(
         data = redact(loaded.data)
         if model is not None and "model" not in data:
             data["model"] = model
-        # Sessions cannot be shared (``POST /session/{id}/share`` is refused), whatever the
-        # file says; OpenCode's UI offers /share and /unshare only when this is not so.
-        data["share"] = "disabled"
         return data
 
     async def patch_file(path: str, patch: dict[str, Any]) -> None:

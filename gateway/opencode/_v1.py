@@ -26,6 +26,9 @@ from gateway.http import (
     encode,
     request_directory,
     session_json,
+    share_if_auto,
+    share_session,
+    unshare_session,
 )
 from gateway.opencode._diff import session_diffs
 from gateway.opencode._transcript import message_in, replies_to, transcript, transcript_from
@@ -42,8 +45,6 @@ __all__ = ["SETTLE_TIMEOUT", "located", "v1_session_routes"]
 
 SETTLE_TIMEOUT: Final = 2.0
 """Seconds a blocking prompt waits, once idle, for the V1 streams to send the idle status."""
-_SHARING_DISABLED: Final = "Sharing is disabled: Kittiwake does not share sessions"
-"""The message refusing ``POST .../share`` (OpenCode's clients look for "disabled")."""
 _LIST: Final = Answer(type=list[dict[str, Any]])
 _OBJECT: Final = Answer(type=dict[str, Any])
 _BOOL: Final = Answer(type=bool)
@@ -271,7 +272,7 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
             model=body.model.ref() if body.model else None, title=body.title,
             parent_id=body.parentID,
         )  # fmt: skip
-        return _json(session_json(info))
+        return _json(session_json(await share_if_auto(gw, info)))
 
     @table.get(
         "/session/status", "session.status", "Busy sessions", answer=_OBJECT,
@@ -306,23 +307,24 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
         return _json(True)
 
     async def share(session_id: str) -> Response:
-        """Until sessions can be shared, in OpenCode's V1 error shape: sharing is refused
-        (400 ``BadRequest``, ``_SHARING_DISABLED``) and unsharing answers the session, as
-        OpenCode's own server does for a session it never shared; an unknown session is 404
-        ``NotFoundError``. Nothing is changed. ``GET /config`` says ``share: "disabled"``,
-        so OpenCode's UI offers neither command."""
+        """OpenCode's share routes in its V1 error shape: ``POST`` shares the session on
+        this server (``gateway.http.share_session``; 400 ``BadRequest`` when the
+        configuration says ``share: "disabled"``), ``DELETE`` unshares it; each answers
+        the ``Session`` (with ``share: {url}`` while shared); an unknown session is 404
+        ``NotFoundError``."""
         try:
-            info = await rt.sessions.get(session_id)
+            if request.method == "DELETE":
+                return _json(session_json(await unshare_session(gw, session_id)))
+            return _json(session_json(await share_session(gw, session_id)))
         except SessionNotFoundError:
             message = f"Session not found: {session_id}"
             raise GatewayError("NotFoundError", message, named=True) from None
-        if request.method == "DELETE":
-            return _json(session_json(info))
-        raise GatewayError("BadRequest", _SHARING_DISABLED, named=True)
+        except GatewayError as exc:
+            raise GatewayError(exc.tag, exc.message, named=True) from None
 
     for method, operation, summary in (
-        ("POST", "session.share", "Refused (400): Kittiwake does not share sessions"),
-        ("DELETE", "session.unshare", "The session, nothing being shared"),
+        ("POST", "session.share", "Share the session: a read-only link on this server"),
+        ("DELETE", "session.unshare", "Unshare the session"),
     ):
         table.add(
             method, "/session/{sessionID}/share", operation, summary, answer=_OBJECT,

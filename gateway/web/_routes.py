@@ -19,7 +19,7 @@ import msgspec
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from gateway.http import HTML, Answer, GatewayError, Room, RouteTable
+from gateway.http import HTML, Answer, Gateway, GatewayError, Room, RouteTable, shared_session
 
 __all__ = ["CONTENT_SECURITY_POLICY", "WebAssets", "open_in_browser", "web_routes"]
 
@@ -37,8 +37,11 @@ _TYPES: Final = {
     ".svg": "image/svg+xml",
     ".png": "image/png",
     ".webmanifest": "application/manifest+json",
+    ".txt": "text/plain; charset=utf-8",
 }
 _INDEX: Final = "index.html"
+_SHARE: Final = "share.html"
+_SHARED: Final = "/s/{sessionID}/{secret}"
 _ASSET: Final = Answer(type=str, media="text/javascript", description="A static file of the page")
 
 
@@ -103,14 +106,17 @@ def _headers(etag: str) -> dict[str, str]:
     }
 
 
-def web_routes(assets: WebAssets | None = None) -> Room:
-    """The web app's room: installs ``GET /`` and ``GET /web/{name}`` on the core's table.
+def web_routes(gw: Gateway, assets: WebAssets | None = None) -> Room:
+    """The web app's room: installs ``GET /`` and ``GET /web/{name}`` on the core's table,
+    and, open without the password, a shared session's page ``GET /s/{sessionID}/{secret}/``
+    and its files (404 unless the secret opens the session: ``shared_session``).
 
     *assets* defaults to the package's files, read here (OSError if they cannot be).
     """
     files = assets or WebAssets.load()
-    if _INDEX not in files.files:
-        raise OSError(f"the web app's {_INDEX} is missing from gateway/web/static")
+    for page in (_INDEX, _SHARE):
+        if page not in files.files:
+            raise OSError(f"the web app's {page} is missing from gateway/web/static")
 
     def install(table: RouteTable, app: QuartTrio) -> None:
         @table.get("/", "kittiwake.web.page", "The web app", answer=HTML)
@@ -122,6 +128,23 @@ def web_routes(assets: WebAssets | None = None) -> Room:
             errors=("NotFoundError",),
         )  # fmt: skip
         async def asset(name: str) -> Response:
+            return files.answer(name, request.headers.get("If-None-Match"))
+
+        @table.get(
+            _SHARED + "/", "kittiwake.web.shared", "A shared session, read-only (no password)",
+            answer=HTML, errors=("NotFoundError",), public=True,
+        )  # fmt: skip
+        async def shared_page(session_id: str, secret: str) -> Response:
+            await shared_session(gw, session_id, secret)
+            return files.answer(_SHARE, request.headers.get("If-None-Match"))
+
+        @table.get(
+            _SHARED + "/web/{name}", "kittiwake.web.shared.file",
+            "A static file of the web app, under a shared link", answer=_ASSET,
+            errors=("NotFoundError",), public=True,
+        )  # fmt: skip
+        async def shared_asset(session_id: str, secret: str, name: str) -> Response:
+            await shared_session(gw, session_id, secret)
             return files.answer(name, request.headers.get("If-None-Match"))
 
     return install

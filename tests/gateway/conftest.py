@@ -61,11 +61,15 @@ class Served:
 
 @asynccontextmanager
 async def served(
-    tmp_path: Path, *, llm: ScriptedLLM | None = None, agents: Any = None, **options: Any
-) -> AsyncIterator[Served]:
-    """Open a runtime in *tmp_path* and serve it on a free port until the block ends."""
+    tmp_path: Path, *, llm: ScriptedLLM | None = None, agents: Any = None,
+    configuration: Any = None, **options: Any,
+) -> AsyncIterator[Served]:  # fmt: skip
+    """Open a runtime in *tmp_path* and serve it on a free port until the block ends (with
+    *configuration*, the Locations read their ``kittiwake.json`` files)."""
     client = llm or echo_llm()
-    async with open_runtime(data_dir=tmp_path / "data", llm=client, agents=agents) as rt:
+    async with open_runtime(
+        data_dir=tmp_path / "data", llm=client, agents=agents, configuration=configuration
+    ) as rt:
         async with trio.open_nursery() as nursery:
             server: Server = await nursery.start(
                 partial(serve, rt, "127.0.0.1", 0, directory=tmp_path, **options)

@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import trio
 
+from actors import Configuration
+
 from .conftest import assert_valid, response_schema, served
 from .v1 import v1_stream
 
@@ -185,33 +187,87 @@ async def test_a_running_shell_command_is_busy_and_abort_stops_it(tmp_path: Any)
         assert sid not in (await client.get("/session/status")).json()
 
 
-async def test_share_is_refused_in_opencodes_error_shape_and_unshare_is_a_no_op(
-    tmp_path: Any,
-) -> None:
-    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url) as client:
-        # OpenCode's UI offers /share and /unshare only while the configuration allows sharing
-        assert _valid(await client.get("/config"), "/config")["share"] == "disabled"
+async def test_share_gives_a_read_only_link_that_unshare_takes_away(tmp_path: Any) -> None:
+    async with (
+        served(tmp_path, password="pw") as g,
+        httpx.AsyncClient(base_url=g.url, auth=("opencode", "pw")) as client,
+        httpx.AsyncClient() as anyone,
+    ):
+        # unset: sharing is manual, and OpenCode's UI offers /share and /unshare
+        assert "share" not in _valid(await client.get("/config"), "/config")
         sid = await _session(client)
+        await _prompt(client, sid, "hello")
         path = "/session/{sessionID}/share"
-        refused = await client.post(f"/session/{sid}/share")
-        assert refused.status_code == 400
-        assert refused.headers["content-type"] == "application/json"
-        assert_valid(refused.json(), response_schema(path, "post", 400))
-        assert refused.json() == {
-            "name": "BadRequest",
-            "data": {"message": "Sharing is disabled: Kittiwake does not share sessions"},
-        }
-        unshared = await client.delete(f"/session/{sid}/share")  # nothing shared: the session
-        assert _valid(unshared, path, "delete")["id"] == sid
-        assert "share" not in unshared.json()
+        shared = _valid(await client.post(f"/session/{sid}/share"), path, "post")
+        url = shared["share"]["url"]
+        assert url.startswith(f"{g.url}/s/{sid}/") and url.endswith("/")
+        secret = url.rstrip("/").rsplit("/", 1)[1]
+        assert len(secret) >= 43  # 256 random bits
+        again = _valid(await client.post(f"/session/{sid}/share"), path, "post")
+        assert again["share"] == {"url": url}  # a shared session keeps its link
+        assert (await client.get(f"/session/{sid}")).json()["share"] == {"url": url}
+
+        # the link's reads need no password; the rest of the API still does
+        got = await anyone.get(url + "api/session")
+        assert got.status_code == 200 and got.json()["data"]["id"] == sid
+        page = await anyone.get(url + "api/session/message", params={"limit": 10})
+        assert [m["type"] for m in page.json()["data"]][:2] == ["assistant", "user"]
+        history = await anyone.get(url + "api/session/history", params={"after": 0})
+        assert "session.next.prompt.admitted" in [e["type"] for e in history.json()["data"]]
+        assert (await anyone.get(f"{g.url}/api/session/{sid}")).status_code == 401
+        assert (await anyone.post(url + "api/session/prompt", json={})).status_code in (401, 405)
+        wrong = await anyone.get(f"{g.url}/s/{sid}/{'x' * len(secret)}/api/session")
+        assert wrong.status_code == 404 and wrong.json()["_tag"] == "NotFoundError"
+
+        unshared = _valid(await client.delete(f"/session/{sid}/share"), path, "delete")
+        assert "share" not in unshared
+        gone = await anyone.get(url + "api/session")
+        assert gone.status_code == 404 and gone.json() == wrong.json()
+        assert "share" not in _valid(await client.delete(f"/session/{sid}/share"), path, "delete")
         for method in ("POST", "DELETE"):
             missing = await client.request(method, "/session/ses_nope/share")
             assert missing.status_code == 404
             assert_valid(missing.json(), response_schema(path, method.lower(), 404))
             assert missing.json()["data"]["message"] == "Session not found: ses_nope"
-        # nothing was created or changed
-        assert [s["id"] for s in (await client.get("/session")).json()] == [sid]
+        relink = _valid(await client.post(f"/session/{sid}/share"), path, "post")["share"]["url"]
+        assert relink != url  # a new secret
+
+    # the link is stored with the session: it opens after a restart
+    async with served(tmp_path) as g2, httpx.AsyncClient() as anyone:
+        moved = relink.replace(g.url, g2.url)
+        got = await anyone.get(moved + "api/session")
+        assert got.status_code == 200 and got.json()["data"]["share"]["url"] == relink
+
+
+async def test_share_is_refused_when_disabled_and_auto_shares_new_sessions(
+    tmp_path: Any,
+) -> None:
+    (tmp_path / "kittiwake.json").write_text('{"share": "disabled"}')
+    configuration = Configuration(env={"HOME": str(tmp_path)})
+    async with (
+        served(tmp_path, configuration=configuration) as g,
+        httpx.AsyncClient(base_url=g.url) as client,
+    ):
+        assert _valid(await client.get("/config"), "/config")["share"] == "disabled"
+        sid = await _session(client)
+        path = "/session/{sessionID}/share"
+        refused = await client.post(f"/session/{sid}/share")
+        assert refused.status_code == 400
+        assert_valid(refused.json(), response_schema(path, "post", 400))
+        assert refused.json()["name"] == "BadRequest"
+        assert "disabled" in refused.json()["data"]["message"]
+        v2 = await client.post(f"/api/session/{sid}/share")
+        assert v2.status_code == 400 and v2.json()["_tag"] == "BadRequest"
         assert "share" not in (await client.get(f"/session/{sid}")).json()
+
+        (tmp_path / "kittiwake.json").write_text('{"share": "auto"}')
+        auto = _valid(await client.post("/session", json={}), "/session", "post")
+        assert auto["share"]["url"].startswith(f"{g.url}/s/{auto['id']}/")
+        v2 = (await client.post("/api/session", json={})).json()["data"]
+        assert v2["share"]["url"].startswith(f"{g.url}/s/{v2['id']}/")
+        opened = await client.get(v2["share"]["url"] + "api/session")
+        assert opened.json()["data"]["id"] == v2["id"]
+        assert "share" not in (await client.get(f"/session/{sid}")).json()  # only new ones
 
 
 async def test_unknown_routes_answer_json_naming_the_route(tmp_path: Any) -> None:

@@ -15,7 +15,7 @@ import trio
 from runtime import Location, Prompt
 from runtime.llm import LLMEvent, LLMRequest, ScriptedLLM, StepFinish, StepStart, ToolCall, Usage
 from tests.gateway.conftest import Served, served
-from tests.web.cdp import Page, chromium
+from tests.web.cdp import Browser, Page, chromium
 
 HOLD: Any = object()
 """In a ``HeldLLM`` script: the stream stops here until ``release`` is set (or it is
@@ -69,6 +69,7 @@ async def long_session(rt: Any, directory: Path, rounds: int, prompts: int = 999
 @dataclass
 class Web:
     g: Served
+    browser: Browser
     client: httpx.AsyncClient
     page: Page
     work: Path
@@ -94,17 +95,20 @@ class Web:
 
 @asynccontextmanager
 async def web(tmp_path: Path, llm: ScriptedLLM | None = None, **options: Any) -> AsyncIterator[Web]:
-    """A served runtime, an HTTP client and a Chromium tab showing its web app (live)."""
+    """A served runtime, an HTTP client and a Chromium tab showing its web app (live); with
+    a ``password`` option, the client and the tab give it."""
+    password = options.get("password")
+    auth = ("me", password) if password else None
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     async with (
         served(tmp_path, llm=llm, **options) as g,
-        httpx.AsyncClient(base_url=g.url, timeout=30) as client,
+        httpx.AsyncClient(base_url=g.url, timeout=30, auth=auth) as client,
         chromium(tmp_path / "profile") as browser,
     ):
         page = await browser.new_page()
-        await page.goto(g.url + "/")
+        await page.goto(g.url.replace("://", f"://me:{password}@" if password else "://") + "/")
         await page.until("document.getElementById('conn').dataset.state === 'live'")
-        yield Web(g=g, client=client, page=page, work=work)
+        yield Web(g=g, browser=browser, client=client, page=page, work=work)
         assert page.exceptions == [], page.exceptions
         assert page.policy_violations() == [], page.policy_violations()

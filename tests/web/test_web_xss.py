@@ -1,5 +1,6 @@
 """Model output, tool input and output, and file names with markup in them render as text in
-Chromium and run nothing; the page's policy refuses inline script even if some got in."""
+Chromium and run nothing (the model's Markdown is drawn from an allowlist of elements, its
+HTML never); the page's policy refuses inline script even if some got in."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ NAME = "<img src=x onerror=window.__pwned=1>.txt"
 
 
 async def test_markup_from_the_model_and_tools_is_text_and_runs_nothing(tmp_path: Path) -> None:
-    said = f"Here: {IMG}\n```html\n{SCRIPT}\n```\n<b>bold?</b> <a href='javascript:window.__pwned=1'>x</a>"
+    raw_link = "<a href='javascript:window.__pwned=1'>x</a>"
+    said = (
+        f"Here: {IMG}\n```html\n{SCRIPT}\n```\n<b>bold?</b> {raw_link}\n\n"
+        "**strong** [safe](https://example.com/x) [bad](javascript:window.__pwned=1) "
+        '![pic](https://example.com/p.png)\n\n<div onmouseover="window.__pwned=1">block</div>\n'
+    )
     llm = ScriptedLLM([
         [StepStart(), ReasoningStart(id="r1"), ReasoningDelta(id="r1", delta=SCRIPT), ReasoningEnd(id="r1"),
          *call("c1", "write", {"filePath": NAME, "content": IMG})[1:]],
@@ -43,10 +49,29 @@ async def test_markup_from_the_model_and_tools_is_text_and_runs_nothing(tmp_path
         assert SCRIPT in texts  # the reasoning
         assert NAME in texts  # the write call's file name
         assert SCRIPT in texts  # the shell's output
-        assert said in texts  # the answer, whole
-        for tag in ("img", "script", "a", "iframe"):
+        shown = await w.page.evaluate(
+            "document.querySelector('#messages .assistant:last-child .text.md').textContent"
+        )
+        for piece in (f"Here: {IMG}", SCRIPT, f"<b>bold?</b> {raw_link}", "strong safe bad",
+                      "🖼 pic", '<div onmouseover="window.__pwned=1">block</div>'):  # fmt: skip
+            assert piece in shown, piece  # the answer's HTML, as text
+        for tag in ("img", "script", "iframe", "div[onmouseover]"):
             found = await w.page.evaluate(f"document.querySelectorAll('#messages {tag}').length")
             assert found == 0, tag
+        # its Markdown, drawn: only http(s) links, opened apart; no image loaded
+        links = await w.page.evaluate(
+            "[...document.querySelectorAll('#messages a')].map(a => [a.getAttribute('href'),"
+            " a.rel, a.target, a.textContent])"
+        )
+        rel = "noopener noreferrer nofollow"
+        assert links == [
+            ["https://example.com/x", rel, "_blank", "safe"],
+            ["https://example.com/p.png", rel, "_blank", "🖼 pic"],
+        ]
+        assert await w.page.evaluate(
+            "[...document.querySelectorAll('#messages .md strong, #messages .md pre code')]"
+            ".map(e => e.textContent)"
+        ) == [SCRIPT, "strong"]  # fmt: skip
         for tag in ("img", "script", "iframe"):  # the list's entries are links of its own
             found = await w.page.evaluate(
                 f"document.querySelectorAll('#sessions {tag}, #session-head {tag}').length"

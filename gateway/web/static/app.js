@@ -4,6 +4,8 @@
 import { api, ApiError } from "./api.js";
 import { $ } from "./dom.js";
 import { Live } from "./live.js";
+import { Completion } from "./complete.js";
+import { Pickers } from "./pickers.js";
 import { SessionList } from "./sessions.js";
 import { SessionView } from "./session.js";
 
@@ -12,7 +14,11 @@ const STATE_TEXT = {
   live: "live",
   stale: "stale: no word from the server",
   reconnecting: "offline: reconnecting…",
+  closed: "closed",
 };
+// Under a shared link (`/s/<session>/<secret>/`, share.html) the page shows that one session,
+// read-only, through the link's own routes (docs/web.md, "Sharing").
+const SHARED = document.body.dataset.mode === "share";
 const BUSY = new Set(["session.next.step.started", "session.next.prompt.promoted"]);
 const SETTLING = new Set(["session.next.step.ended", "session.next.step.failed", "session.run.failed", "session.next.interrupt.requested"]);
 
@@ -20,19 +26,29 @@ class App {
   constructor() {
     this.busy = new Set();
     this.view = null;
-    this.list = new SessionList(this);
+    this.readOnly = SHARED;
+    this.list = SHARED ? null : new SessionList(this);
+    this.pickers = SHARED ? null : new Pickers(this);
+    this.complete = SHARED ? null : new Completion(this);
     this.live = new Live({
       onFrame: (frame) => this.onFrame(frame),
       onConnected: () => this.onConnected(),
       onState: (state) => {
         $("conn").dataset.state = state;
         $("conn").textContent = STATE_TEXT[state] ?? state;
+        if (SHARED && state === "reconnecting") this.checkShared();
       },
     });
     this.activeTimer = 0;
   }
 
   start() {
+    if (SHARED) {
+      this.live.start();
+      const found = /^\/s\/([^/]+)\/[^/]+\/$/.exec(location.pathname);
+      if (found) this.open(decodeURIComponent(found[1]));
+      return;
+    }
     $("new-session").addEventListener("submit", (ev) => {
       ev.preventDefault();
       this.create($("new-dir").value.trim());
@@ -64,7 +80,9 @@ class App {
     if (!sid) return;
     if (BUSY.has(frame.type) || (frame.seq == null && frame.type.endsWith(".delta"))) this.setBusy(sid, true);
     else if (SETTLING.has(frame.type)) this.refreshActive();
-    if (frame.type === "session.updated" && frame.properties?.info) this.list.put({ id: sid, ...frame.properties.info });
+    if (!this.list) {
+      // a shared session's stream carries that session only
+    } else if (frame.type === "session.updated" && frame.properties?.info) this.list.put({ id: sid, ...frame.properties.info });
     else if (frame.type === "session.deleted") this.list.sessions.delete(sid), this.list.draw();
     else if (!this.list.sessions.has(sid)) this.refreshList();
     if (this.view?.id === sid) this.view.onFrame(frame);
@@ -75,7 +93,7 @@ class App {
     if (busy === had) return;
     if (busy) this.busy.add(sid);
     else this.busy.delete(sid);
-    this.list.draw();
+    this.list?.draw();
     if (this.view?.id === sid) this.view.drawHead();
   }
 
@@ -103,16 +121,36 @@ class App {
 
   async onConnected() {
     try {
-      await this.list.load();
+      if (this.list) await this.list.load();
       this.refreshActive();
-      $("side-error").hidden = true;
+      if (this.list) $("side-error").hidden = true;
     } catch (e) {
       this.showError(e);
     }
     this.view?.reconnected();
   }
 
+  /** Under a shared link: whether it still opens the session (the stream ended, or cannot
+   * be made again); once it answers 404, the page says so and stops. */
+  checkShared() {
+    api("api/session").catch((e) => {
+      if (!(e instanceof ApiError) || e.status !== 404) return;
+      this.live.stop();
+      this.view?.close();
+      this.view = null;
+      $("session").hidden = true;
+      $("empty").hidden = false;
+      $("empty").textContent = "This session is no longer shared.";
+      document.body.dataset.session = "";
+    });
+  }
+
   showError(e) {
+    if (!this.list) {
+      $("empty").hidden = false;
+      $("empty").textContent = e instanceof ApiError ? `${e.tag}: ${e.message}` : `unreachable: ${e}`;
+      return;
+    }
     const box = $("side-error");
     box.hidden = false;
     box.textContent = e instanceof ApiError ? `${e.tag}: ${e.message}` : `unreachable: ${e}`;
@@ -130,17 +168,18 @@ class App {
     const opening = (this.opening = (this.opening ?? 0) + 1);
     performance.mark("session-open", { detail: sid });
     try {
-      const info = (await api(`api/session/${encodeURIComponent(sid)}`)).data;
+      const info = (await api(SHARED ? "api/session" : `api/session/${encodeURIComponent(sid)}`)).data;
       if (opening !== this.opening) return; // another open came after this one
       const view = new SessionView(info, this);
       this.view = view;
       $("empty").hidden = true;
       $("session").hidden = false;
-      this.list.draw();
+      this.list?.draw();
       await view.open();
       if (this.view !== view) return;
       document.body.dataset.session = sid;
       performance.mark("session-drawn", { detail: sid });
+      this.pickers?.show(view);
     } catch (e) {
       this.showError(e);
     }
@@ -171,9 +210,14 @@ class App {
     const box = $("prompt-text");
     const text = box.value.trim();
     if (!text || !this.view) return;
-    await this.view.act(async () => {
-      await this.view.prompt(text, delivery);
+    const view = this.view;
+    await view.act(async () => {
+      const command = await this.complete.command(text);
+      if (command?.own) await view.pageCommand(command.name);
+      else if (command) await view.command(command.name, command.arguments);
+      else await view.prompt(text, delivery, this.complete.attachments(text));
       box.value = "";
+      this.complete.sent();
     });
   }
 }

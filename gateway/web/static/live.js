@@ -29,7 +29,17 @@ export class Live {
 
   start() {
     this.connect();
-    setInterval(() => this.watch(), 250);
+    this.watcher = setInterval(() => this.watch(), 250);
+  }
+
+  /** Close the connection for good (a shared session that is no longer shared). */
+  stop() {
+    this.stopped = true;
+    clearInterval(this.watcher);
+    clearTimeout(this.timer);
+    if (this.source) this.source.close();
+    this.source = null;
+    this.setState("closed");
   }
 
   setState(state) {
@@ -77,6 +87,7 @@ export class Live {
   }
 
   drop() {
+    if (this.stopped) return;
     if (this.source) this.source.close();
     this.source = null;
     this.setState("reconnecting");

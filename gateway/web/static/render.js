@@ -1,8 +1,11 @@
 // Drawing one message of the timeline. Text of every origin (prompts, model output, reasoning,
-// tool input and output, file names, errors) goes into the DOM as text nodes (dom.js), shown
-// as written (`white-space: pre-wrap`); nothing is parsed as markup.
+// tool input and output, file names, errors) goes into the DOM as text nodes (dom.js); the
+// model's answers, reasoning and compaction summaries are read as Markdown and drawn from an
+// allowlist of elements (markdown.js), the rest is shown as written (`white-space:
+// pre-wrap`). Nothing is ever parsed as HTML.
 
 import { h, count, dollars, when } from "./dom.js";
+import { markdown } from "./markdown.js";
 
 const TITLE_KEYS = ["filePath", "path", "command", "pattern", "url", "description", "query"];
 
@@ -27,7 +30,7 @@ const KINDS = {
   compaction: (m) =>
     h("article", { class: "compaction" },
       h("div", { class: "divider", text: `Compacted (${m.reason ?? "auto"}) · ${when(m.time?.created)}` }),
-      h("details", { dataset: { key: "summary" } }, h("summary", { text: "Summary" }), h("div", { class: "text", text: m.summary ?? "" }))),
+      h("details", { dataset: { key: "summary" } }, h("summary", { text: "Summary" }), h("div", { class: "text md" }, markdown(m.summary ?? "")))),
   synthetic: (m) => h("article", { class: "note" }, h("div", { class: "text", text: m.text })),
   system: (m) =>
     h("article", { class: "note" }, h("details", { dataset: { key: "system" } }, h("summary", { text: "Context updated" }), h("div", { class: "text", text: m.text }))),
@@ -60,9 +63,9 @@ function usage(m) {
 }
 
 const PARTS = {
-  text: (p) => h("div", { class: "text" + (p.done ? "" : " live"), text: p.text ?? "" }),
+  text: (p) => h("div", { class: "text md" + (p.done ? "" : " live") }, markdown(p.text ?? "")),
   reasoning: (p) =>
-    h("details", { class: "reasoning", dataset: { key: "r:" + p.id } }, h("summary", { text: p.done ? "Reasoning" : "Reasoning…" }), h("div", { class: "text", text: p.text ?? "" })),
+    h("details", { class: "reasoning", dataset: { key: "r:" + p.id } }, h("summary", { text: p.done ? "Reasoning" : "Reasoning…" }), h("div", { class: "text md" }, markdown(p.text ?? ""))),
   tool: toolPart,
 };
 

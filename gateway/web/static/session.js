@@ -47,12 +47,20 @@ export class SessionView {
     this.frame = 0;
   }
 
+  /** The session's route *rest*: under a shared link, the link's own read-only routes. */
   path(rest = "") {
-    return `api/session/${enc(this.id)}${rest}`;
+    return this.app.readOnly ? `api/session${rest}` : `api/session/${enc(this.id)}${rest}`;
+  }
+
+  /** Take *info* (a `session.updated`'s) over the session's: a link taken away is gone. */
+  update(info) {
+    this.info = { ...this.info, ...info };
+    if (!info.share) delete this.info.share;
   }
 
   /** Fetch the newest page, catch up from its seq, draw; resolves once drawn. */
   async open() {
+    $("todos").hidden = true;
     fill($("messages"));
     fill($("queued"));
     fill($("requests"));
@@ -66,6 +74,7 @@ export class SessionView {
     this.drawAll();
     this.scrollToEnd();
     this.ready = true;
+    this.loadTodos();
     await this.catchUp();
     await this.loadRequests();
     this.observeTop();
@@ -81,7 +90,7 @@ export class SessionView {
     if (frame.seq == null) {
       if (!this.ready) return; // the snapshot and the history cover what came before
       if (frame.type === "session.updated") {
-        this.info = { ...this.info, ...(frame.properties?.info ?? {}) };
+        this.update(frame.properties?.info ?? {});
         this.drawHead();
       } else if (frame.type?.includes(".delta") || frame.type === "session.next.retried") {
         this.model.delta(frame.type, frame.properties ?? {});
@@ -110,9 +119,33 @@ export class SessionView {
     this.lastSeq = event.seq;
     this.model.apply(event.type, event.data);
     if (event.type.startsWith("permission.") || event.type.startsWith("question.")) this.loadRequests();
-    if (event.type === "session.updated" && event.data?.info) this.info = { ...this.info, ...event.data.info };
+    if (event.type === "session.updated" && event.data?.info) this.update(event.data.info);
     if (event.type === "session.next.step.ended") this.refreshInfo();
+    if (event.type === "todo.updated" && Array.isArray(event.data?.todos)) this.drawTodos(event.data.todos);
     this.schedule();
+  }
+
+  /** The session's todo list (`GET .../todo`); `todo.updated` events replace it after. */
+  async loadTodos() {
+    try {
+      const todos = (await api(this.path("/todo"))).data;
+      if (!this.closed && !this.todosSeen) this.drawTodos(todos);
+    } catch (e) {
+      this.app.showError(e);
+    }
+  }
+
+  /** Show *todos* (the session's whole list), hidden while it is empty. */
+  drawTodos(todos) {
+    this.todosSeen = true;
+    const box = $("todos");
+    box.hidden = todos.length === 0;
+    const done = todos.filter((t) => t.status === "completed").length;
+    box.querySelector("summary").textContent = `Todo: ${done} of ${todos.length} done`;
+    const mark = { completed: "☑", in_progress: "▶", cancelled: "✕", pending: "☐" };
+    fill(box.querySelector("ol"), todos.map((t) =>
+      h("li", { class: `todo ${t.status}`, dataset: { priority: t.priority } },
+        h("span", { class: "mark", text: (mark[t.status] ?? "☐") + " " }), h("span", { text: t.content }))));
   }
 
   /** The session's totals (tokens, cost) again, shortly after a step ended. */
@@ -254,6 +287,7 @@ export class SessionView {
     const i = this.info;
     const notes = this.model.info;
     const busy = this.app.busy.has(this.id);
+    const ro = this.app.readOnly;
     fill($("session-head"),
       h("h2", { text: i.title || i.id }),
       h("div", { class: "meta" },
@@ -261,17 +295,33 @@ export class SessionView {
         h("span", { class: "badge " + (busy ? "busy" : "idle"), text: busy ? "busy" : "idle" }),
         h("span", { text: `${(i.tokens?.input ?? 0) + (i.tokens?.output ?? 0)} tokens · $${Number(i.cost ?? 0).toFixed(4)}` })),
       (notes.lastError ?? i.lastError) && h("div", { class: "step-error", role: "alert", text: "Run failed: " + ((notes.lastError ?? i.lastError).message ?? "") }),
+      !ro && this.shareControl(),
       (notes.needsResume || i.needsResume) && h("div", { class: "note" }, "A restart cut this session's work short. ",
-        h("button", { type: "button", text: "Resume", onclick: () => this.act(() => api(this.path("/resume"), { method: "POST" })) })),
+        !ro && h("button", { type: "button", text: "Resume", onclick: () => this.act(() => api(this.path("/resume"), { method: "POST" })) })),
       notes.retry && h("div", { class: "note", text: `Retrying (attempt ${notes.retry.attempt}): ${notes.retry.error?.message ?? ""}` }),
       i.revert && h("div", { class: "note revert" }, "Messages after an undo are hidden. ",
-        h("button", { type: "button", text: "Redo", onclick: () => this.act(() => api(this.path("/revert/clear"), { method: "POST" })) }), " ",
-        h("button", { type: "button", text: "Keep undone", onclick: () => this.act(() => api(this.path("/revert/commit"), { method: "POST" })) })));
+        !ro && h("button", { type: "button", text: "Redo", onclick: () => this.act(() => api(this.path("/revert/clear"), { method: "POST" })) }), " ",
+        !ro && h("button", { type: "button", text: "Keep undone", onclick: () => this.act(() => api(this.path("/revert/commit"), { method: "POST" })) })));
+    if (ro) return;
     $("abort").disabled = !busy;
     $("send").textContent = busy ? "Steer" : "Send";
   }
 
+  /** Share (a read-only link on this server, `POST .../share`) or the link and Unshare. */
+  shareControl() {
+    const set = (method) => this.act(async () => {
+      this.update((await api(this.path("/share"), { method })).data);
+      this.drawHead();
+    });
+    const url = this.info.share?.url;
+    if (!url) return h("div", { class: "share" }, h("button", { type: "button", id: "share", text: "Share", title: "A read-only link anyone with it can open", onclick: () => set("POST") }));
+    return h("div", { class: "share" }, "Shared, read-only: ",
+      h("a", { id: "share-link", href: url, target: "_blank", rel: "noopener noreferrer", text: url }),
+      h("button", { type: "button", id: "unshare", text: "Unshare", onclick: () => set("DELETE") }));
+  }
+
   actions() {
+    if (this.app.readOnly) return {};
     return { undo: (messageID) => this.act(async () => {
       await api(this.path("/revert/stage"), { method: "POST", body: { messageID } });
       this.app.reopen(this.id);
@@ -364,6 +414,7 @@ export class SessionView {
 
   /** Draw the pending requests; of overlapping calls, only the latest one's answer. */
   async loadRequests() {
+    if (this.app.readOnly) return; // a shared link shows the timeline only
     const call = (this.requestCalls = (this.requestCalls ?? 0) + 1);
     const [permissions, questions] = await Promise.all([
       api(this.path("/permission")),
@@ -421,9 +472,26 @@ export class SessionView {
       h("div", { class: "actions" }, h("button", { type: "submit", text: "Answer" }), h("button", { type: "button", class: "danger", text: "Dismiss", onclick: reject })));
   }
 
-  /** Send the prompt box's text with *delivery* (`steer` or `queue`). */
-  async prompt(text, delivery) {
-    await api(this.path("/prompt"), { method: "POST", body: { prompt: { text }, delivery } });
+  /** Send the prompt box's text with *delivery* (`steer` or `queue`) and *files* (the file
+   * parts of its mentions). */
+  async prompt(text, delivery, files = []) {
+    const prompt = files.length ? { text, files } : { text };
+    await api(this.path("/prompt"), { method: "POST", body: { prompt, delivery } });
+  }
+
+  /** Run the Location's command *name* with *args* (its template becomes the prompt). */
+  async command(name, args) {
+    await api(this.path("/command"), { method: "POST", body: { command: name, arguments: args } });
+  }
+
+  /** The page's own commands (complete.js): share, unshare, compact. */
+  async pageCommand(name) {
+    if (name === "compact") {
+      await api(this.path("/compact"), { method: "POST" });
+      return;
+    }
+    this.update((await api(this.path("/share"), { method: name === "share" ? "POST" : "DELETE" })).data);
+    this.drawHead();
   }
 
   async abort() {
