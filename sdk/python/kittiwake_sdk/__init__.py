@@ -15,6 +15,7 @@ from kittiwake_sdk._base import Page as Page
 from kittiwake_sdk._base import SyncBase as SyncBase
 from kittiwake_sdk._client import AsyncClient as AsyncClient
 from kittiwake_sdk._client import Client as Client
+from kittiwake_sdk._errors import BadRequest as BadRequest
 from kittiwake_sdk._errors import ConflictError as ConflictError
 from kittiwake_sdk._errors import InvalidCursorError as InvalidCursorError
 from kittiwake_sdk._errors import InvalidRequestError as InvalidRequestError
@@ -64,6 +65,7 @@ from kittiwake_sdk._models import SessionError as SessionError
 from kittiwake_sdk._models import SessionExport as SessionExport
 from kittiwake_sdk._models import SessionInfo as SessionInfo
 from kittiwake_sdk._models import SessionTime as SessionTime
+from kittiwake_sdk._models import ShareInfo as ShareInfo
 from kittiwake_sdk._models import SkillV2List as SkillV2List
 from kittiwake_sdk._models import StageIn as StageIn
 from kittiwake_sdk._models import SyntheticMessage as SyntheticMessage
@@ -94,6 +96,7 @@ __all__ = [
     "AssistantTool",
     "AsyncBase",
     "AsyncClient",
+    "BadRequest",
     "Client",
     "CommandV2Body",
     "CommandV2List",
@@ -141,6 +144,7 @@ __all__ = [
     "SessionInfo",
     "SessionNotFoundError",
     "SessionTime",
+    "ShareInfo",
     "SkillV2List",
     "StageIn",
     "SyncBase",

@@ -449,6 +449,11 @@ class AsyncClient(AsyncBase):
         )
         return _decoder(Data[dict[str, Any]]).decode(answer).data
 
+    async def session_share(self, session_id: str) -> SessionInfo:
+        """Share the session: a read-only link on this server (docs/web.md): ``POST /api/session/{sessionID}/share``. Raises SessionNotFoundError, BadRequest."""
+        answer = await self._send("POST", f"/api/session/{_q(session_id)}/share")
+        return _decoder(Data[SessionInfo]).decode(answer).data
+
     async def session_switch_agent(self, session_id: str, *, agent: str) -> None:
         """Switch agent: ``POST /api/session/{sessionID}/agent``. Raises SessionNotFoundError, InvalidRequestError, PayloadTooLargeError."""
         await self._send(
@@ -465,6 +470,11 @@ class AsyncClient(AsyncBase):
         """The session's todo list: ``GET /api/session/{sessionID}/todo``. Raises SessionNotFoundError."""
         answer = await self._send("GET", f"/api/session/{_q(session_id)}/todo")
         return _decoder(Data[list[Todo]]).decode(answer).data
+
+    async def session_unshare(self, session_id: str) -> SessionInfo:
+        """Unshare the session: its link stops working: ``DELETE /api/session/{sessionID}/share``. Raises SessionNotFoundError."""
+        answer = await self._send("DELETE", f"/api/session/{_q(session_id)}/share")
+        return _decoder(Data[SessionInfo]).decode(answer).data
 
     async def session_wait(self, session_id: str) -> None:
         """Wait until idle: ``POST /api/session/{sessionID}/wait``. Raises SessionNotFoundError."""
@@ -884,6 +894,11 @@ class Client(SyncBase):
         )
         return _decoder(Data[dict[str, Any]]).decode(answer).data
 
+    def session_share(self, session_id: str) -> SessionInfo:
+        """Share the session: a read-only link on this server (docs/web.md): ``POST /api/session/{sessionID}/share``. Raises SessionNotFoundError, BadRequest."""
+        answer = self._send("POST", f"/api/session/{_q(session_id)}/share")
+        return _decoder(Data[SessionInfo]).decode(answer).data
+
     def session_switch_agent(self, session_id: str, *, agent: str) -> None:
         """Switch agent: ``POST /api/session/{sessionID}/agent``. Raises SessionNotFoundError, InvalidRequestError, PayloadTooLargeError."""
         self._send("POST", f"/api/session/{_q(session_id)}/agent", body=AgentBody(agent=agent))
@@ -896,6 +911,11 @@ class Client(SyncBase):
         """The session's todo list: ``GET /api/session/{sessionID}/todo``. Raises SessionNotFoundError."""
         answer = self._send("GET", f"/api/session/{_q(session_id)}/todo")
         return _decoder(Data[list[Todo]]).decode(answer).data
+
+    def session_unshare(self, session_id: str) -> SessionInfo:
+        """Unshare the session: its link stops working: ``DELETE /api/session/{sessionID}/share``. Raises SessionNotFoundError."""
+        answer = self._send("DELETE", f"/api/session/{_q(session_id)}/share")
+        return _decoder(Data[SessionInfo]).decode(answer).data
 
     def session_wait(self, session_id: str) -> None:
         """Wait until idle: ``POST /api/session/{sessionID}/wait``. Raises SessionNotFoundError."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 __all__ = [
+    "BadRequest",
     "ConflictError",
     "InvalidCursorError",
     "InvalidRequestError",
@@ -33,6 +34,10 @@ class KittiwakeError(Exception):
     def __init__(self, tag: str, message: str, status: int, body: dict[str, Any]) -> None:
         super().__init__(f"{tag}: {message}")
         self.tag, self.message, self.status, self.body = tag, message, status, body
+
+
+class BadRequest(KittiwakeError):
+    """The gateway answered ``BadRequest``."""
 
 
 class ConflictError(KittiwakeError):
@@ -84,6 +89,7 @@ class SessionNotFoundError(KittiwakeError):
 
 
 _BY_TAG: Final[dict[str, type[KittiwakeError]]] = {
+    "BadRequest": BadRequest,
     "ConflictError": ConflictError,
     "InvalidCursorError": InvalidCursorError,
     "InvalidRequestError": InvalidRequestError,

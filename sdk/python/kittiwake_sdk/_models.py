@@ -46,6 +46,7 @@ __all__ = [
     "SessionExport",
     "SessionInfo",
     "SessionTime",
+    "ShareInfo",
     "SkillV2List",
     "StageIn",
     "SyntheticMessage",
@@ -477,6 +478,7 @@ class SessionInfo(
     last_error: RunError | None = None
     revert: RevertInfo | None = None
     hidden: list[tuple[int, int]] | None = None
+    share: ShareInfo | None = None
     mcp_tools: list[str] | None = None
 
 
@@ -485,6 +487,13 @@ class SessionTime(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
 
     created: int
     updated: int
+
+
+class ShareInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A session's read-only link (OpenCode's `share`): `url` as the server gave it out, `secret` the unguessable part of it that opens the session (Kittiwake's)."""
+
+    url: str
+    secret: str
 
 
 class SkillV2List(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
