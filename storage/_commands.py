@@ -13,6 +13,7 @@ from runtime.messages import AssistantMessage, AssistantTool, SessionMessage, To
 from runtime.titles import needs_title
 from storage import _port as p
 from storage._batch import EpochRow, WriteBatch
+from storage._records import PutRecord
 
 __all__ = ["apply"]
 
@@ -159,6 +160,10 @@ def _set_title(b: WriteBatch, c: p.SetTitle) -> ev.SessionInfo | None:
     return updated
 
 
+def _put_record(b: WriteBatch, c: PutRecord) -> None:
+    b.put_record(c.row)
+
+
 _HANDLERS: Final[dict[type[Any], Callable[[WriteBatch, Any], Any]]] = {
     p.CreateSession: _create,
     p.DeleteSession: _delete,
@@ -177,4 +182,5 @@ _HANDLERS: Final[dict[type[Any], Callable[[WriteBatch, Any], Any]]] = {
     p.ReplaceEpoch: _replace_epoch,
     p.PutEpoch: _put_epoch,
     p.SetTitle: _set_title,
+    PutRecord: _put_record,
 }
