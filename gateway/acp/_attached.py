@@ -9,7 +9,6 @@ does in process.
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -188,15 +187,16 @@ def _refusal(response: httpx.Response) -> KittiwakeError:
 
 
 class AttachedBackend:
-    """``Backend`` over the server at *url* (HTTP basic auth with *password*, if any).
+    """``Backend`` over the server at *url*, sending *authorization* (the ``Authorization``
+    header: a bearer token or basic auth) on its websocket, if any.
 
     *client* is the HTTP client to it (``base_url`` set, no read timeout: ``/wait`` lasts
     as long as the run); the caller closes it.
     """
 
-    def __init__(self, client: httpx.AsyncClient, *, password: str | None = None) -> None:
+    def __init__(self, client: httpx.AsyncClient, *, authorization: str | None = None) -> None:
         self._http = client
-        self._password = password
+        self._authorization = authorization
         parts = urlsplit(str(client.base_url))
         scheme = "wss" if parts.scheme == "https" else "ws"
         self._ws_url = urlunsplit((scheme, parts.netloc, "/api/ws", "", ""))
@@ -269,9 +269,8 @@ class AttachedBackend:
                 page, more = await self.history(session_id, after)
                 after = page[-1].seq if page else after
         headers: list[tuple[bytes, bytes]] = []
-        if self._password:
-            token = base64.b64encode(f"kittiwake:{self._password}".encode())
-            headers.append((b"Authorization", b"Basic " + token))
+        if self._authorization:
+            headers.append((b"Authorization", self._authorization.encode()))
         async with open_websocket_url(self._ws_url, extra_headers=headers) as ws:
             ask = {"type": "subscribe", "ref": 1, "sessionID": session_id, "after": after}
             await ws.send_message(msgspec.json.encode(ask).decode())

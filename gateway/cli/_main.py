@@ -30,6 +30,7 @@ from gateway._datadir import (
     forget_serving,
     held_message,
     record_serving,
+    server_headers,
     server_to_reuse,
 )
 from gateway._limits import DEFAULT_MAX_BODY, size_text
@@ -55,6 +56,7 @@ from gateway.cli._terminal import (
     check,
     read_prompt,
 )
+from gateway.cli._tokens import token_command
 from gateway.cluster import (
     announce_ready,
     check_store_url,
@@ -78,7 +80,7 @@ __all__ = ["default_data_dir", "main"]
 _log = logging.getLogger("kittiwake.cli")
 _DEFAULT_PORT: Final = 4096
 _DEFAULT_HOST: Final = "127.0.0.1"
-_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin")
+_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin", "token")
 """Commands that open the data dir in-process, unless ``--attach`` names a server or a
 ``serve`` holds the data dir (they talk to that one)."""
 
@@ -184,6 +186,7 @@ async def _serve(args: argparse.Namespace) -> int:
                         server = await nursery.start(
                             lambda task_status: serve(
                                 rt, args.hostname, args.port, password=password,
+                                tokens=args.tokens,
                                 cors_origins=cors, directory=directory, task_status=task_status,
                                 certfile=args.certfile, keyfile=args.keyfile,
                                 listen_fd=args.listen_fd,
@@ -231,11 +234,10 @@ async def _api(
     """
     import httpx
 
-    password = os.environ.get("KITTIWAKE_SERVER_PASSWORD")
-    auth = ("kittiwake", password) if password else None
+    headers = server_headers()
     timeout = httpx.Timeout(30.0, read=None)
     if args.attach:
-        async with httpx.AsyncClient(base_url=args.attach, auth=auth, timeout=timeout) as c:
+        async with httpx.AsyncClient(base_url=args.attach, headers=headers, timeout=timeout) as c:
             yield c
         return
     from gateway._gateway import serve
@@ -284,6 +286,11 @@ async def _run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     async with _api(args, wanted=args.model) as api:
         return await Runner(api, options).run()
+
+
+async def _token(args: argparse.Namespace) -> int:
+    async with _api(args) as api:
+        return await token_command(api, args)
 
 
 async def _plugin(args: argparse.Namespace) -> int:
@@ -514,7 +521,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "serve": _serve, "run": _run, "sessions": _sessions, "inspect": _inspect,
         "models": _models, "auth": _auth, "config": _config, "stats": _stats, "trace": _trace,
         "mcp": _mcp,
-        "plugin": _plugin,
+        "plugin": _plugin, "token": _token,
         "tui": lambda args: import_module("gateway.opencode._tui").tui(args),
         "acp": lambda args: import_module("gateway.cli._acp").acp(args),
     }  # fmt: skip

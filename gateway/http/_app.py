@@ -20,6 +20,8 @@ from quart_trio import QuartTrio
 
 from actors import Runtime
 from gateway._limits import DEFAULT_MAX_BODY
+from gateway.http._access import Access, AccessLimits
+from gateway.http._access_routes import access_routes
 from gateway.http._guards import install_cors, install_errors, install_guards
 from gateway.http._openapi import openapi_document
 from gateway.http._routes import (
@@ -31,6 +33,7 @@ from gateway.http._routes import (
     RouteTable,
     register,
 )
+from gateway.http._scope import Scope
 from gateway.http._streams import after_arg, stream_routes
 from gateway.http._wire import (
     AgentBody,
@@ -100,10 +103,17 @@ class Gateway:
     def __init__(
         self, rt: Runtime, *, password: str | None, heartbeat: float, sse_buffer: int,
         ws_limits: WebsocketLimits, directory: Path, origins: frozenset[str], max_body: int,
-        known_sessions: int = DEFAULT_KNOWN_SESSIONS,
+        known_sessions: int = DEFAULT_KNOWN_SESSIONS, tokens: bool = False,
+        access_limits: AccessLimits | None = None,
     ) -> None:  # fmt: skip
         self.rt = rt
         self.password = password
+        self.access = Access(
+            rt.storage, password=password, tokens=tokens, limits=access_limits or AccessLimits()
+        )
+        """Who may do what (``gateway.http._access``): tokens, the password, the audit."""
+        self.scope = Scope(rt, size=known_sessions)
+        """What a grant of one project sees (``gateway.http._scope``)."""
         self.origins = origins
         self.max_body = max_body
         self.heartbeat = heartbeat
@@ -118,6 +128,8 @@ class Gateway:
         self.observers: list[Callable[[Any], None]] = []
         """Hub observers the rooms add (``EventHub.add_observer``), observing while served."""
         self.background: list[Callable[[trio.Event], Awaitable[None]]] = []
+        if tokens:
+            self.background.append(self.access.recheck)
         """Tasks the rooms run while served, each given the event that stops serving."""
 
     async def check_session(self, session_id: str) -> None:
@@ -169,6 +181,7 @@ def create_core(gw: Gateway, rooms: Sequence[Room] = ()) -> QuartTrio:
     _session_routes(table, gw)
     stream_routes(table, app, gw)
     _doc_route(table, gw)
+    access_routes(table, gw)
     for room in rooms:
         room(table, app)
     gw.routes = tuple(table.routes)

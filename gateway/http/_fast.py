@@ -4,10 +4,10 @@ The route table entries marked ``hot`` (``GET /api/health``, ``POST
 /api/session/{id}/prompt`` and ``POST /api/session/{id}/wait``: what a client runs per
 prompt) are answered here, since Quart's request and response machinery (request context,
 hooks, two tasks per request) costs more than the routes themselves. The dispatch is built
-from the same ``Route`` entries Quart registers, and calls the same handler, guard
-(``authorized``) and error mapping (``error_answer``) Quart's routes use; every other
-request, each websocket and the lifespan go to Quart. A request it cannot answer exactly as
-Quart would (wrong or missing password, a body over ``max_body`` or without a
+from the same ``Route`` entries Quart registers, and calls the same handler, gate
+(``Access.admit``, answering its refusals) and error mapping (``error_answer``) Quart's
+routes use; every other request, each websocket and the lifespan go to Quart. A request it
+cannot answer exactly as Quart would (a body over ``max_body`` or without a
 ``content-length``, an ``Origin`` when CORS is on, whose headers Quart-CORS adds) also goes
 to Quart untouched: nothing of it has been read by then.
 """
@@ -31,8 +31,9 @@ from hypercorn.typing import (
 )
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from gateway.http._access import Refusal
 from gateway.http._app import Gateway
-from gateway.http._guards import authorized, error_answer
+from gateway.http._guards import error_answer
 from gateway.http._routes import JSON, Route, quart_path
 from gateway.http._wire import GatewayError
 from runtime import KittiwakeError
@@ -86,10 +87,19 @@ class FastPath:
             elif name == b"origin":
                 cross_origin = True
         gw = self._gw
-        if not 0 <= length <= gw.max_body or gw.password and not authorized(auth, gw.password):
+        if not 0 <= length <= gw.max_body or cross_origin and gw.origins:
             return await self._app(scope, receive, send)
-        if cross_origin and gw.origins:
-            return await self._app(scope, receive, send)
+        if gw.access.required:
+            client = scope.get("client")
+            address = client[0] if client else ""
+            admitted = await gw.access.admit(auth, address, scope["method"], scope["path"])
+            if isinstance(admitted, Refusal):
+                return await _refuse(send, admitted)
+            try:
+                await gw.scope.check(admitted, scope["path"], found[1])
+            except (GatewayError, KittiwakeError) as exc:
+                status, payload = error_answer(exc)
+                return await _refuse(send, Refusal(status, payload))
         # Read every body before answering, as Quart does (gateway/http/_guards.py).
         try:
             body = await _read_body(receive) if length or found[0].method != "GET" else b""
@@ -110,6 +120,18 @@ class FastPath:
         }  # fmt: skip
         await send(start)
         await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+async def _refuse(send: ASGISendCallable, refusal: Refusal) -> None:
+    """Answer a refused request as Quart's guard does (``refusal_response``)."""
+    headers = [(b"content-length", str(len(refusal.body)).encode()), _JSON_TYPE]
+    headers += [(k.lower().encode(), v.encode()) for k, v in refusal.headers.items()]
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start", "status": refusal.status, "headers": headers,
+        "trailers": False,
+    }  # fmt: skip
+    await send(start)
+    await send({"type": "http.response.body", "body": refusal.body, "more_body": False})
 
 
 _HotRoutes = dict[str, list[tuple[re.Pattern[str], Route]]]

@@ -5,49 +5,37 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from quart import Response, has_websocket_context, request, websocket
+from quart import Response, g, has_websocket_context, request, websocket
 from quart_cors import cors, cors_exempt
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from gateway._limits import over_limit
+from gateway.http._access import Refusal, authorized, required_role
 from gateway.http._routes import JSON, Route
+from gateway.http._tokens import Grant
 from gateway.http._wire import GatewayError, encode, error_body, error_for
 from runtime import KittiwakeError
 
 if TYPE_CHECKING:
     from gateway.http._app import Gateway
 
-__all__ = ["authorized", "error_answer", "install_cors", "install_errors", "install_guards"]
+__all__ = [
+    "authorized",
+    "current_grant",
+    "error_answer",
+    "install_cors",
+    "install_errors",
+    "install_guards",
+    "refusal_response",
+]
 
 _log = logging.getLogger("kittiwake.gateway")
-
-
-def authorized(header: str | None, password: str) -> bool:
-    """Whether an ``Authorization`` header carries HTTP basic auth with *password*."""
-    if not header or not header.lower().startswith("basic "):
-        return False
-    try:
-        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        return False
-    _, _, given = decoded.partition(":")
-    return hmac.compare_digest(given.encode(), password.encode())
-
-
-def _unauthorized() -> Response:
-    body = {"_tag": "UnauthorizedError", "message": "Missing or wrong password"}
-    return Response(
-        encode(body), status=401, content_type=JSON,
-        headers={"WWW-Authenticate": 'Basic realm="kittiwake", charset="UTF-8"'},
-    )  # fmt: skip
+_GRANT: Final = "kittiwake_grant"
 
 
 def install_cors(app: QuartTrio, origins: frozenset[str], routes: Sequence[Route]) -> None:
@@ -71,22 +59,58 @@ def install_cors(app: QuartTrio, origins: frozenset[str], routes: Sequence[Route
     )  # fmt: skip
 
 
+def refusal_response(refusal: Refusal) -> Response:
+    """The answer to a request ``Access.admit`` refused."""
+    return Response(refusal.body, status=refusal.status, content_type=JSON, headers=refusal.headers)
+
+
+def current_grant() -> Grant | None:
+    """The grant of the request or websocket being served (None before the guard ran)."""
+    grant: Grant | None = g.get(_GRANT)
+    return grant
+
+
 def install_guards(app: QuartTrio, gw: Gateway) -> None:
+    """Admit each request and websocket through ``gw.access`` (refusals answered as it
+    says), remember its grant (``current_grant``), answer what its project does not see
+    as absent (``gw.scope``), and audit every admin action."""
+    access = gw.access
+
     @app.before_request
     async def _check_request() -> Response | None:
-        if gw.password and request.method != "OPTIONS":
-            if not authorized(request.headers.get("Authorization"), gw.password):
-                return _unauthorized()
+        if request.method != "OPTIONS":
+            found = await access.admit(
+                request.headers.get("Authorization"), request.remote_addr or "",
+                request.method, request.path,
+            )  # fmt: skip
+            if isinstance(found, Refusal):
+                return refusal_response(found)
+            g.setdefault(_GRANT, found)
+            await gw.scope.check(found, request.path, request.view_args or {})
         # Read (and cache) every body up front, bounded by max_body: a route that answers
         # without reading it would otherwise leave unread bytes on a keep-alive connection,
         # and Hypercorn can then wait for them forever before the next request.
         await request.get_data(cache=True)
         return None
 
+    @app.after_request
+    async def _audit(response: Response) -> Response:
+        grant = current_grant()
+        if grant is not None and required_role(request.method, request.path) == "admin":
+            action = f"{request.method} {request.path}"
+            await access.audit(grant, action, response.status_code, request.remote_addr or "")
+        return response
+
     @app.before_websocket
     async def _check_websocket() -> Response | None:
-        if gw.password and not authorized(websocket.headers.get("Authorization"), gw.password):
-            return _unauthorized()
+        found = await access.admit(
+            websocket.headers.get("Authorization"), websocket.remote_addr or "", "WEBSOCKET",
+            websocket.path,
+        )  # fmt: skip
+        if isinstance(found, Refusal):
+            return refusal_response(found)
+        g.setdefault(_GRANT, found)
+        await gw.scope.check(found, websocket.path, websocket.view_args or {})
         return None
 
 

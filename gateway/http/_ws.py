@@ -15,6 +15,7 @@ import msgspec
 import trio
 from quart import Websocket
 
+from gateway.http._guards import current_grant
 from gateway.http._wire import (
     GatewayError,
     PermissionReplyBody,
@@ -78,6 +79,7 @@ class _Connection:
         self._limits = gw.ws_limits
         self._send, self._receive = trio.open_memory_channel[bytes](self._limits.max_pending)
         self._subscriptions: dict[str, trio.CancelScope] = {}
+        self.grant = current_grant()
         self.slow = False
         self.dropped_deltas = 0
 
@@ -170,6 +172,7 @@ class _Connection:
         if not isinstance(session_id, str):
             raise GatewayError("InvalidRequestError", "sessionID is required")
         rt = self._gw.rt
+        await self._gw.scope.check_session(self.grant, session_id)
         if kind == "subscribe":
             after = frame.get("after")
             if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
@@ -182,6 +185,11 @@ class _Connection:
             if scope is not None:
                 scope.cancel()
             return None
+        if self.grant is not None and not self.grant.allows("write"):
+            message = f"A {self.grant.role} token cannot send {kind} frames: it needs write"
+            address = self._ws.remote_addr or ""
+            await self._gw.access.audit(self.grant, f"WEBSOCKET {kind}", 403, address, message)
+            raise GatewayError("ForbiddenError", message)
         if kind == "permission.reply":
             request_id = frame.get("requestID")
             if not isinstance(request_id, str):
@@ -279,6 +287,7 @@ async def serve_websocket(gw: Gateway, ws: Websocket) -> None:
     await ws.accept()
     scope = trio.CancelScope()
     gw.streams.add(scope)
+    gw.access.watch(scope, current_grant())
     if gw.closing:
         scope.cancel()
     try:
@@ -289,3 +298,4 @@ async def serve_websocket(gw: Gateway, ws: Websocket) -> None:
                 await connection.reader()
     finally:
         gw.streams.discard(scope)
+        gw.access.streams.pop(scope, None)
