@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from gateway._datadir import CliError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["token_command"]
 

@@ -77,7 +77,9 @@ class AccessLimits(msgspec.Struct, frozen=True, kw_only=True):
         cache_size: verified tokens remembered per process.
         free_failures: failed authentications an address makes before it is slowed.
         failure_window: seconds after which an address's failures are forgotten.
-        max_delay: the longest an address is held off (the delay doubles per failure).
+        first_delay: seconds an address is held off after its first failure past
+            ``free_failures``; the delay doubles with each further failure.
+        max_delay: the longest an address is held off.
         addresses: client addresses tracked at once (least recent first out).
         admissions_per_second: changes (write requests) one token makes per second, sustained.
         admission_burst: changes one token makes at once before that rate applies.
@@ -88,6 +90,7 @@ class AccessLimits(msgspec.Struct, frozen=True, kw_only=True):
     cache_size: int = 4096
     free_failures: int = 5
     failure_window: float = 300.0
+    first_delay: float = 0.25
     max_delay: float = 30.0
     addresses: int = 4096
     admissions_per_second: float = 10.0
@@ -124,6 +127,7 @@ class _Address(msgspec.Struct):
     failures: int
     since: float
     until: float = 0.0
+    noted: float = 0.0
 
 
 class _Bucket(msgspec.Struct):
@@ -173,14 +177,17 @@ class Access:
             return Grant(user="local", project="*", role="admin")
         now = self._clock()
         held = self._held_off(address, now)
-        if held is not None:
-            return held
-        grant = await self._authenticate(header)
+        grant = await self._authenticate(header, verified_only=held is not None)
         if grant is None:
-            refusal = self._failed(address, now)
-            await self.audit(
-                None, f"{method} {path}", refusal.status, address, "authentication failed"
-            )
+            if held is not None:
+                if self._first_hold_refusal(address):
+                    await self.audit(None, f"{method} {path}", 429, address, "held off")
+                return held
+            # A request without credentials is no guess (a browser asks so before it sends
+            # the password): refused, not counted.
+            refusal = self._failed(address, now) if header else self._challenge()
+            message = "authentication failed" if header else "no credentials"
+            await self.audit(None, f"{method} {path}", refusal.status, address, message)
             return refusal
         role = required_role(method, path)
         if not grant.allows(role):
@@ -200,8 +207,11 @@ class Access:
             return _refusal(429, "RateLimitedError", message, **{"Retry-After": "1"})
         return grant
 
-    async def _authenticate(self, header: str | None) -> Grant | None:
-        if self.password is not None and authorized(header, self.password):
+    async def _authenticate(self, header: str | None, *, verified_only: bool) -> Grant | None:
+        """The grant *header* carries, or None. *verified_only* (the address is held off):
+        only a token this process already verified counts; no password is compared and
+        no hash computed."""
+        if not verified_only and self.password is not None and authorized(header, self.password):
             return Grant(user="password", project="*", role="admin")
         if not self.tokens:
             return None
@@ -211,6 +221,8 @@ class Access:
         token, token_id, secret = parsed
         digest = self._cache.digest(token)
         cached = self._cache.get(digest, self._clock())
+        if cached is None and verified_only:
+            return None
         if cached is not None and not cached[1]:
             record: TokenRecord | None = cached[0]
         else:
@@ -254,7 +266,21 @@ class Access:
         found.failures += 1
         over = found.failures - limits.free_failures
         if over > 0:
-            found.until = now + min(limits.max_delay, 0.25 * 2 ** min(over - 1, 16))
+            delay = limits.first_delay * 2 ** min(over - 1, 16)
+            found.until = now + min(limits.max_delay, delay)
+        return self._challenge()
+
+    def _first_hold_refusal(self, address: str) -> bool:
+        """Whether this is the first refusal of the address's current hold (the one
+        audited: a flood of held-off requests writes one record per hold)."""
+        found = self._addresses.get(address)
+        if found is None:
+            return False
+        first = found.noted != found.until
+        found.noted = found.until
+        return first
+
+    def _challenge(self) -> Refusal:
         challenges = ['Basic realm="kittiwake", charset="UTF-8"'] if self.password else []
         challenges += ['Bearer realm="kittiwake"'] if self.tokens else []
         what = " or ".join(

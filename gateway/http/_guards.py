@@ -73,7 +73,8 @@ def current_grant() -> Grant | None:
 def install_guards(app: QuartTrio, gw: Gateway) -> None:
     """Admit each request and websocket through ``gw.access`` (refusals answered as it
     says), remember its grant (``current_grant``), answer what its project does not see
-    as absent (``gw.scope``), and audit every admin action."""
+    as absent (``gw.scope``), and audit every admin action (a change needing admin;
+    reading tokens or the audit is not one)."""
     access = gw.access
 
     @app.before_request
@@ -96,7 +97,8 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
     @app.after_request
     async def _audit(response: Response) -> Response:
         grant = current_grant()
-        if grant is not None and required_role(request.method, request.path) == "admin":
+        changes = request.method not in ("GET", "HEAD", "OPTIONS")
+        if grant is not None and changes and required_role(request.method, request.path) == "admin":
             action = f"{request.method} {request.path}"
             await access.audit(grant, action, response.status_code, request.remote_addr or "")
         return response
