@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -35,6 +36,7 @@ from gateway.http._tokens import (
     verify_secret,
 )
 from gateway.http._wire import encode
+from runtime import StorageError
 from storage import GetRecord, ListRecords, PutRecord, RecordRow
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Access", "AccessLimits", "AuditEntry", "Refusal", "authorized", "required_role"]
 
+_log = logging.getLogger("kittiwake.gateway.access")
 AUDIT_KIND: Final = "audit"
 _ADMIN_PREFIXES: Final = ("/config", "/global/config", "/mcp", "/api/token", "/api/audit")
 _READS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -366,15 +369,19 @@ class Access:
                 scope.cancel()
 
     async def recheck(self, stop: trio.Event) -> None:
-        """Until *stop*: every ``recheck`` seconds, read again the tokens that are due and
-        those with open streams, and close what a revoked or expired token holds open.
-        Storage errors are retried at the next round; cancellation ends it."""
+        """Until *stop*: every ``recheck`` seconds, read again the tokens with open
+        streams and close what a revoked or expired one holds open (a token without one
+        is read again at its next request). A failed read is logged and tried again at
+        the next round; cancellation ends it."""
         while not stop.is_set():
             with trio.move_on_after(self.limits.recheck):
                 await stop.wait()
-            due = {*self._cache.due(self._clock()), *self.streams.values()}
-            for token_id in sorted(due):
-                record = await self.token(token_id)
+            for token_id in sorted(set(self.streams.values())):
+                try:
+                    record = await self.token(token_id)
+                except StorageError as exc:
+                    _log.warning("token recheck failed", extra={"error": str(exc)})
+                    break
                 if record is None or record.refusal(now_ms()) is not None:
                     self._refuse(token_id)
 

@@ -92,10 +92,10 @@ class FastPath:
         if gw.access.required:
             client = scope.get("client")
             address = client[0] if client else ""
-            admitted = await gw.access.admit(auth, address, scope["method"], scope["path"])
-            if isinstance(admitted, Refusal):
-                return await _refuse(send, admitted)
             try:
+                admitted = await gw.access.admit(auth, address, scope["method"], scope["path"])
+                if isinstance(admitted, Refusal):
+                    return await _refuse(send, admitted)
                 await gw.scope.check(admitted, scope["path"], found[1])
             except (GatewayError, KittiwakeError) as exc:
                 status, payload = error_answer(exc)

@@ -207,7 +207,3 @@ class TokenCache:
     def drop(self, token_id: str) -> None:
         for digest in [d for d, v in self._verified.items() if v.record.id == token_id]:
             del self._verified[digest]
-
-    def due(self, now: float) -> list[str]:
-        """The ids of the tokens due to be read again."""
-        return [v.record.id for v in self._verified.values() if now - v.checked >= self._recheck]
