@@ -9,7 +9,12 @@ import json
 import httpx
 import pytest
 import trio
-from trio_websocket import ConnectionRejected, open_websocket_url
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    open_websocket_url,
+    wrap_client_stream,
+)
 
 from gateway import AccessLimits
 from gateway.http._app import gateway_of
@@ -100,11 +105,28 @@ async def test_roles_revocation_hashing_and_audit(tmp_path):
                     pass
                 assert reply["error"]["_tag"] == "ForbiddenError"
 
-            # A revocation closes the token's open stream and refuses it at once.
-            opened = trio.Event()
+            # A revocation closes the token's open streams and refuses it at once.
+            async def socket_closes(opened: trio.Event) -> None:
+                host, port = g.url.removeprefix("http://").split(":")
+                stream = await trio.open_tcp_stream(host, int(port))
+                try:  # closed by hand: trio-websocket leaves it open after a server's close
+                    async with trio.open_nursery() as inner:
+                        ws = await wrap_client_stream(
+                            inner, stream, host, "/api/ws", extra_headers=headers
+                        )
+                        opened.set()
+                        with pytest.raises(ConnectionClosed):
+                            while True:
+                                await ws.get_message()
+                finally:
+                    await stream.aclose()
+
+            opened, socket_opened = trio.Event(), trio.Event()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(stream_ends, client, read, opened)
+                nursery.start_soon(socket_closes, socket_opened)
                 await opened.wait()
+                await socket_opened.wait()
                 r = await client.delete(f"/api/token/{read_id}", headers=bearer(admin))
                 assert r.status_code == 200 and r.json()["data"]["timeRevoked"] is not None
             assert (await client.get("/api/session", headers=bearer(read))).status_code == 401
@@ -218,13 +240,20 @@ async def test_a_token_of_another_project_finds_nothing_of_this_one(tmp_path):
                 else:
                     r = await client.post(path, json=body, headers=bearer(theirs))
                 assert r.status_code == 404, (path, r.text)
-            ws_url = g.url.replace("http://", "ws://") + "/api/ws"
-            with pytest.raises(ConnectionRejected) as rejected:
-                async with open_websocket_url(
-                    ws_url, extra_headers=[("Authorization", f"Bearer {theirs}")]
-                ):
-                    pass
-            assert rejected.value.status_code == 404
+            host, port = g.url.removeprefix("http://").split(":")
+            stream = await trio.open_tcp_stream(host, int(port))
+            refused = [("Authorization", f"Bearer {theirs}")]
+            rejected: ConnectionRejected | None = None
+            try:  # closed by hand: trio-websocket leaves a refused connection open
+                async with trio.open_nursery() as nursery:
+                    await wrap_client_stream(
+                        nursery, stream, host, "/api/ws", extra_headers=refused
+                    )
+            except* ConnectionRejected as group:
+                rejected = group.exceptions[0]  # type: ignore[assignment]
+            finally:
+                await stream.aclose()
+            assert rejected is not None and rejected.status_code == 404
             # The token of this project sees them.
             assert (
                 await client.get(f"/api/session/{sid}", headers=bearer(ours))
