@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gateway._gateway import create_app as create_app
     from gateway._gateway import serve as serve
+    from gateway.http import AccessLimits as AccessLimits
     from gateway.http import Gateway as Gateway
     from gateway.http import Server as Server
     from gateway.http import WebsocketLimits as WebsocketLimits
 
-__all__ = ["Gateway", "Server", "WebsocketLimits", "create_app", "serve"]
+__all__ = ["AccessLimits", "Gateway", "Server", "WebsocketLimits", "create_app", "serve"]
 
 _HOMES = {
+    "AccessLimits": "gateway.http",
     "Gateway": "gateway.http",
     "create_app": "gateway._gateway",
     "Server": "gateway.http",

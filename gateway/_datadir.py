@@ -7,6 +7,7 @@ talk to it instead (``server_to_reuse``).
 
 from __future__ import annotations
 
+import base64
 import os
 import tempfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from storage import EventStore, JournalHeld
 
 __all__ = [
     "CliError",
+    "server_headers",
     "check_free",
     "default_data_dir",
     "forget_serving",
@@ -36,6 +38,19 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
+
+
+def server_headers(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The ``Authorization`` a client of a server sends: ``Bearer
+    $KITTIWAKE_SERVER_TOKEN``, else basic auth with ``$KITTIWAKE_SERVER_PASSWORD``, else
+    nothing."""
+    environ = os.environ if env is None else env
+    if environ.get("KITTIWAKE_SERVER_TOKEN"):
+        return {"Authorization": "Bearer " + environ["KITTIWAKE_SERVER_TOKEN"].strip()}
+    if environ.get("KITTIWAKE_SERVER_PASSWORD"):
+        pair = base64.b64encode(f"kittiwake:{environ['KITTIWAKE_SERVER_PASSWORD']}".encode())
+        return {"Authorization": "Basic " + pair.decode()}
+    return {}
 
 
 def default_data_dir(env: dict[str, str] | None = None) -> Path:

@@ -19,6 +19,7 @@ from gateway.http import (
     DEFAULT_MAX_BODY,
     DEFAULT_PORT,
     DEFAULT_SSE_BUFFER,
+    AccessLimits,
     Server,
     WebsocketLimits,
     create_core,
@@ -39,11 +40,17 @@ def create_app(
     sse_buffer: int = DEFAULT_SSE_BUFFER, ws_limits: WebsocketLimits | None = None,
     directory: Path | None = None, file_limits: FileLimits | None = None,
     known_sessions: int = DEFAULT_KNOWN_SESSIONS, live: LiveAnswers | None = None,
+    tokens: bool = False, access_limits: AccessLimits | None = None,
 ) -> QuartTrio:  # fmt: skip
     """Build the app serving *rt*. Nothing runs until Hypercorn serves it (see ``serve``).
 
     Args:
-        password: when set, every route (websockets included) needs HTTP basic auth.
+        password: when set, every route (websockets included) needs HTTP basic auth (or,
+            with *tokens*, a bearer token); the password is an admin of every project.
+        tokens: accept bearer tokens (``/api/token``, ``kittiwake token``) and refuse
+            requests without credentials (docs/security.md).
+        access_limits: the bounds of authentication: token re-reads, slowed failures,
+            per-token admission rates (``gateway.http.AccessLimits``).
         cors_origins: origins allowed cross-origin (``"*"`` for any); none by default.
         max_body: largest request body in bytes; larger ones are answered 413.
         heartbeat: seconds between ``server.heartbeat`` frames on ``/event``.
@@ -59,7 +66,7 @@ def create_app(
         rt, password=password, heartbeat=heartbeat, sse_buffer=sse_buffer,
         ws_limits=ws_limits or WebsocketLimits(), directory=directory or Path.cwd(),
         origins=frozenset(cors_origins or ()), max_body=max_body, known_sessions=known_sessions,
-        live=live,
+        live=live, tokens=tokens, access_limits=access_limits,
     )  # fmt: skip
     rooms = (
         opencode_routes(gw, file_limits or FileLimits()), mcp_routes(gw), plugin_routes(gw),

@@ -79,6 +79,10 @@ from storage._port import Statistics as Statistics
 from storage._port import Store as Store
 from storage._port import Usage as Usage
 from storage._port import UsageRow as UsageRow
+from storage._records import GetRecord as GetRecord
+from storage._records import ListRecords as ListRecords
+from storage._records import PutRecord as PutRecord
+from storage._records import RecordRow as RecordRow
 from storage._store import DB_FILE as DB_FILE
 from storage._store import EventStore as EventStore
 from storage._store import Outcome as Outcome
@@ -123,6 +127,7 @@ __all__ = [
     "EventsTail",
     "Footprint",
     "ForkSession",
+    "GetRecord",
     "GetSession",
     "History",
     "HistoryChanges",
@@ -137,23 +142,26 @@ __all__ = [
     "Lease",
     "LeaseLost",
     "LeaseOf",
-    "Listener",
+    "ListRecords",
     "ListSessions",
+    "Listener",
     "MessageEntry",
     "Messages",
     "OS_DATABASE",
     "OS_FILES",
     "Orphans",
     "Outcome",
-    "PendingInputs",
     "ParkLease",
+    "PendingInputs",
     "Permission",
     "Permissions",
     "PostgresStatistics",
     "PostgresStore",
     "PromoteInputs",
     "PutEpoch",
+    "PutRecord",
     "Query",
+    "RecordRow",
     "ReleaseLease",
     "RenewLease",
     "ReplaceEpoch",

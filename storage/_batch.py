@@ -26,6 +26,7 @@ from storage._rows import RowSet
 
 if TYPE_CHECKING:
     from storage._caches import StoreCaches, _SessionRow
+    from storage._records import RecordRow
 
 __all__ = [
     "ApprovalRow",
@@ -92,6 +93,8 @@ class WriteBatch:
         self.permissions: dict[str, ev.PermissionInfo] = {}
         self.new_permissions: set[str] = set()
         self.approvals: list[ApprovalRow] = []
+        self.records: list[RecordRow] = []
+        """Records written (``storage._records``), in order: the last of a key wins."""
         self.changed_sessions: set[str] = set()
         self.deleted_sessions: set[str] = set()
         self._dropped_at: dict[str, int] = {}
@@ -100,12 +103,13 @@ class WriteBatch:
 
     # -- undo log -----------------------------------------------------------------------
 
-    def mark(self) -> tuple[int, int, int]:
-        return len(self._undo), len(self.events), len(self.approvals)
+    def mark(self) -> tuple[int, int, int, int]:
+        return len(self._undo), len(self.events), len(self.approvals), len(self.records)
 
-    def rollback(self, mark: tuple[int, int, int]) -> None:
-        undo_len, events_len, approvals_len = mark
+    def rollback(self, mark: tuple[int, int, int, int]) -> None:
+        undo_len, events_len, approvals_len, records_len = mark
         del self.approvals[approvals_len:]
+        del self.records[records_len:]
         while len(self._undo) > undo_len:
             target, key, old = self._undo.pop()
             if isinstance(target, set):
@@ -329,6 +333,10 @@ class WriteBatch:
         if not self._store.is_approved(row.project, row.permission, row.resource):
             self.approvals.append(row)
 
+    def put_record(self, row: RecordRow) -> None:
+        """Write a record (journaled with the batch), replacing its key's."""
+        self.records.append(row)
+
     # -- ProjectionState ----------------------------------------------------------------
 
     def session(self, session_id: str) -> ev.SessionInfo:
@@ -480,6 +488,7 @@ class WriteBatch:
             request = (p.id, p.session_id, p.status, p.time_created, _encode(p).decode())
             rows.put("permission_request", request, new=p.id in self.new_permissions)
         rows.approvals = [msgspec.structs.astuple(a) for a in self.approvals]
+        rows.records = {(r.kind, r.id): msgspec.structs.astuple(r) for r in self.records}
         rows.epochs = {sid: None for sid in self.cleared_epochs}
         rows.epochs.update((sid, msgspec.structs.astuple(e)) for sid, e in self.epochs.items())
         return rows

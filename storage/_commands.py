@@ -13,6 +13,7 @@ from runtime.messages import AssistantMessage, AssistantTool, SessionMessage, To
 from runtime.titles import needs_title
 from storage import _port as p
 from storage._batch import EpochRow, WriteBatch
+from storage._records import PutRecord
 
 __all__ = ["apply"]
 
@@ -186,6 +187,10 @@ def _set_share(b: WriteBatch, c: p.SetShare) -> ev.SessionInfo | None:
     return updated
 
 
+def _put_record(b: WriteBatch, c: PutRecord) -> None:
+    b.put_record(c.row)
+
+
 _HANDLERS: Final[dict[type[Any], Callable[[WriteBatch, Any], Any]]] = {
     p.CreateSession: _create,
     p.DeleteSession: _delete,
@@ -206,4 +211,5 @@ _HANDLERS: Final[dict[type[Any], Callable[[WriteBatch, Any], Any]]] = {
     p.PutEpoch: _put_epoch,
     p.SetTitle: _set_title,
     p.SetShare: _set_share,
+    PutRecord: _put_record,
 }

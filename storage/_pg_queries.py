@@ -15,6 +15,7 @@ from storage._batch import StoredEvent
 from storage._caches import decode_info, decode_message
 from storage._port import UsageRow
 from storage._queries import _USAGE_TYPES, StoreQueries, _stored_from_row
+from storage._records import RecordRow
 
 __all__ = ["PostgresQueries"]
 
@@ -72,6 +73,22 @@ class PostgresQueries(StoreQueries):
             [session_id, after_seq, after_seq, before_seq, before_seq, limit],
         ).fetchall()
         return [(int(r[0]), decode_message(r[1])) for r in rows]
+
+    def record(self, kind: str, record_id: str) -> RecordRow | None:
+        row = self.pg.execute(
+            "select kind, id, time_created, data from record where kind = %s and id = %s",
+            [kind, record_id],
+        ).fetchone()
+        return RecordRow(str(row[0]), str(row[1]), int(row[2]), str(row[3])) if row else None
+
+    def records(self, kind: str, *, limit: int, before: int | None) -> list[RecordRow]:
+        rows = self.pg.execute(
+            "select kind, id, time_created, data from record where kind = %s "
+            "and (%s::bigint is null or time_created < %s) "
+            "order by time_created desc, id desc limit %s",
+            [kind, before, before, limit],
+        ).fetchall()
+        return [RecordRow(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in rows]
 
     def events_of_type(
         self, types: list[str], *, session_id: str | None, limit: int

@@ -89,6 +89,15 @@ _SCHEMA: Final[list[list[str]]] = [
     LEASE_SCHEMA,
     LEASE_PARKED_SCHEMA,
     _EXPECT_SCHEMA,
+    [
+        """create table record (
+            kind text not null,
+            id text not null,
+            time_created bigint not null,
+            data text not null,
+            primary key (kind, id))""",
+        "create index record_by_time on record (kind, time_created)",
+    ],
 ]
 SCHEMA_VERSION: Final = len(_SCHEMA)
 _SCHEMA_LOCK: Final = 0x4B697474  # an advisory lock key: one opener migrates at a time
@@ -147,6 +156,12 @@ def write_rows(pg: psycopg.Connection[Any], rows: RowSet) -> None:
                 )
         if rows.approvals:
             cur.executemany(_insert("permission_approval", 4), rows.approvals)
+        if records := list(rows.records.values()):
+            cur.executemany(
+                _insert("record", 4) + " on conflict (kind, id) do update set "
+                "time_created = excluded.time_created, data = excluded.data",
+                records,
+            )
         if rows.epochs:
             cur.execute(
                 "delete from session_context_epoch where session_id = any(%s)",

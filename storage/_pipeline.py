@@ -27,6 +27,7 @@ from storage._caches import (
 from storage._commands import apply
 from storage._leases import LEASE_COMMANDS, LeaseTable, session_of
 from storage._port import AdmitAndOpen, AdmitPrompt, AppendWithPending, Command, LeaseLost
+from storage._records import RecordRow
 from storage._rows import RowSet
 from storage._state import DB_FILE
 from storage._telemetry import batch_span, end_batch_span
@@ -42,10 +43,7 @@ class JournalRecord(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     events: list[StoredEvent]
     epochs: list[EpochRow] = []
     approvals: list[ApprovalRow] = []
-
-
-encode_record = msgspec.msgpack.Encoder().encode
-decode_record = msgspec.msgpack.Decoder(JournalRecord).decode
+    records: list[RecordRow] = []
 
 
 encode_record = msgspec.msgpack.Encoder().encode
@@ -97,7 +95,7 @@ class WritePipeline(StoreCaches):
         self._prefetch([a.message_id for a in map(_admission, operations) if a and not a.fresh])
         outcomes = [self._plan(batch, op) for op in operations]
         self._absent.clear()
-        if batch.events or batch.epochs or batch.approvals:
+        if batch.events or batch.epochs or batch.approvals or batch.records:
             started = time.perf_counter()
             span = batch_span(len(operations), len(batch.events))
             try:
@@ -260,7 +258,10 @@ class WritePipeline(StoreCaches):
     def _append_journal(self, batch: WriteBatch, *, sync: bool = True) -> int:
         assert self._journal is not None
         record = JournalRecord(
-            events=batch.events, epochs=list(batch.epochs.values()), approvals=batch.approvals
+            events=batch.events,
+            epochs=list(batch.epochs.values()),
+            approvals=batch.approvals,
+            records=batch.records,
         )
         return self._journal.append([encode_record(record)], sync=sync)
 

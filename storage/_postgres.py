@@ -274,7 +274,7 @@ class PostgresStore(ClusterCaches, WritePipeline):
                 self._leases_now = None
             break
         self._kept_leases(committed, leased, expiries, operations, outcomes)
-        if batch.events or batch.epochs or batch.approvals:
+        if batch.events or batch.epochs or batch.approvals or batch.records:
             self._lsn += 1
             self._last_commit_ms = (time.perf_counter() - started) * 1000
         self._adopt(batch, self._lsn)
@@ -337,7 +337,7 @@ class PostgresStore(ClusterCaches, WritePipeline):
                 pg_expect_leases(pg, {sid: self._lease_rows[sid] for sid in leased})
         expiries = pg_write_leases(pg, self._leases_now, relative=optimistic)
         bumped = None
-        if batch.events or batch.epochs or batch.approvals:
+        if batch.events or batch.epochs or batch.approvals or batch.records:
             write_rows(pg, batch.rows())
             if cluster:
                 written = sorted({e.aggregate_id for e in batch.events} | set(batch.epochs))

@@ -16,6 +16,7 @@ from storage import _port as p
 from storage._batch import StoredEvent
 from storage._caches import StoreCaches, decode_info, decode_message, decode_permission
 from storage._pipeline import Outcome
+from storage._records import GetRecord, ListRecords, RecordRow
 from storage._state import DB_FILE
 
 __all__ = ["StoreQueries", "StoreStatistics", "decode_stored"]
@@ -89,6 +90,31 @@ class StoreQueries(StoreCaches):
             .fetchall()
         )
         return [decode_permission(r[0]) for r in rows]
+
+    def record(self, kind: str, record_id: str) -> RecordRow | None:
+        """The record *record_id* of *kind* (``storage._records``), or None."""
+        row = (
+            self._db()
+            .execute(
+                "select kind, id, time_created, data from record where kind = ? and id = ?",
+                [kind, record_id],
+            )
+            .fetchone()
+        )
+        return RecordRow(str(row[0]), str(row[1]), int(row[2]), str(row[3])) if row else None
+
+    def records(self, kind: str, *, limit: int, before: int | None) -> list[RecordRow]:
+        """Records of *kind*, newest first, *limit* at most, created before *before*."""
+        rows = (
+            self._db()
+            .execute(
+                "select kind, id, time_created, data from record where kind = ? "
+                "and (? is null or time_created < ?) order by time_created desc, id desc limit ?",
+                [kind, before, before, limit],
+            )
+            .fetchall()
+        )
+        return [RecordRow(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in rows]
 
     def lease_of(self, session_id: str) -> p.Lease | None:
         """The session's live lease (held or parked, unexpired), or None."""
@@ -369,4 +395,6 @@ _HANDLERS: Final[dict[type[Any], Callable[[Any, Any], Any]]] = {
     p.Orphans: lambda s, q: s.orphans(q.limit),
     p.Statistics: lambda s, q: s.statistics(),
     p.Backup: lambda s, q: s.checkpoint_and_backup(),
+    GetRecord: lambda s, q: s.record(q.kind, q.id),
+    ListRecords: lambda s, q: s.records(q.kind, limit=q.limit, before=q.before),
 }

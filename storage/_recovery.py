@@ -152,4 +152,6 @@ class StoreRecovery(WritePipeline):
             batch.put_epoch(epoch)
         for approval in record.approvals:
             batch.save_approval(approval)
+        for row in record.records:
+            batch.put_record(row)
         return batch

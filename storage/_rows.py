@@ -45,6 +45,7 @@ _SESSION_ROWS: Final = (
 )
 _EVENT_WIDTH: Final = 6
 _APPROVAL_WIDTH: Final = 4
+_RECORD_WIDTH: Final = 4
 _EPOCH_WIDTH: Final = 7
 
 
@@ -62,6 +63,8 @@ class RowSet:
         self.new: dict[str, dict[str, tuple[Any, ...]]] = {t: {} for t in TABLES}
         self.changed: dict[str, dict[str, tuple[Any, ...]]] = {t: {} for t in TABLES}
         self.approvals: list[tuple[Any, ...]] = []
+        self.records: dict[tuple[str, str], tuple[Any, ...]] = {}
+        """Records by ``(kind, id)``, each replacing the stored one (``storage._records``)."""
         self.epochs: dict[str, tuple[Any, ...] | None] = {}
         self.deleted: set[str] = set()
 
@@ -79,6 +82,7 @@ class RowSet:
             self._drop(later.deleted)
         self.events.extend(later.events)
         self.approvals.extend(later.approvals)
+        self.records.update(later.records)
         for table in TABLES:
             for row in later.new[table].values():
                 self.put(table, row, new=True)
@@ -108,6 +112,8 @@ class RowSet:
             _add(out, _insert(table, len(columns)), list(self.new[table].values()))
             _add(out, _update(table, columns), list(self.changed[table].values()))
         _add(out, _insert("permission_approval", _APPROVAL_WIDTH), self.approvals)
+        replace = _insert("record", _RECORD_WIDTH).replace("insert", "insert or replace", 1)
+        _add(out, replace, list(self.records.values()))
         if self.epochs:
             delete = "delete from session_context_epoch where session_id in (select unnest(?))"
             out.append((delete, [sorted(self.epochs)]))

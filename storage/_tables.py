@@ -69,6 +69,17 @@ _MIGRATIONS.append(
     ]
 )
 
+_MIGRATIONS.append(
+    [
+        """create table record (
+            kind varchar not null,
+            id varchar not null,
+            time_created bigint not null,
+            data varchar not null,
+            primary key (kind, id))""",
+    ]
+)
+
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
 

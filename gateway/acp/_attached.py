@@ -10,7 +10,6 @@ does in process.
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -192,15 +191,16 @@ def _refusal(response: httpx.Response) -> KittiwakeError:
 
 
 class AttachedBackend:
-    """``Backend`` over the server at *url* (HTTP basic auth with *password*, if any).
+    """``Backend`` over the server at *url*, sending *authorization* (the ``Authorization``
+    header: a bearer token or basic auth) on its websocket, if any.
 
     *client* is the HTTP client to it (``base_url`` set, no read timeout: ``/wait`` lasts
     as long as the run); the caller closes it.
     """
 
-    def __init__(self, client: httpx.AsyncClient, *, password: str | None = None) -> None:
+    def __init__(self, client: httpx.AsyncClient, *, authorization: str | None = None) -> None:
         self._http = client
-        self._password = password
+        self._authorization = authorization
         parts = urlsplit(str(client.base_url))
         scheme = "wss" if parts.scheme == "https" else "ws"
         self._ws_url = urlunsplit((scheme, parts.netloc, "/api/ws", "", ""))
@@ -264,11 +264,10 @@ class AttachedBackend:
         return events, page.has_more
 
     def _headers(self) -> list[tuple[bytes, bytes]]:
-        """The websocket's upgrade headers: the password, if any."""
-        if not self._password:
+        """The websocket's upgrade headers: the ``Authorization`` (password or token), if any."""
+        if not self._authorization:
             return []
-        token = base64.b64encode(f"kittiwake:{self._password}".encode())
-        return [(b"Authorization", b"Basic " + token)]
+        return [(b"Authorization", self._authorization.encode())]
 
     @asynccontextmanager
     async def follow(self, session_id: str, after: int | None) -> AsyncIterator[Follow]:

@@ -20,6 +20,7 @@ from gateway._datadir import (
     default_data_dir,
     forget_serving,
     record_serving,
+    server_headers,
     server_to_reuse,
 )
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
@@ -161,7 +162,8 @@ async def serve_beside(rt: Any, data_dir: Path, directory: Path, loaded: trio.Ev
 
 
 async def _attached(url: str, receive: Any, send: Any) -> None:
-    """Serve ACP over the server at *url* (``KITTIWAKE_SERVER_PASSWORD`` its password).
+    """Serve ACP over the server at *url* (``KITTIWAKE_SERVER_TOKEN``, else
+    ``KITTIWAKE_SERVER_PASSWORD``, its credentials: ``server_headers``).
 
     Raises ``CliError`` (exit 2) when it does not answer ``GET /api/health``.
     """
@@ -169,15 +171,14 @@ async def _attached(url: str, receive: Any, send: Any) -> None:
 
     from gateway.acp import AgentOptions, AttachedBackend, serve_acp
 
-    password = os.environ.get("KITTIWAKE_SERVER_PASSWORD") or None
-    auth = ("kittiwake", password) if password else None
+    headers = server_headers()
     timeout = httpx.Timeout(30.0, read=None)  # /wait lasts as long as the run
-    async with httpx.AsyncClient(base_url=url, auth=auth, timeout=timeout) as client:
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=timeout) as client:
         try:
             health = await client.get("/api/health")
         except httpx.HTTPError as exc:
             raise CliError(f"cannot reach the server at {url}: {exc}", 2) from None
         if health.status_code != 200:
             raise CliError(f"{url}/api/health answered {health.status_code}", 2)
-        backend = AttachedBackend(client, password=password)
+        backend = AttachedBackend(client, authorization=headers.get("Authorization"))
         await serve_acp(backend, AgentOptions(version=_version()), receive, send)

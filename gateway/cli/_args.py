@@ -14,6 +14,7 @@ environment:
                              ~/.local/share/kittiwake); --data-dir wins over it
   KITTIWAKE_MODEL            provider/model: the default model (run --model wins)
   KITTIWAKE_SERVER_PASSWORD  HTTP basic auth password of serve, and the one --attach sends
+  KITTIWAKE_SERVER_TOKEN     a bearer token --attach (and token, acp, mcp) sends instead
   KITTIWAKE_CORS_ORIGINS     comma-separated origins serve allows (CORS is off without it)
   KITTIWAKE_LOG              log level (default WARNING); set, run/sessions/inspect log to
                              standard error instead of <data dir>/log/kittiwake.log
@@ -117,6 +118,12 @@ def _add_serve_options(serve: argparse.ArgumentParser) -> list[argparse.Action]:
             "--certfile", help="PEM certificate (chain): serve HTTPS (needs --keyfile)"
         ),
         serve.add_argument("--keyfile", help="PEM private key of --certfile"),
+        serve.add_argument(
+            "--tokens", action="store_true", help="a team server: accept bearer tokens "
+            "(kittiwake token create) and refuse requests without credentials; "
+            "KITTIWAKE_SERVER_PASSWORD, if set, stays an admin of every project "
+            "(docs/security.md)",
+        ),
         serve.add_argument(
             "--directory", help="the project directory: where sessions without one work and the "
             "file routes are confined (default: the current directory)",
@@ -400,9 +407,23 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     github.add_argument("--data-dir", help=_DATA_DIR_HELP)
     github.set_defaults(attach=None)
+    token = command(
+        "token", "create, list or revoke the bearer tokens of a team server",
+        "create prints a new bearer token once (the store keeps only its hash): for --user, "
+        "on --project ID (or * for every project), with --role read (list and stream), write "
+        "(also prompt, reply, edit) or admin (also configuration, MCP, plugins, tokens), "
+        "lasting --expires (30d, 12h, ...; default: until revoked). list shows them without "
+        "secrets; revoke ID refuses one at once, on every worker (docs/security.md).",
+    )  # fmt: skip
+    token.add_argument("action", choices=["create", "list", "revoke"])
+    token.add_argument("id", nargs="?", help="revoke: the token's id")
+    token.add_argument("--user", help="create: whose token it is")
+    token.add_argument("--project", help="create: the project id, or * for every project")
+    token.add_argument("--role", choices=["read", "write", "admin"], help="create: its role")
+    token.add_argument("--expires", metavar="DURATION", help="create: e.g. 30d, 12h, 15m")
     for cmd in (models, auth, config, mcp):
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
-    for cmd in (run, tui, acp, slack, sessions, inspect, stats, trace, plugin, export):
+    for cmd in (run, tui, acp, slack, sessions, inspect, stats, trace, plugin, export, token):
         cmd.add_argument("--attach", metavar="URL", help=attach_help)
         cmd.add_argument("--data-dir", help=_DATA_DIR_HELP)
     return parser

@@ -29,6 +29,7 @@ from gateway._datadir import (
     forget_serving,
     held_message,
     record_serving,
+    server_headers,
     server_to_reuse,
 )
 from gateway._limits import DEFAULT_MAX_BODY, size_text
@@ -56,6 +57,7 @@ from gateway.cli._terminal import (
     check,
     read_prompt,
 )
+from gateway.cli._tokens import token_command
 from gateway.cluster import (
     announce_ready,
     check_store_url,
@@ -79,7 +81,7 @@ __all__ = ["default_data_dir", "main"]
 _log = logging.getLogger("kittiwake.cli")
 _DEFAULT_PORT: Final = 4096
 _DEFAULT_HOST: Final = "127.0.0.1"
-_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin", "export")
+_IN_PROCESS: Final = ("run", "sessions", "inspect", "stats", "trace", "plugin", "export", "token")
 """Commands that open the data dir in-process, unless ``--attach`` names a server or a
 ``serve`` holds the data dir (they talk to that one)."""
 
@@ -185,6 +187,7 @@ async def _serve(args: argparse.Namespace) -> int:
                         server = await nursery.start(
                             lambda task_status: serve(
                                 rt, args.hostname, args.port, password=password,
+                                tokens=args.tokens,
                                 cors_origins=cors, directory=directory, task_status=task_status,
                                 certfile=args.certfile, keyfile=args.keyfile,
                                 listen_fd=args.listen_fd,
@@ -232,11 +235,10 @@ async def _api(
     """
     import httpx
 
-    password = os.environ.get("KITTIWAKE_SERVER_PASSWORD")
-    auth = ("kittiwake", password) if password else None
+    headers = server_headers()
     timeout = httpx.Timeout(30.0, read=None)
     if args.attach:
-        async with httpx.AsyncClient(base_url=args.attach, auth=auth, timeout=timeout) as c:
+        async with httpx.AsyncClient(base_url=args.attach, headers=headers, timeout=timeout) as c:
             yield c
         return
     from gateway._gateway import serve
@@ -308,6 +310,11 @@ async def _github(args: argparse.Namespace) -> int:
     from gateway.cli._github import github_command
 
     return await github_command(args, _api, _data_dir(args))
+
+
+async def _token(args: argparse.Namespace) -> int:
+    async with _api(args) as api:
+        return await token_command(api, args)
 
 
 async def _plugin(args: argparse.Namespace) -> int:
@@ -488,6 +495,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "export": _export,
         "import": _import,
         "github": _github,
+        "token": _token,
         "tui": lambda args: import_module("gateway.opencode._tui").tui(args),
         "acp": lambda args: import_module("gateway.cli._acp").acp(args),
         "slack": lambda args: import_module("gateway.cli._slack").slack(args),

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from gateway._datadir import CliError, server_to_reuse
+from gateway._datadir import CliError, server_headers, server_to_reuse
 from gateway.cli._provider import load_config_warned
 from runtime.config import (
     global_config_file,
@@ -237,10 +237,8 @@ async def _tell_server(data_dir: Path, method: str, path: str) -> None:
         return
     if url is None:
         return
-    password = os.environ.get("KITTIWAKE_SERVER_PASSWORD")
-    auth = ("kittiwake", password) if password else None
     try:
-        async with httpx.AsyncClient(base_url=url, auth=auth, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, headers=server_headers(), timeout=30) as http:
             answer = await http.request(method, path, params={"directory": os.getcwd()})
     except httpx.HTTPError as exc:
         print(f"kittiwake: could not tell {url}: {exc}", file=sys.stderr)

@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from gateway._datadir import CliError, default_data_dir, server_to_reuse
+from gateway._datadir import CliError, default_data_dir, server_headers, server_to_reuse
 from gateway.cli._acp import enter_cwd, provider_models, serve_beside
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
 from gateway.cli._stats import telemetry_options
@@ -89,17 +89,16 @@ async def _attached(url: str, settings: Any, threads: Path) -> None:
     from gateway.acp import AttachedBackend
     from gateway.slack import serve_slack
 
-    password = os.environ.get("KITTIWAKE_SERVER_PASSWORD") or None
-    auth = ("kittiwake", password) if password else None
+    headers = server_headers()  # KITTIWAKE_SERVER_TOKEN, else KITTIWAKE_SERVER_PASSWORD
     timeout = httpx.Timeout(30.0, read=None)  # /wait lasts as long as the run
-    async with httpx.AsyncClient(base_url=url, auth=auth, timeout=timeout) as client:
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=timeout) as client:
         try:
             health = await client.get("/api/health")
         except httpx.HTTPError as exc:
             raise CliError(f"cannot reach the server at {url}: {exc}", 2) from None
         if health.status_code != 200:
             raise CliError(f"{url}/api/health answered {health.status_code}", 2)
-        backend = AttachedBackend(client, password=password)
+        backend = AttachedBackend(client, authorization=headers.get("Authorization"))
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_slack, backend, settings, threads)
             print("kittiwake: connected to Slack", file=sys.stderr, flush=True)

@@ -88,7 +88,8 @@ async def watch_sessions(
     """
     from kittiwake_sdk import KittiwakeError, Watcher
 
-    watcher = Watcher(str(api.base_url), ids, password=password)
+    authorization = api.headers.get("Authorization")
+    watcher = Watcher(str(api.base_url), ids, password=password, authorization=authorization)
     try:
         async with watcher.open() as events:
             async for item in events:
@@ -349,7 +350,10 @@ class Runner:
         (``kittiwake_sdk.Watcher``: a dropped connection is resumed from the last seq)."""
         from kittiwake_sdk import Watcher
 
-        watcher = Watcher(str(self.api.base_url), [sid], password=self.options.password)
+        watcher = Watcher(
+            str(self.api.base_url), [sid], password=self.options.password,
+            authorization=self.api.headers.get("Authorization"),
+        )  # fmt: skip
         watcher.last_seq[sid] = after
         async with watcher.open() as events:
             async for item in events:

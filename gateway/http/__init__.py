@@ -6,6 +6,7 @@ It knows none of the surfaces built on it: each installs its routes on the core'
 """
 
 from gateway._limits import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
+from gateway.http._access import AccessLimits as AccessLimits
 from gateway.http._app import DEFAULT_HEARTBEAT as DEFAULT_HEARTBEAT
 from gateway.http._app import DEFAULT_KNOWN_SESSIONS as DEFAULT_KNOWN_SESSIONS
 from gateway.http._app import DEFAULT_SSE_BUFFER as DEFAULT_SSE_BUFFER
@@ -75,6 +76,7 @@ from gateway.http._wire import reply_permission as reply_permission
 from gateway.http._ws import WebsocketLimits as WebsocketLimits
 
 __all__ = [
+    "AccessLimits",
     "Answer",
     "DEFAULT_HEARTBEAT",
     "DEFAULT_HOST",

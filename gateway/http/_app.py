@@ -20,6 +20,8 @@ from quart_trio import QuartTrio
 
 from actors import Runtime
 from gateway._limits import DEFAULT_MAX_BODY
+from gateway.http._access import Access, AccessLimits
+from gateway.http._access_routes import access_routes
 from gateway.http._args import after_arg, int_arg, order_arg, page_json
 from gateway.http._export import export_route
 from gateway.http._guards import install_cors, install_errors, install_guards
@@ -33,6 +35,7 @@ from gateway.http._routes import (
     RouteTable,
     register,
 )
+from gateway.http._scope import Scope
 from gateway.http._share import share_if_auto, share_session, shared_routes, unshare_session
 from gateway.http._streams import stream_routes
 from gateway.http._wire import (
@@ -100,10 +103,17 @@ class Gateway:
     def __init__(
         self, rt: Runtime, *, password: str | None, heartbeat: float, sse_buffer: int,
         ws_limits: WebsocketLimits, directory: Path, origins: frozenset[str], max_body: int,
-        known_sessions: int = DEFAULT_KNOWN_SESSIONS,
+        known_sessions: int = DEFAULT_KNOWN_SESSIONS, tokens: bool = False,
+        access_limits: AccessLimits | None = None,
     ) -> None:  # fmt: skip
         self.rt = rt
         self.password = password
+        self.access = Access(
+            rt.storage, password=password, tokens=tokens, limits=access_limits or AccessLimits()
+        )
+        """Who may do what (``gateway.http._access``): tokens, the password, the audit."""
+        self.scope = Scope(rt, size=known_sessions)
+        """What a grant of one project sees (``gateway.http._scope``)."""
         self.origins = origins
         self.max_body = max_body
         self.heartbeat = heartbeat
@@ -118,6 +128,8 @@ class Gateway:
         self.observers: list[Callable[[Any], None]] = []
         """Hub observers the rooms add (``EventHub.add_observer``), observing while served."""
         self.background: list[Callable[[trio.Event], Awaitable[None]]] = []
+        if tokens:
+            self.background.append(self.access.recheck)
         """Tasks the rooms run while served, each given the event that stops serving."""
 
     async def check_session(self, session_id: str) -> None:
@@ -171,6 +183,7 @@ def create_core(gw: Gateway, rooms: Sequence[Room] = ()) -> QuartTrio:
     export_route(table, gw)
     shared_routes(table, app, gw)
     _doc_route(table, gw)
+    access_routes(table, gw)
     for room in rooms:
         room(table, app)
     gw.routes = tuple(table.routes)

@@ -1,52 +1,40 @@
-"""The gateway's guards and error answers: HTTP basic auth, CORS (Quart-CORS,
-``install_cors``) and the ``{"_tag", "message"}`` bodies, installed as Quart's hooks
-(``install_guards``, ``install_cors``, ``install_errors``)."""
+"""The gateway's guards and error answers: admission (``gateway.http._access``: the
+password, bearer tokens), CORS (Quart-CORS, ``install_cors``) and the ``{"_tag",
+"message"}`` bodies, installed as Quart's hooks (``install_guards``, ``install_cors``,
+``install_errors``)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from quart import Response, has_websocket_context, request, websocket
+from quart import Response, g, has_websocket_context, request, websocket
 from quart_cors import cors, cors_exempt
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from gateway._limits import over_limit
+from gateway.http._access import Refusal, required_role
 from gateway.http._routes import JSON, Route
+from gateway.http._tokens import Grant
 from gateway.http._wire import GatewayError, encode, error_body, error_for
 from runtime import KittiwakeError
 
 if TYPE_CHECKING:
     from gateway.http._app import Gateway
 
-__all__ = ["install_cors", "install_errors", "install_guards"]
+__all__ = [
+    "current_grant",
+    "error_answer",
+    "install_cors",
+    "install_errors",
+    "install_guards",
+    "refusal_response",
+]
 
 _log = logging.getLogger("kittiwake.gateway")
-
-
-def _authorized(header: str | None, password: str) -> bool:
-    """Whether an ``Authorization`` header carries HTTP basic auth with *password*."""
-    if not header or not header.lower().startswith("basic "):
-        return False
-    try:
-        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        return False
-    _, _, given = decoded.partition(":")
-    return hmac.compare_digest(given.encode(), password.encode())
-
-
-def _unauthorized() -> Response:
-    body = {"_tag": "UnauthorizedError", "message": "Missing or wrong password"}
-    return Response(
-        encode(body), status=401, content_type=JSON,
-        headers={"WWW-Authenticate": 'Basic realm="kittiwake", charset="UTF-8"'},
-    )  # fmt: skip
+_GRANT: Final = "kittiwake_grant"
 
 
 def install_cors(app: QuartTrio, origins: frozenset[str], routes: Sequence[Route]) -> None:
@@ -70,9 +58,25 @@ def install_cors(app: QuartTrio, origins: frozenset[str], routes: Sequence[Route
     )  # fmt: skip
 
 
+def refusal_response(refusal: Refusal) -> Response:
+    """The answer to a request ``Access.admit`` refused."""
+    return Response(refusal.body, status=refusal.status, content_type=JSON, headers=refusal.headers)
+
+
+def current_grant() -> Grant | None:
+    """The grant of the request or websocket being served (None before the guard ran)."""
+    grant: Grant | None = g.get(_GRANT)
+    return grant
+
+
 def install_guards(app: QuartTrio, gw: Gateway) -> None:
-    """The password check of every request and websocket (but the ``public`` routes', and
-    ``OPTIONS``), and every body read up front."""
+    """Admit each request and websocket through ``gw.access`` (refusals answered as it
+    says), remember its grant (``current_grant``), answer what its project does not see
+    as absent (``gw.scope``), and audit every admin action (a change needing admin;
+    reading tokens or the audit is not one). The ``public`` routes (the reads under a
+    shared session's link, which carries its own secret) and ``OPTIONS`` are not admitted.
+    Every body is read up front."""
+    access = gw.access
     public: set[str] = set()
 
     def is_public() -> bool:
@@ -83,19 +87,40 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
 
     @app.before_request
     async def _check_request() -> Response | None:
-        if gw.password and request.method != "OPTIONS" and not is_public():
-            if not _authorized(request.headers.get("Authorization"), gw.password):
-                return _unauthorized()
+        if request.method != "OPTIONS" and not is_public():
+            found = await access.admit(
+                request.headers.get("Authorization"), request.remote_addr or "",
+                request.method, request.path,
+            )  # fmt: skip
+            if isinstance(found, Refusal):
+                return refusal_response(found)
+            g.setdefault(_GRANT, found)
+            await gw.scope.check(found, request.path, request.view_args or {})
         # Read (and cache) every body up front, bounded by max_body: a route that answers
         # without reading it would otherwise leave unread bytes on a keep-alive connection,
         # and Hypercorn can then wait for them forever before the next request.
         await request.get_data(cache=True)
         return None
 
+    @app.after_request
+    async def _audit(response: Response) -> Response:
+        grant = current_grant()
+        changes = request.method not in ("GET", "HEAD", "OPTIONS")
+        if grant is not None and changes and required_role(request.method, request.path) == "admin":
+            action = f"{request.method} {request.path}"
+            await access.audit(grant, action, response.status_code, request.remote_addr or "")
+        return response
+
     @app.before_websocket
     async def _check_websocket() -> Response | None:
-        if gw.password and not _authorized(websocket.headers.get("Authorization"), gw.password):
-            return _unauthorized()
+        found = await access.admit(
+            websocket.headers.get("Authorization"), websocket.remote_addr or "", "WEBSOCKET",
+            websocket.path,
+        )  # fmt: skip
+        if isinstance(found, Refusal):
+            return refusal_response(found)
+        g.setdefault(_GRANT, found)
+        await gw.scope.check(found, websocket.path, websocket.view_args or {})
         return None
 
 
@@ -105,7 +130,7 @@ _HTTP_TAGS: Final = {
 }  # fmt: skip
 
 
-def _error_answer(
+def error_answer(
     exc: GatewayError | KittiwakeError | HTTPException, *, max_body: int | None = None
 ) -> tuple[int, bytes]:
     """The status and ``{"_tag","message",...}`` body answering *exc*; 5xx runtime errors
@@ -137,14 +162,14 @@ def _no_route(exc: NotFound | MethodNotAllowed, method: str, path: str) -> Gatew
 
 
 def install_errors(app: QuartTrio, max_body: int) -> None:
-    """Answer every error of *app*'s routes with ``_error_answer``; a body over *max_body*
+    """Answer every error of *app*'s routes with ``error_answer``; a body over *max_body*
     (Quart's ``MAX_CONTENT_LENGTH``) gets a 413 naming it, V1 and V2 routes alike."""
 
     @app.errorhandler(GatewayError)
     @app.errorhandler(KittiwakeError)
     @app.errorhandler(HTTPException)
     async def _error(exc: GatewayError | KittiwakeError | HTTPException) -> Response:
-        status, body = _error_answer(exc, max_body=max_body)
+        status, body = error_answer(exc, max_body=max_body)
         return Response(body, status=status, content_type=JSON)
 
     @app.errorhandler(NotFound)
@@ -154,7 +179,7 @@ def install_errors(app: QuartTrio, max_body: int) -> None:
         asked = websocket if has_websocket_context() else request
         if asked.routing_exception is not exc:
             return await _error(exc)
-        status, body = _error_answer(_no_route(exc, asked.method, asked.path))
+        status, body = error_answer(_no_route(exc, asked.method, asked.path))
         allow = exc.valid_methods if isinstance(exc, MethodNotAllowed) else None
         headers = {"Allow": ", ".join(sorted(allow))} if allow else None
         return Response(body, status=status, content_type=JSON, headers=headers)

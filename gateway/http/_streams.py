@@ -15,6 +15,7 @@ from quart_trio import QuartTrio
 
 from actors import OVERFLOWED, Notice
 from gateway.http._args import after_arg
+from gateway.http._guards import current_grant
 from gateway.http._opencode import session_json
 from gateway.http._routes import SSE, RouteTable
 from gateway.http._wire import (
@@ -56,6 +57,7 @@ def sse_response(app: QuartTrio, gw: Gateway, produce: Producer) -> Response:
     send, receive = trio.open_memory_channel[bytes](gw.sse_buffer)
     scope = trio.CancelScope()
     gw.streams.add(scope)
+    gw.access.watch(scope, current_grant())
 
     async def run() -> None:
         try:
@@ -68,6 +70,7 @@ def sse_response(app: QuartTrio, gw: Gateway, produce: Producer) -> Response:
             _log.exception("event stream failed")
         finally:
             gw.streams.discard(scope)
+            gw.access.streams.pop(scope, None)
 
     if gw.closing:
         scope.cancel()

@@ -16,6 +16,7 @@ import msgspec
 import trio
 from quart import Websocket
 
+from gateway.http._guards import current_grant
 from gateway.http._wire import (
     GatewayError,
     PermissionReplyBody,
@@ -96,6 +97,7 @@ class _Connection:
             self._emit_io, self.emit_lossy, timeout=self._limits.tool_io_timeout
         )
         """The tool I/O this connection's client serves (``tools.route``)."""
+        self.grant = current_grant()
         self.slow = False
         self.dropped_deltas = 0
 
@@ -194,6 +196,7 @@ class _Connection:
         if not isinstance(session_id, str):
             raise GatewayError("InvalidRequestError", "sessionID is required")
         rt = self._gw.rt
+        await self._gw.scope.check_session(self.grant, session_id)
         if kind == "subscribe":
             after = frame.get("after")
             if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
@@ -206,6 +209,11 @@ class _Connection:
             if scope is not None:
                 scope.cancel()
             return None
+        if self.grant is not None and not self.grant.allows("write"):
+            message = f"A {self.grant.role} token cannot send {kind} frames: it needs write"
+            address = self._ws.remote_addr or ""
+            await self._gw.access.audit(self.grant, f"WEBSOCKET {kind}", 403, address, message)
+            raise GatewayError("ForbiddenError", message)
         if kind == "permission.reply":
             request_id = frame.get("requestID")
             if not isinstance(request_id, str):
@@ -384,6 +392,7 @@ async def serve_websocket(gw: Gateway, ws: Websocket) -> None:
     await ws.accept()
     scope = trio.CancelScope()
     gw.streams.add(scope)
+    gw.access.watch(scope, current_grant())
     if gw.closing:
         scope.cancel()
     try:
@@ -397,3 +406,4 @@ async def serve_websocket(gw: Gateway, ws: Websocket) -> None:
                     connection.tools.close()  # the calls it serves fail at once
     finally:
         gw.streams.discard(scope)
+        gw.access.streams.pop(scope, None)

@@ -23,7 +23,13 @@ from typing import Final
 
 import trio
 
-from gateway._datadir import CliError, default_data_dir, server_to_reuse, serving_url
+from gateway._datadir import (
+    CliError,
+    default_data_dir,
+    server_headers,
+    server_to_reuse,
+    serving_url,
+)
 
 __all__ = ["OPENCODE_PACKAGE", "OPENCODE_VERSION", "find_opencode", "tui"]
 
@@ -70,9 +76,8 @@ async def _check_reachable(url: str, password: str | None) -> None:
     """Raise ``CliError`` (exit 2) unless ``GET url/api/health`` answers 200."""
     import httpx
 
-    auth = ("kittiwake", password) if password else None
     try:
-        async with httpx.AsyncClient(auth=auth, timeout=_HEALTH_TIMEOUT) as client:
+        async with httpx.AsyncClient(headers=server_headers(), timeout=_HEALTH_TIMEOUT) as client:
             answer = await client.get(url.rstrip("/") + "/api/health")
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server {url}: {exc}", 2) from None

@@ -40,6 +40,7 @@ svg text{font:11px ui-sans-serif,system-ui,sans-serif;fill:#334}
 <div class="panel"><h2>Locations</h2><ul id="locations"></ul></div>
 <div class="panel"><h2>Actors</h2><div id="tree"></div></div>
 <div class="panel"><h2>Storage</h2><table id="storage"></table></div>
+<div class="panel wide"><h2>Audit <span class="meta">admin actions and refused requests</span></h2><table id="audit"></table></div>
 </div>
 <script>
 const esc = s => String(s ?? "").replace(/[&<>"]/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}[c]));
@@ -112,6 +113,12 @@ async function timeline() {
     $("timeline-title").textContent = selected;
   } catch (e) { $("timeline").textContent = "unreachable: " + e; }
 }
+async function audit() {
+  const r = await fetch("api/audit?limit=20", {credentials: "same-origin"});
+  const d = await r.json();
+  const rows = r.ok ? (d.data || []).map(e => `<tr><td class="meta">${new Date(e.time).toLocaleTimeString()}</td><td>${esc(e.user || "-")}</td><td>${esc(e.action)}</td><td class="num">${e.status}</td><td class="meta">${esc(e.address)}</td><td class="err">${esc(e.message)}</td></tr>`) : [`<tr><td class="meta">${esc(d.message)}</td></tr>`];
+  $("audit").innerHTML = rows.join("") || `<tr><td class="meta">none</td></tr>`;
+}
 function pick(id) { selected = id; refresh(); }
 async function refresh() {
   try {
@@ -140,6 +147,7 @@ async function refresh() {
     $("errors").innerHTML = !errors.length && !failed.length ? `<span class="meta">none</span>` :
       `<table>${errors.map(e => `<tr><td class="meta">${new Date(e.end_ns / 1e6).toLocaleTimeString()}</td><td>${esc(e.name)}</td><td class="err">${esc(e.message)}</td><td class="meta">${esc(e.session_id)}</td></tr>`).join("")}
       ${failed.map(s => `<tr><td class="meta">session</td><td>${esc(s.title)}</td><td class="err">${esc(s.error)}</td><td class="meta">${esc(s.id)}</td></tr>`).join("")}</table>`;
+    await audit();
     $("status").textContent = `pid ${d.pid}, ${sessions.length} sessions, ${d.subscribers} subscribers, updated ${new Date().toLocaleTimeString()}`;
     await timeline();
   } catch (e) {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import httpx
 import trio
 
 from runtime import Prompt
@@ -37,6 +38,9 @@ async def test_the_inspector_renders_the_actor_tree_in_chromium(tmp_path: Path) 
         created = await _create_session(g)
         await g.rt.sessions.prompt(created, prompt=Prompt(text="hello"))
         await g.rt.sessions.wait_idle(created)
+        async with httpx.AsyncClient(base_url=g.url) as client:
+            body = {"user": "inspected", "project": "*", "role": "read"}
+            assert (await client.post("/api/token", json=body)).status_code == 201
         url = f"{g.url}/inspector"
         dom = (await _chromium(tmp_path / "p1", "--dump-dom", url)).decode()
         shot = tmp_path / "inspector.png"
@@ -47,6 +51,7 @@ async def test_the_inspector_renders_the_actor_tree_in_chromium(tmp_path: Path) 
     for actor in ("storage", "execution", created):
         assert actor in dom, actor
     assert '<div id="status" class="meta">pid ' in dom  # the page fetched /api/actors
+    assert '<td>POST /api/token</td><td class="num">201</td>' in dom  # and the audit
     image, empty = shot.read_bytes(), blank.read_bytes()
     assert image.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(image) > 2 * len(empty)  # the rendered tree, not an empty page

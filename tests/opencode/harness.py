@@ -171,6 +171,7 @@ class Kittiwake:
     def __init__(
         self, tmp: Path, provider: Provider, *, permission: dict[str, Any] | None = None,
         as_make_run: bool = False, mcp: dict[str, Any] | None = None,
+        password: str | None = None,
     ) -> None:  # fmt: skip
         self.tmp = tmp
         self.project = tmp / "project"
@@ -194,6 +195,10 @@ class Kittiwake:
         self.env = client_env(tmp)
         self.env["KITTIWAKE_DATA_DIR"] = str(tmp / "data")
         self.as_make_run = as_make_run
+        self.auth = ("kittiwake", password) if password else None
+        """With a password, a team server (``serve --tokens``) whose admin it is."""
+        if password:
+            self.env["KITTIWAKE_SERVER_PASSWORD"] = password
         if as_make_run:
             self.env["PATH"] = without_venv(self.env["PATH"])
         else:
@@ -208,6 +213,7 @@ class Kittiwake:
             [str(VENV_BIN / "kittiwake")] if self.as_make_run else [sys.executable, "-m", "gateway"]
         )
         command = [*program, "serve", "--port", str(self.port)]
+        command += ["--tokens"] if self.auth else []
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 command, cwd=self.project, env=self.env, stdout=log, stderr=subprocess.STDOUT
@@ -217,7 +223,8 @@ class Kittiwake:
             if self.process.poll() is not None:
                 raise RuntimeError("kittiwake serve exited:\n" + self.log.read_text())
             try:
-                if httpx.get(self.url + "/api/health", timeout=1).status_code == 200:
+                health = httpx.get(self.url + "/api/health", timeout=1, auth=self.auth)
+                if health.status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

@@ -1,10 +1,12 @@
 // Drives Kittiwake with OpenCode's SDK: subscribe to events, create a session, prompt it,
-// list its messages; print what was seen as one JSON object. Args: URL, SDK entry file.
+// list its messages; print what was seen as one JSON object. Args: URL, SDK entry file,
+// and a bearer token to send (optional).
 import { pathToFileURL } from "node:url"
 
-const [url, entry] = process.argv.slice(2)
+const [url, entry, token] = process.argv.slice(2)
 const { createOpencodeClient } = await import(pathToFileURL(entry).href)
-const client = createOpencodeClient({ baseUrl: url })
+const headers = token ? { Authorization: `Bearer ${token}` } : {}
+const client = createOpencodeClient({ baseUrl: url, headers })
 
 const events = []
 const stream = await client.event.subscribe()

@@ -42,11 +42,13 @@ from storage import (
     EventsOfType,
     EventsTail,
     Footprint,
+    GetRecord,
     GetSession,
     History,
     HistoryChanges,
     InitializeEpoch,
     IsApproved,
+    ListRecords,
     ListSessions,
     MessageEntry,
     Messages,
@@ -55,7 +57,9 @@ from storage import (
     Permissions,
     PromoteInputs,
     PutEpoch,
+    PutRecord,
     Query,
+    RecordRow,
     ReplaceEpoch,
     ReplyPermission,
     ReplyQuestion,
@@ -289,6 +293,30 @@ async def test_permission_requests_replies_and_approvals(
             await _read(store, IsApproved(project="other", permission="edit", resource="a.py"))
             is False
         )
+
+
+async def test_records_are_upserted_listed_newest_first_and_kept_across_reopening(
+    open_store: AbstractAsyncContextManager[Store], request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    async with open_store as store:
+        await _write(store, PutRecord(row=RecordRow("token", "a", 1, '{"v":1}')))
+        await _write(store, PutRecord(row=RecordRow("token", "b", 2, '{"v":2}')))
+        await _write(store, PutRecord(row=RecordRow("audit", "a", 3, "{}")))
+        await _write(store, PutRecord(row=RecordRow("token", "a", 1, '{"v":3}')))  # replaced
+        assert await _read(store, GetRecord(kind="token", id="a")) == RecordRow(
+            "token", "a", 1, '{"v":3}'
+        )
+        assert await _read(store, GetRecord(kind="token", id="c")) is None
+        listed = await _read(store, ListRecords(kind="token", limit=10))
+        assert [r.id for r in listed] == ["b", "a"]
+        assert [r.id for r in await _read(store, ListRecords(kind="token", limit=1))] == ["b"]
+        older = await _read(store, ListRecords(kind="token", limit=10, before=2))
+        assert [r.id for r in older] == ["a"]
+    async with STORES[request.node.callspec.params["open_store"]](tmp_path, request) as store:
+        found = await _read(store, GetRecord(kind="token", id="a"))
+        assert found is not None and found.data == '{"v":3}'
+        assert [r.id for r in await _read(store, ListRecords(kind="audit", limit=10))] == ["a"]
 
 
 async def test_a_question_reply_admits_its_late_answer_only_for_a_failed_call(

@@ -63,7 +63,9 @@ class Watcher:
     last failure after *reconnects* failed connections in a row (``OSError``,
     trio-websocket's ``HandshakeError``). Backpressure: the channel holds *buffer* events; when the consumer
     falls behind the watcher stops reading, the server closes the connection (1013) and
-    the watcher resumes from each session's last seq. The kernel's receive buffer holds
+    the watcher resumes from each session's last seq. *authorization* is the
+    ``Authorization`` header to send (a team server's ``Bearer`` token); else *password*
+    is sent as basic auth. The kernel's receive buffer holds
     what the watcher has not read yet: *socket_buffer* bounds it (``SO_RCVBUF``, bytes);
     ``None`` leaves it to the system, which may let it grow to tens of megabytes on a
     loopback connection before the server sees any backpressure.
@@ -71,6 +73,7 @@ class Watcher:
 
     def __init__(
         self, base_url: str, sessions: Iterable[str] = (), *, password: str | None = None,
+        authorization: str | None = None,
         reconnects: int = DEFAULT_RECONNECTS, retry_delay: float = DEFAULT_RETRY_DELAY,
         buffer: int = DEFAULT_BUFFER, max_message: int = DEFAULT_MAX_MESSAGE,
         socket_buffer: int | None = None,
@@ -83,7 +86,9 @@ class Watcher:
         self.connections = 0
         """Connections opened so far (a resumption adds one)."""
         self._headers: list[tuple[bytes, bytes]] = []
-        if password:
+        if authorization:
+            self._headers.append((b"Authorization", authorization.encode()))
+        elif password:
             token = base64.b64encode(f"kittiwake:{password}".encode())
             self._headers.append((b"Authorization", b"Basic " + token))
         self._reconnects, self._retry_delay, self._buffer = reconnects, retry_delay, buffer
