@@ -21,6 +21,7 @@ from kittiwake_sdk._errors import InvalidCursorError as InvalidCursorError
 from kittiwake_sdk._errors import InvalidRequestError as InvalidRequestError
 from kittiwake_sdk._errors import KittiwakeError as KittiwakeError
 from kittiwake_sdk._errors import MessageNotFoundError as MessageNotFoundError
+from kittiwake_sdk._errors import NotFoundError as NotFoundError
 from kittiwake_sdk._errors import PayloadTooLargeError as PayloadTooLargeError
 from kittiwake_sdk._errors import PermissionNotFoundError as PermissionNotFoundError
 from kittiwake_sdk._errors import ProviderNotFoundError as ProviderNotFoundError
@@ -37,6 +38,7 @@ from kittiwake_sdk._models import AssistantMessage as AssistantMessage
 from kittiwake_sdk._models import AssistantReasoning as AssistantReasoning
 from kittiwake_sdk._models import AssistantText as AssistantText
 from kittiwake_sdk._models import AssistantTool as AssistantTool
+from kittiwake_sdk._models import AuditEntry as AuditEntry
 from kittiwake_sdk._models import CommandV2Body as CommandV2Body
 from kittiwake_sdk._models import CommandV2List as CommandV2List
 from kittiwake_sdk._models import CompactionMessage as CompactionMessage
@@ -72,6 +74,9 @@ from kittiwake_sdk._models import SyntheticMessage as SyntheticMessage
 from kittiwake_sdk._models import SystemMessage as SystemMessage
 from kittiwake_sdk._models import Todo as Todo
 from kittiwake_sdk._models import TokenCache as TokenCache
+from kittiwake_sdk._models import TokenCreateBody as TokenCreateBody
+from kittiwake_sdk._models import TokenCreated as TokenCreated
+from kittiwake_sdk._models import TokenInfo as TokenInfo
 from kittiwake_sdk._models import TokenUsage as TokenUsage
 from kittiwake_sdk._models import ToolCompleted as ToolCompleted
 from kittiwake_sdk._models import ToolError as ToolError
@@ -96,6 +101,7 @@ __all__ = [
     "AssistantTool",
     "AsyncBase",
     "AsyncClient",
+    "AuditEntry",
     "BadRequest",
     "Client",
     "CommandV2Body",
@@ -121,6 +127,7 @@ __all__ = [
     "ModelBody",
     "ModelRef",
     "ModelSwitchedMessage",
+    "NotFoundError",
     "Page",
     "PayloadTooLargeError",
     "PermissionCreateBody",
@@ -152,6 +159,9 @@ __all__ = [
     "SystemMessage",
     "Todo",
     "TokenCache",
+    "TokenCreateBody",
+    "TokenCreated",
+    "TokenInfo",
     "TokenUsage",
     "ToolCompleted",
     "ToolError",

@@ -21,6 +21,7 @@ from kittiwake_sdk._models import (
     AgentBody,
     AgentSwitchedMessage,
     AssistantMessage,
+    AuditEntry,
     CommandV2Body,
     CommandV2List,
     CompactionMessage,
@@ -46,6 +47,9 @@ from kittiwake_sdk._models import (
     SyntheticMessage,
     SystemMessage,
     Todo,
+    TokenCreateBody,
+    TokenCreated,
+    TokenInfo,
     UserMessage,
 )
 
@@ -66,6 +70,13 @@ class AsyncClient(AsyncBase):
             "GET", "/api/agent", query={"location[directory]": location_directory}
         )
         return _decoder(dict[str, Any]).decode(answer)
+
+    async def audit_list(
+        self, *, limit: str | int | None = None, before: str | int | None = None
+    ) -> list[AuditEntry]:
+        """Admin actions and refused requests, newest first (before: milliseconds): ``GET /api/audit``. Raises KittiwakeError."""
+        answer = await self._send("GET", "/api/audit", query={"limit": limit, "before": before})
+        return _decoder(Data[list[AuditEntry]]).decode(answer).data
 
     async def command_list(self, *, location_directory: str | int | None = None) -> CommandV2List:
         """The Location's commands: ``GET /api/command``. Raises InvalidRequestError."""
@@ -510,6 +521,32 @@ class AsyncClient(AsyncBase):
         answer = await self._send("GET", "/api/telemetry/summary", query={"by": by, "since": since})
         return _decoder(Data[list[dict[str, Any]]]).decode(answer).data
 
+    async def token_create(
+        self,
+        *,
+        user: str,
+        project: str,
+        role: Literal["admin", "read", "write"],
+        expires: str | None = None,
+    ) -> TokenCreated:
+        """Create a bearer token (shown once): ``POST /api/token``. Raises InvalidRequestError, PayloadTooLargeError."""
+        answer = await self._send(
+            "POST",
+            "/api/token",
+            body=TokenCreateBody(user=user, project=project, role=role, expires=expires),
+        )
+        return _decoder(Data[TokenCreated]).decode(answer).data
+
+    async def token_list(self, *, limit: str | int | None = None) -> list[TokenInfo]:
+        """List tokens (newest first, without secrets): ``GET /api/token``. Raises KittiwakeError."""
+        answer = await self._send("GET", "/api/token", query={"limit": limit})
+        return _decoder(Data[list[TokenInfo]]).decode(answer).data
+
+    async def token_revoke(self, token_id: str) -> TokenInfo:
+        """Revoke a token at once: ``DELETE /api/token/{tokenID}``. Raises NotFoundError."""
+        answer = await self._send("DELETE", f"/api/token/{_q(token_id)}")
+        return _decoder(Data[TokenInfo]).decode(answer).data
+
 
 class Client(SyncBase):
     """Kittiwake's V2 routes, synchronous; errors raise ``KittiwakeError``s."""
@@ -523,6 +560,13 @@ class Client(SyncBase):
         """The Location's agents: ``GET /api/agent``. Raises InvalidRequestError."""
         answer = self._send("GET", "/api/agent", query={"location[directory]": location_directory})
         return _decoder(dict[str, Any]).decode(answer)
+
+    def audit_list(
+        self, *, limit: str | int | None = None, before: str | int | None = None
+    ) -> list[AuditEntry]:
+        """Admin actions and refused requests, newest first (before: milliseconds): ``GET /api/audit``. Raises KittiwakeError."""
+        answer = self._send("GET", "/api/audit", query={"limit": limit, "before": before})
+        return _decoder(Data[list[AuditEntry]]).decode(answer).data
 
     def command_list(self, *, location_directory: str | int | None = None) -> CommandV2List:
         """The Location's commands: ``GET /api/command``. Raises InvalidRequestError."""
@@ -948,3 +992,29 @@ class Client(SyncBase):
         """Turns, tokens, cost, errors and latency percentiles per model, session or day: ``GET /api/telemetry/summary``. Raises InvalidRequestError, ServiceUnavailableError."""
         answer = self._send("GET", "/api/telemetry/summary", query={"by": by, "since": since})
         return _decoder(Data[list[dict[str, Any]]]).decode(answer).data
+
+    def token_create(
+        self,
+        *,
+        user: str,
+        project: str,
+        role: Literal["admin", "read", "write"],
+        expires: str | None = None,
+    ) -> TokenCreated:
+        """Create a bearer token (shown once): ``POST /api/token``. Raises InvalidRequestError, PayloadTooLargeError."""
+        answer = self._send(
+            "POST",
+            "/api/token",
+            body=TokenCreateBody(user=user, project=project, role=role, expires=expires),
+        )
+        return _decoder(Data[TokenCreated]).decode(answer).data
+
+    def token_list(self, *, limit: str | int | None = None) -> list[TokenInfo]:
+        """List tokens (newest first, without secrets): ``GET /api/token``. Raises KittiwakeError."""
+        answer = self._send("GET", "/api/token", query={"limit": limit})
+        return _decoder(Data[list[TokenInfo]]).decode(answer).data
+
+    def token_revoke(self, token_id: str) -> TokenInfo:
+        """Revoke a token at once: ``DELETE /api/token/{tokenID}``. Raises NotFoundError."""
+        answer = self._send("DELETE", f"/api/token/{_q(token_id)}")
+        return _decoder(Data[TokenInfo]).decode(answer).data

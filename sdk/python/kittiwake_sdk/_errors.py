@@ -15,6 +15,7 @@ __all__ = [
     "InvalidRequestError",
     "KittiwakeError",
     "MessageNotFoundError",
+    "NotFoundError",
     "PayloadTooLargeError",
     "PermissionNotFoundError",
     "ProviderNotFoundError",
@@ -56,6 +57,10 @@ class MessageNotFoundError(KittiwakeError):
     """The gateway answered ``MessageNotFoundError``."""
 
 
+class NotFoundError(KittiwakeError):
+    """The gateway answered ``NotFoundError``."""
+
+
 class PayloadTooLargeError(KittiwakeError):
     """The gateway answered ``PayloadTooLargeError``."""
 
@@ -94,6 +99,7 @@ _BY_TAG: Final[dict[str, type[KittiwakeError]]] = {
     "InvalidCursorError": InvalidCursorError,
     "InvalidRequestError": InvalidRequestError,
     "MessageNotFoundError": MessageNotFoundError,
+    "NotFoundError": NotFoundError,
     "PayloadTooLargeError": PayloadTooLargeError,
     "PermissionNotFoundError": PermissionNotFoundError,
     "ProviderNotFoundError": ProviderNotFoundError,

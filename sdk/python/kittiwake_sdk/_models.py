@@ -18,6 +18,7 @@ __all__ = [
     "AssistantReasoning",
     "AssistantText",
     "AssistantTool",
+    "AuditEntry",
     "CommandV2Body",
     "CommandV2List",
     "CompactionMessage",
@@ -53,6 +54,9 @@ __all__ = [
     "SystemMessage",
     "Todo",
     "TokenCache",
+    "TokenCreateBody",
+    "TokenCreated",
+    "TokenInfo",
     "TokenUsage",
     "ToolCompleted",
     "ToolError",
@@ -146,6 +150,21 @@ class AssistantTool(
     state: ToolPending | ToolRunning | ToolCompleted | ToolError
     time: ToolTime
     provider: ToolProviderInfo | None = None
+
+
+class AuditEntry(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename={"token_id": "tokenID"}
+):
+    """One audit record: who (user, token), what (action, status), when, from where."""
+
+    id: str
+    time: int
+    user: str | None
+    token_id: str | None
+    action: str
+    status: int
+    address: str
+    message: str = ""
 
 
 class CommandV2Body(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -556,6 +575,44 @@ class TokenCache(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     read: int = 0
     write: int = 0
+
+
+class TokenCreateBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """`POST /api/token`: whose token, for which project (`*`: all), what role, and how long it lasts (`30d`, `12h`; none: until revoked)."""
+
+    user: str
+    project: str
+    role: Literal["admin", "read", "write"]
+    expires: str | None = None
+
+
+class TokenCreated(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """TokenCreated"""
+
+    token: str
+    info: TokenInfo
+
+
+class TokenInfo(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    rename={
+        "time_created": "timeCreated",
+        "time_expires": "timeExpires",
+        "time_revoked": "timeRevoked",
+    },
+):
+    """A token as listed: whose, for which project, what role, since and until when."""
+
+    id: str
+    user: str
+    project: str
+    role: Literal["admin", "read", "write"]
+    time_created: int
+    time_expires: int | None = None
+    time_revoked: int | None = None
 
 
 class TokenUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
