@@ -74,14 +74,16 @@ async def test_a_consumer_too_slow_is_closed_by_the_server_and_resumes(tmp_path:
     reading at its buffer, the server's queue for the connection fills, and the server
     closes it (1013); the watcher connects again and resumes each session by seq."""
     limits = WebsocketLimits(max_pending=4, stall_timeout=1.0)
-    # Answers of 1.5 MB each, 12 MB in all: more than the sockets' buffers take in while the
-    # watcher is not reading.
+    # Answers of 1.5 MB each, 24 MB in all: more than the watcher (a few messages in its
+    # channel and in trio-websocket's queue), the server's queue (``max_pending`` frames) and
+    # the sockets' buffers (the server's send buffer grows to 4 MB) hold while it is not
+    # reading.
     llm = ScriptedLLM(lambda request: answer("x" * 1_500_000, chunks=2))
     async with (
         served(tmp_path, llm=llm, ws_limits=limits) as g,
         sdk.AsyncClient(g.url, timeout=60) as client,
     ):
-        ids = [(await client.session_create()).id for _ in range(8)]
+        ids = [(await client.session_create()).id for _ in range(16)]
         # The socket's buffer bounded: the system's may grow past the 12 MB on loopback.
         watcher = sdk.Watcher(g.url, ids, buffer=1, retry_delay=0.05, socket_buffer=65536)
         seen: dict[str, list[int]] = {sid: [] for sid in ids}
