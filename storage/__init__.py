@@ -16,8 +16,6 @@ from storage._batch import EpochConflictError as EpochConflictError
 from storage._batch import EpochRow as EpochRow
 from storage._batch import StoredEvent as StoredEvent
 from storage._batch import WriteBatch as WriteBatch
-from storage._database import OS_DATABASE as OS_DATABASE
-from storage._database import DatabaseOpener as DatabaseOpener
 from storage._journal import OS_FILES as OS_FILES
 from storage._journal import Journal as Journal
 from storage._journal import JournalCorrupt as JournalCorrupt
@@ -83,6 +81,8 @@ from storage._records import GetRecord as GetRecord
 from storage._records import ListRecords as ListRecords
 from storage._records import PutRecord as PutRecord
 from storage._records import RecordRow as RecordRow
+from storage._state import OS_DATABASE as OS_DATABASE
+from storage._state import DatabaseOpener as DatabaseOpener
 from storage._store import DB_FILE as DB_FILE
 from storage._store import EventStore as EventStore
 from storage._store import Outcome as Outcome

@@ -49,7 +49,9 @@ async def test_a_route_added_without_regenerating_fails_the_comparison() -> None
     document["paths"].update(extra["paths"])
     regenerated = format_sources(sdk_sources(document))
     assert regenerated != _committed()
-    assert "async def session_pin(self, session_id: str) -> None:" in regenerated["_client.py"]
+    assert (
+        "async def session_pin(self, session_id: str) -> None:" in regenerated["_async_client.py"]
+    )
 
 
 def test_the_sdk_version_follows_the_server() -> None:
