@@ -84,7 +84,12 @@ async def test_prompt_retry_conflict_and_errors(tmp_path):
         first = await client.post(f"{S}/{sid}/prompt", json=body)
         again = await client.post(f"{S}/{sid}/prompt", json=body)
         assert first.status_code == again.status_code == 200
-        assert first.content == again.content
+        # The stored receipt: the same fields, and ``promotedSeq`` once the session's drain
+        # has promoted the prompt, which it may have done between the two requests.
+        stored, receipt = again.json()["data"], first.json()["data"]
+        promoted = stored.pop("promotedSeq", None)
+        assert promoted is None or promoted > stored["admittedSeq"]
+        assert stored == {k: v for k, v in receipt.items() if k != "promotedSeq"}
 
         changed = {**body, "prompt": {"text": "different"}}
         r = await client.post(f"{S}/{sid}/prompt", json=changed)
