@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class EventLog:
         self._schema = component("GlobalEvent" if path == "/global/event" else "Event")
         self._stop = threading.Event()
         self._connected = threading.Event()
+        self._arrived = threading.Condition()
         self._thread = threading.Thread(target=self._read, args=(url + path,), daemon=True)
         self._thread.start()
         if not self._connected.wait(connect_timeout):
@@ -64,12 +65,22 @@ class EventLog:
                             assert_valid(frame, self._schema)
                         except Exception as exc:  # noqa: BLE001 - reported by the test
                             self.invalid.append(f"{frame}: {str(exc)[:300]}")
-                        self.frames.append(frame)
+                        with self._arrived:
+                            self.frames.append(frame)
+                            self._arrived.notify_all()
         except httpx.HTTPError:
             return
 
     def payloads(self) -> list[dict[str, Any]]:
         return [f.get("payload", f) for f in self.frames]
+
+    def wait_until(
+        self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 10
+    ) -> bool:
+        """Whether *predicate* of the payloads held within *timeout* seconds, looked at
+        after each frame (the stream is read on its own thread)."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: predicate(self.payloads()), timeout)
 
     def close(self) -> None:
         self._stop.set()

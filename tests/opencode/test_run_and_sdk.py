@@ -50,12 +50,18 @@ def test_run_attach_prints_the_answer_then_continues_with_c(kittiwake: Kittiwake
         # part ids of the message list are the ones the events announced, in creation order
         listed = [p["id"] for m in messages for p in m["parts"]]
         assert listed == sorted(listed)
-        announced = {
-            e["properties"]["part"]["id"] for e in events.payloads()
-            if e["type"] == "message.part.updated"
-            and e["properties"]["part"]["sessionID"] == second
-        }  # fmt: skip
-        assert set(listed) <= announced
+
+        def announced(payloads: list[dict]) -> set[str]:
+            return {
+                e["properties"]["part"]["id"] for e in payloads
+                if e["type"] == "message.part.updated"
+                and e["properties"]["part"]["sessionID"] == second
+            }  # fmt: skip
+
+        # The stream is read on its own thread: the last part's event may still be on its
+        # way when `run` has exited.
+        events.wait_until(lambda payloads: set(listed) <= announced(payloads))
+        assert set(listed) <= announced(events.payloads())
     finally:
         events.close()
     assert not events.invalid, events.invalid[:3]
