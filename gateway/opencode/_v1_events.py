@@ -8,7 +8,8 @@ was first published (its first delta, else its durable start).
 
 ``StatusBoard`` tells the streams when a busy session turns idle: one waiter per busy
 session offers an ``Idle`` marker into every V1 subscription, after the events that came
-before it, and ``settled`` lets a blocking prompt return only once the streams sent it.
+before it, and ``settled`` lets a blocking prompt return only once the streams sent it, and
+``SETTLE_GRACE`` after the last one did.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ _log = logging.getLogger("kittiwake.gateway.v1")
 _SHOWN: Final = 30_000
 """Characters of a running tool's output its part shows (the last ones), as OpenCode's."""
 _REMEMBERED: Final = 256
+SETTLE_GRACE: Final = 0.05
+"""Seconds a blocking prompt's answer waits after the last V1 stream sent the session's idle
+status. OpenCode's ``run --attach`` reads its stream and the answer on two connections and
+exits once the answer is parsed; when both are readable in the same turn of its loop, it can
+exit before handling the stream's last events and print nothing (anomalyco/opencode#46896).
+The grace lets it read the stream first; only answers some stream was offered the idle
+status of wait it."""
 """Assistant messages one projection keeps the parts of (least recently seen dropped)."""
 
 
@@ -457,6 +465,8 @@ class StatusBoard:
         self.waiting: set[str] = set()
         self._subs: set[Subscription] = set()
         self._undelivered: dict[str, set[Subscription]] = {}
+        self._sent_at: dict[str, float] = {}
+        """When the last stream sent each session's idle status (pruned after a second)."""
         self._changed = trio.Event()
 
     def _bump(self) -> None:
@@ -508,10 +518,18 @@ class StatusBoard:
             pending.discard(sub)
             if not pending:
                 del self._undelivered[session_id]
+                now = trio.current_time()
+                for stale in [s for s, at in self._sent_at.items() if now - at > 1.0]:
+                    del self._sent_at[stale]
+                self._sent_at[session_id] = now
             self._bump()
 
     async def settled(self, session_id: str) -> None:
-        """Return once no waiter for *session_id* runs and every stream offered its idle
-        status sent it (callers bound the wait). Cancellation stops waiting."""
+        """Return once no waiter for *session_id* runs, every stream offered its idle status
+        sent it, and ``SETTLE_GRACE`` passed since the last did (callers bound the wait).
+        Cancellation stops waiting."""
         while session_id in self.waiting or self._undelivered.get(session_id):
             await self._changed.wait()
+        sent_at = self._sent_at.pop(session_id, None)
+        if sent_at is not None:
+            await trio.sleep_until(sent_at + SETTLE_GRACE)
