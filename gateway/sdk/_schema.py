@@ -120,9 +120,24 @@ class Models:
     def names(self) -> list[str]:
         return sorted(self._used)
 
-    def source(self) -> Iterator[str]:
-        """The Struct definitions, by name."""
-        for name in self.names():
+    def needs(self, name: str) -> list[str]:
+        """The components *name*'s schema refers to, directly."""
+        return sorted({ref_name(ref) for ref in _refs(self._components[name])} - {name})
+
+    def closure(self, roots: Iterator[str] | list[str]) -> list[str]:
+        """*roots* and every component they need, directly or not, by name."""
+        seen: dict[str, None] = {}
+        stack = list(roots)
+        while stack:
+            name = stack.pop()
+            if name not in seen:
+                seen[name] = None
+                stack.extend(self.needs(name))
+        return sorted(seen)
+
+    def source(self, names: list[str]) -> Iterator[str]:
+        """The Struct definitions of *names*, in that order."""
+        for name in names:
             schema = self._components[name]
             fields = self._fields(name)
             options = ["frozen=True", "kw_only=True", "omit_defaults=True"]
@@ -141,6 +156,19 @@ class Models:
                 yield f"    {attr}: {kind}" + ("" if default is None else f" = {default}")
             if not fields:
                 yield "    pass"
+
+
+def _refs(schema: Any) -> Iterator[str]:
+    """Every ``$ref`` inside *schema*."""
+    if isinstance(schema, Mapping):
+        for key, value in schema.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _refs(item)
 
 
 def _default(value: Any) -> str:

@@ -16,21 +16,26 @@ from kittiwake_sdk._base import (
     _decoder,
     _q,
 )
-from kittiwake_sdk._models import (
-    AgentBody,
+from kittiwake_sdk._messages import (
     AgentSwitchedMessage,
     AssistantMessage,
+    CompactionMessage,
+    ModelRef,
+    ModelSwitchedMessage,
+    SyntheticMessage,
+    SystemMessage,
+    UserMessage,
+)
+from kittiwake_sdk._models import (
+    AgentBody,
     AuditEntry,
     CommandV2Body,
     CommandV2List,
-    CompactionMessage,
     CreateBody,
     Health,
     InputAdmitted,
     Location,
     ModelBody,
-    ModelRef,
-    ModelSwitchedMessage,
     PermissionCreateBody,
     PermissionReplyBody,
     PermissionSource,
@@ -43,13 +48,10 @@ from kittiwake_sdk._models import (
     SessionInfo,
     SkillV2List,
     StageIn,
-    SyntheticMessage,
-    SystemMessage,
     Todo,
     TokenCreateBody,
     TokenCreated,
     TokenInfo,
-    UserMessage,
 )
 
 __all__ = ["AsyncClient"]
