@@ -151,10 +151,14 @@ class SlackBot:
 
     async def _said(self, said: Said) -> None:
         """Continue the thread's session with the message, or start one; the answer
-        streams into one reply edited in place."""
+        streams into one reply edited in place. A message the thread took already (on
+        disk before its prompt) is not taken again."""
         thread = self._threads.get(said.team, said.channel, said.thread)
         if thread is None and not said.starts:
             return  # a reply in a thread the bot does not hold: not for the bot
+        if thread is not None and said.ts in thread.taken:
+            _log.info("message %s of thread %s delivered again: taken already", said.ts, thread.ts)
+            return  # Slack's retry of an event it thinks was lost: one turn only
         if not self._settings.admits(said.team, said.channel, said.user):
             await self._tell(said.channel, said.user, REFUSAL, said.thread)
             return
@@ -163,10 +167,9 @@ class SlackBot:
             info = await self._backend.create(self._settings.directory)
             thread = Thread(
                 team=said.team, channel=said.channel, ts=said.thread, session_id=info.id,
-                owner=said.user, used=now,
+                owner=said.user,
             )  # fmt: skip
-        else:
-            thread = msgspec.structs.replace(thread, used=now)
+        thread = thread.took(said.ts, now)
         await self._threads.put(thread)
         if not said.text:
             return

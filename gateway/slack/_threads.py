@@ -9,7 +9,10 @@ from pathlib import Path
 import msgspec
 import trio
 
-__all__ = ["Thread", "ThreadMap"]
+__all__ = ["MAX_TAKEN", "Thread", "ThreadMap"]
+
+MAX_TAKEN = 64
+"""How many of a thread's latest messages it remembers taking (``Thread.taken``)."""
 
 
 class Thread(msgspec.Struct, frozen=True, kw_only=True):
@@ -18,7 +21,9 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     ``ts`` is the thread's root message; ``owner`` the user who started it (who may answer
     its permission requests); ``used`` when it was last written to (ms since the epoch).
     ``reply`` is the message an answer is being streamed into (``None`` once it is whole),
-    ``after`` the session's last seq before that answer's prompt.
+    ``after`` the session's last seq before that answer's prompt. ``taken`` holds the ts
+    of the thread's latest messages taken (``MAX_TAKEN``), so that one delivered again
+    (Slack retries an event it thinks was not received) does not start a second turn.
     """
 
     team: str
@@ -29,10 +34,16 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     used: int = 0
     reply: str | None = None
     after: int = 0
+    taken: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         return thread_key(self.team, self.channel, self.ts)
+
+    def took(self, ts: str, used: int) -> Thread:
+        """The thread having taken its message *ts* at *used* (ms since the epoch)."""
+        taken = (*self.taken, ts)[-MAX_TAKEN:]
+        return msgspec.structs.replace(self, used=used, taken=taken)
 
 
 def thread_key(team: str, channel: str, ts: str) -> str:
