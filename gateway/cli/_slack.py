@@ -131,7 +131,7 @@ async def slack_room(
     """The room serving Slack's HTTP Events API over *rt* (``POST /slack/events`` and the
     bot while the gateway serves), its thread map in ``<data dir>/slack/threads.json``.
 
-    Raises ``CliError`` (exit 2) when Slack refuses the bot token.
+    Raises ``CliError`` (exit 2) when Slack refuses the bot token or is out of reach.
     """
     from gateway.acp import EmbeddedBackend
     from gateway.slack import SettingsError, open_slack_events

@@ -52,8 +52,8 @@ async def open_slack_events(
     the gateway), the thread-to-session map kept in *threads_path*. Nothing is served
     yet; it checks the bot token (``auth.test``) and reads the map.
 
-    Raises ``SettingsError`` when Slack refuses the bot token (``auth.test``);
-    ``msgspec.DecodeError`` for a map file that is not one.
+    Raises ``SettingsError`` when Slack refuses the bot token (``auth.test``) or cannot
+    be reached; ``msgspec.DecodeError`` for a map file that is not one.
     """
     client, bot = await _bot(backend, settings, threads_path)
     send, receive = trio.open_memory_channel[Delivery](settings.max_pending)
@@ -66,8 +66,10 @@ async def open_slack_events(
         app = await trio.to_thread.run_sync(
             partial(bolt_app, client, deliver, command, signing_secret=settings.signing_secret)
         )
-    except BoltError as exc:  # auth.test refused the token, or Slack was out of reach
+    except BoltError as exc:  # auth.test refused the token
         raise SettingsError(f"Slack refused the bot token: {exc}") from None
+    except OSError as exc:  # auth.test did not reach Slack (urllib's URLError included)
+        raise SettingsError(f"cannot reach Slack's Web API at {settings.api_url}: {exc}") from None
     return SlackEvents(app, SignatureVerifier(settings.signing_secret), bot, send, receive)
 
 

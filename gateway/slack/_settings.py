@@ -17,7 +17,7 @@ DEFAULT_API_URL: Final = "https://slack.com/api/"
 
 class SettingsError(Exception):
     """A token or the signing secret is missing (the message names where it is looked for),
-    or Slack refused the bot token (``open_slack_events``)."""
+    or Slack refused the bot token or could not be reached (``open_slack_events``)."""
 
 
 class SlackSettings(msgspec.Struct, frozen=True, kw_only=True):

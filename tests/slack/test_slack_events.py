@@ -189,15 +189,22 @@ def test_the_signature_admits_slacks_requests_only() -> None:
     assert "not a number" in (signature_refusal(verifier, body, odd) or "")
 
 
-def test_serve_slack_without_the_signing_secret_exits_2_naming_it(tmp_path) -> None:
+def test_serve_slack_without_the_signing_secret_or_slack_exits_2_saying_so(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
     env |= {"HOME": str(tmp_path), "KITTIWAKE_DATA_DIR": str(tmp_path / "data"),
             "SLACK_BOT_TOKEN": "xoxb-1"}  # fmt: skip
+    command = [sys.executable, "-m", "gateway", "serve", "--slack", "--port", "0"]
     done = subprocess.run(
-        [sys.executable, "-m", "gateway", "serve", "--slack", "--port", "0"], cwd=tmp_path,
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2, done.stderr
     assert "no Slack signing secret: set SLACK_SIGNING_SECRET or slack.signingSecret" in (
         done.stderr
     )
+    nowhere = f"http://127.0.0.1:{free_port()}/api/"  # nothing listens there
+    env |= {"SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": nowhere}
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"kittiwake: cannot reach Slack's Web API at {nowhere}" in done.stderr
