@@ -21,6 +21,7 @@ from gateway.slack._settings import SlackSettings as SlackSettings
 from gateway.slack._settings import settings_from as settings_from
 from gateway.slack._threads import Thread as Thread
 from gateway.slack._threads import ThreadMap as ThreadMap
+from gateway.slack._threads import message_id as message_id
 
 __all__ = [
     "EVENTS_PATH",
@@ -31,6 +32,7 @@ __all__ = [
     "SlackSettings",
     "Thread",
     "ThreadMap",
+    "message_id",
     "open_slack_events",
     "serve_slack",
     "settings_from",

@@ -1,8 +1,9 @@
 """Slack's HTTP Events API behind the gateway (``kittiwake serve --slack``): signed requests
 to ``/slack/events`` reach the same bot as Socket Mode: a mention starts a session streamed
 by edits, the thread continues it (across a restart of the server), buttons answer only
-for the thread's owner, a retried delivery starts no second turn, and a request whose
-signature is missing, wrong or stale is refused 401 with nothing run."""
+for the thread's owner, a retried delivery starts no second turn (also one admitted, or
+mapped, before a crash the map did not see the rest of), and a request whose signature is
+missing, wrong or stale is refused 401 with nothing run."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ import httpx
 import trio
 from slack_sdk.signature import SignatureVerifier
 
-from gateway.slack import signature_refusal
+from gateway.slack import Thread, ThreadMap, message_id, signature_refusal
+from runtime import is_valid_id
 from tests.opencode.harness import Provider, free_port
-from tests.slack.harness import SECRET, MockSlack, Setup, Signed, mock_slack, said
+from tests.slack.harness import SECRET, TEAM, MockSlack, Setup, Signed, bot, mock_slack, said
 from tests.slack.test_slack_asks import sessions_in
-from tests.slack.test_slack_threads import asked_with, final, user_texts
+from tests.slack.test_slack_threads import asked_with, final, serve, stop, user_texts
 from tests.waiting import serving_url
 
 
@@ -127,6 +129,142 @@ async def test_signed_events_start_a_session_that_the_thread_continues_across_a_
         assert history[-3:] == ["stream please", "and then?", "what was the word?"]
         assert [t["session_id"] for t in setup.threads.values()] == [thread["session_id"]]
         assert await sessions_in(setup.data) == [thread["session_id"]]
+
+
+async def admit(client: httpx.AsyncClient, session: str, text: str, ts: str) -> dict[str, Any]:
+    """Admit *text* into *session* under the message id the bot gives the Slack message *ts*
+    of ``C1`` (the V2 prompt route), as a bot stopped before its map write leaves it; the
+    receipt. Sent twice: the second is an exact retry, answered the stored receipt."""
+    body = {"prompt": {"text": text}, "id": message_id(TEAM, "C1", ts)}
+    path = f"/api/session/{session}/prompt"
+    first, again = [await client.post(path, json=body) for _ in range(2)]
+    assert first.status_code == again.status_code == 200, (first.text, again.text)
+    receipt = first.json()["data"]
+    assert receipt["id"] == body["id"]
+    assert {k: v for k, v in again.json()["data"].items() if k != "promotedSeq"} == {
+        k: v for k, v in receipt.items() if k != "promotedSeq"
+    }
+    return dict(receipt)
+
+
+def turns(provider: Provider, text: str) -> int:
+    """How many provider requests answered a prompt whose last user text is *text*."""
+    return sum(user_texts(r.json())[-1:] == [text] for r in provider.server.requests)
+
+
+async def test_a_message_admitted_or_mapped_before_a_crash_runs_once_when_delivered_again(
+    tmp_path, provider: Provider
+) -> None:
+    async with mock_slack() as slack:
+        setup = http_setup(tmp_path, provider, slack)
+        port = free_port()
+        async with served(setup, slack, port) as signed:
+            root, _ = await signed.say("hello")
+            await slack.until(lambda: len(slack.posted()) == 1)
+            [(first, _)] = slack.posted()
+            await slack.until(lambda: final(slack, first) is not None)
+            [thread] = setup.threads.values()
+            session = thread["session_id"]
+
+            # Admitted under the message's id, the map not written: as a server killed
+            # between the two leaves it. Slack's retry is an exact retry: no second turn;
+            # the reply shows the turn the admission ran.
+            ts = slack.next_ts()
+            await admit(signed.client, session, "after the crash?", ts)
+            waited = await signed.client.post(f"/api/session/{session}/wait")
+            assert waited.status_code < 300, waited.text
+            assert turns(provider, "after the crash?") == 1
+            _, again = await signed.say(
+                "after the crash?", ts=ts, thread=root, mention=False, retry=1
+            )
+            assert again.status_code == 200
+            await slack.until(lambda: len(slack.posted()) == 2)
+            [(second, posted)] = slack.posted()[1:]
+            assert posted["thread_ts"] == root
+            await slack.until(lambda: final(slack, second) is not None)
+            assert (final(slack, second) or "").startswith("Hello from the mock.")
+            assert turns(provider, "after the crash?") == 1
+            assert ts in setup.threads[f"{TEAM}/C1/{root}"]["taken"]
+
+            # Delivered once more, now taken: no reply; the message after it is answered.
+            await signed.say("after the crash?", ts=ts, thread=root, mention=False, retry=2)
+            await signed.say("and after that?", thread=root, mention=False)
+            await slack.until(lambda: len(slack.posted()) == 3)
+            [(third, _)] = slack.posted()[2:]
+            await slack.until(lambda: final(slack, third) is not None)
+            assert user_texts(asked_with(provider, "and after that?")) == [
+                "hello", "after the crash?", "and after that?",
+            ]  # fmt: skip
+            created = await signed.client.post("/api/session", json={})
+            fresh = created.json()["data"]["id"]
+
+        # A new thread mapped to its session, its first message not admitted: as a server
+        # killed between the map write and the admission leaves it. Slack's retry runs it,
+        # in that session.
+        root2 = slack.next_ts()
+        threads = await ThreadMap.open(setup.data / "slack" / "threads.json")
+        await threads.put(Thread(team=TEAM, channel="C1", ts=root2, session_id=fresh, owner="U1"))
+        async with served(setup, slack, port) as signed:
+            await signed.say("stream it now", ts=root2, retry=1)
+            await slack.until(lambda: len(slack.posted()) == 4)
+            [(fourth, posted)] = slack.posted()[3:]
+            assert posted["thread_ts"] == root2
+            await slack.until(lambda: final(slack, fourth) is not None)
+            assert (final(slack, fourth) or "").startswith("One two three.")
+        assert turns(provider, "stream it now") == 1
+        assert setup.threads[f"{TEAM}/C1/{root2}"]["session_id"] == fresh
+        assert sorted(await sessions_in(setup.data)) == sorted([session, fresh])
+
+
+async def test_attached_over_socket_mode_a_message_the_server_admitted_runs_once(
+    tmp_path, provider: Provider
+) -> None:
+    async with mock_slack() as slack:
+        setup = Setup(tmp_path, provider, slack)
+        server, url = await serve(setup, free_port())
+        try:
+            async with bot(setup, slack), httpx.AsyncClient(base_url=url, timeout=30) as client:
+                root = await slack.say("hello")
+                await slack.until(lambda: len(slack.posted()) == 1)
+                [(first, _)] = slack.posted()
+                await slack.until(lambda: final(slack, first) is not None)
+                [thread] = setup.threads.values()
+                session = thread["session_id"]
+
+                # The server admitted the message under its id (the V2 route answers the
+                # exact retry the stored receipt); the bot's map never took it. Socket Mode
+                # delivers it: the bot's admission is an exact retry over HTTP too.
+                ts = slack.next_ts()
+                await admit(client, session, "attached again?", ts)
+                message = said("attached again?", ts, thread=root, mention=False)
+                await slack.push("events_api", message)
+                await slack.until(lambda: len(slack.posted()) == 2)
+                [(second, _)] = slack.posted()[1:]
+                await slack.until(lambda: final(slack, second) is not None)
+                assert (final(slack, second) or "").startswith("Hello from the mock.")
+
+                # Delivered again (taken now): no reply; the next message is answered.
+                await slack.push("events_api", message)
+                await slack.say("attached after?", thread=root, mention=False)
+                await slack.until(lambda: len(slack.posted()) == 3)
+                [(third, _)] = slack.posted()[2:]
+                await slack.until(lambda: final(slack, third) is not None)
+        finally:
+            if server.poll() is None:
+                await stop(server)
+        assert turns(provider, "attached again?") == 1
+        assert user_texts(asked_with(provider, "attached after?")) == [
+            "hello", "attached again?", "attached after?",
+        ]  # fmt: skip
+
+
+def test_a_slack_messages_id_is_one_the_runtime_takes_and_the_same_each_delivery() -> None:
+    ids = {message_id("T01ABC", "C02DEF", "1700000000.000123") for _ in range(2)}
+    assert ids == {"msg_slack-T01ABC-C02DEF-1700000000-000123"}
+    assert message_id("T01ABC", "C02DEF", "1700000000.000124") not in ids
+    odd = message_id("T 1", "C/1" * 40, "1.2")  # unsafe characters, too long: a digest
+    assert is_valid_id("msg", odd) and len(odd) == len("msg_slack-") + 64
+    assert all(is_valid_id("msg", i) for i in ids)
 
 
 async def test_buttons_and_commands_over_http_answer_for_the_threads_owner_only(
