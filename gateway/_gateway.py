@@ -20,6 +20,7 @@ from gateway.http import (
     DEFAULT_PORT,
     DEFAULT_SSE_BUFFER,
     AccessLimits,
+    Room,
     Server,
     WebsocketLimits,
     create_core,
@@ -40,7 +41,7 @@ def create_app(
     sse_buffer: int = DEFAULT_SSE_BUFFER, ws_limits: WebsocketLimits | None = None,
     directory: Path | None = None, file_limits: FileLimits | None = None,
     known_sessions: int = DEFAULT_KNOWN_SESSIONS, live: LiveAnswers | None = None,
-    tokens: bool = False, access_limits: AccessLimits | None = None,
+    tokens: bool = False, access_limits: AccessLimits | None = None, rooms: Sequence[Room] = (),
 ) -> QuartTrio:  # fmt: skip
     """Build the app serving *rt*. Nothing runs until Hypercorn serves it (see ``serve``).
 
@@ -61,6 +62,8 @@ def create_app(
             existence check of later requests a store lookup.
         live: the bounds of the assistant messages being written that the V1 message
             routes list (``gateway.opencode.LiveAnswers``; its defaults when not given).
+        rooms: more rooms, installed after the built-in ones (``kittiwake serve --slack``
+            adds Slack's ``POST /slack/events``).
     """
     gw = OpenCodeGateway(
         rt, password=password, heartbeat=heartbeat, sse_buffer=sse_buffer,
@@ -68,11 +71,11 @@ def create_app(
         origins=frozenset(cors_origins or ()), max_body=max_body, known_sessions=known_sessions,
         live=live, tokens=tokens, access_limits=access_limits,
     )  # fmt: skip
-    rooms = (
+    built_in = (
         opencode_routes(gw, file_limits or FileLimits()), mcp_routes(gw), plugin_routes(gw),
         operator_routes(gw), web_routes(gw),
     )  # fmt: skip
-    return create_core(gw, rooms)
+    return create_core(gw, (*built_in, *rooms))
 
 
 async def serve(

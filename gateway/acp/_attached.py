@@ -235,8 +235,12 @@ class AttachedBackend:
         await self.get(session_id)  # an unknown session in the V2 routes' error shape
         await self._call("DELETE", f"/session/{session_id}", Any)
 
-    async def prompt(self, session_id: str, prompt: Prompt) -> InputAdmitted:
-        body = {"prompt": msgspec.to_builtins(prompt)}
+    async def prompt(
+        self, session_id: str, prompt: Prompt, *, id: str | None = None
+    ) -> InputAdmitted:
+        body: dict[str, Any] = {"prompt": msgspec.to_builtins(prompt)}
+        if id is not None:
+            body["id"] = id  # an exact retry answers the stored receipt (200)
         path = f"/api/session/{session_id}/prompt"
         return (await self._call("POST", path, _Data[InputAdmitted], json=body)).data
 

@@ -119,7 +119,13 @@ class Backend(Protocol):
         """Delete the session, its child sessions and everything they hold (durably)."""
         ...
 
-    async def prompt(self, session_id: str, prompt: Prompt) -> InputAdmitted: ...
+    async def prompt(
+        self, session_id: str, prompt: Prompt, *, id: str | None = None
+    ) -> InputAdmitted:
+        """Admit *prompt* durably; with the caller's message *id* (``msg_...``), the same
+        prompt sent again is an exact retry: the stored receipt, no second turn."""
+        ...
+
     async def command(self, session_id: str, name: str, arguments: str) -> InputAdmitted: ...
     async def interrupt(self, session_id: str) -> None: ...
     async def busy(self, session_id: str) -> bool:
@@ -205,8 +211,10 @@ class EmbeddedBackend:
     async def delete(self, session_id: str) -> None:
         await self._rt.sessions.delete(session_id)
 
-    async def prompt(self, session_id: str, prompt: Prompt) -> InputAdmitted:
-        return await self._rt.sessions.prompt(session_id, prompt=prompt)
+    async def prompt(
+        self, session_id: str, prompt: Prompt, *, id: str | None = None
+    ) -> InputAdmitted:
+        return await self._rt.sessions.prompt(session_id, prompt=prompt, id=id)
 
     async def command(self, session_id: str, name: str, arguments: str) -> InputAdmitted:
         return await self._rt.tools.commands.run(session_id, name, arguments)

@@ -27,6 +27,8 @@ environment:
   SLACK_BOT_TOKEN, SLACK_APP_TOKEN
                              slack: the bot's and the app's tokens (else kittiwake.json's
                              slack.botToken and slack.appToken)
+  SLACK_SIGNING_SECRET       serve --slack: the Slack app's signing secret (else
+                             kittiwake.json's slack.signingSecret)
   SLACK_API_URL              slack: Slack's Web API (default https://slack.com/api/)
   ANTHROPIC_API_KEY, OPENAI_API_KEY, ...
                              a provider's API key, named by the model catalog (see
@@ -127,6 +129,11 @@ def _add_serve_options(serve: argparse.ArgumentParser) -> list[argparse.Action]:
         serve.add_argument(
             "--directory", help="the project directory: where sessions without one work and the "
             "file routes are confined (default: the current directory)",
+        ),
+        serve.add_argument(
+            "--slack", action="store_true", help="serve the Slack bot over Slack's HTTP Events "
+            "API at POST /slack/events (SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET, or "
+            "kittiwake.json's slack section; not with --workers; docs/slack.md)",
         ),
     ]  # fmt: skip
     return added

@@ -48,6 +48,7 @@ from gateway.cli._setup import (
     list_models,
     show_config,
 )
+from gateway.cli._slack import slack_room, slack_settings
 from gateway.cli._stats import render_summary, render_trace, render_tree, telemetry_options
 from gateway.cli._terminal import (
     RunFailed,
@@ -154,6 +155,10 @@ async def _serve(args: argparse.Namespace) -> int:
         configured_host = server_config.hostname if server_config is not None else None
         args.hostname = configured_host or _DEFAULT_HOST
     cors = [*cors, *(server_config.cors or [] if server_config is not None else [])]
+    slack = slack_settings(config, directory) if getattr(args, "slack", False) else None
+    if slack is not None and args.workers is not None:
+        raise CliError("--slack serves in one process (its thread map is one file): not "
+                       "with --workers", 2)  # fmt: skip
     if args.workers is not None:
         _end_startup(args)
         warn_open(args.hostname, password)
@@ -180,6 +185,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 await loaded.wait()
                 from gateway._gateway import serve
 
+                rooms = () if slack is None else (await slack_room(rt, provider, data_dir, slack),)
                 async with trio.open_nursery() as nursery:
                     plugins = PluginCheck(rt, directory)
                     nursery.start_soon(plugins.run)
@@ -189,6 +195,7 @@ async def _serve(args: argparse.Namespace) -> int:
                                 rt, args.hostname, args.port, password=password,
                                 tokens=args.tokens,
                                 cors_origins=cors, directory=directory, task_status=task_status,
+                                rooms=rooms,
                                 certfile=args.certfile, keyfile=args.keyfile,
                                 listen_fd=args.listen_fd,
                             )

@@ -1,7 +1,8 @@
 """``kittiwake slack``: the command's set-up around ``gateway.slack`` (its room): the
 settings read, then the server to attach to, else the data dir held and a runtime opened on
 it as ``serve`` does (and served on loopback beside the bot, so that ``kittiwake tui`` or
-``run`` reach the same sessions), and the bot served until interrupted."""
+``run`` reach the same sessions), and the bot served until interrupted. ``serve --slack``'s
+set-up too: the bot over the served runtime, behind the gateway's ``POST /slack/events``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from functools import partial
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -21,7 +22,13 @@ from gateway.cli._provider import Provider, configured_provider, load_config_war
 from gateway.cli._stats import telemetry_options
 from runtime import open_runtime
 
-__all__ = ["slack"]
+if TYPE_CHECKING:
+    from actors import Runtime
+    from gateway.http import Room
+    from gateway.slack import SlackSettings
+    from runtime.config import LoadedConfig
+
+__all__ = ["slack", "slack_room", "slack_settings"]
 
 
 async def slack(args: argparse.Namespace) -> int:
@@ -102,3 +109,36 @@ async def _attached(url: str, settings: Any, threads: Path) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_slack, backend, settings, threads)
             print("kittiwake: connected to Slack", file=sys.stderr, flush=True)
+
+
+def slack_settings(config: LoadedConfig, directory: Path) -> SlackSettings:
+    """``serve --slack``'s settings: the bot token and the signing secret (not the app
+    token), from *config*'s ``slack`` section or the environment.
+
+    Raises ``CliError`` (exit 2) naming what is missing.
+    """
+    from gateway.slack import SettingsError, settings_from
+
+    try:
+        return settings_from(config.config.slack, os.environ, str(directory), events=True)
+    except SettingsError as exc:
+        raise CliError(str(exc), 2) from None
+
+
+async def slack_room(
+    rt: Runtime, provider: Provider | None, data_dir: Path, settings: SlackSettings
+) -> Room:
+    """The room serving Slack's HTTP Events API over *rt* (``POST /slack/events`` and the
+    bot while the gateway serves), its thread map in ``<data dir>/slack/threads.json``.
+
+    Raises ``CliError`` (exit 2) when Slack refuses the bot token or is out of reach.
+    """
+    from gateway.acp import EmbeddedBackend
+    from gateway.slack import SettingsError, open_slack_events
+
+    backend = EmbeddedBackend(rt, models=provider_models(provider, data_dir))
+    try:
+        events = await open_slack_events(backend, settings, data_dir / "slack" / "threads.json")
+    except SettingsError as exc:
+        raise CliError(str(exc), 2) from None
+    return events.room()

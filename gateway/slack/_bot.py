@@ -36,7 +36,7 @@ from gateway.slack._commands import Commands
 from gateway.slack._link import Clicked, Commanded, Delivery, Said
 from gateway.slack._render import WORKING, Answer
 from gateway.slack._settings import SlackSettings
-from gateway.slack._threads import Thread, ThreadMap, thread_key
+from gateway.slack._threads import Thread, ThreadMap, message_id, thread_key
 from gateway.slack._web import LiveMessage, SlackWeb, live_message
 from runtime import KittiwakeError, Prompt
 from runtime import events as ev
@@ -151,38 +151,44 @@ class SlackBot:
 
     async def _said(self, said: Said) -> None:
         """Continue the thread's session with the message, or start one; the answer
-        streams into one reply edited in place."""
+        streams into one reply edited in place.
+
+        The message is admitted under its ``message_id``, so a delivery again is an exact
+        retry (no second turn, whether or not the map knew it was admitted); the map then
+        records it taken, and a delivery again of a message the map has taken gets no
+        second reply. A new thread is mapped before its first prompt, so a delivery again
+        after a stop in between continues that session rather than starting another."""
         thread = self._threads.get(said.team, said.channel, said.thread)
         if thread is None and not said.starts:
             return  # a reply in a thread the bot does not hold: not for the bot
+        if thread is not None and said.ts in thread.taken:
+            _log.info("message %s of thread %s delivered again: taken already", said.ts, thread.ts)
+            return  # Slack's retry of an event it thinks was lost: one reply only
         if not self._settings.admits(said.team, said.channel, said.user):
             await self._tell(said.channel, said.user, REFUSAL, said.thread)
             return
-        now = int(time.time() * 1000)
         if thread is None:
             info = await self._backend.create(self._settings.directory)
             thread = Thread(
                 team=said.team, channel=said.channel, ts=said.thread, session_id=info.id,
-                owner=said.user, used=now,
+                owner=said.user, used=int(time.time() * 1000),
             )  # fmt: skip
-        else:
-            thread = msgspec.structs.replace(thread, used=now)
-        await self._threads.put(thread)
+            await self._threads.put(thread)
         if not said.text:
             return
         posted = await self._web.call(
             "chat.postMessage", channel=said.channel, thread_ts=said.thread, text=WORKING
         )
-        await self._answer(thread, str(posted["ts"]), Prompt(text=said.text))
+        await self._answer(thread, str(posted["ts"]), said)
 
-    async def _answer(self, thread: Thread, ts: str, prompt: Prompt) -> None:
-        """Admit *prompt* and stream the run's answer into the message *ts* until the
-        session is idle; its permission requests and questions are posted beside it."""
+    async def _answer(self, thread: Thread, ts: str, said: Said) -> None:
+        """Admit *said*'s prompt and stream the run's answer into the message *ts* until
+        the session is idle; its permission requests and questions are posted beside it."""
         answer = Answer(max_text=self._settings.max_text)
         interval = self._settings.update_interval
         async with live_message(self._web, thread.channel, ts, interval) as live:
             try:
-                await self._stream(thread, ts, answer, live, prompt)
+                await self._stream(thread, ts, answer, live, said)
             except Exception as exc:  # refused, or the server out of reach: said in place
                 expected = isinstance(exc, KittiwakeError)
                 _log.warning("answering in %s failed: %s", ts, exc, exc_info=not expected)
@@ -192,14 +198,20 @@ class SlackBot:
         await self._threads.settle(thread, ts)
 
     async def _stream(
-        self, thread: Thread, ts: str, answer: Answer, live: LiveMessage, prompt: Prompt
+        self, thread: Thread, ts: str, answer: Answer, live: LiveMessage, said: Said
     ) -> None:
-        """Admit *prompt* (the map then says the answer streams into *ts*), and feed
-        *answer* the run's events and deltas until the session is idle."""
+        """Admit *said*'s prompt under its message id (the map then says the message is
+        taken and the answer streams into *ts*), and feed *answer* the run's events and
+        deltas until the session is idle. For an exact retry that is the run the first
+        admission started, from its prompt on."""
         session = thread.session_id
         async with self._backend.follow(session, None) as follow:
-            after = (await self._backend.prompt(session, prompt)).admitted_seq - 1
-            await self._threads.put(msgspec.structs.replace(thread, reply=ts, after=after))
+            msg = message_id(said.team, said.channel, said.ts)
+            admitted = await self._backend.prompt(session, Prompt(text=said.text), id=msg)
+            after = admitted.admitted_seq - 1
+            took = thread.took(said.ts, int(time.time() * 1000))
+            await self._threads.put(msgspec.structs.replace(took, reply=ts, after=after))
+            # behind: an exact retry's run may have written its events before the follow
             idle = trio.Event()
             async with trio.open_nursery() as nursery:
 
@@ -209,7 +221,7 @@ class SlackBot:
 
                 nursery.start_soon(until_idle)
                 watching = False
-                async with aclosing(follow.items(after, idle)) as items:
+                async with aclosing(follow.items(after, idle, behind=True)) as items:
                     async for item in items:
                         if isinstance(item, SessionEvent):
                             event = item.event

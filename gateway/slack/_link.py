@@ -1,7 +1,9 @@
-"""The Slack side: a ``slack_bolt`` ``App`` on ``slack_sdk``'s built-in Socket Mode client,
-which runs in its own threads. Each listener acknowledges its delivery at once and hands
-it to the trio side as a ``Said``, ``Clicked`` or ``Commanded`` (``trio.from_thread``),
-waiting while the trio side's queue is full."""
+"""The Slack side: a ``slack_bolt`` ``App`` (``bolt_app``) on ``slack_sdk``'s built-in Socket
+Mode client, which runs in its own threads (or, for the HTTP Events API, dispatching the
+gateway's requests in worker threads: ``gateway.slack._events``). Each listener
+acknowledges its delivery at once and hands it to the trio side as a ``Said``,
+``Clicked`` or ``Commanded`` (``trio.from_thread``), waiting while the trio side's queue
+is full."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 
-__all__ = ["Clicked", "Commanded", "Delivery", "Said", "slack_link"]
+__all__ = ["Clicked", "Commanded", "Delivery", "Said", "bolt_app", "slack_link"]
 
 _log = logging.getLogger("kittiwake.slack")
 
@@ -76,9 +78,24 @@ def _said(event: dict[str, Any], body: dict[str, Any], bot: str | None, starts: 
     )  # fmt: skip
 
 
-def _app(client: WebClient, deliver: Callable[[Delivery], None], command: str) -> App:
-    """The bolt app: its listeners pass what they receive to *deliver*."""
-    app = App(client=client, process_before_response=True)
+def bolt_app(
+    client: WebClient, deliver: Callable[[Delivery], None], command: str,
+    *, signing_secret: str | None = None,
+) -> App:  # fmt: skip
+    """The bolt app: its listeners pass what they receive to *deliver*, before the answer
+    to Slack (``process_before_response``). Built in a worker thread: it calls
+    ``auth.test`` (raising ``SlackApiError`` when Slack refuses the token).
+
+    With *signing_secret* it serves HTTP requests whose signature its caller verified
+    (``gateway.slack._events``), so bolt's own verification is off.
+    """
+    if signing_secret is None:
+        app = App(client=client, process_before_response=True)
+    else:
+        app = App(
+            client=client, process_before_response=True, signing_secret=signing_secret,
+            request_verification_enabled=False,
+        )  # fmt: skip
 
     @app.event("app_mention")
     def mentioned(event: dict[str, Any], body: dict[str, Any], context: Any) -> None:
@@ -150,7 +167,7 @@ async def slack_link(
         except (trio.RunFinishedError, trio.ClosedResourceError, trio.BrokenResourceError):
             _log.warning("a Slack delivery arrived while the bot was stopping: dropped")
 
-    app = await trio.to_thread.run_sync(partial(_app, client, deliver, command))
+    app = await trio.to_thread.run_sync(partial(bolt_app, client, deliver, command))
     handler = SocketModeHandler(app, app_token, web_client=client, ping_interval=ping_interval)
     try:
         await trio.to_thread.run_sync(handler.connect)

@@ -1,4 +1,4 @@
-"""What ``kittiwake slack`` runs with: its tokens, Slack's Web API address, the directory its
+"""What ``kittiwake slack`` (and ``kittiwake serve --slack``) runs with: its tokens, Slack's Web API address, the directory its
 sessions work in, who may use it, and its limits (``SlackSettings``)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ DEFAULT_API_URL: Final = "https://slack.com/api/"
 
 
 class SettingsError(Exception):
-    """A token is missing: the message names where it is looked for."""
+    """A token or the signing secret is missing (the message names where it is looked for),
+    or Slack refused the bot token or could not be reached (``open_slack_events``)."""
 
 
 class SlackSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -24,7 +25,8 @@ class SlackSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     Args:
         bot_token: the bot's ``xoxb-`` token (Web API calls).
-        app_token: the app-level ``xapp-`` token (Socket Mode's ``apps.connections.open``).
+        app_token: the app-level ``xapp-`` token (Socket Mode's ``apps.connections.open``;
+            empty for the HTTP Events API).
         api_url: the Web API's base URL (ends with ``/``).
         directory: the directory new sessions work in.
         allowed_users, allowed_channels, allowed_teams: who may start or continue a session,
@@ -41,6 +43,8 @@ class SlackSettings(msgspec.Struct, frozen=True, kw_only=True):
         max_text: the most characters of an answer shown in one message (its tail is kept).
         ping_interval: seconds between the Socket Mode connection's pings, and between
             its checks: a connection found closed is reopened then at the latest.
+        signing_secret: the app's signing secret, which Slack's HTTP requests are verified
+            with (``X-Slack-Signature``); empty in Socket Mode.
     """
 
     bot_token: str
@@ -57,6 +61,7 @@ class SlackSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_pending: int = 256
     max_text: int = 3500
     ping_interval: float = 10.0
+    signing_secret: str = ""
 
     def admits(self, team: str | None, channel: str | None, user: str | None) -> bool:
         """Whether *user* in *channel* of workspace *team* may use the bot."""
@@ -68,24 +73,29 @@ class SlackSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def settings_from(
-    config: SlackConfig | None, env: Mapping[str, str], directory: str
+    config: SlackConfig | None, env: Mapping[str, str], directory: str, *, events: bool = False
 ) -> SlackSettings:
     """The settings of ``kittiwake.json``'s ``slack`` section (its values may be
     ``{env:NAME}``), the tokens else from ``SLACK_BOT_TOKEN`` and ``SLACK_APP_TOKEN``, the
     Web API at ``SLACK_API_URL`` else Slack's; sessions work in ``slack.directory``, else
-    *directory*.
+    *directory*. With *events* (Slack's HTTP Events API) the app token is not needed but
+    the signing secret is: ``slack.signingSecret``, else ``SLACK_SIGNING_SECRET``.
 
     Raises:
-        SettingsError: a token is missing.
+        SettingsError: a token (or, with *events*, the signing secret) is missing.
     """
     section = config or SlackConfig()
     bot = section.botToken or env.get("SLACK_BOT_TOKEN", "")
     app = section.appToken or env.get("SLACK_APP_TOKEN", "")
-    for name, value, key in (("bot", bot, "SLACK_BOT_TOKEN"), ("app", app, "SLACK_APP_TOKEN")):
+    secret = section.signingSecret or env.get("SLACK_SIGNING_SECRET", "")
+    needed = [("bot token", bot, "SLACK_BOT_TOKEN", "botToken")]
+    if events:
+        needed.append(("signing secret", secret, "SLACK_SIGNING_SECRET", "signingSecret"))
+    else:
+        needed.append(("app token", app, "SLACK_APP_TOKEN", "appToken"))
+    for name, value, variable, key in needed:
         if not value:
-            raise SettingsError(
-                f"no Slack {name} token: set {key} or slack.{name}Token in kittiwake.json"
-            )
+            raise SettingsError(f"no Slack {name}: set {variable} or slack.{key} in kittiwake.json")
     url = section.apiUrl or env.get("SLACK_API_URL") or DEFAULT_API_URL
     return SlackSettings(
         bot_token=bot, app_token=app, api_url=url if url.endswith("/") else url + "/",
@@ -96,4 +106,5 @@ def settings_from(
         answerers=frozenset(section.answerers or ()),
         update_interval=section.updateInterval or 1.0,
         ping_interval=section.pingInterval or 10.0,
+        signing_secret=secret if events else "",
     )  # fmt: skip

@@ -3,13 +3,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from pathlib import Path
+from typing import Final
 
 import msgspec
 import trio
 
-__all__ = ["Thread", "ThreadMap"]
+__all__ = ["MAX_TAKEN", "Thread", "ThreadMap", "message_id"]
+
+MAX_TAKEN = 64
+"""How many of a thread's latest messages it remembers taking (``Thread.taken``)."""
+_UNSAFE: Final = re.compile(r"[^0-9A-Za-z]")
+_MAX_BODY: Final = 96
+"""The longest id body the runtime takes from a caller (``msg_`` and 1 to 96 characters)."""
 
 
 class Thread(msgspec.Struct, frozen=True, kw_only=True):
@@ -18,7 +27,11 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     ``ts`` is the thread's root message; ``owner`` the user who started it (who may answer
     its permission requests); ``used`` when it was last written to (ms since the epoch).
     ``reply`` is the message an answer is being streamed into (``None`` once it is whole),
-    ``after`` the session's last seq before that answer's prompt.
+    ``after`` the session's last seq before that answer's prompt. ``taken`` holds the ts
+    of the thread's latest messages admitted (``MAX_TAKEN``), written after the admission,
+    so that one delivered again (Slack retries an event it thinks was not received) gets
+    no second reply. That it starts no second turn is the runtime's: each message is
+    admitted under ``message_id``, so a delivery again is an exact retry.
     """
 
     team: str
@@ -29,14 +42,32 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     used: int = 0
     reply: str | None = None
     after: int = 0
+    taken: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         return thread_key(self.team, self.channel, self.ts)
 
+    def took(self, ts: str, used: int) -> Thread:
+        """The thread having taken its message *ts* at *used* (ms since the epoch)."""
+        taken = (*self.taken, ts)[-MAX_TAKEN:]
+        return msgspec.structs.replace(self, used=used, taken=taken)
+
 
 def thread_key(team: str, channel: str, ts: str) -> str:
     return f"{team}/{channel}/{ts}"
+
+
+def message_id(team: str, channel: str, ts: str) -> str:
+    """The runtime's message id of the Slack message *ts* of *channel* in *team*: the same
+    for every delivery of it (``msg_slack-<team>-<channel>-<ts>``, each character outside
+    ``[0-9A-Za-z]`` made ``-``); a digest of them when that is longer than the runtime
+    takes (96 characters after ``msg_``)."""
+    body = "-".join(_UNSAFE.sub("-", part) for part in ("slack", team, channel, ts))
+    if len(body) > _MAX_BODY:
+        digest = hashlib.sha256(f"{team}/{channel}/{ts}".encode()).hexdigest()
+        body = f"slack-{digest[:64]}"
+    return f"msg_{body}"
 
 
 class _File(msgspec.Struct, frozen=True):

@@ -300,8 +300,8 @@ class LanguageServersConfig(_Section, frozen=True):
 
 
 class SlackConfig(_Section, frozen=True):
-    """``slack`` (Kittiwake's own key): ``kittiwake slack``'s tokens, where it reaches Slack's
-    Web API, and who may use it (an empty or missing list admits everyone of that kind)."""
+    """``slack`` (Kittiwake's own key): ``kittiwake slack``'s tokens (and ``serve --slack``'s
+    signing secret), where it reaches Slack's Web API, and who may use it (an empty or missing list admits everyone of that kind)."""
 
     botToken: str | None = None
     appToken: str | None = None
@@ -313,6 +313,7 @@ class SlackConfig(_Section, frozen=True):
     answerers: list[str] | None = None
     updateInterval: Annotated[float, Meta(gt=0)] | None = None
     pingInterval: Annotated[float, Meta(gt=0)] | None = None
+    signingSecret: str | None = None
 
 
 class Config(_Section, frozen=True, rename={"schema": "$schema"}):

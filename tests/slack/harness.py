@@ -2,6 +2,8 @@
 ``/api/<method>`` (recording each call; a method may be told to answer 429 with a
 ``Retry-After``) and serves Socket Mode's websocket on ``/link``, the URL its
 ``apps.connections.open`` gives; tests push events, clicks and commands down it.
+``Signed`` sends the same as Slack's HTTP Events API does, signed, to a gateway's
+``/slack/events`` (``kittiwake serve --slack``).
 
 ``Bot`` is a ``kittiwake slack`` child process pointed at it (``slack.apiUrl``), over a
 data dir whose model catalog has the chat-completions mock (``tests.opencode.harness``)."""
@@ -12,6 +14,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -19,17 +22,21 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import httpx
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 from quart import request, websocket
 from quart_trio import QuartTrio
+from slack_sdk.signature import SignatureVerifier
 
 from tests.editor_acp.harness import catalog
 from tests.opencode.harness import Provider
 
 TEAM = "T1"
 BOT_USER = "UBOT"
+SECRET = "8f742231b10e8888abcd99e1a2b3c4d5"
+"""The Slack app's signing secret (``SLACK_SIGNING_SECRET`` of ``Setup``'s environment)."""
 
 
 @dataclass
@@ -175,40 +182,108 @@ class MockSlack:
     ) -> str:  # fmt: skip
         """A user's message (a mention by default); its ts."""
         ts = self.next_ts()
-        event: dict[str, Any] = {
-            "type": "app_mention" if mention and not im else "message", "user": user,
-            "text": f"<@{BOT_USER}> {text}" if mention else text, "ts": ts, "channel": channel,
-            "event_ts": ts, "team": TEAM,
-        }  # fmt: skip
-        if im:
-            event["channel_type"] = "im"
-        if thread is not None:
-            event["thread_ts"] = thread
-        await self.push("events_api", {
-            "token": "t", "team_id": TEAM, "api_app_id": "A1", "event": event,
-            "type": "event_callback", "event_id": f"Ev{ts}", "event_time": 1700000000,
-        })  # fmt: skip
+        await self.push("events_api", said(text, ts, user=user, channel=channel, thread=thread,
+                                           mention=mention, im=im))  # fmt: skip
         return ts
 
     async def click(
         self, action_id: str, value: str, message_ts: str, thread: str, *, user: str = "U1",
         channel: str = "C1",
     ) -> str:  # fmt: skip
-        return await self.push("interactive", {
-            "type": "block_actions", "user": {"id": user, "team_id": TEAM}, "team": {"id": TEAM},
-            "api_app_id": "A1", "channel": {"id": channel}, "trigger_id": "tr1",
-            "container": {"type": "message", "message_ts": message_ts, "channel_id": channel},
-            "message": {"type": "message", "ts": message_ts, "thread_ts": thread, "text": ""},
-            "actions": [{"action_id": action_id, "block_id": "b1", "value": value,
-                         "type": "button", "action_ts": "1"}],
-        })  # fmt: skip
+        return await self.push(
+            "interactive", clicked(action_id, value, message_ts, thread, user=user, channel=channel)
+        )
 
     async def command(self, text: str, *, user: str = "U1", channel: str = "C1") -> str:
-        return await self.push("slash_commands", {
-            "token": "t", "team_id": TEAM, "channel_id": channel, "user_id": user,
-            "command": "/kw", "text": text, "api_app_id": "A1", "trigger_id": "tr1",
-            "response_url": f"http://127.0.0.1:{self.port}/respond",
-        })  # fmt: skip
+        return await self.push(
+            "slash_commands", commanded(text, self.port, user=user, channel=channel)
+        )
+
+
+def said(
+    text: str, ts: str, *, user: str = "U1", channel: str = "C1", thread: str | None = None,
+    mention: bool = True, im: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """An Events API ``event_callback`` of a user's message *ts* (a mention by default)."""
+    event: dict[str, Any] = {
+        "type": "app_mention" if mention and not im else "message", "user": user,
+        "text": f"<@{BOT_USER}> {text}" if mention else text, "ts": ts, "channel": channel,
+        "event_ts": ts, "team": TEAM,
+    }  # fmt: skip
+    if im:
+        event["channel_type"] = "im"
+    if thread is not None:
+        event["thread_ts"] = thread
+    return {
+        "token": "t", "team_id": TEAM, "api_app_id": "A1", "event": event,
+        "type": "event_callback", "event_id": f"Ev{ts}", "event_time": 1700000000,
+    }  # fmt: skip
+
+
+def clicked(
+    action_id: str, value: str, message_ts: str, thread: str, *, user: str = "U1",
+    channel: str = "C1",
+) -> dict[str, Any]:  # fmt: skip
+    """A ``block_actions`` payload: *user* pressed a button of the message *message_ts*."""
+    return {
+        "type": "block_actions", "user": {"id": user, "team_id": TEAM}, "team": {"id": TEAM},
+        "api_app_id": "A1", "channel": {"id": channel}, "trigger_id": "tr1",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": channel},
+        "message": {"type": "message", "ts": message_ts, "thread_ts": thread, "text": ""},
+        "actions": [{"action_id": action_id, "block_id": "b1", "value": value,
+                     "type": "button", "action_ts": "1"}],
+    }  # fmt: skip
+
+
+def commanded(text: str, port: int, *, user: str = "U1", channel: str = "C1") -> dict[str, Any]:
+    """A ``/kw <text>`` slash command's fields."""
+    return {
+        "token": "t", "team_id": TEAM, "channel_id": channel, "user_id": user,
+        "command": "/kw", "text": text, "api_app_id": "A1", "trigger_id": "tr1",
+        "response_url": f"http://127.0.0.1:{port}/respond",
+    }  # fmt: skip
+
+
+@dataclass
+class Signed:
+    """Slack's HTTP Events API: requests to the gateway at *client*'s ``/slack/events``,
+    signed with *secret* (at the current time unless told), their ts from *slack*."""
+
+    client: httpx.AsyncClient
+    slack: MockSlack
+    secret: str = SECRET
+
+    async def post(
+        self, body: bytes, content_type: str, *, at: float | None = None,
+        secret: str | None = None, headers: dict[str, str] | None = None,
+    ) -> httpx.Response:  # fmt: skip
+        timestamp = str(int(time.time() if at is None else at))
+        signer = SignatureVerifier(secret or self.secret)
+        signature = signer.generate_signature(timestamp=timestamp, body=body) or ""
+        sent = {"Content-Type": content_type, "X-Slack-Request-Timestamp": timestamp,
+                "X-Slack-Signature": signature, **(headers or {})}  # fmt: skip
+        return await self.client.post("/slack/events", content=body, headers=sent)
+
+    async def event(self, payload: dict[str, Any], **kw: Any) -> httpx.Response:
+        return await self.post(json.dumps(payload).encode(), "application/json", **kw)
+
+    async def say(
+        self, text: str, *, ts: str | None = None, retry: int | None = None, **kw: Any
+    ) -> tuple[str, httpx.Response]:
+        """A user's message (*ts*, else a new one), delivered again as retry *retry*; its
+        ts and the answer."""
+        ts = ts or self.slack.next_ts()
+        headers = {} if retry is None else {
+            "X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}  # fmt: skip
+        return ts, await self.event(said(text, ts, **kw), headers=headers)
+
+    async def click(self, *args: Any, **kw: Any) -> httpx.Response:
+        body = httpx.QueryParams({"payload": json.dumps(clicked(*args, **kw))})
+        return await self.post(str(body).encode(), "application/x-www-form-urlencoded")
+
+    async def command(self, text: str, **kw: Any) -> httpx.Response:
+        body = httpx.QueryParams(commanded(text, self.slack.port, **kw))
+        return await self.post(str(body).encode(), "application/x-www-form-urlencoded")
 
 
 @asynccontextmanager
@@ -249,7 +324,8 @@ class Setup:
         for name in ("KITTIWAKE_SERVER_PASSWORD", "KITTIWAKE_LOG", "SLACK_API_URL"):
             self.env.pop(name, None)
         self.env |= {"LOCAL_API_KEY": "sk-local", "KITTIWAKE_MODEL": "local/m1",
-                     "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-test"}  # fmt: skip
+                     "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-test",
+                     "SLACK_SIGNING_SECRET": SECRET}  # fmt: skip
         slack_config = {
             "apiUrl": f"http://127.0.0.1:{mock.port}/api/",
             "updateInterval": 0.05,
