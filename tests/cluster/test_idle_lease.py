@@ -175,6 +175,40 @@ async def test_a_prompt_through_another_worker_to_a_session_parked_elsewhere_is_
     assert asked(provider) == {"one": 1, "two": 1, "three": 1, "four": 1}
 
 
+async def test_a_holder_killed_with_its_lease_parked_is_replaced_within_the_lease_ttl(
+    tmp_path: Path, provider: LocalServer, postgres_database: str
+) -> None:
+    """A dies (SIGKILL) holding the session's lease parked for 600 s, TTL 30 s: a prompt
+    through B acquires the parked lease at once (token + 1) and is answered well within
+    the TTL, neither after the idle time nor after an expiry."""
+    cli = Cli(tmp_path, provider)
+    answer_each(provider)
+    options = ("--lease-ttl", "30", "--lease-idle", "600")
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(
+            Node.running(cli, postgres_database, *options, name="a")
+        )
+        b = await stack.enter_async_context(
+            Node.running(cli, postgres_database, *options, name="b")
+        )
+        ca = await stack.enter_async_context(httpx.AsyncClient(base_url=a.url, timeout=60))
+        cb = await stack.enter_async_context(httpx.AsyncClient(base_url=b.url, timeout=60))
+        sid = (await ca.post(S, json={"model": MODEL})).json()["data"]["id"]
+        await prompt_and_wait(ca, sid, "one")
+        parked = await lease_row(postgres_database, sid)
+        assert parked.parked and parked.left > 60  # held idle by A
+        a.process.kill()
+        await a.process.wait()
+        started = trio.current_time()
+        await prompt_and_wait(cb, sid, "two")
+        assert trio.current_time() - started < 30  # within the TTL (far from the idle time)
+        now = await lease_row(postgres_database, sid)
+        history = await texts(cb, sid)
+    assert now.owner != parked.owner and now.token == parked.token + 1
+    assert history == ["one", "re: one", "two", "re: two"]
+    assert asked(provider) == {"one": 1, "two": 1}
+
+
 async def test_a_change_made_through_another_worker_reaches_the_parked_holders_next_turn(
     tmp_path: Path, provider: LocalServer, postgres_database: str
 ) -> None:
