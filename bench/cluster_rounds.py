@@ -88,15 +88,17 @@ async def _start(
 
 async def _round(target: Target, n: int, bursts: int, pg_pids: list[int]) -> Round:
     """One series of *n* prompts, then *bursts* times every session at once, on *target*.
-    Its connections are opened first (a server closes keep-alive connections idle while
-    the others are measured)."""
+    Its connections are opened in this round, the bursts' once the series is done (a
+    server closes a keep-alive connection idle for 5 s, as the bursts' would be while a
+    series runs on a loaded machine)."""
     store, url = target.store, target.server.url
     client = await LeanClient.open(url)
-    clients = [await LeanClient.open(url) for _ in target.sessions]
+    clients: list[LeanClient] = []
     try:
         commits0 = _commits(store) if store else 0
         samples = [await _prompt(client, target.sequential) for _ in range(n)]
         commits = (_commits(store) - commits0) / n if store else 0.0
+        clients += [await LeanClient.open(url) for _ in target.sessions]
         pids = target.server.pids
         pg_pids = [p for p in pg_pids if p in _cpu(pg_pids)]  # backends still there
         cpu0, pg0 = sum(_cpu(pids).values()), sum(_cpu(pg_pids).values()) if store else 0.0

@@ -67,6 +67,7 @@ from storage._port import RenewLease as RenewLease
 from storage._port import ReplaceEpoch as ReplaceEpoch
 from storage._port import ReplyPermission as ReplyPermission
 from storage._port import ReplyQuestion as ReplyQuestion
+from storage._port import RevertStands as RevertStands
 from storage._port import SaveApproval as SaveApproval
 from storage._port import SessionHistory as SessionHistory
 from storage._port import SessionsNeedingResume as SessionsNeedingResume
@@ -167,6 +168,7 @@ __all__ = [
     "ReplaceEpoch",
     "ReplyPermission",
     "ReplyQuestion",
+    "RevertStands",
     "SaveApproval",
     "SessionHistory",
     "SessionsNeedingResume",

@@ -37,6 +37,8 @@ def _delete(b: WriteBatch, c: p.DeleteSession) -> ev.SessionInfo:
 
 
 def _admit(b: WriteBatch, c: p.AdmitPrompt) -> tuple[ev.InputAdmitted, bool]:
+    if c.unless_reverted and b.session(c.session_id).revert is not msgspec.UNSET:
+        raise p.RevertStands(f"a revert of {c.session_id} stands: commit it first")
     admit = b.admit_fresh if c.fresh else b.admit
     return admit(c.session_id, c.message_id, c.prompt, c.delivery, c.timestamp)
 

@@ -9,6 +9,7 @@ from typing import Any, Final, Literal
 
 import trio
 from msgspec import UNSET
+from msgspec.structs import replace
 
 from actors.api._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
 from actors.cluster import ClusterOptions, wait_elsewhere
@@ -57,6 +58,7 @@ from storage import (
     Messages,
     Permission,
     Permissions,
+    RevertStands,
     SessionsNeedingResume,
     SetTitle,
     StoredEvent,
@@ -172,27 +174,38 @@ class Sessions:
         check_prompt(prompt, delivery)
         if id is not None:
             check_id("msg", id)
-        if await self.reverts.standing(session_id):
+        if await self.reverts.standing_here(session_id):
             await self.reverts.commit(session_id)  # the reverted messages go for good
         op = AdmitPrompt(
             session_id=session_id, message_id=id or self._ids.new("msg"), prompt=prompt,
             delivery=delivery, timestamp=self._now(), fresh=id is None,
+            unless_reverted=self._cluster is not None,
         )  # fmt: skip
         attributes = {"session.id": session_id, "kittiwake.delivery": delivery}
         with span("admission", attributes) as current:
             if records_text():
                 current.set_attribute("kittiwake.prompt", prompt.text)
-            reserved = self._x.reserve_opening(session_id) if resume else None
-            if reserved is not None:
-                opened = await admit_and_open(
-                    self._storage, op, *reserved, admission_timeout=self._admission_timeout
-                )
-                if opened is not None:
-                    return opened
-            receipt, _ = await self._storage.write(op)
-            if resume:
-                await self._x.wake(session_id, receipt.admitted_seq)
-            return receipt
+            try:
+                return await self._admit(op, resume=resume)
+            except RevertStands:  # another worker's revert: nothing was written
+                await self.reverts.commit(session_id)
+                return await self._admit(replace(op, unless_reverted=False), resume=resume)
+
+    async def _admit(self, op: AdmitPrompt, *, resume: bool) -> InputAdmitted:
+        """Admit *op*, opening the session's next activity in the same batch when its
+        actor reserved it, else waking the session (unless not *resume*)."""
+        session_id = op.session_id
+        reserved = self._x.reserve_opening(session_id) if resume else None
+        if reserved is not None:
+            opened = await admit_and_open(
+                self._storage, op, *reserved, admission_timeout=self._admission_timeout
+            )
+            if opened is not None:
+                return opened
+        receipt, _ = await self._storage.write(op)
+        if resume:
+            await self._x.wake(session_id, receipt.admitted_seq)
+        return receipt
 
     async def get(self, session_id: str) -> SessionInfo:
         """The session. Raises SessionNotFoundError."""

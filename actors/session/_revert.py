@@ -115,6 +115,17 @@ class Reverts:
             self._clear.popitem(last=False)
         return False
 
+    async def standing_here(self, session_id: str) -> bool:
+        """Whether a prompt must commit a revert first, as far as this process can tell
+        without reading the store when ``shared``: a revert made here stands, or one is
+        being made. Another worker's revert is then found by the admission's own batch
+        (``AdmitPrompt(unless_reverted=True)`` refused with ``RevertStands``). Not
+        shared, as :meth:`standing`."""
+        if not self._shared:
+            return await self.standing(session_id)
+        await trio.lowlevel.checkpoint()
+        return session_id in self._standing or session_id in self._locks
+
     async def settled(self, session_id: str) -> None:
         """Return once no revert, unrevert or commit of *session_id* is under way: the files
         a revert restores are written by then (its ``session.reverted`` is durable before

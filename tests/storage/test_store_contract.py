@@ -63,6 +63,7 @@ from storage import (
     ReplaceEpoch,
     ReplyPermission,
     ReplyQuestion,
+    RevertStands,
     SaveApproval,
     SessionHistory,
     SessionsNeedingResume,
@@ -317,6 +318,36 @@ async def test_records_are_upserted_listed_newest_first_and_kept_across_reopenin
         found = await _read(store, GetRecord(kind="token", id="a"))
         assert found is not None and found.data == '{"v":3}'
         assert [r.id for r in await _read(store, ListRecords(kind="audit", limit=10))] == ["a"]
+
+
+async def test_an_admission_unless_reverted_is_refused_while_a_revert_stands(
+    open_store: AbstractAsyncContextManager[Store],
+) -> None:
+    """A cluster worker's prompt checks for another worker's revert in its own batch:
+    refused with ``RevertStands``, nothing written (nor opened), while one stands;
+    admitted once it is committed."""
+    async with open_store as store:
+        await _write(store, CreateSession(info=_info("ses_a")))
+        guarded = msgspec.structs.replace(_admit("ses_a", "msg_1"), unless_reverted=True)
+        first, _ = await _write(store, guarded)
+        await _write(store, PromoteInputs(session_id="ses_a", opening=True, timestamp=3))
+        reverted = ev.SessionReverted(
+            timestamp=4, session_id="ses_a", revert=ev.RevertInfo(message_id="msg_1"),
+            hidden_from=first.admitted_seq, files=[],
+        )  # fmt: skip
+        await _write(store, Append(session_id="ses_a", events=[reverted]))
+        before = await _read(store, Events(session_id="ses_a", after=-1, limit=100))
+        second = msgspec.structs.replace(_admit("ses_a", "msg_2"), unless_reverted=True)
+        with pytest.raises(RevertStands):
+            await _write(store, second)
+        with pytest.raises(RevertStands):
+            await _write(store, AdmitAndOpen(admit=second))
+        assert await _read(store, Events(session_id="ses_a", after=-1, limit=100)) == before
+        assert await _read(store, PendingInputs(session_id="ses_a")) == []
+        committed = ev.RevertCommitted(timestamp=5, session_id="ses_a", message_ids=["msg_1"])
+        await _write(store, Append(session_id="ses_a", events=[committed]))
+        receipt, promoted, _ = await _write(store, AdmitAndOpen(admit=second))
+        assert receipt.id == "msg_2" and [r.id for r in promoted] == ["msg_2"]
 
 
 async def test_a_question_reply_admits_its_late_answer_only_for_a_failed_call(
