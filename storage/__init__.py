@@ -26,6 +26,7 @@ from storage._port import AcquireLease as AcquireLease
 from storage._port import AdmitAndOpen as AdmitAndOpen
 from storage._port import AdmitContext as AdmitContext
 from storage._port import AdmitPrompt as AdmitPrompt
+from storage._port import AdmittedInput as AdmittedInput
 from storage._port import AllEvents as AllEvents
 from storage._port import Append as Append
 from storage._port import AppendWithPending as AppendWithPending
@@ -106,6 +107,7 @@ __all__ = [
     "AdmitAndOpen",
     "AdmitContext",
     "AdmitPrompt",
+    "AdmittedInput",
     "AllEvents",
     "Append",
     "AppendWithPending",

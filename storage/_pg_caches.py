@@ -22,7 +22,16 @@ from storage._caches import CACHE_MESSAGES
 from storage._leases import pg_lease_answers, pg_leases_of, pg_orphans, session_of
 from storage._pg_queries import PostgresQueries
 from storage._pipeline import Outcome
-from storage._port import IsApproved, Lease, LeaseOf, MessageEntry, Orphans, Permission, Query
+from storage._port import (
+    AdmittedInput,
+    IsApproved,
+    Lease,
+    LeaseOf,
+    MessageEntry,
+    Orphans,
+    Permission,
+    Query,
+)
 
 __all__ = ["ClusterCaches"]
 
@@ -33,7 +42,7 @@ _KNOWN: Final = 65536
 """Sessions whose version a cluster store remembers; one forgotten has its caches dropped
 and re-read the next time it is touched."""
 _VERSIONS: Final = "select id, version from session where id = any(%s) order by id"
-_BY_ID: Final = (MessageEntry, Permission, IsApproved)
+_BY_ID: Final = (MessageEntry, AdmittedInput, Permission, IsApproved)
 """Queries a cluster store answers by reading through (by message or request id)."""
 _UNLOCKED: Final = (LeaseOf, Orphans)
 """Queries of a cluster store answered by SQL with no cache to revalidate."""
@@ -179,6 +188,8 @@ class ClusterCaches(PostgresQueries):
         have changed (a session's state when its version moved; by id: always)."""
         if isinstance(query, MessageEntry):
             self._messages.pop(query.message_id, None)
+        elif isinstance(query, AdmittedInput):
+            self._inputs.pop(query.message_id, None)
         elif isinstance(query, Permission):
             self._permissions.pop(query.request_id, None)
         elif isinstance(query, IsApproved):

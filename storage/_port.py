@@ -27,6 +27,7 @@ __all__ = [
     "AdmitAndOpen",
     "AdmitContext",
     "AdmitPrompt",
+    "AdmittedInput",
     "AllEvents",
     "Append",
     "AppendWithPending",
@@ -491,6 +492,12 @@ class IsApproved(Query[bool], frozen=True, tag="permission.is_approved"):
     project: str
     permission: str
     resource: str
+
+
+class AdmittedInput(Query[ev.InputAdmitted | None], frozen=True, tag="inbox.input"):
+    """The inbox row admitted under *message_id* (pending or promoted), else None."""
+
+    message_id: str
 
 
 class PendingInputs(Query[Pending], frozen=True, tag="inbox.pending"):

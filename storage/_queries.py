@@ -387,6 +387,7 @@ _HANDLERS: Final[dict[type[Any], Callable[[Any, Any], Any]]] = {
     p.Permissions: lambda s, q: s.permissions(q.session_id),
     p.IsApproved: lambda s, q: s.is_approved(q.project, q.permission, q.resource),
     p.PendingInputs: lambda s, q: s.pending_inputs(q.session_id),
+    p.AdmittedInput: lambda s, q: s.input(q.message_id),
     p.SessionsWithPending: lambda s, q: s.session_ids_with_pending(),
     p.SessionsNeedingResume: lambda s, q: s.sessions_needing_resume(),
     p.Footprint: lambda s, q: s.footprint(q.session_id),

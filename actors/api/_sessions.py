@@ -11,6 +11,7 @@ import trio
 from msgspec import UNSET
 from msgspec.structs import replace
 
+from actors.api._chat_message import admission_prompt
 from actors.api._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
 from actors.cluster import ClusterOptions, wait_elsewhere
 from actors.kernel import OVERFLOWED, EventHub
@@ -151,6 +152,10 @@ class Sessions:
     ) -> InputAdmitted:  # fmt: skip
         """Admit *prompt* durably, then (unless ``resume=False``) wake the session.
 
+        The session's Location's plugins see the prompt first (``chat_message``, once,
+        before the write): what they return is what is admitted. A required plugin's
+        failure refuses the prompt, writing nothing.
+
         The inbox row is durable before this returns and before any wake. An exact
         retry (same id, session, prompt, delivery) returns the stored receipt: the same
         fields, with ``promoted_seq`` once the prompt has been promoted (OpenCode's
@@ -169,17 +174,21 @@ class Sessions:
             InvalidInputError: empty or oversized text, malformed ids; nothing written.
             SessionNotFoundError: no such session.
             PromptConflictError: the message id was used for something else.
+            OperationUnavailableError: a required plugin's ``chat_message`` failed.
         """
         check_id("ses", session_id)
         check_prompt(prompt, delivery)
         if id is not None:
             check_id("msg", id)
+        message_id = id or self._ids.new("msg")
+        prompt = await admission_prompt(
+            self._x, self._storage, session_id, message_id, prompt, delivery, retry=id is not None
+        )
         if await self.reverts.standing_here(session_id):
             await self.reverts.commit(session_id)  # the reverted messages go for good
         op = AdmitPrompt(
-            session_id=session_id, message_id=id or self._ids.new("msg"), prompt=prompt,
-            delivery=delivery, timestamp=self._now(), fresh=id is None,
-            unless_reverted=self._cluster is not None,
+            session_id=session_id, message_id=message_id, prompt=prompt, delivery=delivery,
+            timestamp=self._now(), fresh=id is None, unless_reverted=self._cluster is not None,
         )  # fmt: skip
         attributes = {"session.id": session_id, "kittiwake.delivery": delivery}
         with span("admission", attributes) as current:

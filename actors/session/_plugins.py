@@ -116,7 +116,7 @@ class PluginSetup:
             return
         if item.type == "session.created":
             created = msgspec.json.decode(item.data, type=_Created)
-            self._remember(item.aggregate_id, created.info.location.directory)
+            self.remember(item.aggregate_id, created.info.location.directory)
         plugins = self._plugins_of(item.aggregate_id)
         if plugins is not None:
             plugins.notify_event(item.type, item.aggregate_id, item.seq, item.data)
@@ -131,13 +131,20 @@ class PluginSetup:
         info = self._infos.get(session_id)
         if info is not None:
             directory: str | None = info.location.directory
-            self._remember(session_id, info.location.directory)
+            self.remember(session_id, info.location.directory)
         else:
             directory = self._directories.get(session_id)
         location = None if directory is None else self._locations.get(directory)
         return None if location is None else location.plugins
 
-    def _remember(self, session_id: str, directory: str) -> None:
+    def directory_of(self, session_id: str) -> str | None:
+        """The Location directory of *session_id* when it is known here (see the class
+        docstring), else None; reads nothing."""
+        info = self._infos.get(session_id)
+        return info.location.directory if info is not None else self._directories.get(session_id)
+
+    def remember(self, session_id: str, directory: str) -> None:
+        """Know *session_id*'s Location from now on (the last ``max_sessions`` are kept)."""
         self._directories[session_id] = directory
         self._directories.move_to_end(session_id)
         while len(self._directories) > self._max_sessions:

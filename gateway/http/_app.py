@@ -263,12 +263,12 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
     @table.post(
         "/api/session/{sessionID}/prompt", "v2.session.prompt", "Admit a prompt",
         body=PromptBody, answer=Answer(type=InputAdmitted, envelope="data"),
-        errors=("ConflictError",),
+        errors=("ConflictError", "ServiceUnavailableError"),
     )  # fmt: skip
     async def prompt(body: PromptBody, session_id: str) -> Response:
         """Admit the body durably; the receipt. Cancellation before the runtime acknowledges
         the write leaves the prompt admitted or not, never half-written (an exact retry is
-        safe)."""
+        safe). A required plugin whose ``chat_message`` failed refuses it (503)."""
         receipt = await rt.sessions.prompt(
             session_id, prompt=body.prompt, id=body.id, delivery=body.delivery,
             resume=body.resume,

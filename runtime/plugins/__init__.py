@@ -8,10 +8,13 @@ plugins, waits for them, and calls their hooks in isolation. The hooks and their
 are the SDK's contract (``docs/plugins.md``).
 """
 
+from runtime import Prompt as Prompt
 from runtime.agents import PermissionAction as PermissionAction
 from runtime.context import UNAVAILABLE as UNAVAILABLE
 from runtime.context import SystemContext as SystemContext
 from runtime.context import Unavailable as Unavailable
+from runtime.events import AgentAttachment as AgentAttachment
+from runtime.events import FileAttachment as FileAttachment
 from runtime.llm import ApiKeyCredential as ApiKeyCredential
 from runtime.llm import OAuthCredential as OAuthCredential
 from runtime.llm import TextPart as TextPart
@@ -52,6 +55,7 @@ from runtime.plugins._load import discover_plugins as discover_plugins
 from runtime.plugins._load import parse_plugin_entry as parse_plugin_entry
 from runtime.plugins._spec import PROJECT_NAME as PROJECT_NAME
 from runtime.plugins._spec import ChatInfo as ChatInfo
+from runtime.plugins._spec import ChatMessage as ChatMessage
 from runtime.plugins._spec import ChatParams as ChatParams
 from runtime.plugins._spec import CommandCall as CommandCall
 from runtime.plugins._spec import CompactionPrompt as CompactionPrompt
@@ -72,6 +76,7 @@ from runtime.tools import ToolFailure as ToolFailure
 from runtime.tools import ToolOutput as ToolOutput
 
 __all__ = [
+    "AgentAttachment",
     "ApiKeyCredential",
     "AuthCondition",
     "AuthFailed",
@@ -79,10 +84,12 @@ __all__ = [
     "AuthOption",
     "AuthPrompt",
     "ChatInfo",
+    "ChatMessage",
     "ChatParams",
     "CommandCall",
     "CompactionPrompt",
     "ENTRY_POINT_GROUP",
+    "FileAttachment",
     "HOOK_NAMES",
     "LocationPlugins",
     "OAuthAuthorization",
@@ -106,6 +113,7 @@ __all__ = [
     "PluginsNotReady",
     "ProcessLimits",
     "ProcessResult",
+    "Prompt",
     "ProviderAuth",
     "ProviderAuthAuthorization",
     "ProviderAuthMethod",

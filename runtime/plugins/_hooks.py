@@ -10,7 +10,9 @@ from typing import Any, Final, Literal
 import msgspec
 import trio
 
+from runtime import InvalidInputError, Prompt
 from runtime.agents import PermissionAction
+from runtime.inbox import check_prompt
 from runtime.llm import AuthError, Credential, GenerationControls, LLMRequest, ToolDefinition
 from runtime.plugins._auth import (
     AuthFailed,
@@ -24,6 +26,7 @@ from runtime.plugins._host import PluginHookError, PluginHost
 from runtime.plugins._load import PluginCandidate
 from runtime.plugins._spec import (
     ChatInfo,
+    ChatMessage,
     ChatParams,
     CommandCall,
     CompactionPrompt,
@@ -225,6 +228,36 @@ class LocationPlugins(PluginHost):
             request, generation=generation, options=params.options, headers=headers,
             system=system, tools=tools,
         )  # fmt: skip
+
+    async def chat_message(self, message: ChatMessage, prompt: Prompt) -> Prompt:
+        """*prompt* (the user message *message*, about to be admitted) as the plugins'
+        ``chat_message`` leave it. An answer that is not a ``Prompt`` that could be
+        admitted (empty or oversized text, too many attachments) is that plugin's error
+        and is ignored; with no implementation, nothing is awaited.
+
+        Raises:
+            PluginHookError: a required plugin failed (the prompt is not admitted).
+        """
+        for impl, plugin in self.implementations("chat_message"):
+            ok, answer = await self.invoke(
+                impl, plugin, "chat_message", {"message": message, "prompt": prompt}
+            )
+            if not ok or answer is None:
+                continue
+            if not isinstance(answer, Prompt):
+                self._invalid(
+                    plugin, "chat_message", f"answered {type(answer).__name__}, not Prompt"
+                )
+                continue
+            try:
+                check_prompt(answer, message.delivery)
+            except InvalidInputError as exc:
+                self._invalid(
+                    plugin, "chat_message", f"answered a prompt that cannot be admitted: {exc}"
+                )
+                continue
+            prompt = answer
+        return prompt
 
     async def command_text(self, command: CommandCall, text: str) -> str:
         """A command's expanded *text* as ``command_execute_before`` leaves it (a required

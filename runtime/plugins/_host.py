@@ -215,6 +215,17 @@ class PluginHost:
                 "; ".join(f"required plugin {p.name} failed: {p.error}" for p in failed)
             )
 
+    async def wait_loaded(self, hook: str) -> None:
+        """Wait until no plugin that may implement *hook* is loading: one whose class,
+        module or object declares it, or one a factory makes (what it makes is not known
+        before it runs). Plugins that cannot implement *hook* hold nothing up; a failed
+        load ends the wait as a finished one does. Cancellation stops waiting."""
+        done = {p.candidate.key for p in self._plugins if p.state != "loading"}
+        if not self._settled.is_set() and any(
+            _may_implement(c, hook) for c in self._desired if c.key not in done
+        ):
+            await self.wait_settled()
+
     def failed_required(self) -> list[PluginStatus]:
         """The required plugins that failed to load (a served runtime stops for them)."""
         return [s for s in self.statuses() if s.required and s.state == "failed"]
@@ -530,6 +541,18 @@ def _has_hooks(target: Any) -> bool:
     return any(
         getattr(getattr(target, name, None), marker, None) is not None for name in HOOK_NAMES
     )
+
+
+def _may_implement(candidate: PluginCandidate, hook: str) -> bool:
+    """Whether the plugin *candidate* makes may implement *hook* (see ``wait_loaded``)."""
+    target = candidate.target
+    if candidate.error is not None or target is None:
+        return False
+    if inspect.isroutine(target):
+        return True  # a factory: what it makes is known once it ran
+    if inspect.ismodule(target) and not _has_hooks(target):
+        return getattr(target, "plugin", None) is not None
+    return getattr(getattr(target, hook, None), f"{PROJECT_NAME}_impl", None) is not None
 
 
 def _check(manager: pluggy.PluginManager, obj: Any) -> None:

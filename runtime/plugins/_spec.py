@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 import pluggy
 
+from runtime import Prompt
 from runtime.agents import PermissionAction
 from runtime.context import SystemContext
 from runtime.llm import ToolDefinition
@@ -25,6 +26,7 @@ from runtime.tools import Tool, ToolFailure, ToolOutput
 
 __all__ = [
     "ChatInfo",
+    "ChatMessage",
     "ChatParams",
     "CommandCall",
     "CompactionPrompt",
@@ -113,6 +115,20 @@ class ChatInfo(msgspec.Struct, frozen=True, kw_only=True):
     model_id: str
 
 
+class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """A user message about to be admitted: its session, its id, the Location, the agent
+    and model its session's next provider turn would run with, and how it is delivered
+    (``steer`` or ``queue``)."""
+
+    session_id: str
+    message_id: str
+    directory: str
+    agent: str
+    provider_id: str
+    model_id: str
+    delivery: Literal["steer", "queue"]
+
+
 class ChatParams(msgspec.Struct, frozen=True, kw_only=True):
     """Generation controls and provider options of one request (``None``: the provider's
     default)."""
@@ -199,6 +215,13 @@ class PluginSpec:
         """The plugin is unloaded (its configuration entry removed, or changed)."""
 
     # -- mutating hooks -----------------------------------------------------------------
+
+    @hookspec
+    def chat_message(self, message: ChatMessage, prompt: Prompt) -> Prompt | None:
+        """A user message's parts (its ``text``, ``files`` and ``agents``) before it is
+        admitted: what the plugins return is what is stored and what the model is sent.
+        Called once per admission, before the durable write (an exact retry of an
+        admitted message id does not call it again)."""
 
     @hookspec
     def chat_params(self, chat: ChatInfo, params: ChatParams) -> ChatParams | None:

@@ -24,6 +24,7 @@ from storage import (
     AdmitAndOpen,
     AdmitContext,
     AdmitPrompt,
+    AdmittedInput,
     AllEvents,
     Append,
     AppendWithPending,
@@ -227,6 +228,11 @@ async def test_admission_promotion_and_history(
         entry = await _read(store, MessageEntry(message_id="msg_q"))
         assert entry is not None and entry[:2] == ("ses_a", seq)
         assert await _read(store, MessageEntry(message_id="msg_none")) is None
+        row = await _read(store, AdmittedInput(message_id="msg_q2"))  # pending
+        assert row is not None and (row.session_id, row.prompt.text) == ("ses_a", "after")
+        row = await _read(store, AdmittedInput(message_id="msg_q"))  # promoted
+        assert row is not None and row.promoted_seq == seq
+        assert await _read(store, AdmittedInput(message_id="msg_none")) is None
         info, listed = await _read(store, SessionHistory(session_id="ses_a"))
         assert info is not None and listed == history
         listed, epoch = await _read(store, ContextView(session_id="ses_a"))

@@ -411,7 +411,7 @@ class AsyncClient(AsyncBase):
         delivery: Literal["queue", "steer"] = "steer",
         resume: bool = True,
     ) -> InputAdmitted:
-        """Admit a prompt: ``POST /api/session/{sessionID}/prompt``. Raises SessionNotFoundError, InvalidRequestError, PayloadTooLargeError, ConflictError."""
+        """Admit a prompt: ``POST /api/session/{sessionID}/prompt``. Raises SessionNotFoundError, InvalidRequestError, PayloadTooLargeError, ConflictError, ServiceUnavailableError."""
         answer = await self._send(
             "POST",
             f"/api/session/{_q(session_id)}/prompt",
