@@ -10,6 +10,7 @@ session of another project under it, are answered 404.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -157,19 +158,16 @@ def _not_implemented(what: str) -> GatewayError:
 
 def in_project(project: ProjectInfo, raw: str | None) -> Path:
     """The directory *raw* names in *project* (relative to its worktree, or absolute; its
-    worktree when None): 400 when it is not an existing directory of the project's
-    worktree or one of its other worktrees."""
+    worktree when None): 400 when it leaves the project's worktree and its other worktrees
+    (whether it exists is the session's creation's to check)."""
     root = Path(project.worktree)
     if raw is None:
         return root
-    for tree in (root, *(Path(s) for s in project.sandboxes)):
-        try:
-            directory = inside(tree, raw)
-        except GatewayError:
-            continue
-        if directory.is_dir():
-            return directory
-    raise GatewayError("InvalidRequestError", f"Not a directory of project {project.id}: {raw}")
+    if Path(raw).is_absolute():
+        for tree in project.sandboxes:
+            with contextlib.suppress(GatewayError):  # not in this one
+                return inside(Path(tree), raw)
+    return inside(root, raw)
 
 
 # -- routes -------------------------------------------------------------------------------
@@ -223,8 +221,10 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
     def named(raw: str | None) -> Path:
         if raw is None:
             return request_directory(gw)
+        if "\x00" in raw:
+            raise GatewayError("InvalidRequestError", f"Not a directory: {raw!r}")
         directory = (gw.directory / Path(raw).expanduser()).resolve()
-        if "\x00" in raw or not directory.is_dir():
+        if not directory.is_dir():
             raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
         return directory
 
