@@ -12,6 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check properties, not the machine's speed: on a loaded 2-core machine input
+# generation and single examples take longer than Hypothesis's defaults allow (its too_slow
+# health check failed two tests at a load average of 12).
+settings.register_profile("kittiwake", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kittiwake")
 
 pytest_plugins = ["tests.postgres"]  # a temporary PostgreSQL cluster for the tests that ask
 

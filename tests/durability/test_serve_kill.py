@@ -21,13 +21,14 @@ from tests.cluster.harness import (
     Node,
     Seen,
     history,
+    last_user_text,
     titled,
     titled_sessions,
     torture_answers,
 )
 from tests.cpu import CpuTime
 from tests.gateway.test_cli_run import Cli, provider
-from tests.llm.conftest import LocalServer
+from tests.llm.conftest import LocalServer, Recorded
 from tests.waiting import eventually
 
 __all__ = ["provider"]  # the fixture, imported for the tests here
@@ -39,6 +40,13 @@ SESSIONS = 4
 KILLS = 3
 PAUSE = 0.05
 """Seconds a client waits before trying again while the server is down."""
+TURNS_BEFORE_A_KILL = 4
+"""Provider requests each start of the server sees before it is killed."""
+
+
+def _refused(request: Recorded) -> bool:
+    """A prompt the provider refuses (``fail``, see ``torture_answers``)."""
+    return "fail" in last_user_text(request).split()
 
 
 def _free_port() -> int:
@@ -94,6 +102,16 @@ async def test_sigkill_loop_against_one_server_keeps_every_sessions_seqs_contigu
                                 clients.start_soon(
                                     prompt_and_interrupt, sid, random.Random(rng.random())
                                 )
+                        # Work under way before each kill, however slow the machine: turns
+                        # asked of the provider since this start, and (before the last
+                        # kill) a refused one, whose failure the kinds below must hold.
+                        enough = len(provider.requests) + TURNS_BEFORE_A_KILL
+                        await eventually(
+                            lambda enough=enough: len(provider.requests) >= enough, within=60
+                        )
+                        if kill == KILLS - 1:
+                            await eventually(lambda: any(_refused(r) for r in provider.requests),
+                                             within=60)  # fmt: skip
                         await trio.sleep(rng.uniform(0.5, 1.2))
                         node.process.kill()
                         await node.process.wait()
