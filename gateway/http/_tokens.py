@@ -11,6 +11,7 @@ HMAC-SHA256 digest keyed by a secret of the process (``docs/security.md``).
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import re
@@ -118,10 +119,23 @@ def mint() -> tuple[str, str, str]:
 
 
 def parse_bearer(header: str | None) -> tuple[str, str, str] | None:
-    """(the token, its id, its secret) of an ``Authorization: Bearer`` header, or None."""
-    if not header or header[:7].lower() != "bearer ":
+    """(the token, its id, its secret) of an ``Authorization`` header that carries a token:
+    ``Bearer <token>``, or HTTP basic auth whose password is the token (any user name), for
+    clients that speak only basic auth (OpenCode's terminal UI and ``run --attach`` with
+    ``OPENCODE_SERVER_PASSWORD``); None otherwise."""
+    if not header:
         return None
-    token = header[7:].strip()
+    scheme = header[:6].lower()
+    if scheme == "basic ":
+        try:
+            decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        token = decoded.partition(":")[2]
+    elif header[:7].lower() == "bearer ":
+        token = header[7:].strip()
+    else:
+        return None
     found = _TOKEN.fullmatch(token)
     return (token, found.group(1), found.group(2)) if found else None
 

@@ -77,3 +77,31 @@ def test_run_attach_with_the_password(team: Kittiwake, tmp_path):
         for message in httpx.get(url, auth=team.auth, timeout=30).json():
             texts += [p.get("text") for p in message["parts"] if p["type"] == "text"]
     assert any("hi from run" in t for t in texts) and "Hello from the mock." in texts
+
+
+def _texts(team: Kittiwake) -> list[str]:
+    texts = []
+    for session in httpx.get(team.url + "/session", auth=team.auth, timeout=30).json():
+        url = f"{team.url}/session/{session['id']}/message"
+        for message in httpx.get(url, auth=team.auth, timeout=30).json():
+            texts += [p.get("text") for p in message["parts"] if p["type"] == "text"]
+    return texts
+
+
+def test_run_attach_with_a_token_as_its_password(team: Kittiwake, tmp_path):
+    """OpenCode's clients speak only basic auth: a token given as the password is that token,
+    with its role (the user name is OpenCode's own, ignored)."""
+    write, read = _token(team, "write"), _token(team, "read")
+    env = {**client_env(tmp_path), "OPENCODE_SERVER_PASSWORD": write}
+    done = opencode("run", "--attach", team.url, "hi with a token", env=env, cwd=team.project)
+    assert done.returncode == 0, done.stderr
+    assert any("hi with a token" in t for t in _texts(team))
+
+    env = {**client_env(tmp_path), "OPENCODE_SERVER_PASSWORD": read}
+    opencode("run", "--attach", team.url, "hi read only", env=env, cwd=team.project)
+    assert not any("hi read only" in t for t in _texts(team))  # a read token cannot prompt
+    basic = httpx.post(team.url + "/session", json={}, auth=("opencode", read), timeout=30)
+    assert basic.status_code == 403, basic.text
+    assert basic.json()["_tag"] == "ForbiddenError"
+    wrong = httpx.get(team.url + "/session", auth=("opencode", write[:-2] + "xx"), timeout=30)
+    assert wrong.status_code == 401
