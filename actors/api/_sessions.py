@@ -13,7 +13,6 @@ from msgspec.structs import replace
 
 from actors.api._chat_message import admission_prompt
 from actors.api._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
-from actors.api._projects import Projects
 from actors.cluster import ClusterOptions, wait_elsewhere
 from actors.kernel import OVERFLOWED, EventHub
 from actors.session import (
@@ -93,7 +92,7 @@ class Sessions:
 
     def __init__(
         self, *, storage: StorageActor, hub: EventHub, execution: SessionExecution,
-        ids: IdGenerator, now_ms: Callable[[], int], projects: Projects,
+        ids: IdGenerator, now_ms: Callable[[], int], project_id: str,
         cluster: ClusterOptions | None = None,
         admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT,
     ) -> None:  # fmt: skip
@@ -104,11 +103,16 @@ class Sessions:
         self._x = execution
         self._ids = ids
         self._now = now_ms
-        self._projects = projects
+        self._project = project_id
         self.reverts = Reverts(
             storage=storage, execution=execution, now_ms=now_ms, shared=cluster is not None
         )
         """Revert, unrevert and commit (``actors.Reverts``)."""
+
+    @property
+    def project_id(self) -> str:
+        """The project every session of this runtime belongs to."""
+        return self._project
 
     async def create(
         self, *, id: str | None = None, location: Location, agent: str | None = None,
@@ -130,11 +134,10 @@ class Sessions:
         if parent_id is not None:
             check_id("ses", parent_id)
         await self.check_input(location, agent=agent, model=model)
-        project_id = await self._projects.id_of(location.directory)
         session_id = id or self._ids.new("ses")
         now = self._now()
         info = SessionInfo(
-            id=session_id, project_id=project_id, location=location,
+            id=session_id, project_id=self._project, location=location,
             title=title or default_title(session_id), time=ev.SessionTime(created=now, updated=now),
             agent=agent if agent is not None else UNSET, model=model if model is not None else UNSET,
             parent_id=parent_id if parent_id is not None else UNSET,
@@ -220,14 +223,10 @@ class Sessions:
             raise SessionNotFoundError(session_id)
         return info
 
-    async def list(
-        self, *, limit: int = 50, cursor: str | None = None, project_id: str | None = None
-    ) -> Page:
-        """Sessions, newest first (of project *project_id* only, when given); pass
-        ``page.next`` as *cursor* for the next page."""
+    async def list(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+        """Sessions, newest first; pass ``page.next`` as *cursor* for the next page."""
         check_limit(limit)
-        query = ListSessions(limit=limit + 1, before=cursor, project_id=project_id)
-        rows = await self._storage.read(query)
+        rows = await self._storage.read(ListSessions(limit=limit + 1, before=cursor))
         more = len(rows) > limit
         rows = rows[:limit]
         return Page(data=rows, next=rows[-1].id if more and rows else None, previous=cursor)

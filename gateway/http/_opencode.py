@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 
@@ -19,9 +19,6 @@ from runtime.agents import AgentInfo
 from runtime.events import TokenUsage
 from runtime.llm import CatalogModel, CatalogProvider
 from runtime.tools import patch_counts
-
-if TYPE_CHECKING:
-    from actors import ProjectInfo
 
 __all__ = [
     "ABORTED",
@@ -98,18 +95,16 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
     return body
 
 
-def project_json(info: ProjectInfo) -> dict[str, Any]:
-    """OpenCode's ``Project`` of a registered project."""
-    time: dict[str, int] = {"created": info.time_created, "updated": info.time_updated}
-    if info.time_initialized is not None:
-        time["initialized"] = info.time_initialized
+def project_json(
+    project_id: str, worktree: str, *, git: bool, created: int, updated: int
+) -> dict[str, Any]:
+    """OpenCode's ``Project``: one runtime serves one project rooted at *worktree*."""
     body: dict[str, Any] = {
-        "id": info.id, "worktree": info.worktree,
-        "name": info.worktree.rstrip("/").rsplit("/", 1)[-1], "time": time,
-        "sandboxes": list(info.sandboxes),
+        "id": project_id, "worktree": worktree, "name": worktree.rstrip("/").rsplit("/", 1)[-1],
+        "time": {"created": created, "updated": max(created, updated)}, "sandboxes": [],
     }  # fmt: skip
-    if info.vcs is not None:
-        body["vcs"] = info.vcs
+    if git:
+        body["vcs"] = "git"
     return body
 
 
