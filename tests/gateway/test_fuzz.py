@@ -185,4 +185,6 @@ async def test_every_documented_operation_survives_generated_requests(tmp_path):
         assert "post /project/{projectID}/session/{sessionID}/message" in driven
         # the server still answers normally afterwards
         assert (await client.get("/api/health")).json() == {"healthy": True}
-    assert cpu.spent() < 60  # CPU s of server and client (about 20), whatever the load
+    # CPU s of server and client: 54-55 s on a quiet machine with today's operations (the
+    # document grew with MCP, plugins, tokens, sharing and the web app); a runaway guard.
+    assert cpu.spent() < 120
