@@ -42,6 +42,8 @@ __all__ = [
     "SessionInfo",
     "SessionTime",
     "ShareInfo",
+    "SignInAnswer",
+    "SignInBody",
     "SkillV2List",
     "StageIn",
     "Todo",
@@ -336,6 +338,27 @@ class ShareInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     url: str
     secret: str
+
+
+class SignInAnswer(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    rename={"expires_in": "expiresIn"},
+):
+    """Who signed in: the token's user, project and role, and the sign-in's lifetime."""
+
+    user: str
+    project: str
+    role: Literal["admin", "read", "write"]
+    expires_in: int
+
+
+class SignInBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """`POST /api/signin`: the bearer token a browser signs in with."""
+
+    token: str
 
 
 class SkillV2List(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
