@@ -20,7 +20,7 @@ from gateway.http._access import (
     clear_cookie,
     signin_cookie,
 )
-from gateway.http._guards import refusal_response
+from gateway.http._guards import current_grant, refusal_response
 from gateway.http._routes import JSON, Answer, RouteTable
 from gateway.http._tokens import Role, TokenInfo, parse_duration
 from gateway.http._wire import GatewayError, encode
@@ -58,6 +58,16 @@ class SignInAnswer(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     role: Role
     expires_in: int
     """Seconds until the sign-in (its cookie) ends."""
+
+
+class SignInWho(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Who a request is: its user, project and role, and whether a sign-in cookie (not an
+    ``Authorization`` header) made it so."""
+
+    user: str
+    project: str
+    role: Role
+    signed_in: bool
 
 
 class TokenCreated(msgspec.Struct, frozen=True, kw_only=True):
@@ -133,6 +143,21 @@ def access_routes(table: RouteTable, gw: Gateway) -> None:
         answer.headers["Set-Cookie"] = signin_cookie(found.cookie, found.max_age, secure=secure)
         answer.headers["Cache-Control"] = "no-store"
         return answer
+
+    @table.get(
+        "/api/signin", "kittiwake.signin.who",
+        "Who this request is (a page reloaded while signed in shows it)",
+        answer=Answer(type=SignInWho, envelope="data"),
+    )  # fmt: skip
+    async def who() -> Response:
+        g = current_grant()
+        if g is None:  # admitted without a guard: none is installed
+            raise GatewayError("UnauthorizedError", "No grant")
+        cookie = not request.headers.get("Authorization") and SIGNIN_COOKIE in request.cookies
+        signed_in = cookie and g.token_id is not None
+        return _json(
+            {"data": SignInWho(user=g.user, project=g.project, role=g.role, signed_in=signed_in)}
+        )
 
     @table.post(
         "/api/signout", "kittiwake.signout", "Sign a browser out: its sign-in cookie ends",

@@ -61,6 +61,15 @@ async def test_signin_cookie_stands_for_its_token_until_signout_or_revocation(tm
             jar = {"Cookie": f"{COOKIE}={value}"}
             r = await client.get("/api/session", headers=jar)
             assert r.status_code == 200, (r.text, r.request.headers)
+            r = await client.get("/api/signin", headers=jar)
+            assert r.json()["data"] == {
+                "user": "ann",
+                "project": "*",
+                "role": "read",
+                "signedIn": True,
+            }
+            r = await client.get("/api/signin", headers={"Authorization": f"Bearer {token}"})
+            assert r.json()["data"]["signedIn"] is False
             r = await client.post("/api/session", json={}, headers=jar)  # a read token's
             assert r.status_code == 403 and r.json()["_tag"] == "ForbiddenError"
             ws = g.url.replace("http", "ws") + "/api/ws"

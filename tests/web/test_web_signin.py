@@ -87,6 +87,12 @@ async def test_a_token_signs_the_page_in_with_its_role_and_project(tmp_path: Pat
         await page.until(f"{TEXTS}.some(t => t.includes('streamed answer'))")
         await g.rt.sessions.wait_idle(sid)
 
+        # Reloaded, the page goes on with its cookie and names who signed in.
+        await page.goto(g.url + "/")
+        await page.until(LIVE)
+        await page.until("!document.getElementById('signout').hidden")
+        assert "wanda" in await page.evaluate("document.getElementById('who').textContent")
+
         # Revoked: the page's live stream is closed and it returns to the sign-in form.
         await access.revoke(write_record.id)
         await page.until(FORM)

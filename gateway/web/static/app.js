@@ -126,6 +126,7 @@ class App {
   }
 
   async onConnected() {
+    if (!SHARED && !this.signedIn) this.showWho();
     try {
       if (this.list) await this.list.load();
       this.refreshActive();
@@ -182,6 +183,24 @@ class App {
     $("signin-token").focus();
   }
 
+  /** On a page reloaded while signed in: who it is, and its Sign out button. */
+  async showWho() {
+    try {
+      const who = (await api("api/signin")).data;
+      if (who.signedIn) this.signedInAs(who);
+    } catch {
+      // a server without the route, or the stream dropped: the header stays as it is
+    }
+  }
+
+  signedInAs(who) {
+    $("who").textContent = `${who.user} · ${who.role}${who.project === "*" ? "" : ` · ${who.project}`}`;
+    $("who").hidden = false;
+    $("signout").hidden = false;
+    this.signedIn = true;
+    document.body.dataset.signin = "done";
+  }
+
   /** Send the token once (`POST /api/signin`); the answer's cookie signs every later
    * request of the page in, the live stream included. */
   async signIn() {
@@ -193,11 +212,7 @@ class App {
       $("signin-error").textContent = "";
       $("signin").hidden = true;
       $("layout").hidden = false;
-      $("who").textContent = `${who.user} · ${who.role}${who.project === "*" ? "" : ` · ${who.project}`}`;
-      $("who").hidden = false;
-      $("signout").hidden = false;
-      this.signedIn = true;
-      document.body.dataset.signin = "done";
+      this.signedInAs(who);
       this.live.resume();
       this.route();
     } catch (e) {

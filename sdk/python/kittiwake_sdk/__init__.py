@@ -85,6 +85,7 @@ from kittiwake_sdk._models import SessionTime as SessionTime
 from kittiwake_sdk._models import ShareInfo as ShareInfo
 from kittiwake_sdk._models import SignInAnswer as SignInAnswer
 from kittiwake_sdk._models import SignInBody as SignInBody
+from kittiwake_sdk._models import SignInWho as SignInWho
 from kittiwake_sdk._models import SkillV2List as SkillV2List
 from kittiwake_sdk._models import StageIn as StageIn
 from kittiwake_sdk._models import Todo as Todo
@@ -158,6 +159,7 @@ __all__ = [
     "ShareInfo",
     "SignInAnswer",
     "SignInBody",
+    "SignInWho",
     "SkillV2List",
     "StageIn",
     "SyncBase",

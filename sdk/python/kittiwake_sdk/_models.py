@@ -44,6 +44,7 @@ __all__ = [
     "ShareInfo",
     "SignInAnswer",
     "SignInBody",
+    "SignInWho",
     "SkillV2List",
     "StageIn",
     "Todo",
@@ -359,6 +360,17 @@ class SignInBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """`POST /api/signin`: the bearer token a browser signs in with."""
 
     token: str
+
+
+class SignInWho(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename={"signed_in": "signedIn"}
+):
+    """Who a request is: its user, project and role, and whether a sign-in cookie (not an `Authorization` header) made it so."""
+
+    user: str
+    project: str
+    role: Literal["admin", "read", "write"]
+    signed_in: bool
 
 
 class SkillV2List(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
