@@ -1,7 +1,10 @@
 """Who may do what: bearer tokens and the password, roles, the audit trail and the limits.
 
 ``Access`` is the one gate every way in passes (Quart's hooks for HTTP, SSE and the
-websocket): ``admit`` answers a request's ``Grant`` or the refusal to send. A ``read``
+websocket): ``admit`` answers a request's ``Grant`` or the refusal to send. A browser,
+which cannot set a header on a websocket, signs in once with a token (``sign_in``): the
+answer's cookie names a sign-in record (``SignIn``), and the gate then admits the cookie
+as that token (same role, project, revocation and expiry) until ``sign_out``. A ``read``
 grant lists and streams, ``write`` also prompts, replies and edits, ``admin`` also changes
 configuration, MCP servers, plugins and tokens (``required_role``). Refusals and admin
 actions are written to the store as audit records (kind ``audit``).
@@ -11,8 +14,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import logging
+import re
 import secrets
 import time
 from collections import OrderedDict
@@ -42,12 +47,28 @@ from storage import GetRecord, ListRecords, PutRecord, RecordRow
 if TYPE_CHECKING:
     from storage import Store
 
-__all__ = ["Access", "AccessLimits", "AuditEntry", "Refusal", "authorized", "required_role"]
+__all__ = [
+    "SIGNIN_COOKIE",
+    "clear_cookie",
+    "signin_cookie",
+    "Access",
+    "AccessLimits",
+    "AuditEntry",
+    "Refusal",
+    "SignIn",
+    "SignedIn",
+    "authorized",
+    "required_role",
+]
 
 _log = logging.getLogger("kittiwake.gateway.access")
 AUDIT_KIND: Final = "audit"
 _ADMIN_PREFIXES: Final = ("/config", "/global/config", "/mcp", "/api/token", "/api/audit")
 _READS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
+SIGNIN_KIND: Final = "signin"
+SIGNIN_COOKIE: Final = "kittiwake_signin"
+"""The cookie a browser's sign-in answers: ``kws_`` and 32 random bytes (base64url)."""
+_SIGNIN: Final = re.compile(r"kws_[A-Za-z0-9_-]{43}")
 
 
 def authorized(header: str | None, password: str) -> bool:
@@ -96,6 +117,8 @@ class AccessLimits(msgspec.Struct, frozen=True, kw_only=True):
     first_delay: float = 0.25
     max_delay: float = 30.0
     addresses: int = 4096
+    signin_lifetime: int = 7 * 86400
+    """seconds a browser's sign-in lasts at most (and never past its token's expiry)."""
     admissions_per_second: float = 10.0
     admission_burst: int = 30
     hash_threads: int = 2
@@ -124,6 +147,43 @@ class Refusal(msgspec.Struct, frozen=True):
 
 def _refusal(status: int, tag: str, message: str, **headers: str) -> Refusal:
     return Refusal(status, encode({"_tag": tag, "message": message}), headers)
+
+
+class SignIn(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A browser's sign-in as stored (kind ``signin``): its id is the SHA-256 of the
+    cookie's value (the value itself is never stored), the token it stands for, and when
+    it ends (its expiry; ``time_ended`` once signed out)."""
+
+    id: str
+    token_id: str
+    time_created: int
+    time_expires: int
+    time_ended: int | None = None
+
+
+class SignedIn(msgspec.Struct, frozen=True):
+    """A sign-in's answer: the grant, the cookie's value and its lifetime in seconds."""
+
+    grant: Grant
+    cookie: str
+    max_age: int
+
+
+def signin_id(cookie: str) -> str:
+    """The id of the sign-in record *cookie* names (its SHA-256, hex)."""
+    return hashlib.sha256(cookie.encode()).hexdigest()
+
+
+def clear_cookie() -> str:
+    """The ``Set-Cookie`` that removes the sign-in cookie."""
+    return f"{SIGNIN_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
+
+
+def signin_cookie(value: str, max_age: int, *, secure: bool) -> str:
+    """The ``Set-Cookie`` of a sign-in: HttpOnly (no script reads it), SameSite=Strict (no
+    other site's page sends it), Secure over TLS, for the whole origin, for *max_age* s."""
+    flags = "; Secure" if secure else ""
+    return f"{SIGNIN_COOKIE}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Strict{flags}"
 
 
 class _Address(msgspec.Struct):
@@ -171,16 +231,28 @@ class Access:
         return self.tokens or self.password is not None
 
     async def admit(
-        self, header: str | None, address: str, method: str, path: str
-    ) -> Grant | Refusal:
-        """The grant of a request with *header* (``Authorization``) from *address*, or its
-        refusal (401, 403 or 429; refusals are audited). Cancellation abandons the check;
-        a verification already on its thread finishes there."""
+        self, header: str | None, address: str, method: str, path: str,
+        cookie: str | None = None,
+    ) -> Grant | Refusal:  # fmt: skip
+        """The grant of a request with *header* (``Authorization``) or, without one, the
+        sign-in *cookie*, from *address*, or its refusal (401, 403 or 429; refusals are
+        audited; a refused cookie's 401 clears it). Cancellation abandons the check; a
+        verification already on its thread finishes there."""
         if not self.required:
             return Grant(user="local", project="*", role="admin")
         now = self._clock()
         held = self._held_off(address, now)
-        grant = await self._authenticate(header, verified_only=held is not None)
+        if not header and cookie and self.tokens:
+            grant = await self._signed_in(cookie, verified_only=held is not None)
+            if grant is None and held is None:
+                # A cookie is no guess (its 32 random bytes are not guessed): a stale one
+                # (signed out, its token revoked or expired) is refused and cleared.
+                refusal = self._challenge(clear=True)
+                action = f"{method} {path}"
+                await self.audit(None, action, 401, address, "sign-in refused")
+                return refusal
+        else:
+            grant = await self._authenticate(header, verified_only=held is not None)
         if grant is None:
             if held is not None:
                 if self._first_hold_refusal(address):
@@ -246,6 +318,93 @@ class Access:
             return None
         return Grant(user=record.user, project=record.project, role=record.role, token_id=record.id)
 
+    async def _signed_in(self, cookie: str, *, verified_only: bool) -> Grant | None:
+        """The grant of the sign-in *cookie* names, or None (unknown, signed out, expired,
+        or its token refused). Like a token, a verified cookie is trusted for ``recheck``
+        seconds before its records are read again."""
+        if _SIGNIN.fullmatch(cookie) is None:
+            return None
+        digest = self._cache.digest(cookie)
+        cached = self._cache.get(digest, self._clock())
+        if cached is not None and not cached[1]:
+            record: TokenRecord | None = cached[0]
+        elif cached is None and verified_only:
+            return None
+        else:
+            row = await self._store.read(GetRecord(kind=SIGNIN_KIND, id=signin_id(cookie)))
+            signin = None if row is None else msgspec.json.decode(row.data, type=SignIn)
+            if signin is None or signin.time_ended is not None or now_ms() >= signin.time_expires:
+                self._cache.forget(digest)
+                return None
+            record = await self.token(signin.token_id)
+            if record is None:
+                return None
+            self._cache.put(digest, record, self._clock())
+        assert record is not None
+        if record.refusal(now_ms()) is not None:
+            self._cache.drop(record.id)
+            return None
+        return Grant(user=record.user, project=record.project, role=record.role, token_id=record.id)
+
+    async def sign_in(self, token: str, address: str) -> SignedIn | Refusal:
+        """Verify *token* (a failure counts against *address* as any failed
+        authentication does; a held-off address is refused 429) and store a sign-in for
+        it, lasting ``signin_lifetime`` at most and never past the token's expiry. Both
+        outcomes are audited. Cancellation before the write stores no sign-in."""
+        action = "POST /api/signin"
+        if not self.tokens:
+            message = "This server takes no bearer tokens: sign in with its password"
+            return _refusal(404, "NotFoundError", message)
+        now = self._clock()
+        held = self._held_off(address, now)
+        grant = await self._authenticate("Bearer " + token, verified_only=held is not None)
+        if grant is None or grant.token_id is None:
+            if held is not None:
+                await self.audit(None, action, 429, address, "held off")
+                return held
+            self._failed(address, now)
+            await self.audit(None, action, 401, address, "sign-in failed")
+            return _refusal(401, "UnauthorizedError", "Wrong, revoked or expired token")
+        record = await self.token(grant.token_id)
+        assert record is not None  # _authenticate just read or verified it
+        created = now_ms()
+        until = created + self.limits.signin_lifetime * 1000
+        if record.time_expires is not None:
+            until = min(until, record.time_expires)
+        cookie = "kws_" + base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
+        signin = SignIn(
+            id=signin_id(cookie), token_id=record.id, time_created=created, time_expires=until
+        )
+        await self._put_signin(signin)
+        await self.audit(grant, action, 200, address, "signed in")
+        return SignedIn(grant, cookie, max(0, (until - created) // 1000))
+
+    async def sign_out(self, cookie: str | None, address: str) -> None:
+        """End the sign-in *cookie* names (nothing if it names none): every worker refuses
+        it within ``recheck``, this one at once. Audited when one ended."""
+        if not cookie or _SIGNIN.fullmatch(cookie) is None:
+            return
+        row = await self._store.read(GetRecord(kind=SIGNIN_KIND, id=signin_id(cookie)))
+        if row is None:
+            return
+        signin = msgspec.json.decode(row.data, type=SignIn)
+        self._cache.forget(self._cache.digest(cookie))
+        if signin.time_ended is None:
+            await self._put_signin(msgspec.structs.replace(signin, time_ended=now_ms()))
+            record = await self.token(signin.token_id)
+            grant = (
+                None if record is None else
+                Grant(user=record.user, project=record.project, role=record.role,
+                      token_id=record.id)
+            )  # fmt: skip
+            await self.audit(grant, "POST /api/signout", 204, address, "signed out")
+
+    async def _put_signin(self, signin: SignIn) -> None:
+        row = RecordRow(
+            SIGNIN_KIND, signin.id, signin.time_created, msgspec.json.encode(signin).decode()
+        )
+        await self._store.write(PutRecord(row=row))
+
     # -- limits -------------------------------------------------------------------------
 
     def _held_off(self, address: str, now: float) -> Refusal | None:
@@ -283,17 +442,20 @@ class Access:
         found.noted = found.until
         return first
 
-    def _challenge(self) -> Refusal:
+    def _challenge(self, *, clear: bool = False) -> Refusal:
+        """The 401 asking for credentials; *clear*: it also clears the sign-in cookie."""
         challenges = ['Basic realm="kittiwake", charset="UTF-8"'] if self.password else []
         challenges += ['Bearer realm="kittiwake"'] if self.tokens else []
         what = " or ".join(
             (["the password"] if self.password else [])
             + (["a bearer token"] if self.tokens else [])
         )
+        headers = {"WWW-Authenticate": ", ".join(challenges)}
+        if clear:
+            headers["Set-Cookie"] = clear_cookie()
         return _refusal(
-            401, "UnauthorizedError", f"Missing or wrong credentials: send {what}",
-            **{"WWW-Authenticate": ", ".join(challenges)},
-        )  # fmt: skip
+            401, "UnauthorizedError", f"Missing or wrong credentials: send {what}", **headers
+        )
 
     def _admitted(self, token_id: str, now: float) -> bool:
         """Take one change from the token's bucket; False when it is empty."""

@@ -1,5 +1,5 @@
 """The gateway's guards and error answers: admission (``gateway.http._access``: the
-password, bearer tokens), CORS (Quart-CORS, ``install_cors``) and the ``{"_tag",
+password, bearer tokens, a browser's sign-in cookie), CORS (Quart-CORS, ``install_cors``) and the ``{"_tag",
 "message"}`` bodies, installed as Quart's hooks (``install_guards``, ``install_cors``,
 ``install_errors``)."""
 
@@ -15,7 +15,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from gateway._limits import over_limit
-from gateway.http._access import Refusal, required_role
+from gateway.http._access import SIGNIN_COOKIE, Refusal, required_role
 from gateway.http._routes import JSON, Route
 from gateway.http._tokens import Grant
 from gateway.http._wire import GatewayError, encode, error_body, error_for
@@ -90,7 +90,7 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
         if request.method != "OPTIONS" and not is_public():
             found = await access.admit(
                 request.headers.get("Authorization"), request.remote_addr or "",
-                request.method, request.path,
+                request.method, request.path, request.cookies.get(SIGNIN_COOKIE),
             )  # fmt: skip
             if isinstance(found, Refusal):
                 return refusal_response(found)
@@ -115,7 +115,7 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
     async def _check_websocket() -> Response | None:
         found = await access.admit(
             websocket.headers.get("Authorization"), websocket.remote_addr or "", "WEBSOCKET",
-            websocket.path,
+            websocket.path, websocket.cookies.get(SIGNIN_COOKIE),
         )  # fmt: skip
         if isinstance(found, Refusal):
             return refusal_response(found)

@@ -218,6 +218,10 @@ class TokenCache:
         while len(self._verified) > self._size:
             self._verified.popitem(last=False)
 
+    def forget(self, digest: bytes) -> None:
+        """Forget what was verified under *digest* (a sign-in that ended)."""
+        self._verified.pop(digest, None)
+
     def drop(self, token_id: str) -> None:
         for digest in [d for d, v in self._verified.items() if v.record.id == token_id]:
             del self._verified[digest]

@@ -3,8 +3,10 @@
 The files are package data (``gateway/web/static``, shipped in the wheel), read once when the
 room is installed. Every answer carries the same strict Content-Security-Policy: scripts,
 styles, images, the manifest and connections from this origin only, no inline script or
-style, no ``eval``, no plugins, no framing. The password guard of the core covers these
-routes like every other.
+style, no ``eval``, no plugins, no framing. The guard of the core covers these routes like
+every other on a server without bearer tokens (the browser asks for the password); on a
+token server the page and its files, which hold no data, are open, so that the page can
+show its sign-in form (``POST /api/signin``) to a browser not signed in yet.
 """
 
 from __future__ import annotations
@@ -118,14 +120,16 @@ def web_routes(gw: Gateway, assets: WebAssets | None = None) -> Room:
         if page not in files.files:
             raise OSError(f"the web app's {page} is missing from gateway/web/static")
 
+    open_page = gw.access.tokens
+
     def install(table: RouteTable, app: QuartTrio) -> None:
-        @table.get("/", "kittiwake.web.page", "The web app", answer=HTML)
+        @table.get("/", "kittiwake.web.page", "The web app", answer=HTML, public=open_page)
         async def page() -> Response:
             return files.answer(_INDEX, request.headers.get("If-None-Match"))
 
         @table.get(
             "/web/{name}", "kittiwake.web.file", "A static file of the web app", answer=_ASSET,
-            errors=("NotFoundError",),
+            errors=("NotFoundError",), public=open_page,
         )  # fmt: skip
         async def asset(name: str) -> Response:
             return files.answer(name, request.headers.get("If-None-Match"))

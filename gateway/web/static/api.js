@@ -1,10 +1,13 @@
 // The public API over fetch: JSON in and out, errors as ApiError with the server's tag.
 
 export class ApiError extends Error {
-  constructor(status, tag, message) {
+  /** *bearer*: the answer is a 401 asking for a bearer token (a token server's page, not
+   * signed in: see docs/web.md, "Authentication"). */
+  constructor(status, tag, message, bearer = false) {
     super(message);
     this.status = status;
     this.tag = tag;
+    this.bearer = bearer;
   }
 }
 
@@ -28,7 +31,8 @@ export async function api(path, { method = "GET", body } = {}) {
   if (!response.ok) {
     const tag = data?._tag ?? data?.name ?? "HttpError";
     const message = data?.message ?? data?.data?.message ?? `HTTP ${response.status}`;
-    throw new ApiError(response.status, tag, message);
+    const bearer = response.status === 401 && /\bbearer\b/i.test(response.headers.get("www-authenticate") ?? "");
+    throw new ApiError(response.status, tag, message, bearer);
   }
   return data;
 }

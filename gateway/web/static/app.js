@@ -37,6 +37,7 @@ class App {
         $("conn").dataset.state = state;
         $("conn").textContent = STATE_TEXT[state] ?? state;
         if (SHARED && state === "reconnecting") this.checkShared();
+        else if (state === "reconnecting") this.checkSignedIn();
       },
     });
     this.activeTimer = 0;
@@ -49,6 +50,11 @@ class App {
       if (found) this.open(decodeURIComponent(found[1]));
       return;
     }
+    $("signin").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.signIn();
+    });
+    $("signout").addEventListener("click", () => this.signOut());
     $("new-session").addEventListener("submit", (ev) => {
       ev.preventDefault();
       this.create($("new-dir").value.trim());
@@ -120,6 +126,7 @@ class App {
   }
 
   async onConnected() {
+    if (!SHARED && !this.signedIn) this.showWho();
     try {
       if (this.list) await this.list.load();
       this.refreshActive();
@@ -145,7 +152,87 @@ class App {
     });
   }
 
+  /** The live stream dropped: on a token server, whether the page is still signed in (a
+   * revoked or expired token, or a sign-out elsewhere, brings back the sign-in form). */
+  checkSignedIn() {
+    api("api/session/active").catch((e) => this.needSignIn(e));
+  }
+
+  /** Whether *e* is a token server's 401 (then the sign-in form is shown). */
+  needSignIn(e) {
+    if (SHARED || !(e instanceof ApiError) || !e.bearer) return false;
+    this.showSignIn(this.signedIn ? "The sign-in ended: the token was revoked or expired, or it signed out elsewhere." : "");
+    return true;
+  }
+
+  /** Show the sign-in form instead of the sessions (the live stream stopped), with *message*. */
+  showSignIn(message = "") {
+    this.live.stop();
+    this.view?.close();
+    this.view = null;
+    $("session").hidden = true;
+    $("empty").hidden = false;
+    $("layout").hidden = true;
+    $("who").hidden = true;
+    $("signout").hidden = true;
+    $("signin").hidden = false;
+    $("signin-error").textContent = message;
+    this.signedIn = false;
+    document.body.dataset.session = "";
+    document.body.dataset.signin = "required";
+    $("signin-token").focus();
+  }
+
+  /** On a page reloaded while signed in: who it is, and its Sign out button. */
+  async showWho() {
+    try {
+      const who = (await api("api/signin")).data;
+      if (who.signedIn) this.signedInAs(who);
+    } catch {
+      // a server without the route, or the stream dropped: the header stays as it is
+    }
+  }
+
+  signedInAs(who) {
+    $("who").textContent = `${who.user} · ${who.role}${who.project === "*" ? "" : ` · ${who.project}`}`;
+    $("who").hidden = false;
+    $("signout").hidden = false;
+    this.signedIn = true;
+    document.body.dataset.signin = "done";
+  }
+
+  /** Send the token once (`POST /api/signin`); the answer's cookie signs every later
+   * request of the page in, the live stream included. */
+  async signIn() {
+    const token = $("signin-token").value.trim();
+    if (!token) return;
+    try {
+      const who = (await api("api/signin", { method: "POST", body: { token } })).data;
+      $("signin-token").value = "";
+      $("signin-error").textContent = "";
+      $("signin").hidden = true;
+      $("layout").hidden = false;
+      this.signedInAs(who);
+      this.live.resume();
+      this.route();
+    } catch (e) {
+      $("signin-error").textContent = e instanceof ApiError ? `${e.tag}: ${e.message}` : `unreachable: ${e}`;
+    }
+  }
+
+  async signOut() {
+    this.signedIn = false;
+    try {
+      await api("api/signout", { method: "POST" });
+    } catch (e) {
+      this.showError(e);
+      return;
+    }
+    this.showSignIn();
+  }
+
   showError(e) {
+    if (this.needSignIn(e)) return;
     if (!this.list) {
       $("empty").hidden = false;
       $("empty").textContent = e instanceof ApiError ? `${e.tag}: ${e.message}` : `unreachable: ${e}`;

@@ -42,6 +42,15 @@ export class Live {
     this.setState("closed");
   }
 
+  /** Connect again after ``stop`` (the page signed in). */
+  resume() {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.attempt = 0;
+    this.connections = 0;
+    this.start();
+  }
+
   setState(state) {
     if (state === this.state) return;
     this.state = state;

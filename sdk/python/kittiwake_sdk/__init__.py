@@ -30,6 +30,8 @@ from kittiwake_sdk._errors import ResumeNotNeededError as ResumeNotNeededError
 from kittiwake_sdk._errors import ServiceUnavailableError as ServiceUnavailableError
 from kittiwake_sdk._errors import SessionBusyError as SessionBusyError
 from kittiwake_sdk._errors import SessionNotFoundError as SessionNotFoundError
+from kittiwake_sdk._errors import TooManyRequestsError as TooManyRequestsError
+from kittiwake_sdk._errors import UnauthorizedError as UnauthorizedError
 from kittiwake_sdk._errors import error_from as error_from
 from kittiwake_sdk._messages import AgentAttachment as AgentAttachment
 from kittiwake_sdk._messages import AgentSwitchedMessage as AgentSwitchedMessage
@@ -81,6 +83,9 @@ from kittiwake_sdk._models import SessionExport as SessionExport
 from kittiwake_sdk._models import SessionInfo as SessionInfo
 from kittiwake_sdk._models import SessionTime as SessionTime
 from kittiwake_sdk._models import ShareInfo as ShareInfo
+from kittiwake_sdk._models import SignInAnswer as SignInAnswer
+from kittiwake_sdk._models import SignInBody as SignInBody
+from kittiwake_sdk._models import SignInWho as SignInWho
 from kittiwake_sdk._models import SkillV2List as SkillV2List
 from kittiwake_sdk._models import StageIn as StageIn
 from kittiwake_sdk._models import Todo as Todo
@@ -152,6 +157,9 @@ __all__ = [
     "SessionNotFoundError",
     "SessionTime",
     "ShareInfo",
+    "SignInAnswer",
+    "SignInBody",
+    "SignInWho",
     "SkillV2List",
     "StageIn",
     "SyncBase",
@@ -163,6 +171,7 @@ __all__ = [
     "TokenCreated",
     "TokenInfo",
     "TokenUsage",
+    "TooManyRequestsError",
     "ToolCompleted",
     "ToolError",
     "ToolFileContent",
@@ -171,6 +180,7 @@ __all__ = [
     "ToolRunning",
     "ToolTextContent",
     "ToolTime",
+    "UnauthorizedError",
     "UserMessage",
     "WatchedEvent",
     "Watcher",

@@ -46,6 +46,9 @@ from kittiwake_sdk._models import (
     QuestionRequest,
     SessionExport,
     SessionInfo,
+    SignInAnswer,
+    SignInBody,
+    SignInWho,
     SkillV2List,
     StageIn,
     Todo,
@@ -491,6 +494,16 @@ class AsyncClient(AsyncBase):
     async def session_wait(self, session_id: str) -> None:
         """Wait until idle: ``POST /api/session/{sessionID}/wait``. Raises SessionNotFoundError."""
         await self._send("POST", f"/api/session/{_q(session_id)}/wait")
+
+    async def signin(self, *, token: str) -> SignInAnswer:
+        """Sign a browser in with a bearer token: answers an HttpOnly cookie standing for it: ``POST /api/signin``. Raises InvalidRequestError, PayloadTooLargeError, UnauthorizedError, TooManyRequestsError, NotFoundError."""
+        answer = await self._send("POST", "/api/signin", body=SignInBody(token=token))
+        return _decoder(Data[SignInAnswer]).decode(answer).data
+
+    async def signin_who(self) -> SignInWho:
+        """Who this request is (a page reloaded while signed in shows it): ``GET /api/signin``. Raises KittiwakeError."""
+        answer = await self._send("GET", "/api/signin")
+        return _decoder(Data[SignInWho]).decode(answer).data
 
     async def skill_list(self, *, location_directory: str | int | None = None) -> SkillV2List:
         """The Location's skills: ``GET /api/skill``. Raises InvalidRequestError."""

@@ -24,6 +24,8 @@ __all__ = [
     "ServiceUnavailableError",
     "SessionBusyError",
     "SessionNotFoundError",
+    "TooManyRequestsError",
+    "UnauthorizedError",
     "error_from",
 ]
 
@@ -93,6 +95,14 @@ class SessionNotFoundError(KittiwakeError):
     """The gateway answered ``SessionNotFoundError``."""
 
 
+class TooManyRequestsError(KittiwakeError):
+    """The gateway answered ``TooManyRequestsError``."""
+
+
+class UnauthorizedError(KittiwakeError):
+    """The gateway answered ``UnauthorizedError``."""
+
+
 _BY_TAG: Final[dict[str, type[KittiwakeError]]] = {
     "BadRequest": BadRequest,
     "ConflictError": ConflictError,
@@ -108,6 +118,8 @@ _BY_TAG: Final[dict[str, type[KittiwakeError]]] = {
     "ServiceUnavailableError": ServiceUnavailableError,
     "SessionBusyError": SessionBusyError,
     "SessionNotFoundError": SessionNotFoundError,
+    "TooManyRequestsError": TooManyRequestsError,
+    "UnauthorizedError": UnauthorizedError,
 }
 
 

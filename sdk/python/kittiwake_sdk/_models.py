@@ -42,6 +42,9 @@ __all__ = [
     "SessionInfo",
     "SessionTime",
     "ShareInfo",
+    "SignInAnswer",
+    "SignInBody",
+    "SignInWho",
     "SkillV2List",
     "StageIn",
     "Todo",
@@ -336,6 +339,38 @@ class ShareInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     url: str
     secret: str
+
+
+class SignInAnswer(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    rename={"expires_in": "expiresIn"},
+):
+    """Who signed in: the token's user, project and role, and the sign-in's lifetime."""
+
+    user: str
+    project: str
+    role: Literal["admin", "read", "write"]
+    expires_in: int
+
+
+class SignInBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """`POST /api/signin`: the bearer token a browser signs in with."""
+
+    token: str
+
+
+class SignInWho(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename={"signed_in": "signedIn"}
+):
+    """Who a request is: its user, project and role, and whether a sign-in cookie (not an `Authorization` header) made it so."""
+
+    user: str
+    project: str
+    role: Literal["admin", "read", "write"]
+    signed_in: bool
 
 
 class SkillV2List(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
