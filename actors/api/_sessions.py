@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import AsyncGenerator, Callable
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import trio
 from msgspec import UNSET
@@ -13,6 +13,7 @@ from msgspec.structs import replace
 
 from actors.api._chat_message import admission_prompt
 from actors.api._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
+from actors.api._permission_requests import PermissionRequests
 from actors.cluster import ClusterOptions, wait_elsewhere
 from actors.kernel import OVERFLOWED, EventHub
 from actors.session import (
@@ -38,7 +39,6 @@ from runtime import (
     llm,
 )
 from runtime import events as ev
-from runtime.agents import PermissionAction, decide
 from runtime.history import to_llm_model, visible_history
 from runtime.inbox import check_id, check_prompt
 from runtime.revert import visible_rows
@@ -47,7 +47,6 @@ from runtime.titles import default_title
 from storage import (
     AdmitPrompt,
     Append,
-    AskPermission,
     Children,
     ContextView,
     CreateSession,
@@ -57,8 +56,6 @@ from storage import (
     GetSession,
     ListSessions,
     Messages,
-    Permission,
-    Permissions,
     RevertStands,
     SessionsNeedingResume,
     SetTitle,
@@ -82,7 +79,7 @@ def _in_log(kind: str) -> bool:
     return kind != _CREATED and kind != _DELETED
 
 
-class Sessions:
+class Sessions(PermissionRequests):
     """Create, prompt, read and drive sessions. Obtain it as ``rt.sessions``.
 
     *admission_timeout*: the seconds a prompt that opens an idle session's activity in
@@ -529,81 +526,6 @@ class Sessions:
         info = await self.get(session_id)
         self._x.remember(info)
         return info
-
-    async def permissions(self, session_id: str) -> builtins.list[ev.PermissionInfo]:
-        """The session's permission requests, oldest first. Raises SessionNotFoundError."""
-        await self.get(session_id)
-        return await self._storage.read(Permissions(session_id=session_id))
-
-    async def reply_permission(
-        self, session_id: str, request_id: str, reply: Literal["once", "always", "reject"]
-    ) -> None:
-        """Answer a pending permission request; the waiting tool call proceeds or fails.
-
-        Raises:
-            SessionNotFoundError: no such session or request.
-            PromptConflictError: the request was already answered.
-            InvalidInputError: an unknown reply.
-        """
-        await self._x.permissions.reply(session_id, request_id, reply)
-        if reply != "always":
-            return
-        info = await self._storage.read(Permission(request_id=request_id))
-        if info is not None and not info.tool:  # a client's own request: no tool call saves it
-            project = await self._project_key(session_id)
-            saved = info.save if isinstance(info.save, builtins.list) else info.resources
-            for pattern in saved:
-                await self._x.permissions.save(project, info.permission, pattern)
-
-    async def create_permission(
-        self, session_id: str, *, action: str, resources: builtins.list[str],
-        agent: str | None = None, id: str | None = None, save: builtins.list[str] | None = None,
-        message_id: str | None = None, call_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> tuple[str, PermissionAction]:  # fmt: skip
-        """Evaluate *action* on *resources* as a tool call would be, under *agent* (else the
-        session's), and record a pending request when that says ``ask``; return the
-        request's id and the effect.
-
-        ``allow`` and ``deny`` record nothing. A pending request is listed and answered
-        like a tool call's (``reply_permission``); answered ``always``, it saves *save*
-        (else the resources) as approvals of the project. An exact retry (same id,
-        session, action and resources) returns the same id.
-
-        Raises:
-            SessionNotFoundError: no such session.
-            InvalidInputError: an empty action or a malformed id.
-            PromptConflictError: the id names another request.
-        """
-        if not action:
-            raise InvalidInputError("action must not be empty")
-        if id is not None:
-            check_id("per", id)
-        info = await self.get(session_id)
-        location = await self._x.location(info.location.directory)
-        name = agent if agent is not None else info.agent if isinstance(info.agent, str) else None
-        resolved = location.agent(name)
-        effect = await decide(
-            resolved.permission, action, resources, approvals=self._x.permissions,
-            project=location.registry.env.project_key,
-        )  # fmt: skip
-        request_id = id or self._ids.new("per")
-        if effect != "ask":
-            return request_id, effect
-        asked = ev.PermissionAsked(
-            timestamp=self._now(), session_id=session_id, request_id=request_id,
-            agent=resolved.name, tool="", call_id=call_id or "",
-            permission=action, resources=resources,
-            save=save if save is not None else UNSET,
-            message_id=message_id if message_id is not None else UNSET,
-            metadata=metadata if metadata is not None else UNSET,
-        )  # fmt: skip
-        await self._storage.write(AskPermission(asked=asked))
-        return request_id, "ask"
-
-    async def _project_key(self, session_id: str) -> str:
-        info = await self.get(session_id)
-        return (await self._x.location(info.location.directory)).registry.env.project_key
 
     async def needs_resume(self) -> builtins.list[str]:
         """Sessions a crash cut short, continued only by an explicit ``resume``: those
