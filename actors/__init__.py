@@ -7,6 +7,8 @@ from actors._runtime import Runtime as Runtime
 from actors._runtime import open_runtime as open_runtime
 from actors.api import USER_SHELL_TEXT as USER_SHELL_TEXT
 from actors.api import Page as Page
+from actors.api import ProjectInfo as ProjectInfo
+from actors.api import Projects as Projects
 from actors.api import SessionEvent as SessionEvent
 from actors.api import Sessions as Sessions
 from actors.api import SessionTools as SessionTools
@@ -71,6 +73,8 @@ __all__ = [
     "Notice",
     "OVERFLOWED",
     "Page",
+    "ProjectInfo",
+    "Projects",
     "ProviderClients",
     "Reply",
     "Reverted",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -13,7 +12,7 @@ from typing import Any, Final
 
 import trio
 
-from actors.api import DEFAULT_MAX_TASKS, McpSessionHost, Sessions, SessionTools
+from actors.api import DEFAULT_MAX_TASKS, McpSessionHost, Projects, Sessions, SessionTools
 from actors.cluster import ClusterOptions, Relay, sweep
 from actors.kernel import ActorDirectory, EventHub, Supervisor, SupervisorPolicy, run_root
 from actors.session import (
@@ -78,8 +77,11 @@ class Runtime:
     def __init__(
         self, *, sessions: Sessions, storage: StorageActor, execution: SessionExecution,
         hub: EventHub, directory: ActorDirectory, data_dir: Path, tools: SessionTools,
+        projects: Projects,
     ) -> None:  # fmt: skip
         self.sessions = sessions
+        self.projects = projects
+        """The projects sessions belong to, one per repository or directory."""
         self.tools = tools
         """Todos, questions and subagent tasks of every session."""
         self.storage = storage
@@ -201,7 +203,7 @@ async def _open_runtime(
     plugins: Sequence[Any], plugin_limits: PluginLimits | None, **_: Any,
 ) -> AsyncIterator[Runtime]:  # fmt: skip
     """``open_runtime`` without telemetry's set-up (see there)."""
-    data, project = _prepare(Path(data_dir))
+    data = _prepare(Path(data_dir))
     clock = now_ms or (lambda: time.time_ns() // 1_000_000)
     id_gen = ids or IdGenerator()
     hub = EventHub()
@@ -223,9 +225,10 @@ async def _open_runtime(
         location_loads=location_loads, cluster=cluster, plugins=plugins,
         plugin_limits=plugin_limits,
     )  # fmt: skip
+    projects = Projects(storage=storage, now_ms=clock)
     sessions = Sessions(
         storage=storage, hub=hub, execution=execution, ids=id_gen, now_ms=clock,
-        project_id=project, cluster=cluster, admission_timeout=admission_timeout,
+        projects=projects, cluster=cluster, admission_timeout=admission_timeout,
     )  # fmt: skip
     tools_api = SessionTools(
         storage=storage, execution=execution, now_ms=clock, max_tasks=max_tasks
@@ -246,7 +249,7 @@ async def _open_runtime(
         await _wait_running(storage, execution)
         rt = Runtime(
             sessions=sessions, storage=storage, execution=execution, hub=hub,
-            directory=directory, data_dir=data, tools=tools_api,
+            directory=directory, data_dir=data, tools=tools_api, projects=projects,
         )  # fmt: skip
         execution.plugins.client = rt
         if cluster is not None and store_url is not None:  # recovery under each lease
@@ -267,9 +270,9 @@ async def _open_runtime(
             nursery.cancel_scope.cancel()
 
 
-def _prepare(data: Path) -> tuple[Path, str]:
+def _prepare(data: Path) -> Path:
     data.mkdir(parents=True, exist_ok=True)
-    return data, hashlib.sha256(str(data.resolve()).encode()).hexdigest()[:16]
+    return data
 
 
 async def _wait_running(storage: StorageActor, execution: SessionExecution) -> None:

@@ -33,11 +33,13 @@ class PostgresQueries(StoreQueries):
             raise StorageError("store is closed")
         return self._pg
 
-    def list_sessions(self, *, limit: int, before: str | None) -> list[ev.SessionInfo]:
+    def list_sessions(
+        self, *, limit: int, before: str | None, project_id: str | None = None
+    ) -> list[ev.SessionInfo]:
         rows = self.pg.execute(
-            "select data from session where (%s::text is null or id < %s) order by id desc "
-            "limit %s",
-            [before, before, limit],
+            "select data from session where (%s::text is null or id < %s) "
+            "and (%s::text is null or project_id = %s) order by id desc limit %s",
+            [before, before, project_id, project_id, limit],
         ).fetchall()
         return [decode_info(r[0]) for r in rows]
 

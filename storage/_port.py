@@ -380,10 +380,12 @@ class GetSession(Query[ev.SessionInfo | None], frozen=True, tag="session.get"):
 
 
 class ListSessions(Query[list[ev.SessionInfo]], frozen=True, tag="session.list"):
-    """Sessions newest first, *limit* at most, ids below *before*."""
+    """Sessions newest first, *limit* at most, ids below *before*, of project
+    *project_id* only when given."""
 
     limit: int
     before: str | None = None
+    project_id: str | None = None
 
 
 class Children(Query[list[ev.SessionInfo]], frozen=True, tag="session.children"):

@@ -136,13 +136,17 @@ class StoreQueries(StoreCaches):
         row = self.session_row(session_id)
         return row.last_seq if row else -1
 
-    def list_sessions(self, *, limit: int, before: str | None) -> list[ev.SessionInfo]:
-        """Sessions newest first (ids ascend with time), *limit* at most, ids below *before*."""
+    def list_sessions(
+        self, *, limit: int, before: str | None, project_id: str | None = None
+    ) -> list[ev.SessionInfo]:
+        """Sessions newest first (ids ascend with time), *limit* at most, ids below *before*,
+        of *project_id* only when given."""
         rows = (
             self._db()
             .execute(
-                "select data from session where (? is null or id < ?) order by id desc limit ?",
-                [before, before, limit],
+                "select data from session where (? is null or id < ?) "
+                "and (? is null or project_id = ?) order by id desc limit ?",
+                [before, before, project_id, project_id, limit],
             )
             .fetchall()
         )
@@ -365,7 +369,9 @@ _USAGE_TYPES: Final = {
 
 _HANDLERS: Final[dict[type[Any], Callable[[Any, Any], Any]]] = {
     p.GetSession: lambda s, q: s.get_session(q.session_id),
-    p.ListSessions: lambda s, q: s.list_sessions(limit=q.limit, before=q.before),
+    p.ListSessions: lambda s, q: s.list_sessions(
+        limit=q.limit, before=q.before, project_id=q.project_id
+    ),
     p.Children: lambda s, q: s.children(q.session_id),
     p.SessionHistory: lambda s, q: (s.get_session(q.session_id), s.history(q.session_id)),
     p.ContextView: lambda s, q: (s.history(q.session_id), s.epoch(q.session_id)),

@@ -11,6 +11,9 @@ from actors.api._fork import fork_title as fork_title
 from actors.api._mcp_host import McpSessionHost as McpSessionHost
 from actors.api._pages import Page as Page
 from actors.api._pages import SessionEvent as SessionEvent
+from actors.api._projects import PROJECT_KIND as PROJECT_KIND
+from actors.api._projects import ProjectInfo as ProjectInfo
+from actors.api._projects import Projects as Projects
 from actors.api._session_tools import DEFAULT_MAX_TASKS as DEFAULT_MAX_TASKS
 from actors.api._session_tools import SessionTools as SessionTools
 from actors.api._sessions import Sessions as Sessions
@@ -21,7 +24,10 @@ __all__ = [
     "DEFAULT_MAX_EXPORT_EVENTS",
     "DEFAULT_MAX_TASKS",
     "McpSessionHost",
+    "PROJECT_KIND",
     "Page",
+    "ProjectInfo",
+    "Projects",
     "SessionEvent",
     "SessionTools",
     "Sessions",

@@ -14,6 +14,7 @@ from msgspec.structs import replace
 from actors.api._chat_message import admission_prompt
 from actors.api._pages import Page, SessionEvent, check_limit, decoded, parse_cursor
 from actors.api._permission_requests import PermissionRequests
+from actors.api._projects import Projects
 from actors.cluster import ClusterOptions, wait_elsewhere
 from actors.kernel import OVERFLOWED, EventHub
 from actors.session import (
@@ -89,7 +90,7 @@ class Sessions(PermissionRequests):
 
     def __init__(
         self, *, storage: StorageActor, hub: EventHub, execution: SessionExecution,
-        ids: IdGenerator, now_ms: Callable[[], int], project_id: str,
+        ids: IdGenerator, now_ms: Callable[[], int], projects: Projects,
         cluster: ClusterOptions | None = None,
         admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT,
     ) -> None:  # fmt: skip
@@ -100,25 +101,23 @@ class Sessions(PermissionRequests):
         self._x = execution
         self._ids = ids
         self._now = now_ms
-        self._project = project_id
+        self._projects = projects
         self.reverts = Reverts(
             storage=storage, execution=execution, now_ms=now_ms, shared=cluster is not None
         )
         """Revert, unrevert and commit (``actors.Reverts``)."""
 
-    @property
-    def project_id(self) -> str:
-        """The project every session of this runtime belongs to."""
-        return self._project
-
     async def create(
         self, *, id: str | None = None, location: Location, agent: str | None = None,
         model: ModelRef | None = None, title: str | None = None, parent_id: str | None = None,
+        project_id: str | None = None,
     ) -> SessionInfo:  # fmt: skip
         """Create a session; reusing an existing id returns that session unchanged.
 
         With *parent_id*, the session is a child of that one (``children``); deleting
-        the parent deletes it too.
+        the parent deletes it too. It belongs to project *project_id* (a caller naming one
+        has checked that the directory is that project's), else to its directory's
+        (``Projects.id_of``: found, never registered by this).
 
         Raises:
             InvalidSessionInputError: a Location, agent or model the session could not run
@@ -131,10 +130,12 @@ class Sessions(PermissionRequests):
         if parent_id is not None:
             check_id("ses", parent_id)
         await self.check_input(location, agent=agent, model=model)
+        if project_id is None:
+            project_id = await self._projects.id_of(location.directory)
         session_id = id or self._ids.new("ses")
         now = self._now()
         info = SessionInfo(
-            id=session_id, project_id=self._project, location=location,
+            id=session_id, project_id=project_id, location=location,
             title=title or default_title(session_id), time=ev.SessionTime(created=now, updated=now),
             agent=agent if agent is not None else UNSET, model=model if model is not None else UNSET,
             parent_id=parent_id if parent_id is not None else UNSET,
@@ -220,10 +221,14 @@ class Sessions(PermissionRequests):
             raise SessionNotFoundError(session_id)
         return info
 
-    async def list(self, *, limit: int = 50, cursor: str | None = None) -> Page:
-        """Sessions, newest first; pass ``page.next`` as *cursor* for the next page."""
+    async def list(
+        self, *, limit: int = 50, cursor: str | None = None, project_id: str | None = None
+    ) -> Page:
+        """Sessions, newest first (of project *project_id* only, when given); pass
+        ``page.next`` as *cursor* for the next page."""
         check_limit(limit)
-        rows = await self._storage.read(ListSessions(limit=limit + 1, before=cursor))
+        query = ListSessions(limit=limit + 1, before=cursor, project_id=project_id)
+        rows = await self._storage.read(query)
         more = len(rows) > limit
         rows = rows[:limit]
         return Page(data=rows, next=rows[-1].id if more and rows else None, previous=cursor)

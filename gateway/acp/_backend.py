@@ -191,6 +191,7 @@ class EmbeddedBackend:
         self._max_buffer = max_buffer
 
     async def create(self, directory: str) -> SessionInfo:
+        await self._rt.projects.registered(directory)
         return await self._rt.sessions.create(location=Location(directory=directory))
 
     async def get(self, session_id: str) -> SessionInfo:

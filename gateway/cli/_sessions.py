@@ -62,7 +62,7 @@ async def sessions_command(api: httpx.AsyncClient, args: argparse.Namespace) -> 
         else:
             print(f"nothing to compact in {args.id}")
     elif args.action == "delete":
-        project = check(await api.get("/project/current"))["id"]
+        project = check(await api.get(f"/api/session/{args.id}"))["data"]["projectID"]
         check(await api.delete(f"/project/{project}/session/{args.id}"))
         print(f"deleted {args.id}")
     else:

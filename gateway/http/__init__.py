@@ -19,6 +19,7 @@ from gateway.http._export import SessionExport as SessionExport
 from gateway.http._export import decode_export as decode_export
 from gateway.http._export import session_export as session_export
 from gateway.http._export import stored_events as stored_events
+from gateway.http._guards import current_grant as current_grant
 from gateway.http._openapi import openapi_document as openapi_document
 from gateway.http._openapi import server_version as server_version
 from gateway.http._opencode import agent_json as agent_json
@@ -40,6 +41,7 @@ from gateway.http._opencode import tool_name_json as tool_name_json
 from gateway.http._opencode import tool_state_json as tool_state_json
 from gateway.http._opencode import turn_agent_model as turn_agent_model
 from gateway.http._opencode import user_json as user_json
+from gateway.http._places import named_directory as named_directory
 from gateway.http._places import request_directory as request_directory
 from gateway.http._routes import HTML as HTML
 from gateway.http._routes import JSON as JSON
@@ -50,6 +52,7 @@ from gateway.http._routes import Named as Named
 from gateway.http._routes import Route as Route
 from gateway.http._routes import RouteTable as RouteTable
 from gateway.http._routes import quart_path as quart_path
+from gateway.http._scope import project_filter as project_filter
 from gateway.http._serve import DEFAULT_HOST as DEFAULT_HOST
 from gateway.http._serve import DEFAULT_PORT as DEFAULT_PORT
 from gateway.http._serve import Server as Server
@@ -118,11 +121,14 @@ __all__ = [
     "openapi_document",
     "part_id",
     "permission_json",
+    "project_filter",
     "project_json",
     "provider_json",
     "provider_v2_json",
     "quart_path",
     "reply_permission",
+    "current_grant",
+    "named_directory",
     "request_directory",
     "serve_app",
     "session_export",

@@ -24,7 +24,7 @@ from gateway.http._access import Access, AccessLimits
 from gateway.http._access_routes import access_routes
 from gateway.http._args import after_arg, int_arg, order_arg, page_json
 from gateway.http._export import export_route
-from gateway.http._guards import install_cors, install_errors, install_guards
+from gateway.http._guards import current_grant, install_cors, install_errors, install_guards
 from gateway.http._openapi import openapi_document
 from gateway.http._routes import (
     JSON,
@@ -35,7 +35,7 @@ from gateway.http._routes import (
     RouteTable,
     register,
 )
-from gateway.http._scope import Scope
+from gateway.http._scope import Scope, project_filter
 from gateway.http._share import share_if_auto, share_session, shared_routes, unshare_session
 from gateway.http._streams import stream_routes
 from gateway.http._wire import (
@@ -219,7 +219,10 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         limit = int_arg("limit", 50)
         if order_arg() == "asc":
             raise GatewayError("InvalidRequestError", "sessions are listed newest first only")
-        page = await rt.sessions.list(limit=limit, cursor=request.args.get("cursor"))
+        page = await rt.sessions.list(
+            limit=limit, cursor=request.args.get("cursor"),
+            project_id=project_filter(current_grant()),
+        )  # fmt: skip
         return _json(page_json(page.data, page.previous, page.next))
 
     @table.get(
@@ -248,6 +251,9 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
     )  # fmt: skip
     async def create_session(body: CreateBody) -> Response:
         location = body.location or Location(directory=str(gw.directory))
+        if body.location is not None and Path(location.directory).is_absolute():
+            await gw.scope.check_directory(current_grant(), location.directory)
+        await rt.projects.registered(location.directory)
         info = await rt.sessions.create(
             id=body.id, location=location, agent=body.agent, model=body.model, title=body.title
         )

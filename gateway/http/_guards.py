@@ -16,6 +16,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from gateway._limits import over_limit
 from gateway.http._access import SIGNIN_COOKIE, Refusal, required_role
+from gateway.http._places import named_directory
 from gateway.http._routes import JSON, Route
 from gateway.http._tokens import Grant
 from gateway.http._wire import GatewayError, encode, error_body, error_for
@@ -95,7 +96,13 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
             if isinstance(found, Refusal):
                 return refusal_response(found)
             g.setdefault(_GRANT, found)
-            await gw.scope.check(found, request.path, request.view_args or {})
+            await gw.scope.check(
+                found,
+                request.method,
+                request.path,
+                request.view_args or {},
+                lambda: named_directory(gw),
+            )
         # Read (and cache) every body up front, bounded by max_body: a route that answers
         # without reading it would otherwise leave unread bytes on a keep-alive connection,
         # and Hypercorn can then wait for them forever before the next request.
@@ -120,7 +127,9 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
         if isinstance(found, Refusal):
             return refusal_response(found)
         g.setdefault(_GRANT, found)
-        await gw.scope.check(found, websocket.path, websocket.view_args or {})
+        await gw.scope.check(
+            found, "WEBSOCKET", websocket.path, websocket.view_args or {}, gw.directory.resolve
+        )
         return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -19,6 +19,9 @@ from runtime.agents import AgentInfo
 from runtime.events import TokenUsage
 from runtime.llm import CatalogModel, CatalogProvider
 from runtime.tools import patch_counts
+
+if TYPE_CHECKING:
+    from actors import ProjectInfo
 
 __all__ = [
     "ABORTED",
@@ -95,16 +98,18 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
     return body
 
 
-def project_json(
-    project_id: str, worktree: str, *, git: bool, created: int, updated: int
-) -> dict[str, Any]:
-    """OpenCode's ``Project``: one runtime serves one project rooted at *worktree*."""
+def project_json(info: ProjectInfo) -> dict[str, Any]:
+    """OpenCode's ``Project`` of a registered project."""
+    time: dict[str, int] = {"created": info.time_created, "updated": info.time_updated}
+    if info.time_initialized is not None:
+        time["initialized"] = info.time_initialized
     body: dict[str, Any] = {
-        "id": project_id, "worktree": worktree, "name": worktree.rstrip("/").rsplit("/", 1)[-1],
-        "time": {"created": created, "updated": max(created, updated)}, "sandboxes": [],
+        "id": info.id, "worktree": info.worktree,
+        "name": info.worktree.rstrip("/").rsplit("/", 1)[-1], "time": time,
+        "sandboxes": list(info.sandboxes),
     }  # fmt: skip
-    if git:
-        body["vcs"] = "git"
+    if info.vcs is not None:
+        body["vcs"] = info.vcs
     return body
 
 

@@ -14,7 +14,7 @@ from gateway.http._wire import GatewayError
 if TYPE_CHECKING:
     from gateway.http._app import Gateway
 
-__all__ = ["request_directory"]
+__all__ = ["named_directory", "request_directory"]
 
 
 def request_directory(gw: Gateway) -> Path:
@@ -34,3 +34,16 @@ def request_directory(gw: Gateway) -> Path:
     if not path.is_dir():
         raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
     return path
+
+
+def named_directory(gw: Gateway) -> Path:
+    """The directory a request names: V2's ``location[directory]``, else as
+    ``request_directory``. Raises 400 ``InvalidRequestError`` when it is not an existing
+    directory."""
+    raw = request.args.get("location[directory]")
+    if not raw:
+        return request_directory(gw)
+    directory = Path(raw)
+    if "\x00" in raw or not directory.is_dir():
+        raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
+    return directory.resolve()

@@ -117,6 +117,8 @@ async def serve_app(
         certfile=certfile, keyfile=keyfile,
     )  # fmt: skip
     config.create_ssl_context()  # a bad certificate fails here, before the lifespan starts
+    # The server's own project first: a directory below it outside git belongs to it.
+    await rt.projects.register(str(gw.directory.resolve()))
     # Bound here so that a port in use raises OSError before anything starts; Hypercorn
     # takes the socket over by its descriptor (its documented ``fd://`` bind).
     fd = listen_fd if listen_fd is not None else bind(host, port).detach()

@@ -138,6 +138,8 @@ def stream_routes(table: RouteTable, app: QuartTrio, gw: Gateway) -> None:
         answer=SSE,
     )  # fmt: skip
     async def all_events() -> Response:
+        grant = current_grant()
+
         async def produce(send: trio.MemorySendChannel[bytes]) -> None:
             with rt.hub.subscribe(None) as sub:
                 await send.send(sse_frame(encode({"type": "server.connected", "properties": {}})))
@@ -145,7 +147,7 @@ def stream_routes(table: RouteTable, app: QuartTrio, gw: Gateway) -> None:
                 while True:
                     with trio.move_on_at(beat):
                         item = await sub.receive()
-                        if item != OVERFLOWED:
+                        if item != OVERFLOWED and await gw.scope.sees(grant, item):
                             await send.send(global_frame(item))
                         continue
                     beat = trio.current_time() + gw.heartbeat

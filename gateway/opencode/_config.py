@@ -5,7 +5,7 @@ clients a served runtime builds from it."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -68,7 +68,7 @@ def _json(body: Any, *, status: int = 200) -> Response:
 
 def config_routes(
     table: RouteTable, rt: Runtime, directory_arg: Callable[[], Path],
-    located: Callable[[], tuple[Path, dict[str, Any]]],
+    located: Callable[[], Awaitable[tuple[Path, dict[str, Any]]]],
 ) -> None:  # fmt: skip
     """Declare ``GET``/``PATCH /config``, ``GET``/``PATCH /global/config``, ``GET /provider``,
     ``GET /config/providers`` and the V2 ``GET /api/provider[/{id}]`` and ``/api/model``;
@@ -211,7 +211,7 @@ def config_routes(
         answer=_OBJECT, query=("location[directory]",), errors=("InvalidRequestError",),
     )  # fmt: skip
     async def provider_list_v2() -> Response:
-        directory, where = located()
+        directory, where = await located()
         catalog, sources, _ = await catalog_of(directory)
         data = [
             provider_v2_json(provider, connected=sources[pid] is not None)
@@ -224,7 +224,7 @@ def config_routes(
         query=("location[directory]",), errors=("InvalidRequestError", "ProviderNotFoundError"),
     )  # fmt: skip
     async def provider_get_v2(provider_id: str) -> Response:
-        directory, where = located()
+        directory, where = await located()
         catalog, sources, _ = await catalog_of(directory)
         provider = catalog.providers.get(provider_id)
         if provider is None:
@@ -240,7 +240,7 @@ def config_routes(
         query=("location[directory]",), errors=("InvalidRequestError",),
     )  # fmt: skip
     async def model_list_v2() -> Response:
-        directory, where = located()
+        directory, where = await located()
         catalog, sources, _ = await catalog_of(directory)
         data = [
             redact(model_v2_json(model, enabled=sources[pid] is not None))

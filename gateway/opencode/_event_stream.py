@@ -12,11 +12,26 @@ from quart import Response
 from quart_trio import QuartTrio
 
 from actors import OVERFLOWED, Notice
-from gateway.http import SSE, Producer, RouteTable, encode, sse_frame, sse_response
+from gateway.http import (
+    SSE,
+    Producer,
+    RouteTable,
+    current_grant,
+    encode,
+    project_filter,
+    sse_frame,
+    sse_response,
+)
 from gateway.opencode._diff import session_diffs
 from gateway.opencode._v1_events import Idle, Lookup, V1Projection
 from gateway.opencode._v1_next import NextEvents, delivery_lookup
-from runtime import IdGenerator, LiveDelta, SessionNotFoundError, UserMessage
+from runtime import (
+    IdGenerator,
+    InvalidSessionInputError,
+    LiveDelta,
+    SessionNotFoundError,
+    UserMessage,
+)
 from storage import MessageEntry, StoredEvent
 
 if TYPE_CHECKING:
@@ -94,29 +109,51 @@ def _v1_producer(gw: OpenCodeGateway, *, envelope: bool) -> Producer:
     ``gw.heartbeat`` seconds. An item of a session deleted meanwhile is dropped."""
     rt = gw.rt
     ids = IdGenerator()
-    project = str(rt.sessions.project_id)
     home = str(gw.directory.resolve())
-    directories: dict[str, str] = {}
+    only = project_filter(current_grant())
+    places: dict[str, tuple[str, str | None]] = {}
 
-    async def frame(payload: dict[str, Any], where: str | None = None) -> bytes:
+    async def place_of(sid: str) -> tuple[str, str | None]:
+        if sid not in places:
+            try:
+                info = await rt.sessions.get(sid)
+                places[sid] = (info.location.directory, info.project_id)
+            except SessionNotFoundError:
+                places[sid] = (home, None)
+        return places[sid]
+
+    async def located(props: dict[str, Any], where: str | None) -> tuple[str, str | None]:
+        """The directory and project a payload is of (None: a deleted session's)."""
+        info, sid = props.get("info"), props.get("sessionID")
+        if where is not None:
+            try:
+                return where, await rt.projects.id_of(where)
+            except InvalidSessionInputError:  # the directory went away
+                return where, None
+        if isinstance(info, dict) and "directory" in info:
+            return info["directory"], info.get("projectID")
+        if isinstance(sid, str):
+            return await place_of(sid)
+        return home, only or await rt.projects.id_of(home)  # the server's own
+
+    async def frame(payload: dict[str, Any], where: str | None = None) -> bytes | None:
+        """The payload's frame, or None when the request's grant does not see it."""
         payload = {"id": ids.new("evt"), **payload}
+        directory, project = await located(payload["properties"], where)
+        if only is not None and project != only:
+            return None
         if not envelope:
             return sse_frame(encode(payload))
-        props = payload["properties"]
-        sid = props.get("sessionID")
-        directory = home
-        if where is not None:
-            directory = where
-        elif isinstance(props.get("info"), dict) and "directory" in props["info"]:
-            directory = props["info"]["directory"]
-        elif isinstance(sid, str):
-            if sid not in directories:
-                try:
-                    directories[sid] = (await rt.sessions.get(sid)).location.directory
-                except SessionNotFoundError:
-                    directories[sid] = home
-            directory = directories[sid]
+        if project is None:
+            project = await rt.projects.id_of(home)
         return sse_frame(encode({"directory": directory, "project": project, "payload": payload}))
+
+    async def emit(
+        send: trio.MemorySendChannel[bytes], payload: dict[str, Any], where: str | None = None
+    ) -> None:
+        found = await frame(payload, where)
+        if found is not None:
+            await send.send(found)
 
     async def produce(send: trio.MemorySendChannel[bytes]) -> None:
         since = int(time.time() * 1000)
@@ -126,9 +163,9 @@ def _v1_producer(gw: OpenCodeGateway, *, envelope: bool) -> Producer:
         with rt.hub.subscribe(None) as sub:
             gw.board.add(sub)
             try:
-                await send.send(await frame({"type": "server.connected", "properties": {}}))
+                await emit(send, {"type": "server.connected", "properties": {}})
                 for payload in await _cut_short(gw):
-                    await send.send(await frame(payload))
+                    await emit(send, payload)
                 beat = trio.current_time() + gw.heartbeat
                 while True:
                     with trio.move_on_at(beat):
@@ -138,7 +175,7 @@ def _v1_producer(gw: OpenCodeGateway, *, envelope: bool) -> Producer:
                             nexts.reset()
                             continue
                         if isinstance(item, Notice):  # a Location's (mcp.tools.changed)
-                            await send.send(await frame(_v1_notice(item), item.directory))
+                            await emit(send, _v1_notice(item), item.directory)
                             continue
                         try:
                             payloads = []
@@ -148,12 +185,12 @@ def _v1_producer(gw: OpenCodeGateway, *, envelope: bool) -> Producer:
                         except SessionNotFoundError:
                             payloads = []
                         for payload in payloads:
-                            await send.send(await frame(payload))
+                            await emit(send, payload)
                         if isinstance(item, Idle):
                             gw.board.delivered(item.session_id, sub)
                         continue
                     beat = trio.current_time() + gw.heartbeat
-                    await send.send(await frame({"type": "server.heartbeat", "properties": {}}))
+                    await emit(send, {"type": "server.heartbeat", "properties": {}})
             finally:
                 gw.board.remove(sub)
 

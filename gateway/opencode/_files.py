@@ -175,8 +175,8 @@ async def _git(root: Path, args: Sequence[str], limit: float) -> str | None:
 
 
 def file_routes(
-    table: RouteTable, gw: Gateway, limits: FileLimits, root_arg: Callable[[], Path],
-    check_project: Callable[[str], None],
+    table: RouteTable, gw: Gateway, limits: FileLimits, root_arg: Callable[[], Awaitable[Path]],
+    check_project: Callable[[str], Awaitable[object]],
     session_of: Callable[[str, str], Awaitable[SessionInfo]],
 ) -> None:  # fmt: skip
     """Declare the file routes on *table*: *root_arg* gives the directory a request names,
@@ -214,9 +214,8 @@ def file_routes(
 
     async def session_root(project_id: str, session_id: str) -> Path:
         info = await session_of(project_id, session_id)
-        root = gw.directory.resolve()
-        directory = inside(root, info.location.directory)
-        if not directory.is_dir():
+        directory = Path(info.location.directory)
+        if not await trio.to_thread.run_sync(directory.is_dir):
             raise GatewayError("InvalidRequestError", "The session's directory does not exist")
         return directory
 
@@ -226,7 +225,7 @@ def file_routes(
         query=("directory", "query", "type", "dirs", "limit"), errors=("InvalidRequestError",),
     )  # fmt: skip
     async def find_file() -> Response:
-        return await find_in(root_arg())
+        return await find_in(await root_arg())
 
     @table.get(
         "/project/{projectID}/find/file", "project.find.files",
@@ -235,8 +234,8 @@ def file_routes(
         errors=("NotFoundError", "InvalidRequestError"),
     )  # fmt: skip
     async def project_find_file(project_id: str) -> Response:
-        check_project(project_id)
-        return await find_in(root_arg())
+        await check_project(project_id)
+        return await find_in(await root_arg())
 
     @table.get(
         "/file", "file.list",
@@ -244,7 +243,7 @@ def file_routes(
         errors=("InvalidRequestError",),
     )  # fmt: skip
     async def list_files() -> Response:
-        return await list_in(root_arg())
+        return await list_in(await root_arg())
 
     @table.get(
         "/file/content", "file.read",
@@ -252,7 +251,7 @@ def file_routes(
         errors=("InvalidRequestError",),
     )  # fmt: skip
     async def file_content() -> Response:
-        return await content_in(root_arg())
+        return await content_in(await root_arg())
 
     @table.get(
         "/file/status", "file.status",
@@ -260,7 +259,7 @@ def file_routes(
         errors=("InvalidRequestError",),
     )  # fmt: skip
     async def file_status() -> Response:
-        return await status_in(root_arg())
+        return await status_in(await root_arg())
 
     @table.get(
         "/project/{projectID}/session/{sessionID}/find/file", "project.session.find.files",

@@ -1,12 +1,16 @@
 """OpenCode's project-scoped and directory-resolved routes: projects, sessions, messages as
 ``{info, parts}``, files, providers, config, agents and client logs.
 
-One runtime serves one project, rooted at the gateway's directory. File routes never leave
-that directory: a path (or ``directory``) resolving outside it is answered 400.
+Projects are ``rt.projects``' (a repository, or a directory, registered durably): a request's
+project is its directory's (``?directory=``, else the server's). File routes never leave
+the server's directory or a registered project's: a path (or ``directory``) resolving
+outside it is answered 400. A ``/project/{id}`` route of a project not registered, and a
+session of another project under it, are answered 404.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -22,9 +26,12 @@ from gateway.http import (
     PermissionReplyBody,
     RouteTable,
     agent_json,
+    current_grant,
     encode,
+    project_filter,
     project_json,
     reply_permission,
+    request_directory,
     session_json,
 )
 from gateway.opencode._config import config_routes
@@ -32,11 +39,11 @@ from gateway.opencode._files import file_routes, inside
 from gateway.opencode._revert import RevertIn, revert_session
 from gateway.opencode._transcript import message_in, reply_of, transcript
 from gateway.opencode._v1 import located
-from runtime import Location, ModelRef, Prompt, SessionInfo
+from runtime import Location, ModelRef, Prompt, SessionInfo, SessionNotFoundError
 from runtime.agents import INIT_PROMPT
 
 if TYPE_CHECKING:
-    from actors import Runtime
+    from actors import ProjectInfo
     from gateway.http import Gateway
 
 __all__ = [
@@ -44,8 +51,8 @@ __all__ = [
     "LogBody",
     "MessageBody",
     "PermissionResponseBody",
+    "ProjectBody",
     "ProjectSessionBody",
-    "project_id_of",
     "project_routes",
 ]
 
@@ -66,6 +73,7 @@ class FileLimits(msgspec.Struct, frozen=True, kw_only=True):
         max_messages: messages one ``{info, parts}`` listing reads at most.
         max_sessions: sessions one project session listing returns at most.
         git_timeout: seconds ``git status`` may take before the answer is 503.
+        max_projects: projects ``GET /project`` returns at most.
     """
 
     max_walk: int = 50_000
@@ -74,6 +82,7 @@ class FileLimits(msgspec.Struct, frozen=True, kw_only=True):
     max_messages: int = 10_000
     max_sessions: int = 10_000
     git_timeout: float = 10.0
+    max_projects: int = 1_000
 
 
 class ProjectSessionBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -82,6 +91,14 @@ class ProjectSessionBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     directory: str | None = None
     title: str | None = None
     agent: str | None = None
+
+
+class ProjectBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A project to register: its directory (``worktree`` is the same; ``directory`` wins),
+    absolute or relative to the server's directory; the request's directory when neither."""
+
+    directory: str | None = None
+    worktree: str | None = None
 
 
 class TextPartInput(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text"):
@@ -139,9 +156,18 @@ def _not_implemented(what: str) -> GatewayError:
     return GatewayError("NotImplementedError", f"{what} is not implemented", status=501)
 
 
-def project_id_of(rt: Runtime) -> str:
-    """The runtime's one project id (every session it creates carries it)."""
-    return str(rt.sessions.project_id)
+def in_project(project: ProjectInfo, raw: str | None) -> Path:
+    """The directory *raw* names in *project* (relative to its worktree, or absolute; its
+    worktree when None): 400 when it leaves the project's worktree and its other worktrees
+    (whether it exists is the session's creation's to check)."""
+    root = Path(project.worktree)
+    if raw is None:
+        return root
+    if Path(raw).is_absolute():
+        for tree in project.sandboxes:
+            with contextlib.suppress(GatewayError):  # not in this one
+                return inside(Path(tree), raw)
+    return inside(root, raw)
 
 
 # -- routes -------------------------------------------------------------------------------
@@ -161,16 +187,46 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
             raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
         return directory
 
-    def check_project(project_id: str) -> None:
-        if project_id != project_id_of(rt):
+    async def file_root() -> Path:
+        """The directory a file route names: the server's, one below it, or one of a
+        registered project (400 otherwise, as a path leaving it)."""
+        home = gw.directory.resolve()
+        if request.args.get("directory") is None:
+            return home
+        directory = request_directory(gw)
+        if directory == home or home in directory.parents:
+            return directory
+        place = await rt.projects.place(str(directory))
+        if await rt.projects.get(place.id) is None:
+            raw = request.args.get("directory")
+            raise GatewayError("InvalidRequestError", f"Path is outside the project: {raw}")
+        return directory
+
+    async def check_project(project_id: str) -> ProjectInfo:
+        found = await rt.projects.get(project_id)
+        if found is None:
             raise GatewayError(
                 "NotFoundError", f"Project not found: {project_id}", status=404,
                 projectID=project_id,
             )  # fmt: skip
+        return found
 
     async def session_of(project_id: str, session_id: str) -> SessionInfo:
-        check_project(project_id)
-        return await rt.sessions.get(session_id)
+        await check_project(project_id)
+        info = await rt.sessions.get(session_id)
+        if info.project_id != project_id:
+            raise SessionNotFoundError(session_id)
+        return info
+
+    def named(raw: str | None) -> Path:
+        if raw is None:
+            return request_directory(gw)
+        if "\x00" in raw:
+            raise GatewayError("InvalidRequestError", f"Not a directory: {raw!r}")
+        directory = (gw.directory / Path(raw).expanduser()).resolve()
+        if not directory.is_dir():
+            raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
+        return directory
 
     async def answer_to(session_id: str, text: str, message_id: str | None) -> dict[str, Any]:
         """Admit *text* (queued), wait until the session is idle, return the reply's
@@ -184,29 +240,46 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
     async def projections(info: SessionInfo) -> list[dict[str, Any]]:
         return await transcript(rt, info.id, limit=limits.max_messages)
 
-    async def project() -> dict[str, Any]:
-        root = gw.directory.resolve()
-        sessions = (await rt.sessions.list(limit=1)).data
-        stat = await trio.to_thread.run_sync(rt.data_dir.stat)
-        created = int(stat.st_mtime * 1000)
-        updated = max([s.time.updated for s in sessions if isinstance(s, SessionInfo)] + [created])
-        git = await trio.to_thread.run_sync((root / ".git").exists)
-        return project_json(project_id_of(rt), str(root), git=git, created=created, updated=updated)
-
     @table.get(
         "/project", "project.list",
-        "Projects (one per runtime)", answer=Answer(type=list[dict[str, Any]]),
+        "Registered projects, newest first", answer=Answer(type=list[dict[str, Any]]),
         query=("directory",),
     )  # fmt: skip
     async def projects() -> Response:
-        return _json([await project()])
+        only = project_filter(current_grant())
+        found = await rt.projects.list(limit=limits.max_projects)
+        return _json([project_json(p) for p in found if only is None or p.id == only])
+
+    @table.post(
+        "/project", "project.create",
+        "Register the project of a directory (idempotent)", body=ProjectBody,
+        answer=Answer(type=dict[str, Any]), errors=("InvalidRequestError", "NotFoundError"),
+        empty_ok=True,
+    )  # fmt: skip
+    async def project_create(body: ProjectBody) -> Response:
+        directory = str(named(body.directory or body.worktree))
+        await gw.scope.check_directory(current_grant(), directory)
+        return _json(project_json(await rt.projects.register(directory)))
+
+    @table.post(
+        "/project/init", "project.init",
+        "Register the project of a directory and mark it initialized", body=ProjectBody,
+        answer=Answer(type=dict[str, Any]), query=("directory",),
+        errors=("InvalidRequestError", "NotFoundError"), empty_ok=True,
+    )  # fmt: skip
+    async def project_initialize(body: ProjectBody) -> Response:
+        directory = str(named(body.directory or body.worktree))
+        await gw.scope.check_directory(current_grant(), directory)
+        return _json(project_json(await rt.projects.initialize(directory)))
 
     @table.get(
         "/project/current", "project.current",
-        "The current project", answer=Answer(type=dict[str, Any]), query=("directory",),
+        "The project of the request's directory (not registered by this read)",
+        answer=Answer(type=dict[str, Any]), query=("directory",),
+        errors=("InvalidRequestError",),
     )  # fmt: skip
     async def current_project() -> Response:
-        return _json(await project())
+        return _json(project_json(await rt.projects.current(str(request_directory(gw)))))
 
     @table.get(
         "/project/{projectID}/session", "project.session.list",
@@ -214,11 +287,11 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         errors=("NotFoundError",),
     )  # fmt: skip
     async def project_sessions(project_id: str) -> Response:
-        check_project(project_id)
+        await check_project(project_id)
         out: list[dict[str, Any]] = []
         cursor: str | None = None
         while True:
-            page = await rt.sessions.list(limit=200, cursor=cursor)
+            page = await rt.sessions.list(limit=200, cursor=cursor, project_id=project_id)
             out += [session_json(s) for s in page.data if isinstance(s, SessionInfo)]
             cursor = page.next
             if cursor is None or len(out) >= limits.max_sessions:
@@ -230,13 +303,12 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         answer=Answer(type=dict[str, Any]), errors=("NotFoundError", "ConflictError"),
         empty_ok=True,
     )  # fmt: skip
-    async def project_create(body: ProjectSessionBody, project_id: str) -> Response:
-        check_project(project_id)
-        root = gw.directory.resolve()
-        directory = root if body.directory is None else inside(root, body.directory)
+    async def project_session_create(body: ProjectSessionBody, project_id: str) -> Response:
+        project = await check_project(project_id)
+        directory = await trio.to_thread.run_sync(in_project, project, body.directory)
         info = await rt.sessions.create(
             id=body.id, location=Location(directory=str(directory)), agent=body.agent,
-            title=body.title, parent_id=body.parentID,
+            title=body.title, parent_id=body.parentID, project_id=project.id,
         )  # fmt: skip
         return _json(session_json(info))
 
@@ -246,7 +318,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         answer=Answer(type=list[dict[str, Any]]), errors=("NotFoundError",),
     )  # fmt: skip
     async def project_children(project_id: str, session_id: str) -> Response:
-        check_project(project_id)
+        await session_of(project_id, session_id)
         return _json([session_json(child) for child in await rt.sessions.children(session_id)])
 
     @table.get(
@@ -262,7 +334,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         errors=("NotFoundError",),
     )  # fmt: skip
     async def project_delete(project_id: str, session_id: str) -> Response:
-        check_project(project_id)
+        await session_of(project_id, session_id)
         for info in await rt.sessions.delete(session_id):
             gw.forget(info.id)
         return _json(True)
@@ -415,14 +487,14 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         errors=("NotFoundError", "InvalidRequestError"),
     )  # fmt: skip
     async def project_agents(project_id: str) -> Response:
-        check_project(project_id)
+        await check_project(project_id)
         root = root_arg()
         agents = (await rt.execution.current_location(str(root))).agents
         return _json([agent_json(a) for _, a in sorted(agents.items())])
 
     # -- config, providers, log ----------------------------------------------------------
 
-    file_routes(table, gw, limits, root_arg, check_project, session_of)
+    file_routes(table, gw, limits, file_root, check_project, session_of)
     config_routes(table, rt, root_arg, lambda: located(gw))
 
     @table.post(

@@ -12,6 +12,7 @@ the answer) and ``POST /api/session/{id}/command`` (answers the admission receip
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -29,6 +30,7 @@ from gateway.http import (
 )
 from gateway.opencode._files import inside
 from gateway.opencode._transcript import reply_of
+from gateway.opencode._v1 import location_info
 from runtime import InputAdmitted, ModelRef
 from runtime import events as ev
 from runtime.agents import CommandInfo, command_hints
@@ -248,9 +250,8 @@ def session_tool_routes(table: RouteTable, gw: Gateway, *, max_messages: int) ->
         found = await execution.rescan_skills(await execution.location(directory))
         return [msgspec.to_builtins(found[name]) for name in sorted(found)]
 
-    def location_json(directory: str) -> dict[str, Any]:
-        project = {"id": str(gw.rt.sessions.project_id), "directory": str(gw.directory.resolve())}
-        return {"directory": directory, "project": project}
+    async def location_json(directory: str) -> dict[str, Any]:
+        return await location_info(gw, Path(directory))
 
     @table.get(
         "/command", "command.list", "The Location's commands", answer=Answer(type=COMMANDS),
@@ -268,7 +269,7 @@ def session_tool_routes(table: RouteTable, gw: Gateway, *, max_messages: int) ->
     async def command_list_v2() -> Response:
         directory = directory_arg()
         found = await tools.commands.list(directory)
-        return _json({"location": location_json(directory),
+        return _json({"location": await location_json(directory),
                       "data": [command_v2_json(c) for c in found]})  # fmt: skip
 
     @table.post(
@@ -311,7 +312,7 @@ def session_tool_routes(table: RouteTable, gw: Gateway, *, max_messages: int) ->
     )  # fmt: skip
     async def skill_list_v2() -> Response:
         directory = directory_arg()
-        return _json({"location": location_json(directory), "data": await skills(directory)})
+        return _json({"location": await location_json(directory), "data": await skills(directory)})
 
     @table.get(
         "/session/{sessionID}/todo", "session.todo", "The session's todo list",

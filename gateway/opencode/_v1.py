@@ -23,7 +23,10 @@ from gateway.http import (
     Answer,
     GatewayError,
     RouteTable,
+    current_grant,
     encode,
+    named_directory,
+    project_filter,
     request_directory,
     session_json,
     share_if_auto,
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from gateway.opencode._state import OpenCodeGateway
     from runtime.mcp import McpServers
 
-__all__ = ["SETTLE_TIMEOUT", "located", "v1_session_routes"]
+__all__ = ["SETTLE_TIMEOUT", "located", "location_info", "v1_session_routes"]
 
 SETTLE_TIMEOUT: Final = 2.0
 """Seconds a blocking prompt waits, once idle, for the V1 streams to send the idle status."""
@@ -50,20 +53,20 @@ _OBJECT: Final = Answer(type=dict[str, Any])
 _BOOL: Final = Answer(type=bool)
 
 
-def located(gw: Gateway) -> tuple[Path, dict[str, Any]]:
+async def location_info(gw: Gateway, directory: Path) -> dict[str, Any]:
+    """OpenCode's ``LocationInfo`` of *directory* (existing, resolved): it and its
+    project (found, not registered: a read writes nothing)."""
+    place = await gw.rt.projects.place(str(directory))
+    return {"directory": str(directory),
+            "project": {"id": place.id, "directory": place.main}}  # fmt: skip
+
+
+async def located(gw: Gateway) -> tuple[Path, dict[str, Any]]:
     """The directory a V2 request names (``location[directory]``, else as
     ``request_directory``) and its ``LocationInfo``. Raises 400 ``InvalidRequestError``
     when it is not an existing directory."""
-    raw = request.args.get("location[directory]")
-    if raw:
-        directory = Path(raw)
-        if not directory.is_dir():
-            raise GatewayError("InvalidRequestError", f"Not a directory: {raw}")
-        directory = directory.resolve()
-    else:
-        directory = request_directory(gw)
-    project = {"id": str(gw.rt.sessions.project_id), "directory": str(gw.directory.resolve())}
-    return directory, {"directory": str(directory), "project": project}
+    directory = named_directory(gw)
+    return directory, await location_info(gw, directory)
 
 
 class ModelIn(msgspec.Struct, frozen=True, kw_only=True):
@@ -207,10 +210,12 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
     rt = gw.rt
 
     async def every_session() -> list[SessionInfo]:
+        """Every session the request's grant sees, newest first, ``max_sessions`` at most."""
         out: list[SessionInfo] = []
         cursor: str | None = None
+        only = project_filter(current_grant())
         while len(out) < max_sessions:
-            page = await rt.sessions.list(limit=200, cursor=cursor)
+            page = await rt.sessions.list(limit=200, cursor=cursor, project_id=only)
             out += [s for s in page.data if isinstance(s, SessionInfo)]
             cursor = page.next
             if cursor is None:
@@ -267,6 +272,7 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
     )  # fmt: skip
     async def create_session(body: SessionCreateBody) -> Response:
         directory = request_directory(gw)
+        await rt.projects.registered(str(directory))
         info = await rt.sessions.create(
             location=Location(directory=str(directory)), agent=body.agent,
             model=body.model.ref() if body.model else None, title=body.title,
@@ -280,7 +286,9 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
     )  # fmt: skip
     async def session_status() -> Response:
         busy = set(rt.sessions.active()) | gw.board.waiting | set(gw.shells)
-        return _json({sid: {"type": "busy"} for sid in sorted(busy)})
+        grant = current_grant()
+        seen = [sid for sid in sorted(busy) if await gw.scope.visible(grant, sid)]
+        return _json({sid: {"type": "busy"} for sid in seen})
 
     @table.get("/session/{sessionID}", "session.get", "A session", answer=_OBJECT)
     async def get_session(session_id: str) -> Response:
@@ -426,8 +434,10 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
 
     async def pending() -> list[ev.PermissionInfo]:
         out: list[ev.PermissionInfo] = []
+        grant = current_grant()
         for sid in sorted(set(rt.sessions.active()) | gw.board.waiting):
-            out += [p for p in await rt.sessions.permissions(sid) if p.status == "pending"]
+            if await gw.scope.visible(grant, sid):
+                out += [p for p in await rt.sessions.permissions(sid) if p.status == "pending"]
         return out
 
     @table.get(

@@ -120,9 +120,13 @@ def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
         "The project's directories", answer=_LIST, errors=("NotFoundError",),
     )  # fmt: skip
     async def directories(project_id: str) -> Response:
-        if project_id != str(rt.sessions.project_id):
-            raise GatewayError("NotFoundError", f"Project not found: {project_id}", status=404)
-        return _json([{"directory": str(gw.directory.resolve())}])
+        project = await rt.projects.get(project_id)
+        if project is None:
+            raise GatewayError(
+                "NotFoundError", f"Project not found: {project_id}", status=404,
+                projectID=project_id,
+            )  # fmt: skip
+        return _json([{"directory": d} for d in (project.worktree, *project.sandboxes)])
 
     # -- the V2 catalog ------------------------------------------------------------------
 
@@ -131,14 +135,14 @@ def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
         query=("location[directory]",), errors=("InvalidRequestError",),
     )  # fmt: skip
     async def api_location() -> Response:
-        return _json(located(gw)[1])
+        return _json((await located(gw))[1])
 
     @table.get(
         "/api/agent", "v2.agent.list", "The Location's agents", answer=_OBJECT,
         query=("location[directory]",), errors=("InvalidRequestError",),
     )  # fmt: skip
     async def api_agents() -> Response:
-        directory, where = located(gw)
+        directory, where = await located(gw)
         place = await rt.execution.current_location(str(directory))
         data = [agent_v2_json(a) for _, a in sorted(place.agents.items())]
         return _json({"location": where, "data": data})
@@ -157,7 +161,7 @@ def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
         errors=("InvalidRequestError",),
     )  # fmt: skip
     async def fs_find() -> Response:
-        root, where = located(gw)
+        root, where = await located(gw)
         kind = request.args.get("type")
         if kind not in (None, "file", "directory"):
             raise GatewayError("InvalidRequestError", "type must be 'file' or 'directory'")
@@ -179,6 +183,6 @@ def _constant(body: Any) -> Any:
 
 def _located_empty(gw: Gateway) -> Any:
     async def answer() -> Response:
-        return _json({"location": located(gw)[1], "data": []})
+        return _json({"location": (await located(gw))[1], "data": []})
 
     return answer

@@ -205,9 +205,11 @@ async def test_file_routes_stay_inside_the_project(tmp_path):
         (tmp_path / "src" / "link").symlink_to(tmp_path.parent)
         r = await client.get(scoped + "/file", params={"path": "link"})
         assert r.status_code == 400
+        # A session of another project (the directory "/") is not one of this project's.
         outside = (await client.post("/api/session", json={"location": {"directory": "/"}})).json()
+        assert outside["data"]["projectID"] != pid
         r = await client.get(f"/project/{pid}/session/{outside['data']['id']}/file/status")
-        assert r.status_code == 400
+        assert r.status_code == 404
 
         r = await client.get("/file/status")
         assert r.json() == []  # not a git work tree

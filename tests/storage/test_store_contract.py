@@ -109,9 +109,11 @@ def open_store(
     return STORES[request.param](tmp_path, request)
 
 
-def _info(sid: str, *, title: str | None = None, parent: str | None = None) -> ev.SessionInfo:
+def _info(
+    sid: str, *, title: str | None = None, parent: str | None = None, project: str = "prj"
+) -> ev.SessionInfo:
     return ev.SessionInfo(
-        id=sid, project_id="prj", location=ev.Location(directory="/work"),
+        id=sid, project_id=project, location=ev.Location(directory="/work"),
         title=title or default_title(sid), time=ev.SessionTime(created=1, updated=1),
         parent_id=parent if parent is not None else msgspec.UNSET,
     )  # fmt: skip
@@ -163,6 +165,14 @@ async def test_sessions_are_created_listed_and_deleted(
         assert await _read(store, GetSession(session_id="ses_c")) is None
         assert await _read(store, ListSessions(limit=10)) == [child, parent]
         assert await _read(store, ListSessions(limit=1, before="ses_b")) == [parent]
+        other = _info("ses_o", project="prj_other")
+        await _write(store, CreateSession(info=other))
+        assert await _read(store, ListSessions(limit=10, project_id="prj_other")) == [other]
+        assert await _read(store, ListSessions(limit=10, project_id="prj")) == [child, parent]
+        assert await _read(store, ListSessions(limit=1, before="ses_b", project_id="prj")) == [
+            parent
+        ]
+        assert await _read(store, ListSessions(limit=10, project_id="prj_none")) == []
         assert await _read(store, Children(session_id="ses_a")) == [child]
         assert (await _read(store, Footprint(session_id="ses_b")))["session"] == 1
         assert await _write(store, DeleteSession(session_id="ses_b", timestamp=5)) == child
