@@ -218,3 +218,30 @@ async def test_a_token_of_one_project_finds_nothing_of_another(tmp_path):
                         assert reply["error"]["_tag"] == "SessionNotFoundError", reply
                     else:
                         assert "error" not in reply, reply
+
+
+async def test_reads_register_no_project_and_a_created_session_does(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    places = [tmp_path / f"d{i}" for i in range(5)]
+    for place in places:
+        place.mkdir()
+    async with served(home) as g, httpx.AsyncClient(base_url=g.url, timeout=30) as client:
+        own = [p["id"] for p in (await client.get("/project")).json()]
+        assert len(own) == 1  # the server's own directory, registered as it started
+        for place in places:  # every read naming a directory finds its project, writes none
+            r = await client.get("/project/current", params={"directory": str(place)})
+            assert r.status_code == 200 and r.json()["worktree"] == str(place)
+            current = r.json()["id"]
+            r = await client.get("/config", headers={"x-opencode-directory": str(place)})
+            assert r.status_code == 200
+            r = await client.get("/api/agent", params={"location[directory]": str(place)})
+            assert r.json()["location"]["project"]["id"] == current
+        assert [p["id"] for p in (await client.get("/project")).json()] == own
+        r = await client.post("/session", params={"directory": str(places[0])}, json={})
+        created = r.json()["projectID"]
+        listed = [p["id"] for p in (await client.get("/project")).json()]
+        assert listed == [created, *own]  # newest first
+        r = await client.post("/api/session", json={"location": {"directory": str(places[0])}})
+        assert r.json()["data"]["projectID"] == created
+        assert [p["id"] for p in (await client.get("/project")).json()] == listed  # once
