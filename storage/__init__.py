@@ -31,7 +31,6 @@ from storage._port import AllEvents as AllEvents
 from storage._port import Append as Append
 from storage._port import AppendWithPending as AppendWithPending
 from storage._port import AskPermission as AskPermission
-from storage._port import Backup as Backup
 from storage._port import Children as Children
 from storage._port import Command as Command
 from storage._port import ContextView as ContextView
@@ -75,14 +74,15 @@ from storage._port import SessionsNeedingResume as SessionsNeedingResume
 from storage._port import SessionsWithPending as SessionsWithPending
 from storage._port import SetShare as SetShare
 from storage._port import SetTitle as SetTitle
-from storage._port import Statistics as Statistics
 from storage._port import Store as Store
-from storage._port import Usage as Usage
-from storage._port import UsageRow as UsageRow
+from storage._records import Backup as Backup
 from storage._records import GetRecord as GetRecord
 from storage._records import ListRecords as ListRecords
 from storage._records import PutRecord as PutRecord
 from storage._records import RecordRow as RecordRow
+from storage._records import Statistics as Statistics
+from storage._records import Usage as Usage
+from storage._records import UsageRow as UsageRow
 from storage._state import OS_DATABASE as OS_DATABASE
 from storage._state import DatabaseOpener as DatabaseOpener
 from storage._store import DB_FILE as DB_FILE

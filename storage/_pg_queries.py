@@ -13,9 +13,8 @@ from runtime import events as ev
 from runtime.history import needs_recovery
 from storage._batch import StoredEvent
 from storage._caches import decode_info, decode_message
-from storage._port import UsageRow
 from storage._queries import _USAGE_TYPES, StoreQueries, _stored_from_row
-from storage._records import RecordRow
+from storage._records import RecordRow, UsageRow
 
 __all__ = ["PostgresQueries"]
 

@@ -32,7 +32,6 @@ __all__ = [
     "Append",
     "AppendWithPending",
     "AskPermission",
-    "Backup",
     "Children",
     "Command",
     "ContextView",
@@ -74,10 +73,7 @@ __all__ = [
     "SessionsWithPending",
     "SetShare",
     "SetTitle",
-    "Statistics",
     "Store",
-    "Usage",
-    "UsageRow",
 ]
 
 T = TypeVar("T")
@@ -537,36 +533,6 @@ class Footprint(Query[dict[str, int]], frozen=True, tag="session.footprint"):
     it is deleted."""
 
     session_id: str
-
-
-class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One row of ``Usage``: the provider turns that ended or failed, their tokens and
-    cost, and the failures (failed turns and tool calls) of one model, session or day."""
-
-    key: str | None
-    turns: int
-    tokens_in: int
-    tokens_out: int
-    tokens_cached: int
-    cost: float
-    errors: int
-
-
-class Usage(Query[list[UsageRow]], frozen=True, tag="usage.summary"):
-    """Turns, tokens, cost and failures from the durable events (``step.ended``,
-    ``step.failed``, ``tool.failed``) per model (of the step's ``step.started``), session
-    or UTC day, of events stamped at or after *since_ms*; ordered by key, None last."""
-
-    by: Literal["model", "session", "day"]
-    since_ms: int | None = None
-
-
-class Statistics(Query[Any], frozen=True, tag="store.statistics"):
-    """The implementation's statistics (a msgspec Struct)."""
-
-
-class Backup(Query[int], frozen=True, tag="store.backup"):
-    """Checkpoint and write a verified backup now; the journal lsn it holds."""
 
 
 # -- the port ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from storage import _port as p
 from storage._batch import StoredEvent
 from storage._caches import StoreCaches, decode_info, decode_message, decode_permission
 from storage._pipeline import Outcome
-from storage._records import GetRecord, ListRecords, RecordRow
+from storage._records import Backup, GetRecord, ListRecords, RecordRow, Statistics, Usage, UsageRow
 from storage._state import DB_FILE
 
 __all__ = ["StoreQueries", "StoreStatistics", "decode_stored"]
@@ -274,7 +274,7 @@ class StoreQueries(StoreCaches):
             counts[kind] = int(row[0]) if row else 0
         return counts
 
-    def usage(self, by: str, *, since_ms: int | None) -> list[p.UsageRow]:
+    def usage(self, by: str, *, since_ms: int | None) -> list[UsageRow]:
         """Answer ``Usage`` in SQL over the event table (see its docstring)."""
         key = {
             "model": "m.model", "session": "s.session_id",
@@ -283,7 +283,7 @@ class StoreQueries(StoreCaches):
         params = {"since": since_ms or 0, **_USAGE_TYPES}
         rows = self._db().execute(_USAGE.format(key=key), params).fetchall()
         return [
-            p.UsageRow(
+            UsageRow(
                 key=r[0],
                 turns=int(r[1]),
                 tokens_in=int(r[2]),
@@ -397,11 +397,11 @@ _HANDLERS: Final[dict[type[Any], Callable[[Any, Any], Any]]] = {
     p.SessionsWithPending: lambda s, q: s.session_ids_with_pending(),
     p.SessionsNeedingResume: lambda s, q: s.sessions_needing_resume(),
     p.Footprint: lambda s, q: s.footprint(q.session_id),
-    p.Usage: lambda s, q: s.usage(q.by, since_ms=q.since_ms),
+    Usage: lambda s, q: s.usage(q.by, since_ms=q.since_ms),
     p.LeaseOf: lambda s, q: s.lease_of(q.session_id),
     p.Orphans: lambda s, q: s.orphans(q.limit),
-    p.Statistics: lambda s, q: s.statistics(),
-    p.Backup: lambda s, q: s.checkpoint_and_backup(),
+    Statistics: lambda s, q: s.statistics(),
+    Backup: lambda s, q: s.checkpoint_and_backup(),
     GetRecord: lambda s, q: s.record(q.kind, q.id),
     ListRecords: lambda s, q: s.records(q.kind, limit=q.limit, before=q.before),
 }
