@@ -34,11 +34,9 @@ from gateway._datadir import (
 )
 from gateway._limits import DEFAULT_MAX_BODY, size_text
 from gateway.cli._args import parser, worker_options
-from gateway.cli._login import plugin_login
 from gateway.cli._plugins import PluginCheck, install_plugin, print_plugins
 from gateway.cli._provider import Provider, configured_provider, load_config_warned
 from gateway.cli._serving import open_page, warn_open
-from gateway.cli._sessions import sessions_command
 from gateway.cli._setup import (
     SetupError,
     auth_list,
@@ -48,17 +46,7 @@ from gateway.cli._setup import (
     list_models,
     show_config,
 )
-from gateway.cli._slack import slack_room, slack_settings
 from gateway.cli._stats import render_summary, render_trace, render_tree, telemetry_options
-from gateway.cli._terminal import (
-    RunFailed,
-    Runner,
-    RunOptions,
-    admission_body,
-    check,
-    read_prompt,
-)
-from gateway.cli._tokens import token_command
 from gateway.cluster import (
     announce_ready,
     check_store_url,
@@ -75,6 +63,11 @@ from storage import JournalHeld
 
 if TYPE_CHECKING:
     import httpx
+
+    from gateway.http import Room
+
+# The client commands' modules (a terminal's run, sessions, tokens, logins, the Slack and ACP
+# rooms) are imported by the commands that use them: serving needs none of them.
 
 
 __all__ = ["default_data_dir", "main"]
@@ -155,7 +148,11 @@ async def _serve(args: argparse.Namespace) -> int:
         configured_host = server_config.hostname if server_config is not None else None
         args.hostname = configured_host or _DEFAULT_HOST
     cors = [*cors, *(server_config.cors or [] if server_config is not None else [])]
-    slack = slack_settings(config, directory) if getattr(args, "slack", False) else None
+    slack = None
+    if getattr(args, "slack", False):
+        from gateway.cli._slack import slack_settings
+
+        slack = slack_settings(config, directory)
     if slack is not None and args.workers is not None:
         raise CliError("--slack serves in one process (its thread map is one file): not "
                        "with --workers", 2)  # fmt: skip
@@ -185,7 +182,11 @@ async def _serve(args: argparse.Namespace) -> int:
                 await loaded.wait()
                 from gateway._gateway import serve
 
-                rooms = () if slack is None else (await slack_room(rt, provider, data_dir, slack),)
+                rooms: tuple[Room, ...] = ()
+                if slack is not None:
+                    from gateway.cli._slack import slack_room
+
+                    rooms = (await slack_room(rt, provider, data_dir, slack),)
                 async with trio.open_nursery() as nursery:
                     plugins = PluginCheck(rt, directory)
                     nursery.start_soon(plugins.run)
@@ -285,6 +286,8 @@ async def _api(
 
 async def _run(args: argparse.Namespace) -> int:
     """Prompt a session (new, ``--session`` or ``--continue``) and follow it until idle."""
+    from gateway.cli._terminal import Runner, RunOptions
+
     again = [*(("--attach", args.attach) if args.attach and not args.found_server else ())]
     again += ("--data-dir", args.data_dir) if args.data_dir else ()
     options = RunOptions(
@@ -320,11 +323,15 @@ async def _github(args: argparse.Namespace) -> int:
 
 
 async def _token(args: argparse.Namespace) -> int:
+    from gateway.cli._tokens import token_command
+
     async with _api(args) as api:
         return await token_command(api, args)
 
 
 async def _plugin(args: argparse.Namespace) -> int:
+    from gateway.cli._terminal import check
+
     directory = os.path.abspath(args.directory or ".")  # noqa: ASYNC240 - no I/O but getcwd
     if args.action == "add":
         if not args.requirement:
@@ -372,6 +379,8 @@ async def _auth(args: argparse.Namespace) -> int:
         except CliError as exc:  # held by a process serving no URL: no plugins to ask
             print(f"kittiwake: plugins' login methods not asked: {exc}", file=sys.stderr)
             return False
+        from gateway.cli._login import plugin_login
+
         async with _api(args) as api:
             return await plugin_login(
                 api, os.getcwd(), args.provider, store, stdin=sys.stdin, err=sys.stderr
@@ -390,18 +399,24 @@ async def _mcp(args: argparse.Namespace) -> int:
 
 
 async def _sessions(args: argparse.Namespace) -> int:
+    from gateway.cli._sessions import sessions_command
+
     async with _api(args) as api:
         await sessions_command(api, args)
     return 0
 
 
 async def _inspect(args: argparse.Namespace) -> int:
+    from gateway.cli._terminal import check
+
     async with _api(args) as api:
         print(render_tree(check(await api.get("/api/actors"))))
     return 0
 
 
 async def _stats(args: argparse.Namespace) -> int:
+    from gateway.cli._terminal import check
+
     async with _api(args) as api:
         params = {"by": args.by, "since": args.since}
         body = check(await api.get("/api/telemetry/summary", params=params))
@@ -410,6 +425,8 @@ async def _stats(args: argparse.Namespace) -> int:
 
 
 async def _trace(args: argparse.Namespace) -> int:
+    from gateway.cli._terminal import check
+
     async with _api(args) as api:
         params = {"sessionID": args.session}
         spans = check(await api.get("/api/telemetry/spans", params=params))["data"]
@@ -457,6 +474,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sessions" and args.action not in ("list", "watch") and not args.id:
         raise CliError(f"sessions {args.action} needs a session id", 2)
     if args.command == "run":
+        from gateway.cli._terminal import admission_body, read_prompt
+
         # Refused before anything is created or opened.
         args.text = read_prompt(args.prompt, sys.stdin)
         if not args.text and not args.run_command:
@@ -544,7 +563,9 @@ def _report(exc: BaseException, args: argparse.Namespace) -> int:
         if found is not None:
             print(f"kittiwake: {found}", file=sys.stderr)
             return 2
-    for kind in (CliError, RunFailed, SetupError, llm_package.AuthError):
+    terminal = sys.modules.get("gateway.cli._terminal")  # only a client command raises it
+    failures = (CliError, SetupError, llm_package.AuthError)
+    for kind in (*failures, *((terminal.RunFailed,) if terminal is not None else ())):
         found = _find(exc, kind)
         if found is not None:
             print(f"kittiwake: {found}", file=sys.stderr)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import webbrowser
 from importlib import resources
 from typing import Final
 
@@ -158,4 +157,6 @@ def open_in_browser(url: str) -> bool:
     """Ask the desktop's browser to open *url* (``webbrowser.open``, which honours
     ``$BROWSER``); whether one was found. Blocks while the browser command starts: run it in
     a worker thread from async code."""
+    import webbrowser  # `kittiwake web` opening its page, not every start
+
     return webbrowser.open(url)

@@ -20,7 +20,6 @@ import logging
 import math
 import secrets
 import time
-import webbrowser
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -472,6 +471,8 @@ def _is_http_error(exc: BaseException) -> bool:
 
 
 async def _open_browser(url: str) -> bool:
+    import webbrowser  # a sign-in's, not every start's
+
     return await trio.to_thread.run_sync(webbrowser.open, url, abandon_on_cancel=True)
 
 

@@ -133,12 +133,17 @@ async def test_serving_from_duckdb_does_not_import_what_only_a_feature_needs():
 
 _FEATURE_ONLY = (
     "getpass", "html_to_markdown", "httpx", "lsprotocol", "opentelemetry.exporter",
-    "opentelemetry.sdk.trace.export", "psycopg", "xml", "yaml",
+    "opentelemetry.sdk.trace.export", "psycopg", "xml", "yaml", "mcp", "webbrowser",
+    "gateway.acp", "gateway.slack", "gateway.github", "gateway.cli._acp", "gateway.cli._slack",
+    "gateway.cli._terminal", "gateway.cli._sessions", "gateway.cli._tokens", "gateway.cli._login",
+    "gateway.opencode._tui", "kittiwake_sdk",
 )  # fmt: skip
 """What a serving process imports only for a feature it was not asked for: the HTTP client
 (a provider), the exporters (an OTLP endpoint), PostgreSQL (``--store``), the web and LSP
-tools' libraries, PyYAML (front matter) and getpass (``auth login``); nothing escapes XML
-with ``xml.sax``."""
+tools' libraries, PyYAML (front matter), getpass (``auth login``), the MCP SDK (a Location
+starting an MCP server), the browser launcher (``kittiwake web``, an MCP sign-in), the ACP,
+Slack and GitHub rooms and the client commands' modules (``run``, ``sessions``, ``token``,
+``auth login``, ``tui``, the Python SDK); nothing escapes XML with ``xml.sax``."""
 
 
 async def test_a_serving_process_imports_feature_modules_only_when_used(tmp_path):
