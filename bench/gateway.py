@@ -5,7 +5,8 @@ Run: .venv/bin/python bench/gateway.py [--sequential 50] [--concurrent 20] [--ro
                                        [--opencode]
 
 Every server is a child process (this file with ``--serve``): a runtime on a temporary
-DuckDB store served by Hypercorn's trio worker. Two providers are measured:
+DuckDB store served by Hypercorn's trio worker, its cyclic collector paused until it accepts
+and then settled as ``kittiwake serve`` settles it. Two providers are measured:
 
 - ``openai``: a zero-latency local OpenAI-compatible mock, a real (minimal) HTTP/1.1
   server on trio in its own child process (this file with ``--mock-openai``) answering
@@ -53,6 +54,7 @@ paired overhead (``bench/_pairs.py``).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import subprocess
@@ -94,6 +96,9 @@ STEP_ENDED = "session.next.step.ended"
 
 
 async def _serve(port: int, data_dir: str, provider: str) -> None:
+    """Serve a runtime as ``kittiwake serve`` does, its collector included: paused from
+    the process's start (``main``), settled once the server accepts."""
+    import gateway
     from gateway import serve
     from runtime import ModelRef, open_runtime
     from runtime import llm as llm_package
@@ -133,10 +138,22 @@ async def _serve(port: int, data_dir: str, provider: str) -> None:
         async with open_runtime(data_dir=data_dir, llm=llm, **options) as rt:
             async with trio.open_nursery() as nursery:
                 server = await nursery.start(partial(serve, rt, "127.0.0.1", port))
+                _settle_collector(gateway)
                 print(server.url, flush=True)
     finally:
         if http is not None:
             await http.aclose()
+
+
+def _settle_collector(gateway: Any) -> None:
+    """What ``kittiwake serve`` does with the collector once accepting: the served tree's
+    ``settle_collector``, or (a tree from before it) freeze start-up's objects and resume."""
+    settle = getattr(gateway, "settle_collector", None)
+    if settle is not None:
+        settle(serving=True)
+    else:
+        gc.freeze()
+        gc.enable()
 
 
 # -- measuring -------------------------------------------------------------------------------
@@ -604,7 +621,9 @@ def main() -> None:
         elif args.pairs:
             trio.run(_pairs, args)
         elif args.serve:
-            sys.path.insert(0, str(ROOT))
+            gc.disable()  # as the kittiwake launcher does, until the server accepts
+            # The runtime of another checkout when asked (bench/profile.py --tree).
+            sys.path.insert(0, os.environ.get("KITTIWAKE_BENCH_TREE") or str(ROOT))
             trio.run(_serve, int(args.serve[0]), args.serve[1], args.serve[2])
         else:
             trio.run(_measure, args)

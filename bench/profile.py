@@ -3,6 +3,7 @@
 Run: .venv/bin/python bench/profile.py [--rounds 5] [--prompts 300] [--concurrent 20]
                                        [--no-sequential] [--rate 1000] [--client-nice 10]
                                        [--telemetry default|off|RATE] [--leaves N] [--raw DIR]
+                                       [--tree DIR]
 
 The server is ``bench/gateway.py``'s (``--serve``: a runtime on a temporary DuckDB store,
 Hypercorn's trio worker, the zero-latency OpenAI-compatible mock reached through the real
@@ -31,6 +32,10 @@ The table gives, per stage, the median over the rounds of its CPU per prompt and
 then each thread's CPU per prompt. Each round also prints the time the server's threads
 were runnable but waiting for a CPU (``/proc/.../schedstat``): the load's share. py-spy's
 own CPU is its process's, not the server's, but it shares the two cores.
+
+``--tree DIR`` serves the runtime of another checkout (its ``actors``, ``gateway``,
+``runtime`` and ``storage``) with this checkout's benchmark, client and mock, so two trees
+are compared by the same measurement (``git worktree add``, then alternate the runs).
 
 Needs ``py-spy`` (the ``dev`` extra) and the right to trace the server and renice its
 threads (root; or ``kernel.yama.ptrace_scope`` 0 and ``--client-nice 0``).
@@ -355,6 +360,7 @@ def main() -> None:
     parser.add_argument("--telemetry", default="default")
     parser.add_argument("--leaves", type=int, default=0)
     parser.add_argument("--raw", help="a directory to keep py-spy's raw stacks in")
+    parser.add_argument("--tree", help="serve the runtime of this checkout instead of this one")
     parser.add_argument(
         "--no-sequential", action="store_true", help="only the sessions at once in each round"
     )
@@ -363,6 +369,8 @@ def main() -> None:
         help="nice of the client and the mock (the server's threads are set to 0; 0: as is)",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.tree:  # the server child reads it (bench/gateway.py)
+        os.environ["KITTIWAKE_BENCH_TREE"] = str(Path(args.tree).resolve())
     if args.client_nice:
         os.nice(args.client_nice)  # the children (mock, server) start with it too
     _report(trio.run(_profile, args), args)

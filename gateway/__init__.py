@@ -15,6 +15,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gateway._collector import settle_collector as settle_collector
     from gateway._gateway import create_app as create_app
     from gateway._gateway import serve as serve
     from gateway.http import AccessLimits as AccessLimits
@@ -22,7 +23,15 @@ if TYPE_CHECKING:
     from gateway.http import Server as Server
     from gateway.http import WebsocketLimits as WebsocketLimits
 
-__all__ = ["AccessLimits", "Gateway", "Server", "WebsocketLimits", "create_app", "serve"]
+__all__ = [
+    "AccessLimits",
+    "Gateway",
+    "Server",
+    "WebsocketLimits",
+    "create_app",
+    "serve",
+    "settle_collector",
+]
 
 _HOMES = {
     "AccessLimits": "gateway.http",
@@ -30,6 +39,7 @@ _HOMES = {
     "create_app": "gateway._gateway",
     "Server": "gateway.http",
     "serve": "gateway._gateway",
+    "settle_collector": "gateway._collector",
     "WebsocketLimits": "gateway.http",
 }
 

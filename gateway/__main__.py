@@ -5,7 +5,8 @@ that live as long as the process. The cyclic collector would walk them all, over
 while they are being built: about a tenth of start-up's CPU. So the collector is paused
 from here until ``gateway.cli`` says start-up is done (the server is accepting, or a client
 command has begun); then ``gc.freeze()`` moves everything alive into the permanent
-generation, which later collections skip, and the collector resumes.
+generation, which later collections skip, and the collector resumes (a serving process's
+with a larger young generation: ``gateway._collector``).
 
 ``python -m gateway.cli`` runs the same CLI with the collector left as it is.
 """

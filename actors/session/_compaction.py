@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import trio
 
@@ -122,9 +123,17 @@ class RequestBudget:
 
 def model_limit(client: llm.LLMClient, model: ev.ModelRef) -> llm.ModelLimit | None:
     """*model*'s token limits as *client* knows them; None when unknown."""
-    if isinstance(client, llm.ModelLimits):
-        return client.model_limit(to_llm_model(model))
+    if _knows_limits(type(client)):
+        return cast(llm.ModelLimits, client).model_limit(to_llm_model(model))
     return None
+
+
+@cache
+def _knows_limits(kind: type[Any]) -> bool:
+    """Whether clients of *kind* are ``llm.ModelLimits``, decided once per class: an
+    ``isinstance`` against a runtime-checkable protocol walks the protocol's members each
+    time (30-40 us, once per provider turn), and every client tells by its class."""
+    return issubclass(kind, llm.ModelLimits)
 
 
 def attempt_for(

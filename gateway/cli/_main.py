@@ -9,7 +9,6 @@ standard error and a non-zero exit status, never a traceback.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import sys
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from gateway._collector import settle_collector
 from gateway._datadir import (
     CliError,
     check_free,
@@ -438,12 +438,13 @@ def _end_startup(args: argparse.Namespace) -> None:
     """Freeze what start-up built and resume the collector, if the launcher paused it.
 
     See ``gateway/__main__.py``: everything alive now lives as long as the process, so
-    ``gc.freeze()`` keeps later collections from walking it. Runs once; later calls do nothing.
+    ``gc.freeze()`` keeps later collections from walking it; ``serve`` and ``web`` also
+    collect the young generation less often (``settle_collector``). Runs once; later calls
+    do nothing.
     """
     if args.collector_paused:
         args.collector_paused = False
-        gc.freeze()
-        gc.enable()
+        settle_collector(serving=args.command in ("serve", "web"))
 
 
 def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import trio
 
+from gateway._collector import SERVED_YOUNG_THRESHOLD
 from gateway.cli._main import _end_startup
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +43,7 @@ _WATCHED_SERVE = textwrap.dedent(
         while not gc.isenabled() and time.monotonic() < deadline:
             time.sleep(0.01)
         print("paused", not any(seen), "enabled", gc.isenabled(),
-              "frozen", gc.get_freeze_count(), flush=True)
+              "frozen", gc.get_freeze_count(), "young", gc.get_threshold()[0], flush=True)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, daemon=True).start()
@@ -69,27 +70,46 @@ async def test_serve_resumes_a_frozen_collector_once_accepting(tmp_path):
     assert done.returncode == 0, done.stderr.decode()
     words = done.stdout.decode().splitlines()[-1].split()
     report = dict(zip(words[::2], words[1::2], strict=True))
-    # Paused while starting, running again once serving, with start-up's objects frozen.
+    # Paused while starting, running again once serving, with start-up's objects frozen
+    # and the young generation collected less often than Python's default.
     assert report["paused"] == "True"
     assert report["enabled"] == "True"
     assert int(report["frozen"]) > 50_000
+    assert int(report["young"]) == SERVED_YOUNG_THRESHOLD
 
 
 def test_end_startup_freezes_and_resumes_only_when_paused():
     assert gc.isenabled()
-    left_alone = argparse.Namespace(collector_paused=False)
+    thresholds = gc.get_threshold()
+    left_alone = argparse.Namespace(collector_paused=False, command="serve")
     _end_startup(left_alone)
     assert gc.get_freeze_count() == 0 and gc.isenabled()
+    assert gc.get_threshold() == thresholds
 
-    paused = argparse.Namespace(collector_paused=True)
+    paused = argparse.Namespace(collector_paused=True, command="sessions")
     gc.disable()
     try:
         _end_startup(paused)
         assert gc.isenabled() and gc.get_freeze_count() > 0
         assert paused.collector_paused is False
+        assert gc.get_threshold() == thresholds  # a client command keeps Python's
         gc.disable()
         _end_startup(paused)  # once only: a second call leaves the collector alone
         assert not gc.isenabled()
     finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_a_served_process_collects_its_young_generation_less_often():
+    thresholds = gc.get_threshold()
+    serving = argparse.Namespace(collector_paused=True, command="serve")
+    gc.disable()
+    try:
+        _end_startup(serving)
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (SERVED_YOUNG_THRESHOLD, *thresholds[1:])
+    finally:
+        gc.set_threshold(*thresholds)
         gc.enable()
         gc.unfreeze()
