@@ -30,7 +30,10 @@ Measured for each server:
   prompts, and all K prompts leave at one moment. ``--stream-via sse`` follows the
   session's ``/api/session/{id}/event`` stream (durable events; the prompt is a ``POST
   /prompt``), ``ws`` an ``/api/ws`` websocket that subscribes and sends the prompt (live
-  deltas too; the worker that admits the prompt drives it). Per session: the *added
+  deltas too; the worker that admits the prompt drives it), ``v1`` no stream: OpenCode's
+  ``POST /session/{id}/message`` naming the streamed model, whose answer comes at the
+  turn's end and is taken as the answer's end (the way to compare with OpenCode, whose
+  V1 events have no durable ``text.ended``). Per session: the *added
   delay*, the prompt's sending to the durable ``session.next.text.ended``'s arrival minus
   the answer's length; the prompt to the answer's first event on the stream (the first
   delta on a websocket; ``text.started`` on the SSE stream, durable only at the part's
@@ -45,7 +48,8 @@ Then ``opencode serve --pure`` (``bench/_opencode.py``, offline, ``make opencode
 same mock, measured by the same client through OpenCode's V1 routes (``POST /session``,
 ``POST /session/{id}/message``, which answers when the turn has ended): one prompt's
 latency and S sessions at once, each capped at ``--opencode-timeout`` seconds (0 skips it);
-no streaming delay for it.
+its streams only with ``--stream-via v1`` (after one warm-up session: its first turns load
+much), each round capped the same.
 
 After them, the lease takeover time: two ``serve --store --lease-ttl T`` processes, the one
 driving a session SIGKILLed inside a provider turn, a prompt admitted through the other;
@@ -490,27 +494,55 @@ async def _follow_ws(
                     return
 
 
+async def _follow_v1(
+    url: str, sid: str, ready: trio.Event, go: trio.Event, seen: _Seen,
+    clients: dict[str, LeanClient], provider: str = "mock",
+) -> None:  # fmt: skip
+    """Prompt at *go* through OpenCode's ``POST /session/{id}/message`` naming the streamed
+    model of *provider* (on the session's connection in *clients*), which answers when the
+    turn has ended: its answer is the end, the chunk timestamps its text part's. No stream:
+    *ready* at once, and no first event."""
+    ready.set()
+    await go.wait()
+    seen.sent = time.time()
+    body = {
+        "model": {"providerID": provider, "modelID": STREAMED},
+        "parts": [{"type": "text", "text": "hi"}],
+    }
+    answer = json.loads(
+        await clients[sid].post(f"/session/{sid}/message", json.dumps(body).encode())
+    )
+    seen.ended = time.time()
+    texts = [part["text"] for part in answer["parts"] if part.get("type") == "text"]
+    seen.chunks = _timestamps("".join(texts))
+
+
 async def _stream_delays(
-    url: str, n: int, seconds: float, via: str, pids: list[int]
+    url: str, n: int, seconds: float, via: str, pids: list[int], limit: float | None = None,
+    provider: str = "mock",
 ) -> StreamFigures | None:  # fmt: skip
     """*n* new sessions on the streamed model, each followed on its own connection (so on
-    any worker) through *via* (``sse``: the session's event stream, ``ws``: a websocket),
+    any worker) through *via* (``sse``: the session's event stream, ``ws``: a websocket,
+    ``v1``: no stream, OpenCode's ``POST /session/{id}/message`` answering at the turn's
+    end; sessions made through ``POST /session``, the model named per prompt, *provider*'s),
     are prompted at one moment; their answers stream over *seconds*. None if a session
-    saw no answer in ``30 + 10 * seconds`` s (a stream on a worker that does not hear the
-    others' commits)."""
-    sids = await _sessions(url, n, STREAMED)
+    saw no answer in *limit* s (default ``30 + 10 * seconds``; a stream on a worker that
+    does not hear the others' commits)."""
+    sids = await _sessions(url, n, STREAMED, v1=via == "v1")
     seen = [_Seen() for _ in sids]
     go = trio.Event()
-    follow = _follow_ws if via == "ws" else _follow_sse
+    follow = {
+        "sse": _follow_sse, "ws": _follow_ws, "v1": partial(_follow_v1, provider=provider)
+    }[via]  # fmt: skip
     clients: dict[str, LeanClient] = {}
     try:
-        with trio.move_on_after(30 + 10 * seconds):
+        with trio.move_on_after(limit or 30 + 10 * seconds):
             async with trio.open_nursery() as nursery:
                 for sid, each in zip(sids, seen, strict=True):
                     ready = trio.Event()
                     nursery.start_soon(follow, url, sid, ready, go, each, clients)
                     await ready.wait()
-                for sid in sids if via == "sse" else []:
+                for sid in sids if via != "ws" else []:
                     clients[sid] = await LeanClient.open(url)
                 cpu, waited = sum(cpu_seconds(p) for p in pids), _main_wait(pids)
                 start = time.perf_counter()
@@ -527,7 +559,7 @@ async def _stream_delays(
     relay = [lag for s in seen for lag in s.relay]
     return StreamFigures(
         added=_spread([s.ended - s.sent - seconds for s in seen]),
-        first=_spread([(s.first or s.ended) - s.sent for s in seen]),
+        first=_spread([(s.first or s.ended) - s.sent for s in seen]),  # v1: the end
         before=_spread([s.chunks[0] - s.sent for s in seen]),
         late=_spread([s.chunks[-1] - s.chunks[0] - seconds for s in seen]),
         tail=_spread([s.ended - s.chunks[-1] for s in seen]),
@@ -538,7 +570,8 @@ async def _stream_delays(
 
 
 async def _stream_rounds(
-    server: Server, n: int, via: str, args: argparse.Namespace
+    server: Server, n: int, via: str, args: argparse.Namespace, limit: float | None = None,
+    provider: str = "mock",
 ) -> StreamFigures | None:  # fmt: skip
     """``--rounds`` rounds of :func:`_stream_delays`, each printed with the load average
     at its start and the CPU seconds the server's processes and this client used in it;
@@ -547,7 +580,9 @@ async def _stream_rounds(
     for r in range(args.rounds):
         load = (await trio.Path("/proc/loadavg").read_text()).split()[0]
         cpu, client = sum(cpu_seconds(p) for p in server.pids), time.process_time()
-        figures = await _stream_delays(server.url, n, args.stream_seconds, via, server.pids)
+        figures = await _stream_delays(
+            server.url, n, args.stream_seconds, via, server.pids, limit, provider
+        )
         cpu = sum(cpu_seconds(p) for p in server.pids) - cpu
         print(f"{n} streams ({via}), round {r + 1} (load average {load}; CPU s: server "
               f"{cpu:.1f}, client {time.process_time() - client:.1f}): "
@@ -726,21 +761,23 @@ async def _opencode_row(mock_port: int, args: argparse.Namespace) -> dict[str, A
     """``opencode serve --pure`` on the same mock, through its V1 routes (``POST /session``,
     ``POST /session/{id}/message``), the same client; each measure capped at
     ``--opencode-timeout`` seconds (a capped one is recorded as ``None``). CPU is the
-    ``opencode`` process's and its children's. No streaming delay: its V1 events carry no
-    durable ``text.ended`` of ours to time."""
+    ``opencode`` process's and its children's. Streams only through ``--stream-via v1``
+    (its V1 events carry no durable ``text.ended`` of ours to time), each round capped
+    the same."""
     from bench._opencode import OpenCodeServe
 
     row: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        serve = OpenCodeServe(Path(tmp), mock_port, (FAST,))
+        serve = OpenCodeServe(Path(tmp), mock_port, (FAST, STREAMED))
         try:
             await trio.to_thread.run_sync(serve.start)
             assert serve.process is not None
             pids = [serve.process.pid, *_children(serve.process.pid)]
             with trio.move_on_after(args.opencode_timeout):
-                row["sequential"] = await _sequential(
-                    serve.url, args.sequential, args.rounds, v1=True
-                )
+                if args.sequential:
+                    row["sequential"] = await _sequential(
+                        serve.url, args.sequential, args.rounds, v1=True
+                    )
             for n in args.sessions:
                 row[f"at_once_{n}"] = None
                 with trio.move_on_after(args.opencode_timeout):
@@ -748,13 +785,23 @@ async def _opencode_row(mock_port: int, args: argparse.Namespace) -> dict[str, A
                         serve.url, n, args.rounds, pids, None, v1=True
                     )
                 print(f"OpenCode {n} at once: {row[f'at_once_{n}']}", flush=True)
+            server = Server(serve.url, pids)
+            if args.streams and "v1" in args.stream_via:  # warm: its first turns load much
+                with trio.move_on_after(args.opencode_timeout):
+                    await _stream_delays(
+                        serve.url, 1, args.stream_seconds, "v1", pids, None, "local"
+                    )
+            for n in args.streams if "v1" in args.stream_via else []:
+                row[f"streams_{n}_v1"] = await _stream_rounds(
+                    server, n, "v1", args, args.opencode_timeout, "local"
+                )
         except RuntimeError as exc:
             row["error"] = str(exc).strip().splitlines()[-1] if str(exc).strip() else "failed"
         finally:
             await trio.to_thread.run_sync(serve.stop)
     for n in args.streams:
         for via in args.stream_via:
-            row[f"streams_{n}_{via}"] = "not measured"
+            row.setdefault(f"streams_{n}_{via}", "not measured")
     print("OpenCode", row, flush=True)
     return row
 
@@ -826,7 +873,9 @@ def main() -> None:
     parser.add_argument(
         "--stream-via", default="sse", type=lambda s: s.split(","),
         help="how each session follows its answer: sse (its event stream, durable events), "
-        "ws (a websocket, on which it also prompts: live deltas too), or both: sse,ws",
+        "ws (a websocket, on which it also prompts: live deltas too), v1 (no stream: "
+        "OpenCode's POST /session/{id}/message, answered at the turn's end; OpenCode too), "
+        "or several: sse,ws,v1",
     )  # fmt: skip
     args = parser.parse_args()
     try:
