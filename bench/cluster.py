@@ -2,6 +2,8 @@
 
 Run: .venv/bin/python bench/cluster.py [--workers 1,2,4] [--sessions 20,200]
                                        [--streams 100,200] [--rounds 3] [--sequential 50]
+                                       [--stream-seconds 0.18] [--stream-chunks 10]
+                                       [--stream-via sse,ws]
 
 Everything runs on this machine, in real processes: a temporary PostgreSQL cluster
 (``tests/postgres.py``: Debian's binaries, unix socket), a zero-latency OpenAI-compatible
@@ -21,17 +23,33 @@ Measured for each server:
 - S sessions prompted at once (``--sessions``), ``--rounds`` rounds: prompts/s (median),
   and the server's CPU per prompt (workers and, for cluster mode, every PostgreSQL process)
   with PostgreSQL's commits per prompt;
-- K sessions streaming at once (``--streams``): every answer streams 10 chunks 20 ms apart,
-  each carrying the time it was sent; each session's ``/api/session/{id}/event`` stream
-  (opened before the prompt, on its own connection, so on any worker) reports the durable
-  ``session.next.text.ended``, and the delay is its arrival minus the last chunk's sending:
-  what the server added to the streamed answer (median and p95 over the sessions).
+- K sessions streaming at once (``--streams``), ``--rounds`` rounds of K new sessions:
+  every answer streams ``--stream-chunks`` chunks spread evenly over ``--stream-seconds``
+  (default 10 chunks over 0.18 s, 20 ms apart), each carrying the time it was sent. Each
+  session is followed on its own connection (so on any worker) opened before the
+  prompts, and all K prompts leave at one moment. ``--stream-via sse`` follows the
+  session's ``/api/session/{id}/event`` stream (durable events; the prompt is a ``POST
+  /prompt``), ``ws`` an ``/api/ws`` websocket that subscribes and sends the prompt (live
+  deltas too; the worker that admits the prompt drives it), ``v1`` no stream: OpenCode's
+  ``POST /session/{id}/message`` naming the streamed model, whose answer comes at the
+  turn's end and is taken as the answer's end (the way to compare with OpenCode, whose
+  V1 events have no durable ``text.ended``). Per session: the *added
+  delay*, the prompt's sending to the durable ``session.next.text.ended``'s arrival minus
+  the answer's length; the prompt to the answer's first event on the stream (the first
+  delta on a websocket; ``text.started`` on the SSE stream, durable only at the part's
+  end); the last chunk's sending to ``text.ended`` (what the server added after the
+  answer ended); the prompt to the mock's first chunk (admission and provider request);
+  over a websocket each delta's delay and the share of chunks that arrived as deltas
+  (median, p95 and max over the sessions, each the median over the rounds). Each round
+  also prints the load average, the window from the prompts to the last answer, the
+  server's CPU in it and how long its event loops waited for a CPU.
 
 Then ``opencode serve --pure`` (``bench/_opencode.py``, offline, ``make opencode``) on the
 same mock, measured by the same client through OpenCode's V1 routes (``POST /session``,
 ``POST /session/{id}/message``, which answers when the turn has ended): one prompt's
 latency and S sessions at once, each capped at ``--opencode-timeout`` seconds (0 skips it);
-no streaming delay for it.
+its streams only with ``--stream-via v1`` (after one warm-up session: its first turns load
+much), each round capped the same.
 
 After them, the lease takeover time: two ``serve --store --lease-ttl T`` processes, the one
 driving a session SIGKILLed inside a provider turn, a prompt admitted through the other;
@@ -57,9 +75,11 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import h11
 import httpx
 import msgspec
 import psycopg
@@ -76,7 +96,8 @@ from bench._lean import (  # noqa: E402 - after the path is set
 )
 
 FAST, STREAMED = "mock-model", "stream-model"
-CHUNKS, SPACING = 10, 0.02
+CHUNKS, SECONDS = 10, 0.18
+"""The streamed answer's default: 10 chunks 20 ms apart."""
 _PROMPT = msgspec.json.encode({"prompt": {"text": "hi"}})
 _V1_PROMPT = msgspec.json.encode({"parts": [{"type": "text", "text": "hi"}]})
 
@@ -93,18 +114,24 @@ def _stream_chunk(finish: bool) -> bytes:
     return b"data: " + msgspec.json.encode(chunk) + b"\n\n"
 
 
-_STREAM_LENGTH = len(_stream_chunk(False)) * CHUNKS + len(_stream_chunk(True)) + 14
+def _stream_length(chunks: int) -> int:
+    """Bytes of a streamed answer of *chunks* timed chunks (every timestamp has the same
+    width), its finishing chunk and ``[DONE]``."""
+    return len(_stream_chunk(False)) * chunks + len(_stream_chunk(True)) + 14
 
 
-async def _mock(stream: trio.SocketStream) -> None:
+async def _mock(stream: trio.SocketStream, chunks: int = CHUNKS, seconds: float = SECONDS) -> None:
     """One keep-alive connection, ``bench/gateway.py``'s framing: a request naming the
-    streamed model gets CHUNKS timed chunks SPACING apart (content-length framed: every
-    timestamp has the same width); any other gets ``bench/gateway.py``'s one answer."""
+    streamed model gets *chunks* timed chunks spread evenly over *seconds* (the first at
+    once, the last *seconds* later, each sent at its time from the request's arrival, not
+    after the previous one's sleep, so a late wake-up does not push the rest back;
+    content-length framed); any other gets ``bench/gateway.py``'s one answer."""
     answer = chat_answer()
     fast = (
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
         + str(len(answer)).encode() + b"\r\n\r\n" + answer
     )  # fmt: skip
+    spacing = seconds / max(1, chunks - 1)
     buffer = b""
     try:
         while True:
@@ -129,11 +156,11 @@ async def _mock(stream: trio.SocketStream) -> None:
                 continue
             await stream.send_all(
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
-                + str(_STREAM_LENGTH).encode() + b"\r\n\r\n"
+                + str(_stream_length(chunks)).encode() + b"\r\n\r\n"
             )  # fmt: skip
-            for i in range(CHUNKS):
-                if i:
-                    await trio.sleep(SPACING)
+            start = trio.current_time()
+            for i in range(chunks):
+                await trio.sleep_until(start + i * spacing)
                 await stream.send_all(_stream_chunk(False))
             await stream.send_all(_stream_chunk(True) + b"data: [DONE]\n\n")
     except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError):
@@ -146,10 +173,10 @@ def _last_user(body: bytes) -> str:
     return content if isinstance(content, str) else ""
 
 
-async def _serve_mock(port: int) -> None:
+async def _serve_mock(port: int, chunks: int = CHUNKS, seconds: float = SECONDS) -> None:
     listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
     print(f"http://127.0.0.1:{port}", flush=True)
-    await trio.serve_listeners(_mock, listeners)
+    await trio.serve_listeners(partial(_mock, chunks=chunks, seconds=seconds), listeners)
 
 
 # -- servers ---------------------------------------------------------------------------------
@@ -328,55 +355,273 @@ def _commits(url: str) -> int:
     return int(row[0]) - 1 if row else 0
 
 
-async def _stream_delays(url: str, n: int) -> tuple[float, float] | None:
-    """Median and p95 seconds from the last streamed chunk's sending to the arrival of the
-    durable ``text.ended`` on the session's event stream; None if streams saw nothing in
-    30 s (a stream on a worker that does not hear the others' commits)."""
-    sids = await _sessions(url, n, STREAMED)
-    delays: list[float] = []
+class StreamFigures(msgspec.Struct):
+    """K streams at once, one round: each figure's (median, p95, max) over the sessions,
+    seconds."""
+
+    added: tuple[float, float, float]
+    """The prompt's sending to the answer's end on the stream (the durable
+    ``session.next.text.ended``), minus the answer's length."""
+    first: tuple[float, float, float]
+    """The prompt's sending to the answer's first event on the stream: the first live
+    text delta on a websocket, the durable ``text.started`` on the SSE stream (durable
+    events of a text part are written at its end)."""
+    before: tuple[float, float, float]
+    """The prompt's sending to the mock's first chunk (admission and provider request)."""
+    late: tuple[float, float, float]
+    """The mock's own lateness: its first to last chunk, minus the answer's length."""
+    tail: tuple[float, float, float]
+    """The mock's last chunk to the ``text.ended`` on the stream."""
+    relay: tuple[float, float, float] | None = None
+    """Websocket only: each live delta's arrival minus its chunk's sending, over every
+    delta of every session."""
+    deltas: float | None = None
+    """Websocket only: the share of the chunks that arrived as live deltas (a worker
+    that does not drive the session relays none; a slow reader's are dropped)."""
+    window: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """From the prompts' sending to the last answer's end: seconds, the CPU seconds the
+    server's processes used in them, and the seconds their main threads (each serving
+    process's event loop) were runnable but waiting for a CPU (the machine's load)."""
+
+
+def _main_wait(pids: list[int]) -> float:
+    """Seconds the main threads of *pids* spent runnable but waiting for a CPU."""
+    from bench.profile import _thread_wait
+
+    return sum(_thread_wait(pid).get(pid, 0.0) for pid in pids)
+
+
+def _spread(values: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    return statistics.median(ordered), p95, ordered[-1]
+
+
+class _Seen(msgspec.Struct):
+    """What one session's follower saw, ``time.time()`` seconds (this machine's clock,
+    which the mock's timestamps share)."""
+
+    sent: float = 0.0
+    first: float = 0.0
+    ended: float = 0.0
+    chunks: list[float] = msgspec.field(default_factory=list)
+    """When the mock sent each chunk (the timestamps the answer's text carries)."""
+    relay: list[float] = msgspec.field(default_factory=list)
+    """Each live delta's arrival minus its chunk's sending."""
+
+
+def _timestamps(text: str) -> list[float]:
+    return [float(t) for t in text.rstrip(";").split(";") if t]
+
+
+async def _follow_sse(
+    url: str, sid: str, ready: trio.Event, go: trio.Event, seen: _Seen,
+    clients: dict[str, LeanClient],
+) -> None:  # fmt: skip
+    """Open the session's ``/api/session/{id}/event`` stream (h11 on a socket of its own),
+    set *ready* once its head arrived, prompt at *go* (``POST /prompt`` on the session's
+    connection in *clients*, opened once every stream is ready: an idle connection is
+    closed after the server's 5 s keep-alive), and read until the durable
+    ``session.next.text.ended``."""
     host, port = url.removeprefix("http://").split(":")
+    conn = h11.Connection(h11.CLIENT)
+    request = h11.Request(
+        method="GET", target=f"/api/session/{sid}/event", headers=[("host", host)]
+    )
+    buffer = b""
+    async with await trio.open_tcp_stream(host, int(port)) as stream:
+        await stream.send_all(conn.send(request) + conn.send(h11.EndOfMessage()))
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await stream.receive_some(65536))
+                continue
+            if isinstance(event, h11.Response):
+                ready.set()
+                await go.wait()
+                seen.sent = time.time()
+                await clients[sid].post(f"/api/session/{sid}/prompt", _PROMPT)
+            elif isinstance(event, h11.Data):
+                now = time.time()
+                buffer += bytes(event.data)
+                *frames, buffer = buffer.split(b"\n\n")
+                for frame in frames:
+                    lines = frame.decode().splitlines()
+                    fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+                    kind = fields.get("event", "")
+                    if kind == "session.next.text.started" and not seen.first:
+                        seen.first = now
+                    elif kind == "session.next.text.ended":
+                        seen.ended = now
+                        seen.chunks = _timestamps(json.loads(fields["data"])["data"]["text"])
+                        return
+            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                raise RuntimeError(f"the event stream of {sid} ended")
 
-    async def follow(sid: str, ready: trio.Event) -> None:
-        stream = await trio.open_tcp_stream(host, int(port))
-        async with stream:
-            await stream.send_all(
-                f"GET /api/session/{sid}/event HTTP/1.1\r\nhost: {host}\r\n\r\n".encode()
-            )
-            buffer = b""
-            while b"\r\n\r\n" not in buffer:
-                buffer += await stream.receive_some(65536)
-            ready.set()
-            while b"session.next.text.ended" not in buffer:
-                buffer += await stream.receive_some(65536)
-            arrived = time.time()
-            while b"\n\n" not in buffer.split(b"session.next.text.ended", 1)[1]:
-                buffer += await stream.receive_some(65536)
-            tail = buffer.split(b"session.next.text.ended", 1)[1]
-            data = tail.split(b"data: ", 1)[1].split(b"\n", 1)[0]
-            text = json.loads(data)["data"]["text"]
-            delays.append(arrived - float(text.rstrip(";").split(";")[-1]))
 
-    async def prompt(sid: str, client: LeanClient) -> None:
-        await client.post(f"/api/session/{sid}/prompt", _PROMPT)
+async def _follow_ws(
+    url: str, sid: str, ready: trio.Event, go: trio.Event, seen: _Seen,
+    clients: dict[str, LeanClient],
+) -> None:  # fmt: skip
+    """Subscribe to the session on an ``/api/ws`` connection of its own, set *ready* once
+    subscribed, send the prompt on the same connection at *go* (so the worker that admits
+    it, and drives the turn, is the one relaying its live deltas), and read until the
+    durable ``session.next.text.ended``. *clients* is not used."""
+    from trio_websocket import open_websocket_url
 
-    clients = [await LeanClient.open(url) for _ in sids]
+    ws_url = url.replace("http://", "ws://") + "/api/ws"
+    async with open_websocket_url(ws_url, max_message_size=64 * 1024 * 1024) as ws:
+        await ws.send_message(json.dumps({"type": "subscribe", "ref": 1, "sessionID": sid}))
+        while json.loads(await ws.get_message()).get("ref") != 1:
+            pass
+        ready.set()
+        await go.wait()
+        seen.sent = time.time()
+        prompt = {"type": "prompt", "ref": 2, "sessionID": sid, "prompt": {"text": "hi"}}
+        await ws.send_message(json.dumps(prompt))
+        while True:
+            frame = json.loads(await ws.get_message())
+            now = time.time()
+            if frame.get("type") == "reply" and "error" in frame:
+                raise RuntimeError(frame["error"])
+            if frame.get("type") == "delta":
+                seen.first = seen.first or now
+                seen.relay += [now - t for t in _timestamps(frame["event"]["data"]["delta"])]
+            elif frame.get("type") == "event":
+                if frame["event"]["type"] == "session.next.text.ended":
+                    seen.ended = now
+                    seen.chunks = _timestamps(frame["event"]["data"]["text"])
+                    return
+
+
+async def _follow_v1(
+    url: str, sid: str, ready: trio.Event, go: trio.Event, seen: _Seen,
+    clients: dict[str, LeanClient], provider: str = "mock",
+) -> None:  # fmt: skip
+    """Prompt at *go* through OpenCode's ``POST /session/{id}/message`` naming the streamed
+    model of *provider* (on the session's connection in *clients*), which answers when the
+    turn has ended: its answer is the end, the chunk timestamps its text part's. No stream:
+    *ready* at once, and no first event."""
+    ready.set()
+    await go.wait()
+    seen.sent = time.time()
+    body = {
+        "model": {"providerID": provider, "modelID": STREAMED},
+        "parts": [{"type": "text", "text": "hi"}],
+    }
+    answer = json.loads(
+        await clients[sid].post(f"/session/{sid}/message", json.dumps(body).encode())
+    )
+    seen.ended = time.time()
+    texts = [part["text"] for part in answer["parts"] if part.get("type") == "text"]
+    seen.chunks = _timestamps("".join(texts))
+
+
+async def _stream_delays(
+    url: str, n: int, seconds: float, via: str, pids: list[int], limit: float | None = None,
+    provider: str = "mock",
+) -> StreamFigures | None:  # fmt: skip
+    """*n* new sessions on the streamed model, each followed on its own connection (so on
+    any worker) through *via* (``sse``: the session's event stream, ``ws``: a websocket,
+    ``v1``: no stream, OpenCode's ``POST /session/{id}/message`` answering at the turn's
+    end; sessions made through ``POST /session``, the model named per prompt, *provider*'s),
+    are prompted at one moment; their answers stream over *seconds*. None if a session
+    saw no answer in *limit* s (default ``30 + 10 * seconds``; a stream on a worker that
+    does not hear the others' commits)."""
+    sids = await _sessions(url, n, STREAMED, v1=via == "v1")
+    seen = [_Seen() for _ in sids]
+    go = trio.Event()
+    follow = {
+        "sse": _follow_sse, "ws": _follow_ws, "v1": partial(_follow_v1, provider=provider)
+    }[via]  # fmt: skip
+    clients: dict[str, LeanClient] = {}
     try:
-        with trio.move_on_after(30):
+        with trio.move_on_after(limit or 30 + 10 * seconds):
             async with trio.open_nursery() as nursery:
-                for sid in sids:
+                for sid, each in zip(sids, seen, strict=True):
                     ready = trio.Event()
-                    nursery.start_soon(follow, sid, ready)
+                    nursery.start_soon(follow, url, sid, ready, go, each, clients)
                     await ready.wait()
-                async with trio.open_nursery() as prompts:
-                    for sid, client in zip(sids, clients, strict=True):
-                        prompts.start_soon(prompt, sid, client)
+                for sid in sids if via != "ws" else []:
+                    clients[sid] = await LeanClient.open(url)
+                cpu, waited = sum(cpu_seconds(p) for p in pids), _main_wait(pids)
+                start = time.perf_counter()
+                go.set()
+        window = (
+            time.perf_counter() - start, sum(cpu_seconds(p) for p in pids) - cpu,
+            _main_wait(pids) - waited,
+        )  # fmt: skip
     finally:
-        for c in clients:
-            await c.aclose()
-    if len(delays) < n:
+        for client in clients.values():
+            await client.aclose()
+    if any(not s.ended for s in seen):
         return None
-    delays.sort()
-    return statistics.median(delays), delays[int(len(delays) * 0.95)]
+    relay = [lag for s in seen for lag in s.relay]
+    return StreamFigures(
+        added=_spread([s.ended - s.sent - seconds for s in seen]),
+        first=_spread([(s.first or s.ended) - s.sent for s in seen]),  # v1: the end
+        before=_spread([s.chunks[0] - s.sent for s in seen]),
+        late=_spread([s.chunks[-1] - s.chunks[0] - seconds for s in seen]),
+        tail=_spread([s.ended - s.chunks[-1] for s in seen]),
+        relay=_spread(relay) if relay else None,
+        deltas=len(relay) / sum(len(s.chunks) for s in seen) if via == "ws" else None,
+        window=window,
+    )
+
+
+async def _stream_rounds(
+    server: Server, n: int, via: str, args: argparse.Namespace, limit: float | None = None,
+    provider: str = "mock",
+) -> StreamFigures | None:  # fmt: skip
+    """``--rounds`` rounds of :func:`_stream_delays`, each printed with the load average
+    at its start and the CPU seconds the server's processes and this client used in it;
+    each figure the median over the rounds (None if a round saw no answer)."""
+    rounds: list[StreamFigures] = []
+    for r in range(args.rounds):
+        load = (await trio.Path("/proc/loadavg").read_text()).split()[0]
+        cpu, client = sum(cpu_seconds(p) for p in server.pids), time.process_time()
+        figures = await _stream_delays(
+            server.url, n, args.stream_seconds, via, server.pids, limit, provider
+        )
+        cpu = sum(cpu_seconds(p) for p in server.pids) - cpu
+        print(f"{n} streams ({via}), round {r + 1} (load average {load}; CPU s: server "
+              f"{cpu:.1f}, client {time.process_time() - client:.1f}): "
+              f"{_cell(figures, True)}", flush=True)  # fmt: skip
+        if figures is None:
+            return None
+        rounds.append(figures)
+
+    def median(field: str) -> Any:
+        values = [getattr(f, field) for f in rounds if getattr(f, field) is not None]
+        if not values:
+            return None
+        if isinstance(values[0], float):
+            return statistics.median(values)
+        return tuple(statistics.median(v[i] for v in values) for i in range(len(values[0])))
+
+    return StreamFigures(**{field: median(field) for field in StreamFigures.__struct_fields__})
+
+
+def _cell(figures: StreamFigures | None, parts: bool = False) -> str:
+    """The table's cell: the added delay, the first event, the tail (and, over a
+    websocket, each delta's relay); with *parts* also the added delay's other parts (the
+    first chunk after the prompt, the mock's lateness)."""
+    if figures is None:
+        return "no answer on the streams"
+
+    def ms(spread: tuple[float, float, float]) -> str:
+        median, p95, most = (v * 1000 for v in spread)
+        return f"{median:.0f} ms ({p95:.0f}, {most:.0f})"
+
+    cell = f"{ms(figures.added)}; {ms(figures.first)}; {ms(figures.tail)}"
+    if figures.deltas is not None:
+        relay = ms(figures.relay) if figures.relay else "none"
+        cell += f"; deltas {relay}, {figures.deltas:.0%} of chunks"
+    if parts:
+        cell += f"; first chunk {ms(figures.before)}; mock late {ms(figures.late)}"
+        wall, cpu, waited = figures.window
+        cell += f"; window {wall:.1f} s: server CPU {cpu:.1f} s, its loops waited {waited:.1f} s"
+    return cell
 
 
 def _commit_rate(url: str, connections: int, seconds: float) -> float:
@@ -452,8 +697,12 @@ async def _measure(args: argparse.Namespace) -> None:
 
     mock_port = free_port()
     mock = await trio.lowlevel.open_process(
-        [sys.executable, __file__, "--mock", str(mock_port)], stdout=subprocess.DEVNULL
-    )
+        [
+            sys.executable, __file__, "--mock", str(mock_port), "--stream-chunks",
+            str(args.stream_chunks), "--stream-seconds", str(args.stream_seconds),
+        ],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
     cluster = await trio.to_thread.run_sync(PostgresCluster.start)
     rows: list[tuple[str, dict[str, Any]]] = []
     try:
@@ -476,15 +725,19 @@ async def _measure(args: argparse.Namespace) -> None:
                                 (cluster.data / "postmaster.pid").read_text().split()[0]
                             )
                             pg = (store, [postmaster, *_children(postmaster)])
-                        row["sequential"] = await _sequential(
-                            server.url, args.sequential, args.rounds, store
-                        )
+                        if args.sequential:
+                            row["sequential"] = await _sequential(
+                                server.url, args.sequential, args.rounds, store
+                            )
                         for n in args.sessions:
                             row[f"at_once_{n}"] = await _at_once(
                                 server.url, n, args.rounds, server.pids, pg
                             )
                         for n in args.streams:
-                            row[f"streams_{n}"] = await _stream_delays(server.url, n)
+                            for via in args.stream_via:
+                                row[f"streams_{n}_{via}"] = await _stream_rounds(
+                                    server, n, via, args
+                                )
                 except RuntimeError as exc:
                     row["error"] = (
                         str(exc).strip().splitlines()[-1] if str(exc).strip() else "failed"
@@ -508,21 +761,23 @@ async def _opencode_row(mock_port: int, args: argparse.Namespace) -> dict[str, A
     """``opencode serve --pure`` on the same mock, through its V1 routes (``POST /session``,
     ``POST /session/{id}/message``), the same client; each measure capped at
     ``--opencode-timeout`` seconds (a capped one is recorded as ``None``). CPU is the
-    ``opencode`` process's and its children's. No streaming delay: its V1 events carry no
-    durable ``text.ended`` of ours to time."""
+    ``opencode`` process's and its children's. Streams only through ``--stream-via v1``
+    (its V1 events carry no durable ``text.ended`` of ours to time), each round capped
+    the same."""
     from bench._opencode import OpenCodeServe
 
     row: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        serve = OpenCodeServe(Path(tmp), mock_port, (FAST,))
+        serve = OpenCodeServe(Path(tmp), mock_port, (FAST, STREAMED))
         try:
             await trio.to_thread.run_sync(serve.start)
             assert serve.process is not None
             pids = [serve.process.pid, *_children(serve.process.pid)]
             with trio.move_on_after(args.opencode_timeout):
-                row["sequential"] = await _sequential(
-                    serve.url, args.sequential, args.rounds, v1=True
-                )
+                if args.sequential:
+                    row["sequential"] = await _sequential(
+                        serve.url, args.sequential, args.rounds, v1=True
+                    )
             for n in args.sessions:
                 row[f"at_once_{n}"] = None
                 with trio.move_on_after(args.opencode_timeout):
@@ -530,12 +785,23 @@ async def _opencode_row(mock_port: int, args: argparse.Namespace) -> dict[str, A
                         serve.url, n, args.rounds, pids, None, v1=True
                     )
                 print(f"OpenCode {n} at once: {row[f'at_once_{n}']}", flush=True)
+            server = Server(serve.url, pids)
+            if args.streams and "v1" in args.stream_via:  # warm: its first turns load much
+                with trio.move_on_after(args.opencode_timeout):
+                    await _stream_delays(
+                        serve.url, 1, args.stream_seconds, "v1", pids, None, "local"
+                    )
+            for n in args.streams if "v1" in args.stream_via else []:
+                row[f"streams_{n}_v1"] = await _stream_rounds(
+                    server, n, "v1", args, args.opencode_timeout, "local"
+                )
         except RuntimeError as exc:
             row["error"] = str(exc).strip().splitlines()[-1] if str(exc).strip() else "failed"
         finally:
             await trio.to_thread.run_sync(serve.stop)
     for n in args.streams:
-        row[f"streams_{n}"] = "not measured"
+        for via in args.stream_via:
+            row.setdefault(f"streams_{n}_{via}", "not measured")
     print("OpenCode", row, flush=True)
     return row
 
@@ -544,14 +810,21 @@ def _report(rows: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) ->
     print()
     header = ["server", "1 prompt median (p95), commits/prompt"]
     header += [f"{n} at once: prompts/s, CPU ms/prompt (PG), commits/prompt" for n in args.sessions]
-    header += [f"{n} streams: added delay median (p95)" for n in args.streams]
+    header += [
+        f"{n} streams of {args.stream_seconds:g} s ({via}): added to the end; to the first "
+        "event; last chunk to text.ended: median (p95, max)"
+        for n in args.streams
+        for via in args.stream_via
+    ]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for name, row in rows:
         if "error" in row:
             print(f"| {name} | {row['error']} |")
             continue
-        if row.get("sequential") is None:
+        if not args.sequential:
+            cells = [name, "not measured"]
+        elif row.get("sequential") is None:
             cells = [name, "timed out"]
         else:
             median, p95, commits = row["sequential"]
@@ -562,14 +835,9 @@ def _report(rows: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) ->
                 cells.append(f"timed out after {args.opencode_timeout:g} s")
                 continue
             cells.append(f"{c.rate:.0f}/s, {c.cpu_ms:.2f} ({c.pg_cpu_ms:.2f}), {c.commits:.2f}")
-        for n in args.streams:
-            s = row[f"streams_{n}"]
+        for s in (row[f"streams_{n}_{via}"] for n in args.streams for via in args.stream_via):
             cells.append(
-                "no answer on the streams"
-                if s is None
-                else s
-                if isinstance(s, str)
-                else f"{s[0] * 1000:.0f} ms ({s[1] * 1000:.0f} ms)"
+                "no answer on the streams" if s is None else s if isinstance(s, str) else _cell(s)
             )
         print("| " + " | ".join(cells) + " |")
 
@@ -579,7 +847,7 @@ def main() -> None:
     parser.add_argument("--mock", type=int, metavar="PORT")
     parser.add_argument("--workers", default="1,2,4", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument(
-        "--sessions", default="20,200", type=lambda s: [int(x) for x in s.split(",")]
+        "--sessions", default="20,200", type=lambda s: [int(x) for x in s.split(",") if x]
     )
     parser.add_argument(
         "--streams", default="100,200", type=lambda s: [int(x) for x in s.split(",") if x]
@@ -596,11 +864,23 @@ def main() -> None:
         help="seconds each OpenCode measure may take (0: OpenCode is not run)",
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--sequential", type=int, default=50)
+    parser.add_argument("--sequential", type=int, default=50, help="0: not measured")
+    parser.add_argument(
+        "--stream-seconds", type=float, default=SECONDS,
+        help="a streamed answer's length: its first chunk to its last",
+    )  # fmt: skip
+    parser.add_argument("--stream-chunks", type=int, default=CHUNKS)
+    parser.add_argument(
+        "--stream-via", default="sse", type=lambda s: s.split(","),
+        help="how each session follows its answer: sse (its event stream, durable events), "
+        "ws (a websocket, on which it also prompts: live deltas too), v1 (no stream: "
+        "OpenCode's POST /session/{id}/message, answered at the turn's end; OpenCode too), "
+        "or several: sse,ws,v1",
+    )  # fmt: skip
     args = parser.parse_args()
     try:
         if args.mock:
-            trio.run(_serve_mock, args.mock)
+            trio.run(_serve_mock, args.mock, args.stream_chunks, args.stream_seconds)
         else:
             trio.run(_measure, args)
     except KeyboardInterrupt:
