@@ -1,7 +1,7 @@
 """``rt.projects``: the projects sessions belong to, registered durably in the store.
 
-A project is a git repository (all its worktrees) or, outside git, a directory (each its
-own project, its subdirectories too). Its id is the repository's root commit (the smallest hash of ``git rev-list --max-parents=0
+A project is a git repository (all its worktrees) or, outside git, a directory: the
+server's own with every directory below it, any other its own project. Its id is the repository's root commit (the smallest hash of ``git rev-list --max-parents=0
 --all``, as OpenCode does), so every worker of a cluster, whatever its data dir or its
 checkout's path, gives the same id to the same repository; a repository without commits
 and a directory outside git take the first 16 hex digits of the SHA-256 of the resolved
@@ -150,14 +150,26 @@ class Projects:
         self._places: OrderedDict[str, ProjectPlace] = OrderedDict()
         self._registered: set[tuple[str, str]] = set()
         self._lock = trio.Lock()
+        self._home: str | None = None
+
+    def serve_from(self, directory: str) -> None:
+        """Make *directory* (resolved; the server's own) the home: a directory below it
+        outside git belongs to its project, not to one of its own. Every worker of a
+        cluster serves the same directory, so they agree."""
+        self._home = str(Path(directory).resolve())
+        self._places.clear()
 
     async def place(self, directory: str) -> ProjectPlace:
         """Where *directory* belongs, without registering it: its repository's project,
-        else its own. Cancellation kills a running git."""
+        else the home's (``serve_from``) when it is below it, else its own. Cancellation
+        kills a running git."""
         found = self._places.get(directory)
         if found is not None:
             return found
         found = await find_place(directory)
+        home = self._home
+        if found.vcs is None and home is not None and Path(found.root).is_relative_to(home):
+            found = project_place(home)  # below the server's own directory, outside git
         if found.vcs is not None and found.id != _path_id(found.main):  # has commits
             self._places[directory] = found
             while len(self._places) > _KNOWN:

@@ -191,8 +191,9 @@ class EmbeddedBackend:
         self._max_buffer = max_buffer
 
     async def create(self, directory: str) -> SessionInfo:
+        info = await self._rt.sessions.create(location=Location(directory=directory))
         await self._rt.projects.registered(directory)
-        return await self._rt.sessions.create(location=Location(directory=directory))
+        return info
 
     async def get(self, session_id: str) -> SessionInfo:
         return await self._rt.sessions.get(session_id)

@@ -253,10 +253,10 @@ def _session_routes(table: RouteTable, gw: Gateway) -> None:
         location = body.location or Location(directory=str(gw.directory))
         if body.location is not None and Path(location.directory).is_absolute():
             await gw.scope.check_directory(current_grant(), location.directory)
-        await rt.projects.registered(location.directory)
         info = await rt.sessions.create(
             id=body.id, location=location, agent=body.agent, model=body.model, title=body.title
         )
+        await rt.projects.registered(info.location.directory)
         return _json({"data": await share_if_auto(gw, info)})
 
     @table.get(

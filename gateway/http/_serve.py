@@ -118,6 +118,7 @@ async def serve_app(
     )  # fmt: skip
     config.create_ssl_context()  # a bad certificate fails here, before the lifespan starts
     # The server's own project first: a directory below it outside git belongs to it.
+    rt.projects.serve_from(str(gw.directory))
     await rt.projects.register(str(gw.directory.resolve()))
     # Bound here so that a port in use raises OSError before anything starts; Hypercorn
     # takes the socket over by its descriptor (its documented ``fd://`` bind).

@@ -272,12 +272,12 @@ def v1_session_routes(table: RouteTable, gw: OpenCodeGateway, *, max_sessions: i
     )  # fmt: skip
     async def create_session(body: SessionCreateBody) -> Response:
         directory = request_directory(gw)
-        await rt.projects.registered(str(directory))
         info = await rt.sessions.create(
             location=Location(directory=str(directory)), agent=body.agent,
             model=body.model.ref() if body.model else None, title=body.title,
             parent_id=body.parentID,
         )  # fmt: skip
+        await rt.projects.registered(str(directory))
         return _json(session_json(await share_if_auto(gw, info)))
 
     @table.get(

@@ -229,6 +229,11 @@ async def test_reads_register_no_project_and_a_created_session_does(tmp_path):
     async with served(home) as g, httpx.AsyncClient(base_url=g.url, timeout=30) as client:
         own = [p["id"] for p in (await client.get("/project")).json()]
         assert len(own) == 1  # the server's own directory, registered as it started
+        (home / "sub" / "deeper").mkdir(parents=True)  # outside git, below it: its project
+        r = await client.get("/project/current", params={"directory": str(home / "sub" / "deeper")})  # fmt: skip
+        assert r.json()["id"] == own[0] and r.json()["worktree"] == str(home.resolve())
+        r = await client.post("/api/session", json={"location": {"directory": str(home / "sub")}})
+        assert r.json()["data"]["projectID"] == own[0]
         for place in places:  # every read naming a directory finds its project, writes none
             r = await client.get("/project/current", params={"directory": str(place)})
             assert r.status_code == 200 and r.json()["worktree"] == str(place)
