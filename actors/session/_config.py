@@ -105,15 +105,24 @@ class ProviderClients:
     imports it); :meth:`aclose` closes it.
     """
 
-    def __init__(self, catalog: llm.Catalog, auth: llm.Auth) -> None:
+    def __init__(
+        self, catalog: llm.Catalog, auth: llm.Auth, *, max_requests: int | None = None
+    ) -> None:
+        """*max_requests*: provider requests in flight at once over the shared client
+        (more wait for one to end, up to the pool timeout); the transport's default when
+        None."""
         self.catalog = catalog
         self._auth = auth
+        self._max_requests = max_requests
         self._http: httpx.AsyncClient | None = None
 
     def __call__(self, data: Mapping[str, Any]) -> llm.ProviderClient:
         """A client routing by the catalog extended with configuration *data*."""
         if self._http is None:
-            self._http = llm.provider_http_client()
+            if self._max_requests is None:
+                self._http = llm.provider_http_client()
+            else:
+                self._http = llm.provider_http_client(max_connections=self._max_requests)
         catalog = self.catalog.with_config(data) if data else self.catalog
         return llm.ProviderClient(
             catalog, self._auth, http_client=self._http, on_retry=report_retry

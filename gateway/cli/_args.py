@@ -55,14 +55,18 @@ def _port(text: str) -> int:
     return port
 
 
-def _count(text: str) -> int:
+def _count(text: str, *, of: str = "workers") -> int:
     try:
         count = int(text)
     except ValueError:
         count = 0
     if count < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a number of workers (1 or more)")
+        raise argparse.ArgumentTypeError(f"{text} is not a number of {of} (1 or more)")
     return count
+
+
+def _requests(text: str) -> int:
+    return _count(text, of="requests")
 
 
 def _version() -> str:
@@ -72,6 +76,8 @@ def _version() -> str:
         return "unknown"
 
 
+DEFAULT_PROVIDER_REQUESTS: Final = 256
+"""``serve --provider-requests``: 200 sessions streaming at once are not held to 100."""
 _DATA_DIR_HELP: Final = "the data dir (default: $KITTIWAKE_DATA_DIR, else $XDG_DATA_HOME/kittiwake)"
 _PER_WORKER: Final = ("--owner", "--worker-slot", "--listen-fd", "--ready-fd", "--lifeline-fd")
 """What a ``--workers`` parent tells each worker itself (``gateway/cluster/_workers.py``); hidden."""
@@ -99,6 +105,12 @@ def _add_serve_options(serve: argparse.ArgumentParser) -> list[argparse.Action]:
         serve.add_argument(
             "--workers", type=_count, metavar="N", help="with --store: bind once and serve with "
             "N worker processes, each restarted if it dies (docs/cluster.md)",
+        ),
+        serve.add_argument(
+            "--provider-requests", type=_requests, default=DEFAULT_PROVIDER_REQUESTS,
+            metavar="N", help="provider requests one process streams at once; more wait for "
+            f"one to end (default {DEFAULT_PROVIDER_REQUESTS}; each is a connection, so "
+            "mind the open-files limit)",
         ),
         serve.add_argument(
             "--lease-ttl", type=float, default=10.0, metavar="SECONDS",

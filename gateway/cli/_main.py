@@ -164,7 +164,9 @@ async def _serve(args: argparse.Namespace) -> int:
         async with trio.open_nursery() as outer:
             outer.start_soon(load_gateway)
             try:
-                provider = await configured_provider(data_dir, sys.stderr, config)
+                provider = await configured_provider(
+                    data_dir, sys.stderr, config, max_requests=args.provider_requests
+                )
             except llm_package.CatalogError as exc:
                 print(f"kittiwake: {exc}", file=sys.stderr)
                 return 2

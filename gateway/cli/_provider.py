@@ -68,13 +68,15 @@ def load_config_warned(directory: str) -> LoadedConfig:
 
 
 async def configured_provider(
-    data_dir: Path, out: Any, config: LoadedConfig | None = None, wanted: str | None = None
-) -> Provider | None:
+    data_dir: Path, out: Any, config: LoadedConfig | None = None, wanted: str | None = None,
+    *, max_requests: int | None = None,
+) -> Provider | None:  # fmt: skip
     """Provider clients over models.dev plus *config*'s providers, with the model
     *wanted* (``provider/model``), else ``KITTIWAKE_MODEL``, else the configured ``model``,
     else the default model of the first usable provider (``llm.resolve_model``); None when
     the catalog cannot be loaded. Without a usable provider, explains what was looked for
-    (``client`` is None then).
+    (``client`` is None then). *max_requests* bounds the provider requests in flight at
+    once (``ProviderClients``).
 
     Raises:
         CatalogError: the model asked for (or configured: the message names its file) is
@@ -98,7 +100,8 @@ async def configured_provider(
         raise CliError(f"{exc}; fix or remove it") from None
     providers = catalog.providers
     credentialed = llm_package.providers_with_credentials(catalog, os.environ, stored)
-    clients = ProviderClients(base, llm_package.Auth(env=dict(os.environ), store=store))
+    auth = llm_package.Auth(env=dict(os.environ), store=store)
+    clients = ProviderClients(base, auth, max_requests=max_requests)
     pinned = wanted or os.environ.get("KITTIWAKE_MODEL")
     ref = llm_package.resolve_model(catalog, credentialed, pinned)
     if not pinned and config is not None and config.config.model:

@@ -8,7 +8,7 @@ import json
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,12 +120,12 @@ async def _collect(stream: Any, into: list[bytes]) -> None:
 
 @asynccontextmanager
 async def serving(
-    env: dict[str, str], cwd: Path, python: str = sys.executable
+    env: dict[str, str], cwd: Path, python: str = sys.executable, args: Sequence[str] = ()
 ) -> AsyncIterator[Serve]:
-    """``kittiwake serve`` in *cwd*, run by the interpreter *python*, until the block ends
-    (then SIGTERM, waited for)."""
+    """``kittiwake serve`` in *cwd* (with the options *args*), run by the interpreter
+    *python*, until the block ends (then SIGTERM, waited for)."""
     port = free_port()
-    command = [python, "-m", "gateway", "serve", "--port", str(port)]
+    command = [python, "-m", "gateway", "serve", "--port", str(port), *args]
     async with trio.open_nursery() as nursery:
         process = await trio.lowlevel.open_process(
             command, cwd=str(cwd), env=env, stdout=-1, stderr=-1
@@ -149,11 +149,14 @@ async def serving(
             nursery.cancel_scope.cancel()
 
 
-async def run_serve_to_exit(env: dict[str, str], cwd: Path) -> trio.CompletedProcess[bytes]:
-    """``kittiwake serve`` expected to stop by itself (a start-up failure)."""
+async def run_serve_to_exit(
+    env: dict[str, str], cwd: Path, args: Sequence[str] = ()
+) -> trio.CompletedProcess[bytes]:
+    """``kittiwake serve`` (with the options *args*) expected to stop by itself (a start-up
+    failure)."""
     with trio.fail_after(START_TIMEOUT):
         return await trio.run_process(
-            [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())],
+            [sys.executable, "-m", "gateway", "serve", "--port", str(free_port()), *args],
             cwd=str(cwd), env=env, capture_stdout=True, capture_stderr=True, check=False,
         )  # fmt: skip
 

@@ -3,15 +3,19 @@ chat-completions server, no planted catalog and no API-key variable."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
 
+import h11
 import httpx
 import pytest
 import trio
 
 from tests.gateway.conftest import assert_valid, component, response_schema
+from tests.llm.conftest import LocalServer, Reply
+from tests.llm.streams import sse
 
 from .conftest import (
     base_env,
@@ -274,3 +278,61 @@ async def test_serve_listens_where_the_configuration_says(tmp_path):
         process.terminate()
         with trio.fail_after(20):
             await process.wait()
+
+
+class _CountingServer(LocalServer):
+    """The local provider, counting the answers it is streaming at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.streaming = 0
+        self.most = 0
+
+    async def _respond(self, conn: h11.Connection, stream: trio.SocketStream, reply: Reply) -> None:
+        self.streaming += 1
+        self.most = max(self.most, self.streaming)
+        try:
+            await super()._respond(conn, stream, reply)
+        finally:
+            self.streaming -= 1
+
+
+def _slow_text(text: str, seconds: float) -> Reply:
+    """A chat-completions stream answering *text*, its end *seconds* after its start."""
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    delta = {"index": 0, "delta": {"role": "assistant", "content": text}}
+    end = {"index": 0, "delta": {}, "finish_reason": "stop"}
+    first, last = sse({**chunk, "choices": [delta]}), sse({**chunk, "choices": [end]}, done=True)
+    return Reply(chunks=[first, last], delay=seconds)
+
+
+async def test_serve_streams_at_most_provider_requests_answers_at_once(tmp_path, nursery):
+    local = _CountingServer()
+    listeners = await nursery.start(
+        functools.partial(trio.serve_tcp, local.handle, 0, host="127.0.0.1")
+    )
+    local.port = listeners[0].socket.getsockname()[1]
+    local.responder = lambda request: _slow_text("late", 1.0)
+    env = base_env(tmp_path)
+    document = {"model": "local/echo-1", "provider": local_provider(local.port, "echo-1")}
+    env["KITTIWAKE_CONFIG_CONTENT"] = json.dumps(document)
+    project = tmp_path / "project"
+    project.mkdir()
+    answers: list[list[str]] = []
+
+    async def ask(client: httpx.AsyncClient, sid: str) -> None:
+        answers.append(texts(await prompt(client, sid, "hi")))
+
+    args = ["--provider-requests", "2"]
+    async with serving(env, project, args=args) as served:
+        async with httpx.AsyncClient(base_url=served.url, timeout=30) as client:
+            sids = [await new_session(client, project) for _ in range(5)]
+            async with trio.open_nursery() as prompts:
+                for sid in sids:
+                    prompts.start_soon(ask, client, sid)
+    assert answers == [["late"]] * 5  # every one answered, two at a time at most
+    assert len(local.requests) == 5 and local.most == 2
+
+    done = await run_serve_to_exit(env, project, args=["--provider-requests", "0"])
+    assert done.returncode == 2
+    assert b"0 is not a number of requests (1 or more)" in done.stderr
