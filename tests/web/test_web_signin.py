@@ -44,7 +44,7 @@ async def test_a_token_signs_the_page_in_with_its_role_and_project(tmp_path: Pat
         chromium(tmp_path / "profile") as browser,
     ):
         access = gateway_of(g.server.app).access
-        project = str(g.rt.sessions.project_id)
+        project = await g.rt.projects.id_of(str(tmp_path))
         info = await g.rt.sessions.create(location=Location(directory=str(tmp_path)))
         sid = str(info.id)
         await g.rt.sessions.prompt(sid, prompt=Prompt(text="first"))
@@ -127,11 +127,13 @@ async def test_a_token_signs_the_page_in_with_its_role_and_project(tmp_path: Pat
         await stranger.goto(g.url + "/")
         await stranger.until(FORM)
         await sign_in(stranger, other)
-        # Signed in, but every route to this server's project answers as if nothing were
-        # there (its live stream too, so the page keeps trying to connect).
+        # Signed in, but the session list holds none of this project's sessions and every
+        # route to one of them answers as if nothing were there.
         await stranger.until("document.getElementById('signin').hidden")
-        r = await stranger.evaluate("fetch('api/session').then(r => r.status)")
-        assert r == 404
+        r = await stranger.evaluate(
+            "fetch('api/session').then(r => r.json()).then(b => b.data.length)"
+        )
+        assert r == 0
         await stranger.evaluate(f"location.hash = '#/session/{sid}'")
         shown = await stranger.until("document.getElementById('side-error').textContent")
         assert shown.startswith(("NotFoundError", "SessionNotFoundError")), shown
