@@ -51,7 +51,7 @@ test: $(STAMP) browser postgresql opencode
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Seeded simulation runs outside CI (the CI set runs in `make test`): SEEDS seeds from
 # SEED_START, each of SIM_SESSIONS sessions with SIM_ACTIONS client actions (the long run's
