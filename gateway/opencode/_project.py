@@ -38,7 +38,7 @@ from gateway.opencode._config import config_routes
 from gateway.opencode._files import file_routes, inside
 from gateway.opencode._revert import RevertIn, revert_session
 from gateway.opencode._transcript import message_in, reply_of, transcript
-from gateway.opencode._v1 import located
+from gateway.opencode._v1 import located, registered_project
 from runtime import Location, ModelRef, Prompt, SessionInfo, SessionNotFoundError
 from runtime.agents import INIT_PROMPT
 
@@ -203,13 +203,7 @@ def project_routes(table: RouteTable, gw: Gateway, limits: FileLimits) -> None:
         return directory
 
     async def check_project(project_id: str) -> ProjectInfo:
-        found = await rt.projects.get(project_id)
-        if found is None:
-            raise GatewayError(
-                "NotFoundError", f"Project not found: {project_id}", status=404,
-                projectID=project_id,
-            )  # fmt: skip
-        return found
+        return await registered_project(gw, project_id)
 
     async def session_of(project_id: str, session_id: str) -> SessionInfo:
         await check_project(project_id)

@@ -40,11 +40,18 @@ from runtime import Location, ModelRef, Prompt, SessionInfo, SessionNotFoundErro
 from runtime import events as ev
 
 if TYPE_CHECKING:
+    from actors import ProjectInfo
     from gateway.http import Gateway
     from gateway.opencode._state import OpenCodeGateway
     from runtime.mcp import McpServers
 
-__all__ = ["SETTLE_TIMEOUT", "located", "location_info", "v1_session_routes"]
+__all__ = [
+    "SETTLE_TIMEOUT",
+    "located",
+    "location_info",
+    "registered_project",
+    "v1_session_routes",
+]
 
 SETTLE_TIMEOUT: Final = 2.0
 """Seconds a blocking prompt waits, once idle, for the V1 streams to send the idle status."""
@@ -59,6 +66,18 @@ async def location_info(gw: Gateway, directory: Path) -> dict[str, Any]:
     place = await gw.rt.projects.place(str(directory))
     return {"directory": str(directory),
             "project": {"id": place.id, "directory": place.main}}  # fmt: skip
+
+
+async def registered_project(gw: Gateway, project_id: str) -> ProjectInfo:
+    """The registered project *project_id*; 404 ``NotFoundError`` ``{projectID}`` when
+    there is none (every ``/project/{projectID}/...`` route)."""
+    found = await gw.rt.projects.get(project_id)
+    if found is None:
+        raise GatewayError(
+            "NotFoundError", f"Project not found: {project_id}", status=404,
+            projectID=project_id,
+        )  # fmt: skip
+    return found
 
 
 async def located(gw: Gateway) -> tuple[Path, dict[str, Any]]:

@@ -22,7 +22,7 @@ from gateway.http import (
     request_directory,
 )
 from gateway.opencode._files import fuzzy_score
-from gateway.opencode._v1 import located
+from gateway.opencode._v1 import located, registered_project
 
 if TYPE_CHECKING:
     from gateway.http import Gateway
@@ -120,12 +120,7 @@ def v1_catalog_routes(table: RouteTable, gw: Gateway, *, max_walk: int) -> None:
         "The project's directories", answer=_LIST, errors=("NotFoundError",),
     )  # fmt: skip
     async def directories(project_id: str) -> Response:
-        project = await rt.projects.get(project_id)
-        if project is None:
-            raise GatewayError(
-                "NotFoundError", f"Project not found: {project_id}", status=404,
-                projectID=project_id,
-            )  # fmt: skip
+        project = await registered_project(gw, project_id)
         return _json([{"directory": d} for d in (project.worktree, *project.sandboxes)])
 
     # -- the V2 catalog ------------------------------------------------------------------
