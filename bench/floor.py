@@ -8,6 +8,8 @@ httpx and keeps its store in an embedded DuckDB file (``design/brief.md``). This
 serves the same libraries with the least a prompt can do through them, level by level, each
 a child process measured exactly as ``kittiwake serve`` is:
 
+- ``hypercorn``: ``hypercorn.trio.serve`` (the gateway's ``Config`` values) and a bare ASGI
+  callable answering the same three routes as ``bare`` (no framework);
 - ``bare``: a ``QuartTrio`` app under ``hypercorn.trio.serve`` (the gateway's ``Config`` values)
   answering ``GET /api/health``, ``POST /api/session/{id}/prompt`` (the
   JSON body read and decoded with msgspec, a JSON answer) and ``POST .../wait`` (a JSON
@@ -18,7 +20,8 @@ a child process measured exactly as ``kittiwake serve`` is:
   telemetry's, each a table created and queried at start), each prompt writing two rows
   (the admission and the turn, a commit each) on a worker thread;
 - ``kittiwake``: ``kittiwake serve``'s runtime as ``bench/gateway.py`` serves it (the same
-  mock as its provider, telemetry at its default).
+  mock as its provider, telemetry recorded at ``serve``'s default sampling); its cold starts
+  are ``kittiwake serve`` itself.
 
 For each level, ``--rounds`` fresh servers, alternating levels within a round: the server's
 CPU per prompt (every thread, from ``/proc``) over ``--sequential`` prompts in one session
@@ -51,8 +54,10 @@ sys.path.insert(0, str(ROOT))
 from bench._lean import LeanClient, cpu_seconds, free_port, wait_healthy  # noqa: E402
 from bench.gateway import _first_200, _status  # noqa: E402
 
-LEVELS = ("bare", "provider", "store", "kittiwake")
+LEVELS = ("hypercorn", "bare", "provider", "store", "kittiwake")
 _PROMPT_BODY = msgspec.json.encode({"prompt": {"text": "hi"}})
+# ``bench/gateway.py --serve`` records telemetry at ``kittiwake serve``'s default with this set
+_WARM_ENV = {**os.environ, "KITTIWAKE_BENCH_TELEMETRY": "1"}
 
 
 # -- the floor servers (this file with --serve) ----------------------------------------------
@@ -68,10 +73,52 @@ def _open_duckdb(path: Path) -> Any:
     return db
 
 
+async def _raw_asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The ``hypercorn`` level's app: the same three routes as a bare ASGI callable."""
+    if scope["type"] == "lifespan":
+        while (message := await receive())["type"] != "lifespan.shutdown":
+            await send({"type": message["type"] + ".complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    path: str = scope["path"]
+    if path.endswith("/prompt"):
+        data: object = {"session": path.split("/")[3], "admitted": True}
+        msgspec.json.decode(body)
+    elif path.endswith("/wait"):
+        data = {"session": path.split("/")[3], "status": "idle"}
+    else:
+        data = {"ok": True}
+    answer = msgspec.json.encode({"data": data})
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(answer)).encode())]  # fmt: skip
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": answer})
+
+
 async def _serve_floor(level: str, port: int, data_dir: str, mock: str) -> None:
-    import httpx
     from hypercorn.config import Config
     from hypercorn.trio import serve
+
+    config = Config()  # the values of the gateway's ``server_config``, without importing it
+    config.bind = [f"127.0.0.1:{port}"]
+    config.keep_alive_timeout, config.backlog = 5.0, 1024
+    config.h11_max_incomplete_size, config.accesslog, config.errorlog = 16 * 1024, None, None
+    app: Any = _raw_asgi if level == "hypercorn" else _quart_app(level, data_dir, mock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(serve, app, config, mode="asgi"))
+        gc.freeze()
+        gc.enable()
+        print(f"http://127.0.0.1:{port}", flush=True)
+
+
+def _quart_app(level: str, data_dir: str, mock: str) -> Any:
+    import httpx
     from quart import Response, request
     from quart_trio import QuartTrio
 
@@ -114,15 +161,7 @@ async def _serve_floor(level: str, port: int, data_dir: str, mock: str) -> None:
     async def wait(sid: str) -> Response:
         return answer({"session": sid, "status": "idle"})
 
-    config = Config()  # the values of the gateway's ``server_config``, without importing it
-    config.bind = [f"127.0.0.1:{port}"]
-    config.keep_alive_timeout, config.backlog = 5.0, 1024
-    config.h11_max_incomplete_size, config.accesslog, config.errorlog = 16 * 1024, None, None
-    async with trio.open_nursery() as nursery:
-        await nursery.start(partial(serve, app, config, mode="asgi"))
-        gc.freeze()
-        gc.enable()
-        print(f"http://127.0.0.1:{port}", flush=True)
+    return app
 
 
 # -- measuring -------------------------------------------------------------------------------
@@ -170,7 +209,7 @@ async def _warm(level: str, mock: str, args: argparse.Namespace) -> Warm:
         async with trio.open_nursery() as nursery:
             proc = await nursery.start(
                 partial(trio.run_process, _argv(level, port, tmp, mock), check=False,
-                        stdout=subprocess.DEVNULL)
+                        stdout=subprocess.DEVNULL, env=_WARM_ENV)
             )  # fmt: skip
             try:
                 await wait_healthy(url, time.perf_counter() + 60)
