@@ -136,14 +136,15 @@ _FEATURE_ONLY = (
     "opentelemetry.sdk.trace.export", "psycopg", "xml", "yaml", "mcp", "webbrowser",
     "gateway.acp", "gateway.slack", "gateway.github", "gateway.cli._acp", "gateway.cli._slack",
     "gateway.cli._terminal", "gateway.cli._sessions", "gateway.cli._tokens", "gateway.cli._login",
-    "gateway.opencode._tui", "kittiwake_sdk",
+    "gateway.opencode._tui", "kittiwake_sdk", "pluggy", "runtime.plugins._spec",
 )  # fmt: skip
 """What a serving process imports only for a feature it was not asked for: the HTTP client
 (a provider), the exporters (an OTLP endpoint), PostgreSQL (``--store``), the web and LSP
 tools' libraries, PyYAML (front matter), getpass (``auth login``), the MCP SDK (a Location
 starting an MCP server), the browser launcher (``kittiwake web``, an MCP sign-in), the ACP,
 Slack and GitHub rooms and the client commands' modules (``run``, ``sessions``, ``token``,
-``auth login``, ``tui``, the Python SDK); nothing escapes XML with ``xml.sax``."""
+``auth login``, ``tui``, the Python SDK), pluggy and the plugins' hook specifications (a
+Location's first plugin); nothing escapes XML with ``xml.sax``."""
 
 
 async def test_a_serving_process_imports_feature_modules_only_when_used(tmp_path):
