@@ -25,7 +25,7 @@ from opentelemetry.util.types import Attributes
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
 
-    from runtime._recorded import RecordedSpan
+    from runtime._recorded import RecordedSpan, SpanRecorder
 
 TRACER_NAME: Final = "kittiwake"
 _ROOT: Final = Context()
@@ -34,21 +34,32 @@ _ROOT: Final = Context()
 
 class _Recording:
     """Where this context's spans go: the processor, and text or not; and how its spans are
-    made (the SDK's side, imported here: a processor is an SDK object already)."""
+    made (``runtime._recorded``, imported by the first one: a processor is an SDK object,
+    so the SDK is loaded already)."""
 
     __slots__ = ("processor", "record_text", "sink", "recorded", "sdk_span")
 
     def __init__(self, processor: SpanProcessor, record_text: bool) -> None:
-        from runtime._recorded import RecordedSpan, SpanRecorder, sdk_span
-
+        recorder, self.recorded, self.sdk_span = _SDK_SIDE or _sdk_side()
         self.processor = processor
         self.record_text = record_text
         self.sink: Callable[[RecordedSpan], None] | None = (
-            processor.record if isinstance(processor, SpanRecorder) else None
+            processor.record if isinstance(processor, recorder) else None
         )
         """Where ``span`` hands its recorded spans without the SDK's span objects."""
-        self.recorded = RecordedSpan
-        self.sdk_span = sdk_span
+
+
+_SdkSide = tuple["type[SpanRecorder]", "type[RecordedSpan]", "Callable[..., trace.Span]"]
+_SDK_SIDE: _SdkSide | None = None
+"""``runtime._recorded``'s names once the first ``recording`` imported it."""
+
+
+def _sdk_side() -> _SdkSide:
+    global _SDK_SIDE
+    from runtime._recorded import RecordedSpan, SpanRecorder, sdk_span
+
+    _SDK_SIDE = (SpanRecorder, RecordedSpan, sdk_span)
+    return _SDK_SIDE
 
 
 _current: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar(
