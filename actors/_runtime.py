@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -44,7 +44,10 @@ from runtime.tools import (
     run_tool_output_cleanup,
     session_tools,
 )
-from storage import SessionsWithPending, TelemetryOptions, TelemetryStore
+from storage import SessionsWithPending, TelemetryOptions
+
+if TYPE_CHECKING:
+    from storage import TelemetryStore
 
 __all__ = ["Runtime", "open_runtime"]
 

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/gateway.py [--sequential 50] [--concurrent 20] [--rounds 5]
                                        [--runs 3] [--cold 5] [--telemetry] [--pairs 0]
-                                       [--opencode]
+                                       [--opencode] [--tree PATH] [--serve-config JSON]
 
 Every server is a child process (this file with ``--serve``): a runtime on a temporary
 DuckDB store served by Hypercorn's trio worker, its cyclic collector paused until it accepts
@@ -33,8 +33,12 @@ with httpx (one keep-alive pool), whose CPU per prompt is printed beside it:
 - cold start: ``kittiwake serve`` in a fresh process until the first 200 from /api/health,
   and the CPU the process used by then (every thread, from ``/proc``: steadier than the
   wall time on a shared machine);
-- idle RSS and threads of that process one second after startup, and how much of that RSS
-  is DuckDB's shared library (its pages mapped, from ``/proc/<pid>/smaps``).
+- idle RSS and threads of that process one second after startup, how much of that RSS is
+  anonymous memory (``RssAnon``) and how much DuckDB's shared library (its pages mapped,
+  from ``/proc/<pid>/smaps``). ``--tree PATH`` starts these servers from another checkout
+  (its directory first on the path, with this environment's packages) to compare two
+  trees with one benchmark; ``--serve-config JSON`` hands them a configuration
+  (``KITTIWAKE_CONFIG_CONTENT``, e.g. ``{"telemetry": {"enabled": false}}``).
 
 Warm figures are the median over ``--runs`` fresh servers. ``--opencode`` measures ``opencode
 serve --pure`` 1.18.33 (``bench/_opencode.py``, offline; ``make opencode``) on the same mock in
@@ -407,11 +411,12 @@ async def _first_200(url: str, deadline: float) -> float:
 
 class Cold(msgspec.Struct):
     """One fresh ``kittiwake serve``: seconds to its first 200, CPU seconds used by then,
-    MiB resident (of it, DuckDB's library) and threads one second later."""
+    MiB resident (of it anonymous, and DuckDB's library) and threads one second later."""
 
     wall: float
     cpu: float
     rss: float
+    anonymous: float
     library: float
     threads: int
 
@@ -422,11 +427,16 @@ async def _cold(args: argparse.Namespace) -> list[Cold]:
         with tempfile.TemporaryDirectory() as tmp:
             port = free_port()
             env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "KITTIWAKE_DATA_DIR": tmp}
+            tree = args.tree or ROOT
+            if args.tree is not None:
+                env["PYTHONPATH"] = str(tree)
+            if args.serve_config is not None:
+                env["KITTIWAKE_CONFIG_CONTENT"] = args.serve_config
             kittiwake = [sys.executable, "-m", "gateway", "serve", "--port", str(port)]
             async with trio.open_nursery() as nursery:
                 start = time.perf_counter()
                 proc = await nursery.start(
-                    partial(trio.run_process, kittiwake, check=False, env=env, cwd=ROOT,
+                    partial(trio.run_process, kittiwake, check=False, env=env, cwd=tree,
                             stdout=trio.lowlevel.FdStream(os.open(os.devnull, os.O_WRONLY)),
                             stderr=trio.lowlevel.FdStream(os.open(os.devnull, os.O_WRONLY)))
                 )  # fmt: skip
@@ -434,7 +444,9 @@ async def _cold(args: argparse.Namespace) -> list[Cold]:
                 cpu = cpu_seconds(proc.pid)
                 await trio.sleep(1.0)
                 rss, threads = _status(proc.pid, "VmRSS") / 1024, _status(proc.pid, "Threads")
-                starts.append(Cold(ready - start, cpu, rss, _library_mib(proc.pid), threads))
+                anonymous = _status(proc.pid, "RssAnon") / 1024
+                library = _library_mib(proc.pid)
+                starts.append(Cold(ready - start, cpu, rss, anonymous, library, threads))
                 proc.terminate()
     return starts
 
@@ -515,7 +527,9 @@ async def _measure(args: argparse.Namespace) -> None:
               f"over {len(starts)} ({per_run}); CPU by then: median "
               f"{statistics.median(c.cpu for c in starts):.2f} s ({cpus})")  # fmt: skip
         print(f"idle RSS after start: median {statistics.median(c.rss for c in starts):.1f} MiB "
-              f"({', '.join(f'{c.rss:.1f}' for c in starts)}), of it DuckDB's library "
+              f"({', '.join(f'{c.rss:.1f}' for c in starts)}), of it anonymous "
+              f"{statistics.median(c.anonymous for c in starts):.1f} MiB "
+              f"({', '.join(f'{c.anonymous:.1f}' for c in starts)}), DuckDB's library "
               f"{statistics.median(c.library for c in starts):.1f} MiB; "
               f"{statistics.median(c.threads for c in starts):.0f} threads")  # fmt: skip
 
@@ -607,6 +621,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--pairs", type=int, default=0, help="telemetry off / on pairs (overhead, see above)"
+    )
+    parser.add_argument(
+        "--tree", type=Path, help="start the cold-start servers from this checkout instead"
+    )
+    parser.add_argument(
+        "--serve-config",
+        help="configuration JSON of the cold-start servers (KITTIWAKE_CONFIG_CONTENT)",
     )
     parser.add_argument(
         "--opencode", action="store_true",

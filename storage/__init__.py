@@ -2,7 +2,9 @@
 store. All SQL lives here.
 
 The PostgreSQL names (``PostgresStore``, ``PostgresStatistics``, ``Listener``, ``listen``)
-load on first use (PEP 562), so a DuckDB process never imports psycopg.
+load on first use (PEP 562), so a DuckDB process never imports psycopg; so does
+``TelemetryStore`` (it imports OpenTelemetry's SDK), so a process with telemetry off never
+imports the SDK.
 
 The runtime talks to storage through the port: the ``Store`` protocol and its typed
 commands and queries (``storage._port``).
@@ -90,17 +92,17 @@ from storage._store import EventStore as EventStore
 from storage._store import Outcome as Outcome
 from storage._store import StoreStatistics as StoreStatistics
 from storage._store import decode_stored as decode_stored
-from storage._telemetry import TELEMETRY_FILE as TELEMETRY_FILE
-from storage._telemetry import TEXT_ATTRIBUTES as TEXT_ATTRIBUTES
-from storage._telemetry import SummaryKey as SummaryKey
-from storage._telemetry import TelemetryOptions as TelemetryOptions
-from storage._telemetry import TelemetryStore as TelemetryStore
+from storage._telemetry_options import TELEMETRY_FILE as TELEMETRY_FILE
+from storage._telemetry_options import TEXT_ATTRIBUTES as TEXT_ATTRIBUTES
+from storage._telemetry_options import SummaryKey as SummaryKey
+from storage._telemetry_options import TelemetryOptions as TelemetryOptions
 
 if TYPE_CHECKING:
     from storage._pg_listen import Listener as Listener
     from storage._pg_listen import listen as listen
     from storage._postgres import PostgresStatistics as PostgresStatistics
     from storage._postgres import PostgresStore as PostgresStore
+    from storage._telemetry import TelemetryStore as TelemetryStore
 
 __all__ = [
     "AcquireLease",
@@ -198,6 +200,7 @@ _HOMES = {
     "Listener": "storage._pg_listen",
     "PostgresStatistics": "storage._postgres",
     "PostgresStore": "storage._postgres",
+    "TelemetryStore": "storage._telemetry",
     "listen": "storage._pg_listen",
 }
 

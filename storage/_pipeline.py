@@ -30,7 +30,7 @@ from storage._port import AdmitAndOpen, AdmitPrompt, AppendWithPending, Command,
 from storage._records import RecordRow
 from storage._rows import RowSet
 from storage._state import DB_FILE
-from storage._telemetry import batch_span, end_batch_span
+from storage._telemetry_options import batch_span, end_batch_span
 
 __all__ = ["JournalRecord", "Outcome", "WritePipeline", "decode_record", "encode_record"]
 

@@ -68,7 +68,7 @@ from storage._port import (
     ReleaseLease,
     RenewLease,
 )
-from storage._telemetry import batch_span, end_batch_span
+from storage._telemetry_options import batch_span, end_batch_span
 
 __all__ = ["PostgresStatistics", "PostgresStore"]
 

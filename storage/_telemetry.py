@@ -17,6 +17,11 @@ than ``retention_days`` go, then the oldest ones until the data fits ``max_bytes
 Queries (:meth:`TelemetryStore.spans`, :meth:`TelemetryStore.summary`) are DuckDB SQL on a
 cursor of their own, after the spans still queued are written; call them from a worker
 thread.
+
+This module imports OpenTelemetry's SDK (a ``SpanRecorder`` is an SDK ``SpanProcessor``):
+``storage`` names ``TelemetryStore`` on first use (PEP 562), and the options, file name and
+the store's batch spans are in ``storage._telemetry_options``, so a process with telemetry
+off never imports it.
 """
 
 from __future__ import annotations
@@ -26,30 +31,25 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import duckdb
 import msgspec
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import Span as ApiSpan
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
-from runtime.telemetry import RecordedSpan, SpanBuffer, SpanRecorder, TailSampler, child_span
+from runtime.telemetry import RecordedSpan, SpanBuffer, SpanRecorder, TailSampler
+from storage._telemetry_options import (
+    TELEMETRY_FILE,
+    TEXT_ATTRIBUTES,
+    SummaryKey,
+    TelemetryOptions,
+)
 from storage._worker import Worker
 
-__all__ = [
-    "TELEMETRY_FILE",
-    "TEXT_ATTRIBUTES",
-    "SummaryKey",
-    "TelemetryOptions",
-    "TelemetryStore",
-]
+__all__ = ["TelemetryStore"]
 
 _log = logging.getLogger("kittiwake.telemetry")
-TELEMETRY_FILE: Final = "telemetry.duckdb"
-TEXT_ATTRIBUTES: Final = frozenset({"kittiwake.prompt", "kittiwake.answer"})
-"""Attributes holding prompt or answer text: kept only with ``record_text``."""
-SummaryKey = Literal["model", "session", "day"]
 _NS_PER_DAY: Final = 86_400 * 10**9
 _QUERY_FLUSH_MS: Final = 5_000
 """How long a query waits for the queued spans to be written before it reads without them."""
@@ -104,42 +104,6 @@ _COLUMN_ATTRIBUTES: Final = (
     ("cost", "kittiwake.cost"), ("ttft_ms", "kittiwake.ttft_ms"),
 )  # fmt: skip
 _COLUMN_OF: Final = {name: column for column, name in _COLUMN_ATTRIBUTES}
-
-
-class TelemetryOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """Where and how long spans are kept (``telemetry`` in ``kittiwake.json``)."""
-
-    retention_days: float = 7.0
-    """Spans that ended longer ago than this are deleted."""
-    max_bytes: int = 256 * 1024 * 1024
-    """The oldest spans are deleted while the tables take more than this."""
-    record_text: bool = False
-    """Whether prompt and answer text attributes are kept (``TEXT_ATTRIBUTES``)."""
-    flush_interval: float = 5.0
-    """Seconds finished spans gather before the writer samples and writes them: fewer,
-    larger transactions (a write costs some 3 ms of CPU whatever its size). The queries
-    write what is buffered first."""
-    batch_max: int = 4096
-    """Buffered spans that start the writer at once, gathering or not."""
-    buffer_max: int = 16_384
-    """Finished spans the buffer holds for the writer; a span finished while it is full
-    is dropped and counted (``dropped``, ``buffer_full``). Nothing blocks the thread that
-    ends a span, and the span objects it holds are what this bounds (some 1-2 KB each)."""
-    pending_max: int = 16_384
-    """Spans held for traces whose root span has not ended yet; past it the oldest such
-    trace is decided without its root (kept when it has an error, or by the draw)."""
-    retention_every: float = 300.0
-    """Seconds between retention sweeps."""
-    sample: float = 0.05
-    """The share of the traces that neither failed nor were slow kept (a drain's, a
-    request's): every trace is recorded, and one with an error or whose root took longer
-    than the running p95 of its name is always kept (tail sampling, ``TailSampler``); 1.0
-    keeps all. The summary's turns, tokens, cost and errors count every turn whatever it
-    is (they come from the events); its percentiles come from the kept traces."""
-    otlp_endpoint: str | None = None
-    """An OTLP/HTTP traces endpoint (``http://host:4318/v1/traces``) that also gets the spans."""
-    otlp_headers: dict[str, str] = {}
-    """Headers sent with each OTLP export (e.g. an authorization token)."""
 
 
 class TelemetryStore(SpanRecorder):
@@ -450,34 +414,6 @@ class TelemetryStore(SpanRecorder):
             "p95_ms": {name: round(ms, 3) for name, ms in self._p95_ms.items()},
             "flushes": self.flushes, "last_flush_ms": round(self.last_flush_ms, 2),
         }  # fmt: skip
-
-
-def batch_span(operations: int, events: int) -> ApiSpan | None:
-    """A ``storage.batch`` span started now under the current span, or None when that
-    is not recorded here."""
-    return child_span(
-        "storage.batch",
-        {"kittiwake.storage.operations": operations, "kittiwake.storage.events": events},
-    )
-
-
-def end_batch_span(
-    span: ApiSpan | None, started: float, journaled: float | None = None, *,
-    fsync_ms: float | None = None, error: BaseException | None = None,
-) -> None:  # fmt: skip
-    """End *span* (from ``batch_span``) with its journal write, fdatasync and commit times
-    (``started`` and ``journaled`` are ``perf_counter`` readings); any thread may call it."""
-    if span is None:
-        return
-    figures = {"kittiwake.storage.commit_ms": round((time.perf_counter() - started) * 1e3, 3)}
-    if journaled is not None:
-        figures["kittiwake.storage.journal_ms"] = round((journaled - started) * 1e3, 3)
-    if fsync_ms is not None:
-        figures["kittiwake.storage.fsync_ms"] = round(fsync_ms, 3)
-    span.set_attributes(figures)  # one call: the SDK takes its lock once
-    if error is not None:
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
-    span.end()
 
 
 def _count(conn: duckdb.DuckDBPyConnection) -> int:

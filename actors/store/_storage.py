@@ -38,7 +38,6 @@ import pykka
 import trio
 from opentelemetry import trace
 from opentelemetry.context import attach, detach
-from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from actors.kernel import (
@@ -57,6 +56,8 @@ from runtime.telemetry import active_processor, current_span_context, recording
 from storage import Command, Events, EventStore, Outcome, Query, StoredEvent
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import SpanProcessor
+
     from storage import PostgresStore
 
 __all__ = ["DRAIN_FENCE", "StorageActor", "StorageMode"]

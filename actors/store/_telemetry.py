@@ -1,37 +1,23 @@
-"""A runtime's telemetry: its span tables, and an OTLP exporter beside them when configured."""
+"""A runtime's telemetry: its span tables, and an OTLP exporter beside them when configured.
+
+OpenTelemetry's SDK and the tables' module load when ``open_telemetry`` runs (telemetry on).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from storage import TelemetryOptions, TelemetryStore
+from storage import TelemetryOptions
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    from storage import TelemetryStore
 
 __all__ = ["open_telemetry"]
-
-
-class _SdkSpans(SpanProcessor):
-    """The tables as a plain SDK ``SpanProcessor`` (not a ``SpanRecorder``), so that spans
-    reach them as the SDK's, which the OTLP exporter encodes: the tables sample them and
-    hand the kept ones to the exporter."""
-
-    def __init__(self, store: TelemetryStore) -> None:
-        self._store = store
-
-    def on_start(self, span: Span, parent_context: Any = None) -> None:
-        return None
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self._store.on_end(span)
-
-    def shutdown(self) -> None:
-        self._store.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self._store.force_flush(timeout_millis)
 
 
 async def open_telemetry(
@@ -45,11 +31,15 @@ async def open_telemetry(
     Raises duckdb.Error when the telemetry file cannot be opened; cancellation waits for the
     opening thread.
     """
+    from storage import TelemetryStore
+
     if options.otlp_endpoint is None:
         store = await trio.to_thread.run_sync(TelemetryStore.open, directory, options)
         return store, store
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from actors.store._sdk_spans import SdkSpans
 
     exporter = OTLPSpanExporter(endpoint=options.otlp_endpoint, headers=options.otlp_headers)
     export = BatchSpanProcessor(exporter)
@@ -58,4 +48,4 @@ async def open_telemetry(
     except BaseException:
         export.shutdown()  # its thread
         raise
-    return store, _SdkSpans(store)
+    return store, SdkSpans(store)

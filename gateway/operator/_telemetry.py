@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 import trio
@@ -27,7 +27,10 @@ from actors import Runtime, SessionActor
 from gateway.http import HTML, Answer, Gateway, GatewayError, Room, RouteTable
 from gateway.operator._inspector import INSPECTOR_HTML
 from runtime import SessionInfo
-from storage import Statistics, SummaryKey, TelemetryStore, Usage, UsageRow
+from storage import Statistics, SummaryKey, Usage, UsageRow
+
+if TYPE_CHECKING:
+    from storage import TelemetryStore
 
 __all__ = [
     "DEFAULT_SAMPLES",

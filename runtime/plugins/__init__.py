@@ -6,7 +6,16 @@ in ``.kittiwake/plugins/`` (or the global configuration folder's ``plugins/``), 
 configuration's ``plugin`` key; each open Location's :class:`LocationPlugins` loads its
 plugins, waits for them, and calls their hooks in isolation. The hooks and their values
 are the SDK's contract (``docs/plugins.md``).
+
+pluggy and the hook specifications (``hookimpl``, ``hookspec``, ``PluginSpec``,
+``HOOK_NAMES``) load on first use (PEP 562) or with a Location's first plugin, so a server
+whose Locations have no plugins never imports them.
 """
+
+from __future__ import annotations
+
+import typing as _typing
+from importlib import import_module as _import_module
 
 from runtime import Prompt as Prompt
 from runtime.agents import PermissionAction as PermissionAction
@@ -37,7 +46,6 @@ from runtime.plugins._functions import as_tool as as_tool
 from runtime.plugins._functions import plugin_tool as plugin_tool
 from runtime.plugins._functions import tool_call_of as tool_call_of
 from runtime.plugins._hooks import LocationPlugins as LocationPlugins
-from runtime.plugins._host import HOOK_NAMES as HOOK_NAMES
 from runtime.plugins._host import PluginFailure as PluginFailure
 from runtime.plugins._host import PluginHookError as PluginHookError
 from runtime.plugins._host import PluginHost as PluginHost
@@ -53,27 +61,30 @@ from runtime.plugins._load import PluginDiscovery as PluginDiscovery
 from runtime.plugins._load import PluginSource as PluginSource
 from runtime.plugins._load import discover_plugins as discover_plugins
 from runtime.plugins._load import parse_plugin_entry as parse_plugin_entry
-from runtime.plugins._spec import PROJECT_NAME as PROJECT_NAME
-from runtime.plugins._spec import ChatInfo as ChatInfo
-from runtime.plugins._spec import ChatMessage as ChatMessage
-from runtime.plugins._spec import ChatParams as ChatParams
-from runtime.plugins._spec import CommandCall as CommandCall
-from runtime.plugins._spec import CompactionPrompt as CompactionPrompt
-from runtime.plugins._spec import PermissionAsk as PermissionAsk
-from runtime.plugins._spec import PluginEvent as PluginEvent
-from runtime.plugins._spec import PluginSpec as PluginSpec
-from runtime.plugins._spec import Refusal as Refusal
-from runtime.plugins._spec import SessionRef as SessionRef
-from runtime.plugins._spec import ShellEnvInfo as ShellEnvInfo
-from runtime.plugins._spec import ToolCall as ToolCall
-from runtime.plugins._spec import ToolLike as ToolLike
-from runtime.plugins._spec import ToolResult as ToolResult
-from runtime.plugins._spec import hookimpl as hookimpl
-from runtime.plugins._spec import hookspec as hookspec
+from runtime.plugins._values import PROJECT_NAME as PROJECT_NAME
+from runtime.plugins._values import ChatInfo as ChatInfo
+from runtime.plugins._values import ChatMessage as ChatMessage
+from runtime.plugins._values import ChatParams as ChatParams
+from runtime.plugins._values import CommandCall as CommandCall
+from runtime.plugins._values import CompactionPrompt as CompactionPrompt
+from runtime.plugins._values import PermissionAsk as PermissionAsk
+from runtime.plugins._values import PluginEvent as PluginEvent
+from runtime.plugins._values import Refusal as Refusal
+from runtime.plugins._values import SessionRef as SessionRef
+from runtime.plugins._values import ShellEnvInfo as ShellEnvInfo
+from runtime.plugins._values import ToolCall as ToolCall
+from runtime.plugins._values import ToolLike as ToolLike
+from runtime.plugins._values import ToolResult as ToolResult
 from runtime.tools import Tool as Tool
 from runtime.tools import ToolError as ToolError
 from runtime.tools import ToolFailure as ToolFailure
 from runtime.tools import ToolOutput as ToolOutput
+
+if _typing.TYPE_CHECKING:
+    from runtime.plugins._spec import HOOK_NAMES as HOOK_NAMES
+    from runtime.plugins._spec import PluginSpec as PluginSpec
+    from runtime.plugins._spec import hookimpl as hookimpl
+    from runtime.plugins._spec import hookspec as hookspec
 
 __all__ = [
     "AgentAttachment",
@@ -143,3 +154,16 @@ __all__ = [
     "plugin_tool",
     "tool_call_of",
 ]
+
+_LAZY = frozenset({"HOOK_NAMES", "PluginSpec", "hookimpl", "hookspec"})
+"""The names of ``runtime.plugins._spec``, which imports pluggy."""
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'runtime.plugins' has no attribute {name!r}")
+    return getattr(_import_module("runtime.plugins._spec"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -18,7 +18,7 @@ import msgspec
 import trio
 
 from runtime.llm import TextPart
-from runtime.plugins._spec import ToolCall
+from runtime.plugins._values import ToolCall
 from runtime.tools import Tool, ToolContext, ToolEnvironment, ToolOutput
 
 __all__ = ["ToolMeta", "as_tool", "plugin_tool", "tool_call_of"]

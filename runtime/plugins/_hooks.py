@@ -24,7 +24,7 @@ from runtime.plugins._auth import (
 from runtime.plugins._functions import tool_call_of
 from runtime.plugins._host import PluginHookError, PluginHost
 from runtime.plugins._load import PluginCandidate
-from runtime.plugins._spec import (
+from runtime.plugins._values import (
     ChatInfo,
     ChatMessage,
     ChatParams,

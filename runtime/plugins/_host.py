@@ -1,6 +1,8 @@
 """A Location's plugins: loading, readiness, and calling their hooks in isolation.
 
-Each open Location has one :class:`PluginHost` with a pluggy ``PluginManager`` of its own.
+Each open Location has one :class:`PluginHost` with a pluggy ``PluginManager`` of its own,
+made (and pluggy imported) when its first plugin is registered: a Location without plugins
+never loads pluggy or the hook specifications.
 Hooks are called one implementation at a time, in load order (``tryfirst``/``trylast``
 respected), each bounded by ``PluginLimits.hook_timeout``. A hook that raises or times out
 is logged, recorded as the plugin's last error, reported to ``on_error`` (the runtime
@@ -14,10 +16,9 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import msgspec
-import pluggy
 import trio
 
 from runtime.context import ContributionHandle, SystemContext, SystemContextRegistry
@@ -25,8 +26,11 @@ from runtime.plugins._auth import ProviderAuth
 from runtime.plugins._context import PluginContext, ProcessLimits
 from runtime.plugins._functions import as_tool
 from runtime.plugins._load import PluginCandidate
-from runtime.plugins._spec import PROJECT_NAME, PluginSpec
+from runtime.plugins._values import PROJECT_NAME
 from runtime.tools import ToolContribution, ToolRegistry
+
+if TYPE_CHECKING:
+    import pluggy
 
 __all__ = [
     "PluginFailure",
@@ -41,9 +45,6 @@ __all__ = [
 
 _log = logging.getLogger("kittiwake.plugins")
 PluginState: TypeAlias = Literal["loading", "ready", "failed"]
-HOOK_NAMES: Final = frozenset(
-    name for name, value in vars(PluginSpec).items() if callable(value) and not name.startswith("_")
-)
 _NAMESPACE: Final = re.compile(r"[^a-z0-9._-]+")
 
 
@@ -139,7 +140,7 @@ class _Plugin:
         )  # fmt: skip
 
 
-Impl: TypeAlias = tuple[pluggy.HookImpl, _Plugin]
+Impl: TypeAlias = "tuple[pluggy.HookImpl, _Plugin]"
 
 
 class PluginHost:
@@ -167,8 +168,8 @@ class PluginHost:
         self.limits = limits or PluginLimits()
         self.on_error = on_error
         self._make_context = make_context
-        self._manager = pluggy.PluginManager(PROJECT_NAME)
-        self._manager.add_hookspecs(PluginSpec)
+        self._manager: pluggy.PluginManager | None = None
+        """pluggy's manager, made by the first registration (``_plugin_manager``)."""
         self._plugins: list[_Plugin] = []
         self._impls: dict[str, list[Impl]] = {}
         self._used: frozenset[str] | None = None
@@ -299,20 +300,36 @@ class PluginHost:
             raise TypeError(f"{factory!r} made no plugin (it returned None)")
         return made
 
+    def _plugin_manager(self) -> pluggy.PluginManager:
+        """pluggy's manager of this Location's plugins, made (importing pluggy and the hook
+        specifications) at the first call."""
+        if self._manager is None:
+            import pluggy
+
+            from runtime.plugins._spec import PluginSpec
+
+            self._manager = pluggy.PluginManager(PROJECT_NAME)
+            self._manager.add_hookspecs(PluginSpec)
+        return self._manager
+
+    def _registered(self, obj: Any) -> bool:
+        return self._manager is not None and self._manager.is_registered(obj)
+
     def _register(self, plugin: _Plugin, obj: Any) -> None:
         """Register *obj*'s hooks; refuse unknown hooks, unmarked hook functions and
         wrappers (each named in the error)."""
-        taken = {name for name, _ in self._manager.list_name_plugin()}
+        manager = self._plugin_manager()
+        taken = {name for name, _ in manager.list_name_plugin()}
         name, n = plugin.name, 1
         while name in taken:
             n += 1
             name = f"{plugin.name}#{n}"
-        self._manager.register(obj, name=name)
+        manager.register(obj, name=name)
         plugin.obj = obj
         try:
-            _check(self._manager, obj)
+            _check(manager, obj)
         except ValueError:
-            self._manager.unregister(obj)
+            manager.unregister(obj)
             plugin.obj = None
             raise
         self._forget_impls()
@@ -371,8 +388,8 @@ class PluginHost:
         for handle in (plugin.tools, plugin.context):
             if handle is not None:
                 handle.close()
-        if plugin.obj is not None and self._manager.is_registered(plugin.obj):
-            self._manager.unregister(plugin.obj)
+        if plugin.obj is not None and self._registered(plugin.obj):
+            self._plugin_manager().unregister(plugin.obj)
         self._plugins.remove(plugin)
         self._forget_impls()
 
@@ -380,8 +397,8 @@ class PluginHost:
         """Mark *plugin* failed, withdraw what it offered and report *message* (``None``:
         reported already)."""
         plugin.state = "failed"
-        if plugin.obj is not None and self._manager.is_registered(plugin.obj):
-            self._manager.unregister(plugin.obj)
+        if plugin.obj is not None and self._registered(plugin.obj):
+            self._plugin_manager().unregister(plugin.obj)
             self._forget_impls()
         for handle in (plugin.tools, plugin.context):
             if handle is not None:
@@ -424,6 +441,10 @@ class PluginHost:
     def used(self) -> frozenset[str]:
         """The hooks some loaded plugin implements (kept until one is loaded or unloaded)."""
         if self._used is None:
+            if self._manager is None:  # no plugin was ever registered
+                return frozenset()
+            from runtime.plugins._spec import HOOK_NAMES
+
             self._used = frozenset(h for h in HOOK_NAMES if self.implementations(h))
         return self._used
 
@@ -432,6 +453,8 @@ class PluginHost:
         load order, then ``trylast`` ones."""
         found = self._impls.get(hook)
         if found is None:
+            if self._manager is None:  # no plugin was ever registered
+                return []
             by_obj = {id(p.obj): p for p in self._plugins if p.obj is not None}
             impls = getattr(self._manager.hook, hook).get_hookimpls()
             ordered = sorted(impls, key=lambda i: 0 if i.tryfirst else 2 if i.trylast else 1)
@@ -525,9 +548,10 @@ class PluginHost:
         return [p.status(self._hooks_of(p)) for p in self._plugins]
 
     def _hooks_of(self, plugin: _Plugin) -> list[str]:
-        if plugin.obj is None or not self._manager.is_registered(plugin.obj):
+        if plugin.obj is None or not self._registered(plugin.obj):
             return []
-        return sorted(caller.name for caller in self._manager.get_hookcallers(plugin.obj) or [])
+        callers = self._plugin_manager().get_hookcallers(plugin.obj) or []
+        return sorted(caller.name for caller in callers)
 
     def hook_failed(self, plugin: _Plugin, hook: str, message: str) -> None:
         """Record a plugin's invalid answer to *hook* as its failure (never raises)."""
@@ -537,6 +561,8 @@ class PluginHost:
 def _has_hooks(target: Any) -> bool:
     """Whether *target* itself carries marked hook implementations (a module or object
     registered as it is, even when it also has a ``plugin`` attribute)."""
+    from runtime.plugins._spec import HOOK_NAMES
+
     marker = f"{PROJECT_NAME}_impl"
     return any(
         getattr(getattr(target, name, None), marker, None) is not None for name in HOOK_NAMES
@@ -559,6 +585,8 @@ def _check(manager: pluggy.PluginManager, obj: Any) -> None:
     """Raise ``ValueError`` naming what is wrong with *obj*'s hooks: a hook name the SDK
     does not have, a wrapper, or a function named like a hook but not marked ``@hookimpl``
     (which would never be called)."""
+    from runtime.plugins._spec import HOOK_NAMES
+
     problems: list[str] = []
     marked: set[str] = set()
     for caller in manager.get_hookcallers(obj) or []:

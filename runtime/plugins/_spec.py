@@ -1,4 +1,5 @@
-"""The plugin SDK's contract: the hook specifications and the values hooks receive.
+"""The plugin SDK's contract: the hook specifications (the values hooks receive are in
+``runtime.plugins._values``).
 
 A plugin implements any of these hooks with functions (or methods) marked ``@hookimpl``;
 each may be ``async def`` or plain ``def``. Hooks are called one plugin at a time, in
@@ -8,13 +9,15 @@ than its specification receives only those it names (pluggy's rule).
 Mutating hooks receive the current value and return a replacement, or ``None`` to leave
 it as it is; the next plugin receives what the previous one returned. The value types
 are frozen: build a changed one with ``msgspec.structs.replace``.
+
+This module imports pluggy: it loads with the first plugin a Location loads (or the first
+use of ``hookimpl``, ``hookspec``, ``PluginSpec`` or ``HOOK_NAMES``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final
 
-import msgspec
 import pluggy
 
 from runtime import Prompt
@@ -22,149 +25,27 @@ from runtime.agents import PermissionAction
 from runtime.context import SystemContext
 from runtime.llm import ToolDefinition
 from runtime.plugins._auth import ProviderAuth
-from runtime.tools import Tool, ToolFailure, ToolOutput
+from runtime.plugins._values import (
+    PROJECT_NAME,
+    ChatInfo,
+    ChatMessage,
+    ChatParams,
+    CommandCall,
+    CompactionPrompt,
+    PermissionAsk,
+    PluginEvent,
+    Refusal,
+    SessionRef,
+    ShellEnvInfo,
+    ToolCall,
+    ToolLike,
+    ToolResult,
+)
 
-__all__ = [
-    "ChatInfo",
-    "ChatMessage",
-    "ChatParams",
-    "CommandCall",
-    "CompactionPrompt",
-    "PROJECT_NAME",
-    "PermissionAsk",
-    "PluginEvent",
-    "PluginSpec",
-    "Refusal",
-    "SessionRef",
-    "ShellEnvInfo",
-    "ToolCall",
-    "ToolLike",
-    "ToolResult",
-    "hookimpl",
-    "hookspec",
-]
-
-PROJECT_NAME = "kittiwake"
-"""pluggy's project name: the namespace every hook of the SDK is registered under."""
+__all__ = ["HOOK_NAMES", "PluginSpec", "hookimpl", "hookspec"]
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
-
-ToolResult: TypeAlias = ToolOutput | ToolFailure
-"""A tool handler's outcome, before the registry bounds it."""
-ToolLike: TypeAlias = Tool[Any] | Any
-"""What the ``tool`` hook returns: ``Tool`` objects, or typed Python functions (async or
-not; see ``runtime.plugins.plugin_tool``)."""
-
-
-class SessionRef(msgspec.Struct, frozen=True, kw_only=True):
-    """The session a hook is about, and its Location."""
-
-    session_id: str
-    directory: str
-
-
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
-    """One tool call as the tool hooks see it: which tool, whose session, which agent (the
-    effective agent of the provider turn that issued it), and the call's ids."""
-
-    tool: str
-    session_id: str
-    agent: str
-    call_id: str
-    message_id: str
-    directory: str
-
-
-class Refusal(msgspec.Struct, frozen=True):
-    """Returned by ``tool_execute_before`` to refuse a call: it fails with *reason* and
-    nothing runs."""
-
-    reason: str
-
-
-class PermissionAsk(msgspec.Struct, frozen=True, kw_only=True):
-    """A permission decision about to be made for *call*: *permission* on *resources*
-    (paths relative to the Location, a command line, a URL, ...) and what the agent's
-    rules decided (``allow`` or ``ask``; a configured ``deny`` is final and not asked
-    about)."""
-
-    call: ToolCall
-    permission: str
-    resources: list[str]
-    status: Literal["allow", "ask"]
-
-
-class ShellEnvInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A shell command about to run: its Location, its working directory, the session and
-    call it runs for."""
-
-    directory: str
-    cwd: str
-    session_id: str
-    call_id: str
-
-
-class ChatInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """The provider turn a request is assembled for."""
-
-    session_id: str
-    directory: str
-    agent: str
-    provider_id: str
-    model_id: str
-
-
-class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
-    """A user message about to be admitted: its session, its id, the Location, the agent
-    and model its session's next provider turn would run with, and how it is delivered
-    (``steer`` or ``queue``)."""
-
-    session_id: str
-    message_id: str
-    directory: str
-    agent: str
-    provider_id: str
-    model_id: str
-    delivery: Literal["steer", "queue"]
-
-
-class ChatParams(msgspec.Struct, frozen=True, kw_only=True):
-    """Generation controls and provider options of one request (``None``: the provider's
-    default)."""
-
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    max_output_tokens: int | None = None
-    options: dict[str, Any] = {}
-
-
-class CommandCall(msgspec.Struct, frozen=True, kw_only=True):
-    """A command about to be admitted as a session's prompt."""
-
-    command: str
-    arguments: str
-    session_id: str
-    directory: str
-
-
-class CompactionPrompt(msgspec.Struct, frozen=True, kw_only=True):
-    """What a compaction's summary request asks: *context* lines appended to the prompt, or
-    *prompt* replacing it (``None``: the agent's or the built-in one)."""
-
-    context: list[str] = []
-    prompt: str | None = None
-
-
-class PluginEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """A committed event of a session (``session.next.*``, ``session.run.failed``,
-    ``todo.updated``, ...): its type, session, sequence number and data as JSON values."""
-
-    type: str
-    session_id: str
-    seq: int
-    properties: dict[str, Any]
 
 
 class PluginSpec:
@@ -283,3 +164,9 @@ class PluginSpec:
         going: the text becomes a synthetic user message and the drain runs another
         provider turn. *continued*: how many times this drain was kept going already (at
         most ``PluginLimits.max_continuations``; then the hook is not asked)."""
+
+
+HOOK_NAMES: Final = frozenset(
+    name for name, value in vars(PluginSpec).items() if callable(value) and not name.startswith("_")
+)
+"""The names of the SDK's hooks."""

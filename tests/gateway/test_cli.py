@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 import trio
 
 from gateway.cli._main import default_data_dir
@@ -136,17 +137,24 @@ _FEATURE_ONLY = (
     "opentelemetry.sdk.trace.export", "psycopg", "xml", "yaml", "mcp", "webbrowser",
     "gateway.acp", "gateway.slack", "gateway.github", "gateway.cli._acp", "gateway.cli._slack",
     "gateway.cli._terminal", "gateway.cli._sessions", "gateway.cli._tokens", "gateway.cli._login",
-    "gateway.opencode._tui", "kittiwake_sdk",
+    "gateway.opencode._tui", "kittiwake_sdk", "pluggy", "runtime.plugins._spec",
 )  # fmt: skip
 """What a serving process imports only for a feature it was not asked for: the HTTP client
 (a provider), the exporters (an OTLP endpoint), PostgreSQL (``--store``), the web and LSP
 tools' libraries, PyYAML (front matter), getpass (``auth login``), the MCP SDK (a Location
 starting an MCP server), the browser launcher (``kittiwake web``, an MCP sign-in), the ACP,
 Slack and GitHub rooms and the client commands' modules (``run``, ``sessions``, ``token``,
-``auth login``, ``tui``, the Python SDK); nothing escapes XML with ``xml.sax``."""
+``auth login``, ``tui``, the Python SDK), pluggy and the plugins' hook specifications (a
+Location's first plugin); nothing escapes XML with ``xml.sax``."""
 
 
-async def test_a_serving_process_imports_feature_modules_only_when_used(tmp_path):
+_TELEMETRY_ONLY = ("opentelemetry.sdk", "runtime._recorded", "storage._telemetry")
+"""What a serving process imports only with telemetry on: OpenTelemetry's SDK, the
+recording side of the tracer and the telemetry tables."""
+
+
+@pytest.mark.parametrize("telemetry", [True, False], ids=["telemetry", "no-telemetry"])
+async def test_a_serving_process_imports_feature_modules_only_when_used(tmp_path, telemetry):
     # The import-time probes above miss what start-up and requests import later: this is
     # `kittiwake serve` itself (DuckDB, no provider), asked for its health, a session, a
     # prompt (its turn fails: no provider) and OpenCode's session list, then stopped.
@@ -164,6 +172,8 @@ async def test_a_serving_process_imports_feature_modules_only_when_used(tmp_path
         "PATH": os.environ["PATH"], "HOME": str(tmp_path), "KITTIWAKE_SERVER_PASSWORD": "",
         "KITTIWAKE_DATA_DIR": str(tmp_path / "data"),
     }  # fmt: skip
+    if not telemetry:
+        env["KITTIWAKE_CONFIG_CONTENT"] = '{"telemetry": {"enabled": false}}'
     server = await trio.lowlevel.open_process(
         [sys.executable, "-c", probe], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, cwd=project, env=env,
@@ -184,3 +194,4 @@ async def test_a_serving_process_imports_feature_modules_only_when_used(tmp_path
     loaded = set(listing.read_text().split())
     assert "gateway.http._serve" in loaded and "runtime.telemetry" in loaded
     assert [m for m in _FEATURE_ONLY if m in loaded] == []
+    assert [m for m in _TELEMETRY_ONLY if m in loaded] == ([*_TELEMETRY_ONLY] if telemetry else [])
