@@ -45,11 +45,11 @@ def _admit(b: WriteBatch, c: p.AdmitPrompt) -> tuple[ev.InputAdmitted, bool]:
 
 def _admit_and_open(
     b: WriteBatch, c: p.AdmitAndOpen
-) -> tuple[ev.InputAdmitted, list[ev.InputAdmitted], list[ev.InputAdmitted]]:
+) -> tuple[ev.InputAdmitted, list[ev.InputAdmitted], list[ev.InputAdmitted], ev.SessionInfo]:
     receipt, _ = _admit(b, c.admit)
     sid = c.admit.session_id
     promoted = b.promote(sid, opening=True, timestamp=c.admit.timestamp)
-    return receipt, promoted, b.pending(sid)
+    return receipt, promoted, b.pending(sid), b.session(sid)
 
 
 def _promote(

@@ -63,6 +63,9 @@ class ClusterCaches(PostgresQueries):
     _fresh_reads: bool
     """Reads answered right after a batch (``then``) need no revalidation: the batch
     held its sessions' locks until it committed."""
+    version_checks: int
+    """Cluster mode: round trips reads made to compare their sessions' versions with the
+    server's (one for the reads answered together); ``PostgresStatistics`` reports it."""
 
     def _validate(self, owner: str | None) -> None:
         """Set up the validation state (empty) of a store opened for *owner*."""
@@ -72,11 +75,13 @@ class ClusterCaches(PostgresQueries):
         self._indexed = 0
         self._leases_read = None
         self._fresh_reads = False
+        self.version_checks = 0
 
     def _revalidate(self, session_ids: Sequence[str]) -> None:
         """Drop the cached state of every session another worker wrote since this store's
         caches were filled."""
         ids = sorted(set(session_ids))
+        self.version_checks += 1
         self._revalidated(ids, self.pg.execute(_VERSIONS, [ids]).fetchall())
 
     def _revalidated(self, session_ids: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -169,6 +174,7 @@ class ClusterCaches(PostgresQueries):
                 versions = pg.execute(_VERSIONS, [ids]) if ids else None
                 leases = pg_leases_of(pg, leased) if leased else None
             if versions is not None:
+                self.version_checks += 1
                 self._revalidated(ids, versions.fetchall())
             if leases is not None:
                 self._leases_read = pg_lease_answers(leases, leased)

@@ -126,10 +126,16 @@ class AdmitPrompt(Command[tuple[ev.InputAdmitted, bool]], frozen=True, tag="prom
 
 
 class AdmitAndOpen(
-    Command[tuple[ev.InputAdmitted, Pending, Pending]], frozen=True, tag="prompt.admit_and_open"
+    Command[tuple[ev.InputAdmitted, Pending, Pending, ev.SessionInfo]],
+    frozen=True,
+    tag="prompt.admit_and_open",
 ):
     """Admit, then open the session's next activity in the same batch (the promotion
-    rule, ``runtime.to_promote`` with ``opening``): (receipt, promoted, still pending).
+    rule, ``runtime.to_promote`` with ``opening``): (receipt, promoted, still pending,
+    the session's info after them). The info is read in the batch, as ``GetSession``
+    would answer right after it: a cluster store's batch holds the session's row lock
+    (or checks its version) while planning, so the opened activity needs no read of its
+    own to learn what another worker changed before it.
 
     With *lease* (cluster mode: the lease its holder parked while idle), the activity
     opens under that lease, taken back in the same batch as ``RenewLease`` does. Raises

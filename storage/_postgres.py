@@ -104,6 +104,9 @@ class PostgresStatistics(msgspec.Struct, frozen=True, kw_only=True):
     database_bytes: int
     wal_lsn: int
     """The server's current WAL position, in bytes."""
+    version_checks: int = 0
+    """Cluster mode: round trips reads made to check their sessions' versions (a read
+    right after a batch, ``then``, needs none)."""
 
 
 class _Placeholders:
@@ -497,7 +500,7 @@ class PostgresStore(ClusterCaches, WritePipeline):
         assert row is not None
         return PostgresStatistics(
             **self._stats, last_commit_ms=self._last_commit_ms, database_bytes=int(row[0]),
-            wal_lsn=int(row[1]),
+            wal_lsn=int(row[1]), version_checks=self.version_checks,
         )  # fmt: skip
 
     def checkpoint_and_backup(self) -> int:

@@ -41,7 +41,9 @@ async def admit_and_open(
 
     In cluster mode the actor reserves its opening only while it holds its session's
     lease parked: the batch takes the lease back too (``AdmitAndOpen(lease=...)``), so
-    the admission, the lease and the promotion are one transaction. None when another
+    the admission, the lease and the promotion are one transaction, and the session's
+    info read in it goes with the activity (``Opened.info``): the drain it opens does not
+    read the session again to learn what another worker changed. None when another
     worker acquired the lease meanwhile: nothing was written, and the caller admits *op*
     without opening (that worker, or the next acquisition, drives it).
 
@@ -60,7 +62,7 @@ async def admit_and_open(
     answered = False
     try:
         with trio.move_on_after(admission_timeout, shield=True):
-            (receipt, promoted, pending), delta = await storage.write(
+            (receipt, promoted, pending, info), delta = await storage.write(
                 AdmitAndOpen(admit=op, lease=lease),
                 then=HistoryChanges(session_id=sid, generation=generation, version=version),
             )
@@ -83,6 +85,7 @@ async def admit_and_open(
         )
     if actor.lease is not None and lease is not None:
         actor.lease.opened(taken_back=True)  # the drain it opens needs no acquisition
-    actor.hand_opened(Opened(receipt.admitted_seq, promoted, pending, delta, base))
+    seen = info if actor.lease is not None else None  # cluster mode: the drain reads none
+    actor.hand_opened(Opened(receipt.admitted_seq, promoted, pending, delta, base, seen))
     await trio.lowlevel.checkpoint_if_cancelled()
     return receipt

@@ -359,10 +359,20 @@ class SessionActor(Actor[Message]):
             self._recovered = False
 
     async def _read_info(self) -> None:
-        """Cluster mode: read the session's info again before a drain. Another worker may
+        """Cluster mode: learn the session's info again before a drain. Another worker may
         have changed it (switched its agent or model, committed a revert) while the lease
-        was parked here; what this process remembered is from its own writes only. The
-        read checks the session's version, so an unchanged session costs no row read."""
+        was parked here; what this process remembered is from its own writes only.
+
+        A drain an admission opened here starts from the info that admission's batch
+        read under the session's lock (``Opened.info``), with no read of its own. Any
+        other drain (woken by a sweep or another worker's admission, after an
+        acquisition or a takeover, a follow-up in the chain) reads the session: the read
+        checks its version, so an unchanged session costs no row read."""
+        opened = self._opened
+        if opened is not None and opened.info is not None:
+            self._opened = replace(opened, info=None)  # once: a later drain reads
+            self._p.refresh_info(opened.info)
+            return
         info = await self._p.storage.read(GetSession(session_id=self.session_id))
         if info is not None:
             self._p.refresh_info(info)

@@ -45,6 +45,10 @@ class Opened(msgspec.Struct, frozen=True):
     delta: HistoryDelta
     base: tuple[int, int]
     """The history (generation, version) the delta was read against."""
+    info: ev.SessionInfo | None = None
+    """Cluster mode: the session's info as the admitting batch read it, under the
+    session's lock (``AdmitAndOpen``); the drain it opens starts from it instead of
+    reading the session again. None in one process (nothing else changes the session)."""
 
 
 Message = Wake | Run | Interrupt | CompactSoon

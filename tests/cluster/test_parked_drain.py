@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors import ClusterOptions
+from actors import ClusterOptions, Runtime
 from runtime import Location, Prompt, open_runtime
 from runtime.llm import LLMEvent, LLMRequest, ScriptedLLM
-from storage import LeaseOf
+from storage import LeaseOf, PostgresStatistics, Statistics
 from tests.gateway.conftest import answer
 
 
@@ -51,3 +51,50 @@ async def test_a_drain_after_a_parking_write_takes_the_lease_back_under_its_toke
         assert lease is not None and (lease.token, lease.parked) == (1, True)
     else:  # free at once, the resume having driven under a lease acquired again
         assert lease is None
+
+
+async def _version_checks(rt: Runtime) -> int:
+    stats = await rt.storage.read(Statistics())
+    assert isinstance(stats, PostgresStatistics)
+    return stats.version_checks
+
+
+async def test_a_drain_an_admission_opened_reads_no_session_yet_sees_another_workers_switch(
+    tmp_path: Path, postgres_database: str
+) -> None:
+    """Prompts to a session whose lease is parked here: each admission's batch takes the
+    lease back, promotes and reads the session's info under its lock, so the drain it
+    opens checks no session version of its own (before: one per prompt). An agent switch
+    made through another worker in between still reaches the next turn."""
+    llm = ScriptedLLM(lambda request: answer("ok"))
+    options = {"lease_idle": 600.0, "sweep_every": 600.0}  # parked throughout, no sweep
+    location = Location(directory=str(tmp_path))
+    async with (
+        open_runtime(
+            data_dir=tmp_path / "a", llm=llm, store_url=postgres_database,
+            cluster=ClusterOptions(owner="w1", **options),
+        ) as a,
+        open_runtime(
+            data_dir=tmp_path / "b", llm=llm, store_url=postgres_database,
+            cluster=ClusterOptions(owner="w2", **options),
+        ) as b,
+    ):  # fmt: skip
+        sid = (await a.sessions.create(location=location)).id
+
+        async def prompt(text: str) -> None:
+            await a.sessions.prompt(sid, prompt=Prompt(text=text))
+            with trio.fail_after(30):
+                await a.sessions.wait_idle(sid)
+
+        await prompt("one")  # acquires the lease, parks it
+        before = await _version_checks(a)
+        for n in range(5):
+            await prompt(f"again {n}")
+        checks = await _version_checks(a) - before
+        await b.sessions.switch_agent(sid, "plan")
+        await prompt("planned")
+        lease = await a.storage.read(LeaseOf(session_id=sid))
+    assert checks == 0
+    plans = ["# Plan mode" in " ".join([*r.system, str(r.messages)]) for r in llm.requests]
+    assert plans == [False] * 6 + [True]
+    assert lease is not None and (lease.owner, lease.token, lease.parked) == ("w1", 1, True)

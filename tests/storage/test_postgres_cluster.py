@@ -372,6 +372,29 @@ def test_a_lease_parked_by_one_store_and_acquired_by_another_fences_the_first_of
     assert [r.id for r in promoted] == ["msg_a"]
 
 
+def test_an_opening_admission_answers_what_another_store_changed_under_its_lock(
+    two: list[PostgresStore],
+) -> None:
+    """A holds the session cached and its lease parked; B switches the session's agent.
+    A's opening admission is planned on its stale caches first: the batch's version check
+    sends it back under the session's lock, and the info it answers has B's switch."""
+    a, b = two
+    _write(a, CreateSession(info=_info("ses_a")))
+    held = _write(a, AcquireLease(session_id="ses_a", owner="w1", ttl_ms=60_000))
+    assert isinstance(held, Lease)
+    _write(a, ParkLease(session_id="ses_a", owner="w1", token=held.token, idle_ms=60_000))
+    cached = _read(a, GetSession(session_id="ses_a"))
+    assert isinstance(cached, ev.SessionInfo) and cached.agent is msgspec.UNSET
+    switched = ev.AgentSwitched(timestamp=2, session_id="ses_a", message_id="msg_s", agent="plan")
+    _write(b, Append(session_id="ses_a", events=[switched]))
+    renewal = RenewLease(session_id="ses_a", owner="w1", token=held.token, ttl_ms=60_000)
+    opened = _write(a, AdmitAndOpen(admit=_admit("ses_a", "msg_a"), lease=renewal))
+    receipt, promoted, _, info = opened  # type: ignore[misc]
+    assert [r.id for r in promoted] == [receipt.id] == ["msg_a"]
+    assert isinstance(info, ev.SessionInfo) and info.agent == "plan"
+    assert info == _read(b, GetSession(session_id="ses_a"))
+
+
 def test_a_worker_stopped_inside_a_batch_loses_its_connection_and_frees_the_session(
     postgres_database: str, tmp_path: Path
 ) -> None:

@@ -215,11 +215,12 @@ async def test_admission_promotion_and_history(
         view = await _read(store, HistoryChanges(session_id="ses_a", generation=-1, version=-1))
         assert view.full and [m.id for _, m in view.entries] == ["msg_s"]
         # Admit and open in one batch; the queued prompt opens its own activity.
-        receipt, promoted, pending = await _write(
+        receipt, promoted, pending, info = await _write(
             store, AdmitAndOpen(admit=_admit("ses_a", "msg_q2", "queue", "after"))
         )
         assert receipt.id == "msg_q2"
         assert [r.id for r in promoted] == ["msg_q"] and [r.id for r in pending] == ["msg_q2"]
+        assert info == await _read(store, GetSession(session_id="ses_a"))  # read in the batch
         delta = await _read(
             store,
             HistoryChanges(session_id="ses_a", generation=view.generation, version=view.version),
@@ -362,8 +363,9 @@ async def test_an_admission_unless_reverted_is_refused_while_a_revert_stands(
         assert await _read(store, PendingInputs(session_id="ses_a")) == []
         committed = ev.RevertCommitted(timestamp=5, session_id="ses_a", message_ids=["msg_1"])
         await _write(store, Append(session_id="ses_a", events=[committed]))
-        receipt, promoted, _ = await _write(store, AdmitAndOpen(admit=second))
+        receipt, promoted, _, info = await _write(store, AdmitAndOpen(admit=second))
         assert receipt.id == "msg_2" and [r.id for r in promoted] == ["msg_2"]
+        assert info.revert is msgspec.UNSET  # the session as the admission left it
 
 
 async def test_a_question_reply_admits_its_late_answer_only_for_a_failed_call(

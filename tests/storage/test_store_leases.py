@@ -208,7 +208,7 @@ async def test_a_parked_lease_is_taken_back_under_its_token_by_its_holder(
             store, ParkLease(session_id="ses_a", owner="w1", token=held.token, idle_ms=60_000)
         )
         renewal = RenewLease(session_id="ses_a", owner="w1", token=held.token, ttl_ms=60_000)
-        receipt, promoted, pending = await _write(
+        receipt, promoted, pending, _ = await _write(
             store, AdmitAndOpen(admit=_admit("ses_a", "msg_1"), lease=renewal)
         )
         assert [r.id for r in promoted] == ["msg_1"] and pending == []
