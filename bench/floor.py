@@ -15,7 +15,9 @@ a child process measured exactly as ``kittiwake serve`` is:
   JSON body read and decoded with msgspec, a JSON answer) and ``POST .../wait`` (a JSON
   answer), nothing of Kittiwake's imported;
 - ``provider``: and the prompt streams one chat-completions answer from the local mock
-  through one ``httpx.AsyncClient`` (the provider hop, the answer's SSE lines read);
+  through one ``httpx.AsyncClient`` on Kittiwake's provider transport (h11 framing, one
+  pooled connection checked per request: ``provider_http_client``), made at the first
+  prompt so that the start and idle figures hold none of Kittiwake's code;
 - ``store``: and two DuckDB files open as the runtime opens them (the store's and
   telemetry's, each a table created and queried at start), each prompt writing two rows
   (the admission and the turn, a commit each) on a worker thread;
@@ -29,6 +31,8 @@ and over ``--sequential`` prompts spread across ``--concurrent`` sessions at onc
 client: ``POST /prompt`` then ``POST /wait``), and ``--cold`` fresh starts (to the first 200
 of ``/api/health``: seconds, CPU by then, RSS one second later). Medians over the rounds.
 The floor levels' collectors are settled as ``kittiwake serve`` settles its own.
+``--one-request`` sends one request per prompt instead: the floor levels' prompt route
+alone, and Kittiwake's OpenCode route ``POST /session/{id}/message``.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from bench.gateway import _first_200, _status  # noqa: E402
 
 LEVELS = ("hypercorn", "bare", "provider", "store", "kittiwake")
 _PROMPT_BODY = msgspec.json.encode({"prompt": {"text": "hi"}})
+_V1_PROMPT_BODY = msgspec.json.encode({"parts": [{"type": "text", "text": "hi"}]})
 # ``bench/gateway.py --serve`` records telemetry at ``kittiwake serve``'s default with this set
 _WARM_ENV = {**os.environ, "KITTIWAKE_BENCH_TELEMETRY": "1"}
 
@@ -123,7 +128,7 @@ def _quart_app(level: str, data_dir: str, mock: str) -> Any:
     from quart_trio import QuartTrio
 
     app = QuartTrio("floor", static_folder=None)
-    http = httpx.AsyncClient(base_url=mock, timeout=30) if level != "bare" else None
+    clients: list[httpx.AsyncClient] = []
     store = _open_duckdb(Path(data_dir) / "store.duckdb") if level == "store" else None
     if store is not None:
         _open_duckdb(Path(data_dir) / "telemetry.duckdb")
@@ -146,10 +151,15 @@ def _quart_app(level: str, data_dir: str, mock: str) -> Any:
         body = msgspec.json.decode(await request.get_data())
         if store is not None:
             await trio.to_thread.run_sync(write, body["prompt"]["text"], limiter=writer)
-        if http is not None:
+        if level != "bare":
+            if not clients:  # made at the first prompt: start and idle hold none of it
+                from runtime.llm import provider_http_client
+
+                clients.append(provider_http_client())
             chat = {"model": "mock-model", "stream": True, "messages": [
                 {"role": "user", "content": body["prompt"]["text"]}]}  # fmt: skip
-            async with http.stream("POST", "/v1/chat/completions", json=chat) as r:
+            url = mock + "/v1/chat/completions"
+            async with clients[0].stream("POST", url, json=chat) as r:
                 async for line in r.aiter_lines():
                     if line.startswith("data: ") and line != "data: [DONE]":
                         msgspec.json.decode(line[6:])
@@ -186,20 +196,29 @@ def _argv(level: str, port: int, data_dir: str, mock: str) -> list[str]:
     return [sys.executable, __file__, "--serve", level, str(port), data_dir, mock]
 
 
-async def _session(url: str, level: str) -> str:
+async def _session(url: str, level: str, one: bool) -> str:
     if level != "kittiwake":
         return f"ses_{os.urandom(4).hex()}"
     client = await LeanClient.open(url)
     try:
+        if one:  # OpenCode's route: the session's own id
+            return str(msgspec.json.decode(await client.post("/session", b"{}"))["id"])
         return str(msgspec.json.decode(await client.post("/api/session", b"{}"))["data"]["id"])
     finally:
         await client.aclose()
 
 
-async def _prompts(client: LeanClient, sid: str, n: int) -> None:
+async def _prompts(client: LeanClient, sid: str, n: int, *, kittiwake: bool, one: bool) -> None:
+    """*n* prompts: ``POST /prompt`` then ``POST /wait``; with *one*, one request each
+    (Kittiwake: OpenCode's ``POST /session/{id}/message``, answered when the turn ended;
+    a floor level: its prompt route alone, which already waits for the provider)."""
     for _ in range(n):
+        if one and kittiwake:
+            await client.post(f"/session/{sid}/message", _V1_PROMPT_BODY)
+            continue
         await client.post(f"/api/session/{sid}/prompt", _PROMPT_BODY)
-        await client.post(f"/api/session/{sid}/wait")
+        if not one:
+            await client.post(f"/api/session/{sid}/wait")
 
 
 async def _warm(level: str, mock: str, args: argparse.Namespace) -> Warm:
@@ -213,11 +232,13 @@ async def _warm(level: str, mock: str, args: argparse.Namespace) -> Warm:
             )  # fmt: skip
             try:
                 await wait_healthy(url, time.perf_counter() + 60)
-                sids = [await _session(url, level) for _ in range(args.concurrent)]
+                one, kittiwake = args.one_request, level == "kittiwake"
+                send = partial(_prompts, kittiwake=kittiwake, one=one)
+                sids = [await _session(url, level, one) for _ in range(args.concurrent)]
                 first = await LeanClient.open(url)
-                await _prompts(first, sids[0], 20)  # warm-up
+                await send(first, sids[0], 20)  # warm-up
                 cpu = cpu_seconds(proc.pid)
-                await _prompts(first, sids[0], args.sequential)
+                await send(first, sids[0], args.sequential)
                 sequential = (cpu_seconds(proc.pid) - cpu) / args.sequential
                 # opened now: an idle keep-alive connection is closed after 5 s
                 clients = [first] + [await LeanClient.open(url) for _ in sids[1:]]
@@ -225,7 +246,7 @@ async def _warm(level: str, mock: str, args: argparse.Namespace) -> Warm:
                 cpu, start = cpu_seconds(proc.pid), time.perf_counter()
                 async with trio.open_nursery() as burst:
                     for client, sid in zip(clients, sids, strict=True):
-                        burst.start_soon(_prompts, client, sid, each)
+                        burst.start_soon(send, client, sid, each)
                 took, total = time.perf_counter() - start, each * len(sids)
                 concurrent = (cpu_seconds(proc.pid) - cpu) / total
                 for client in clients:
@@ -302,6 +323,7 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=20)
     parser.add_argument("--cold", type=int, default=3)
     parser.add_argument("--levels", default=",".join(LEVELS))
+    parser.add_argument("--one-request", action="store_true")
     args = parser.parse_args()
     if args.serve:
         gc.disable()  # as ``kittiwake serve``: paused for start-up, settled once serving
