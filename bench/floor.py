@@ -300,7 +300,7 @@ async def _measure(args: argparse.Namespace) -> None:
         nursery.cancel_scope.cancel()
 
     def med(values: list[float]) -> float:
-        return statistics.median(values)
+        return statistics.median(values) if values else float("nan")
 
     print(f"\n{'level':<10} {'CPU/prompt seq':>15} {'at once':>9} {'prompts/s':>10} "
           f"{'cold start':>11} {'CPU by 200':>11} {'idle RSS':>9}")  # fmt: skip
