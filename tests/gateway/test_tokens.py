@@ -66,7 +66,7 @@ async def test_roles_revocation_hashing_and_audit(tmp_path):
             # Stored hashed: the record holds an scrypt hash, never the secret.
             row = await g.rt.storage.read(GetRecord(kind="token", id=read_id))
             stored = json.loads(row.data)
-            assert stored["hash"].startswith("scrypt$") and read.split("_")[2] not in row.data
+            assert stored["hash"].startswith("scrypt$") and read.split("_", 2)[2] not in row.data
 
             listed = (await client.get("/api/token", headers=bearer(admin))).json()["data"]
             assert {t["role"] for t in listed} == {"read", "write", "admin"}
