@@ -44,7 +44,7 @@ async def test_token_create_list_revoke_and_attach_with_it(tmp_path):
     shown = await kittiwake("token", "list", "--data-dir", data, env=env)
     assert shown.returncode == 0, shown.stderr.decode()
     assert f"{token_id}  alice  *  write" in shown.stdout.decode()
-    assert "active" in shown.stdout.decode() and token.split("_")[2] not in shown.stdout.decode()
+    assert "active" in shown.stdout.decode() and token.split("_", 2)[2] not in shown.stdout.decode()
     revoked = await kittiwake("token", "revoke", token_id, "--data-dir", data, env=env)
     assert revoked.returncode == 0 and revoked.stdout.decode() == f"revoked {token_id}\n"
     shown = await kittiwake("token", "list", "--data-dir", data, env=env)
