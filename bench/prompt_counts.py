@@ -17,7 +17,10 @@ process drives it as ``bench/profile.py`` does: ``--prompts`` sequential prompts
   frame of ours, and the library frames below it; ``--steps`` of them): a step is a
   scheduling round of the run loop;
 - the cyclic collector: collections by generation and the CPU the collecting thread spent
-  in them (``gc.callbacks``, ``time.thread_time``).
+  in them (``gc.callbacks``, ``time.thread_time``);
+- lookups of Quart's context proxies (``quart.request``, ``quart.g``, ...: each attribute
+  of one resolves the proxy's context variable again), by proxy and by the line that
+  looked it up (``--steps`` of them).
 
 Counts do not depend on the machine's load, unlike CPU figures (the collector's CPU does).
 """
@@ -132,10 +135,45 @@ def _count_store(ops: collections.Counter[str]) -> None:
     StorageActor._kick = counted_kick  # type: ignore[method-assign]
 
 
+class _Lookups:
+    """Lookups of Quart's context proxies while ``on``, by proxy and by the looking line."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.by_proxy: collections.Counter[str] = collections.Counter()
+        self.by_line: collections.Counter[str] = collections.Counter()
+
+    def install(self) -> None:
+        """Count each proxy of ``quart.globals`` (a werkzeug ``LocalProxy`` resolves its
+        object through ``_get_current_object`` at every use; wrapped here)."""
+        import quart.globals
+        from werkzeug.local import LocalProxy
+
+        for name, proxy in vars(quart.globals).items():
+            if isinstance(proxy, LocalProxy):
+                resolve = object.__getattribute__(proxy, "_get_current_object")
+                object.__setattr__(proxy, "_get_current_object", self._counted(name, resolve))
+
+    def _counted(self, name: str, resolve: Any) -> Any:
+        def counted() -> Any:
+            if self.on:
+                self.by_proxy[name] += 1
+                frame = sys._getframe(1)
+                while frame.f_back is not None and "werkzeug" in frame.f_code.co_filename:
+                    frame = frame.f_back
+                where = "/".join(frame.f_code.co_filename.rsplit("/", 3)[-3:])
+                self.by_line[f"{where}:{frame.f_lineno} ({frame.f_code.co_name})"] += 1
+            return resolve()
+
+        return counted
+
+
 async def _run(args: argparse.Namespace) -> None:
     os.environ["KITTIWAKE_BENCH_TELEMETRY"] = "1"
     ops: collections.Counter[str] = collections.Counter()
     _count_store(ops)
+    lookups = _Lookups()
+    lookups.install()
     steps, collected = _Steps(), _Collections()
     mock_port = free_port()
     mock = f"http://127.0.0.1:{mock_port}"
@@ -150,16 +188,16 @@ async def _run(args: argparse.Namespace) -> None:
                 await trio.run_process([*client, "20", str(args.concurrent)])  # warm up
                 ops.clear()
                 trio.lowlevel.add_instrument(steps)
-                steps.on = collected.on = True
+                steps.on = collected.on = lookups.on = True
                 await trio.run_process([*client, str(args.prompts), str(args.concurrent)])
-                steps.on = collected.on = False
+                steps.on = collected.on = lookups.on = False
                 nursery.cancel_scope.cancel()
-    _report(args, ops, steps, collected)
+    _report(args, ops, steps, collected, lookups)
 
 
 def _report(
     args: argparse.Namespace, ops: collections.Counter[str], steps: _Steps,
-    collected: _Collections,
+    collected: _Collections, lookups: _Lookups,
 ) -> None:  # fmt: skip
     sent = args.prompts + args.prompts // args.concurrent * args.concurrent
     print(f"per prompt, over {sent} prompts ({args.tree or ROOT}):")
@@ -178,6 +216,12 @@ def _report(
     print(f"\ncollections per prompt by generation ({by_generation}), "
           f"threshold {gc.get_threshold()}, CPU in them {collected.cpu / sent * 1e6:.0f} us "
           f"per prompt")  # fmt: skip
+    total = sum(lookups.by_proxy.values())
+    by_proxy = ", ".join(f"{name} {n / sent:.2f}" for name, n in lookups.by_proxy.most_common())
+    print(f"\nQuart's context proxies looked up {total / sent:.2f} times per prompt ({by_proxy})")
+    print("\n| proxy looked up at | per prompt |\n|---|---:|")
+    for line, n in lookups.by_line.most_common(args.steps):
+        print(f"| {line} | {n / sent:.2f} |")
 
 
 def main() -> None:
