@@ -215,7 +215,12 @@ class Sessions(PermissionRequests):
         return receipt
 
     async def get(self, session_id: str) -> SessionInfo:
-        """The session. Raises SessionNotFoundError."""
+        """The session; one created in this process and unchanged since is answered without
+        reading the store (``SessionExecution.created_info``). Raises SessionNotFoundError."""
+        info = self._x.created_info(session_id)
+        if info is not None:
+            await trio.lowlevel.checkpoint()
+            return info
         info = await self._storage.read(GetSession(session_id=session_id))
         if info is None:
             raise SessionNotFoundError(session_id)

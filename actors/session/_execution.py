@@ -35,6 +35,7 @@ from actors.session._config import (
     location_watch,
 )
 from actors.session._context import ContextFactory
+from actors.session._created import CreatedInfos
 from actors.session._location import LocationState
 from actors.session._permissions import DurablePermissions
 from actors.session._plugins import PluginSetup
@@ -156,6 +157,11 @@ class SessionExecution:
         self.run_blocking = self._run_blocking
         """Runs a blocking read as a Location's files are read (a worker thread, or inline)."""
         self._infos: dict[str, SessionInfo] = {}
+        self._created = CreatedInfos()
+        """Sessions created here and unchanged since (one process only: in a cluster,
+        another worker may change them unseen)."""
+        if cluster is None:
+            hub.add_observer(self._created.observe)
         self._retiring: dict[str, trio.Lock] = {}
         """Sessions held inactive for their deletion; one deletion of a session at a time."""
         self._retirements: dict[str, int] = {}
@@ -346,8 +352,14 @@ class SessionExecution:
         return self._infos[session_id]
 
     def known_info(self, session_id: str) -> SessionInfo | None:
-        """The info of a session whose actor is active, else None (nothing is read)."""
-        return self._infos.get(session_id)
+        """The info of a session whose actor is active, or of one created in this process
+        and unchanged since (:meth:`created_info`), else None (nothing is read)."""
+        return self._infos.get(session_id) or self._created.get(session_id)
+
+    def created_info(self, session_id: str) -> SessionInfo | None:
+        """The info of a session created in this process and unchanged since, as the store
+        has it, else None (nothing is read; always None in cluster mode)."""
+        return self._created.get(session_id)
 
     def refresh_info(self, info: SessionInfo) -> None:
         """Hand an active session's actor its info after a change outside its drains (a
@@ -510,7 +522,9 @@ class SessionExecution:
         if actor is not None or session_id in self._retiring:
             return actor
         retired = self._retirements.get(session_id, 0)
-        info = await self.storage.read(GetSession(session_id=session_id))
+        info = self._created.get(session_id)
+        if info is None:
+            info = await self.storage.read(GetSession(session_id=session_id))
         if info is None or self._retirements.get(session_id, 0) != retired:
             return None  # gone, or being deleted (it was retired while the read ran)
         actor = self._sessions.get(session_id)

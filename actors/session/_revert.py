@@ -97,8 +97,9 @@ class Reverts:
     async def standing(self, session_id: str) -> bool:
         """Whether a revert of the session stands (or one is being made): a prompt must
         commit it first. Reads the store at most once per session (while remembered) and
-        only for a session whose actor is not active; reverts made by this object keep
-        the answer current. When ``shared``, reads the store every time: another worker
+        only for a session whose actor is not active and that was not created in this
+        process (``SessionExecution.known_info``); reverts made by this object keep the
+        answer current. When ``shared``, reads the store every time: another worker
         may have reverted the session."""
         if session_id in self._standing or session_id in self._locks:
             return True

@@ -35,10 +35,17 @@ _ENDS: Final = {f"{NEXT}{end}": (k, v[0]) for k, v in PARTS.items() for end in v
 
 
 class Printer:
-    """Renders events: text to *out* as it streams, tools and failures to *err*."""
+    """Renders events: text to *out* as it streams, tools and failures to *err*.
+
+    A line of *err* printed while a text is streaming ends the text's line on *out* first
+    when both are terminals (one screen); when *out* is not, it holds the answer alone
+    (piped), which such a line never splits. Durable events arrive on a stream of their
+    own, so one (a tool's ``✓``) may come after the next step's first deltas.
+    """
 
     def __init__(self, out: TextIO, err: TextIO, *, as_json: bool) -> None:
         self.out, self.err, self.as_json = out, err, as_json
+        self._one_screen = out.isatty() and err.isatty()
         self.last_seq = -1
         self._open: set[tuple[str, str]] = set()
         self._ended_parts: set[tuple[str, str]] = set()
@@ -170,7 +177,7 @@ class Printer:
             self._write(self.out, "\n")
 
     def _note(self, text: str) -> None:
-        if self._open_line:
+        if self._open_line and self._one_screen:
             self._write(self.out, "\n")
         self.err.write(text + "\n")
         self.err.flush()

@@ -136,13 +136,17 @@ class Gateway:
         """Raise ``SessionNotFoundError`` unless the session exists.
 
         The last ``known_sessions`` ids seen to exist are remembered and not looked up in
-        the store again; a deletion through the gateway forgets its id (``forget``).
+        the store again; a deletion through the gateway forgets its id (``forget``). A
+        session whose actor is active, or that was created in this process and is
+        unchanged since, is not looked up the first time either
+        (``SessionExecution.known_info``).
         Cancellation abandons the lookup.
         """
         if session_id in self._known:
             self._known.move_to_end(session_id)
             return
-        await self.rt.sessions.get(session_id)
+        if self.rt.execution.known_info(session_id) is None:
+            await self.rt.sessions.get(session_id)
         self._known[session_id] = None
         if len(self._known) > self._known_limit:
             self._known.popitem(last=False)

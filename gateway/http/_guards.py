@@ -13,6 +13,7 @@ from quart import Response, g, has_websocket_context, request, websocket
 from quart_cors import cors, cors_exempt
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Rule
 
 from gateway._limits import over_limit
 from gateway.http._access import SIGNIN_COOKIE, Refusal, required_role
@@ -80,28 +81,26 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
     access = gw.access
     public: set[str] = set()
 
-    def is_public() -> bool:
+    def is_public(rule: Rule | None) -> bool:
         if not public:  # the table is complete once the app serves
             public.update(r.operation_id for r in gw.routes if r.public)
             public.add("")  # computed (there may be no public route)
-        return request.url_rule is not None and request.url_rule.endpoint in public
+        return rule is not None and rule.endpoint in public
 
     @app.before_request
     async def _check_request() -> Response | None:
-        if request.method != "OPTIONS" and not is_public():
+        method = request.method
+        if method != "OPTIONS" and not is_public(request.url_rule):
+            path = request.path
             found = await access.admit(
-                request.headers.get("Authorization"), request.remote_addr or "",
-                request.method, request.path, request.cookies.get(SIGNIN_COOKIE),
+                request.headers.get("Authorization"), request.remote_addr or "", method, path,
+                request.cookies.get(SIGNIN_COOKIE),
             )  # fmt: skip
             if isinstance(found, Refusal):
                 return refusal_response(found)
             g.setdefault(_GRANT, found)
             await gw.scope.check(
-                found,
-                request.method,
-                request.path,
-                request.view_args or {},
-                lambda: named_directory(gw),
+                found, method, path, request.view_args or {}, lambda: named_directory(gw)
             )
         # Read (and cache) every body up front, bounded by max_body: a route that answers
         # without reading it would otherwise leave unread bytes on a keep-alive connection,
@@ -112,9 +111,12 @@ def install_guards(app: QuartTrio, gw: Gateway) -> None:
     @app.after_request
     async def _audit(response: Response) -> Response:
         grant = current_grant()
-        changes = request.method not in ("GET", "HEAD", "OPTIONS")
-        if grant is not None and changes and required_role(request.method, request.path) == "admin":
-            action = f"{request.method} {request.path}"
+        method = request.method
+        if grant is None or method in ("GET", "HEAD", "OPTIONS"):
+            return response
+        path = request.path
+        if required_role(method, path) == "admin":
+            action = f"{method} {path}"
             await access.audit(grant, action, response.status_code, request.remote_addr or "")
         return response
 

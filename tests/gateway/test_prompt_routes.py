@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -16,6 +17,7 @@ import trio.testing
 from gateway import create_app
 from runtime import Location, SessionNotFoundError
 from runtime.llm import LLMEvent, LLMRequest
+from storage import GetSession
 
 from .conftest import answer, served
 
@@ -165,3 +167,52 @@ async def test_known_sessions_are_bounded(tmp_path):
         for forgotten in (ids[0], ids[2]):
             with pytest.raises(SessionNotFoundError):
                 await gw.check_session(forgotten)
+
+
+def count_session_reads(rt: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the sessions the store is asked for (``GetSession``) from now on: the
+    runtime's own store, its ``read`` counted on the way."""
+    asked: list[str] = []
+    read = rt.storage.read
+
+    async def counted(query: Any) -> Any:
+        if isinstance(query, GetSession):
+            asked.append(query.session_id)
+        return await read(query)
+
+    monkeypatch.setattr(rt.storage, "read", counted)
+    return asked
+
+
+async def test_a_new_sessions_first_prompt_reads_no_session(tmp_path, monkeypatch):
+    """A session created here and unchanged since is known: its first prompt (revert check,
+    activation, the wait's existence check) reads nothing of it; one changed since is
+    read again, and its changed info is what its turn runs with."""
+    async with served(tmp_path) as g, httpx.AsyncClient(base_url=g.url, timeout=30) as client:
+        asked = count_session_reads(g.rt, monkeypatch)
+        sid = (await client.post("/api/session", json={})).json()["data"]["id"]
+        await client.post(f"/api/session/{sid}/prompt", json={"prompt": {"text": "hi"}})
+        assert (await client.post(f"/api/session/{sid}/wait")).status_code == 204
+        assert asked == []
+        messages = (await client.get(f"/api/session/{sid}/message")).json()["data"]
+        assert [m["type"] for m in messages] == ["assistant", "user"]
+
+        other = (await client.post("/api/session", json={})).json()["data"]["id"]
+        switched = await client.post(f"/api/session/{other}/agent", json={"agent": "plan"})
+        assert switched.status_code == 204
+        del asked[:]
+        await client.post(f"/api/session/{other}/prompt", json={"prompt": {"text": "hi"}})
+        assert (await client.post(f"/api/session/{other}/wait")).status_code == 204
+        assert other in asked  # changed since its creation: read again
+        replies = (await client.get(f"/api/session/{other}/message")).json()["data"]
+        assert [(m["type"], m.get("agent")) for m in replies[:2]] == [
+            ("assistant", "plan"), ("user", None),
+        ]  # fmt: skip
+
+        third = (await client.post("/api/session", json={})).json()["data"]["id"]
+        del asked[:]
+        assert (await g.rt.sessions.get(third)).title != "named"
+        assert asked == []
+        await g.rt.sessions.rename(third, "named")
+        assert (await g.rt.sessions.get(third)).title == "named"
+        assert asked == [third]
