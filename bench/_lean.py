@@ -137,10 +137,14 @@ class LeanClient:
         self._stream = await trio.open_tcp_stream(host, int(port))
         self._buffer = bytearray()
 
-    async def post(self, path: str, body: bytes = b"") -> bytes:
+    async def get(self, path: str) -> bytes:
+        """GET *path*; the answer's body. Raises RuntimeError on a status >= 300."""
+        return await self.post(path, method=b"GET")
+
+    async def post(self, path: str, body: bytes = b"", *, method: bytes = b"POST") -> bytes:
         """POST *body* as JSON; the answer's body. Raises RuntimeError on a status >= 300."""
         await self._stream.send_all(
-            b"POST " + path.encode() + b" HTTP/1.1\r\nhost: " + self._host
+            method + b" " + path.encode() + b" HTTP/1.1\r\nhost: " + self._host
             + b"\r\ncontent-type: application/json\r\ncontent-length: "
             + str(len(body)).encode() + b"\r\n\r\n" + body
         )  # fmt: skip

@@ -3,6 +3,7 @@
 Run: .venv/bin/python bench/cluster_transactions.py [--workers 1,2] [--prompts 100]
                                                     [--tree NAME=PATH ...] [--name NAME]
                                                     [--statements] [--streamed]
+                                                    [--warmed-on any|same|other]
 
 A shared, loaded machine moves every latency; counts do not move with load. For each tree
 (this checkout, and each ``--tree`` run with ``PYTHONPATH=PATH``) and each worker count,
@@ -24,6 +25,13 @@ The mock's answer is instant by default, so a turn often ends before the ``wait`
 follows its prompt arrives (the ``wait`` then looks at the lease and the inbox once);
 ``--streamed`` asks the mock's streamed model instead (``bench/cluster.py``: 10 chunks
 over 180 ms), so the ``wait`` arrives while the turn runs, as with a real provider.
+
+With more than one worker, which worker took the warm-up prompts matters: when it is not
+the one that takes the measured prompts, the session's actor stays active there though
+another worker drives. ``--warmed-on same`` sends the measured prompts to the worker that
+took the warm-up (and the session's creation), ``other`` to another one (each new
+connection's worker told by ``GET /api/actors``); ``any`` (the default) leaves each
+connection to the kernel's choice of worker.
 """
 
 from __future__ import annotations
@@ -35,9 +43,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+import msgspec
 import psycopg
 import trio
 
@@ -47,6 +57,8 @@ sys.path.insert(0, str(ROOT))
 from bench._lean import LeanClient, free_port  # noqa: E402 - after the path is set
 from bench.cluster import FAST, STREAMED, _commits, _prompt, _serving, _sessions  # noqa: E402
 
+_PLACING: Final = 64
+"""New connections tried at most to reach a chosen worker (``--warmed-on``)."""
 _FLUSH = 11.0
 """Seconds idle after which every backend has flushed its statistics (PostgreSQL flushes
 an idle backend's at least every 10 s)."""
@@ -124,17 +136,34 @@ def _transactions(url: str) -> int:
     return int(row[0]) if row else 0
 
 
+async def _client_on(url: str, wanted: Callable[[int], bool]) -> tuple[LeanClient, int]:
+    """A connection to a worker whose pid is *wanted* (``/api/actors`` says), and that
+    pid; new connections are tried at most ``_PLACING`` times."""
+    for _ in range(_PLACING):
+        client = await LeanClient.open(url)
+        pid = int(msgspec.json.decode(await client.get("/api/actors"))["pid"])
+        if wanted(pid):
+            return client, pid
+        await client.aclose()
+    raise RuntimeError(f"no connection of {_PLACING} reached the wanted worker")
+
+
 async def _count(
     root: Path, mock_url: str, store: str, workers: int, prompts: int, log: Path | None,
-    model: str = FAST,
+    model: str = FAST, warmed_on: str = "any",
 ) -> str:  # fmt: skip
     if log is not None:
         _log_statements(store)
     reads = ""
     with tempfile.TemporaryDirectory() as tmp:
         async with _serving(Path(tmp), mock_url, store, workers, root) as server:
-            (sid,) = await _sessions(server.url, 1, model)
-            client = await LeanClient.open(server.url)
+            if warmed_on == "any":
+                (sid,) = await _sessions(server.url, 1, model)
+                client, warmer = await LeanClient.open(server.url), None
+            else:  # created and warmed on one worker, the measured prompts on it or another
+                client, warmer = await _client_on(server.url, lambda pid: True)
+                body = msgspec.json.encode({"model": {"id": model, "providerID": "mock"}})
+                sid = msgspec.json.decode(await client.post("/api/session", body))["data"]["id"]
             try:
                 for _ in range(5):  # warm: the lease taken, the caches filled
                     await _prompt(client, sid)
@@ -144,7 +173,11 @@ async def _count(
                 start = time.perf_counter()
                 await trio.sleep(_FLUSH)
                 idle = _transactions(store) - idle0 - 1  # the read before it
-                client = await LeanClient.open(server.url)
+                if warmer is None:
+                    client = await LeanClient.open(server.url)
+                else:
+                    same = warmed_on == "same"
+                    client, _ = await _client_on(server.url, lambda pid: (pid == warmer) == same)
                 before, writes0 = _transactions(store), _commits(store)
                 logged = _logged(log)
                 for _ in range(prompts):
@@ -184,6 +217,7 @@ async def _measure(args: argparse.Namespace) -> None:
                 figures = await _count(
                     root, f"http://127.0.0.1:{mock_port}", store, workers, args.prompts, log,
                     STREAMED if args.streamed else FAST,
+                    "any" if workers == 1 else args.warmed_on,
                 )  # fmt: skip
                 rows.append(f"| {name}: {workers} workers | {figures} |")
                 print(rows[-1], flush=True)
@@ -224,6 +258,13 @@ def main() -> None:
         "--streamed",
         action="store_true",
         help="answers that take 180 ms (the mock's streamed model)",
+    )
+    parser.add_argument(
+        "--warmed-on",
+        choices=("any", "same", "other"),
+        default="any",
+        help="with 2 workers or more: the measured prompts sent to the worker that took the "
+        "warm-up prompts, to another one, or wherever their connection lands (any)",
     )
     trio.run(_measure, parser.parse_args())
 

@@ -376,11 +376,15 @@ class Relay:
     """Feeds this worker with other workers' commits (see the module doc).
 
     For each notification ``(session_id, first, last)`` of a session this worker cares
-    about (a stream follows it, every session's stream is open, or its actor is active
-    here), the events from the last one relayed (else *first*) through *last* are read by
-    seq, published to the hub and dispatched: an admission wakes the session's actor when
-    it drives here, an interrupt interrupts it, a permission reply reaches the tool call
-    waiting for it. A session no one here cares about costs no read.
+    about (a stream or a wait follows it, every session's stream is open, or its actor
+    drives it here: holds its lease, driving or parked), the events from the last one
+    relayed (else *first*) through *last* are read by seq, published to the hub and
+    dispatched: an admission wakes the session's actor, an interrupt interrupts it, a
+    permission reply reaches the tool call waiting for it. A session no one here cares
+    about costs no read, even with its actor active here without the lease (it drove the
+    session before another worker acquired the lease): dispatching would do nothing
+    there, and that actor reads the session again once it acquires the lease
+    (``SessionActor._adopt_lease``); the caches' version checks find what changed.
     """
 
     def __init__(
@@ -394,7 +398,10 @@ class Relay:
         self._relayed: dict[str, int] = {}
 
     def _cares(self, session_id: str) -> bool:
-        return self._hub.follows(session_id) or self._x.active(session_id) is not None
+        if self._hub.follows(session_id):
+            return True
+        actor = self._x.active(session_id)
+        return actor is not None and actor.driving
 
     async def run(self, notifications: trio.MemoryReceiveChannel[tuple[str, int, int]]) -> None:
         """Relay until cancelled. A read that fails is logged; the streams re-read the
