@@ -46,13 +46,7 @@ from runtime.plugins._functions import as_tool as as_tool
 from runtime.plugins._functions import plugin_tool as plugin_tool
 from runtime.plugins._functions import tool_call_of as tool_call_of
 from runtime.plugins._hooks import LocationPlugins as LocationPlugins
-from runtime.plugins._host import PluginFailure as PluginFailure
-from runtime.plugins._host import PluginHookError as PluginHookError
 from runtime.plugins._host import PluginHost as PluginHost
-from runtime.plugins._host import PluginLimits as PluginLimits
-from runtime.plugins._host import PluginsNotReady as PluginsNotReady
-from runtime.plugins._host import PluginState as PluginState
-from runtime.plugins._host import PluginStatus as PluginStatus
 from runtime.plugins._host import namespace as namespace
 from runtime.plugins._load import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from runtime.plugins._load import PLUGIN_DIRS as PLUGIN_DIRS
@@ -61,6 +55,12 @@ from runtime.plugins._load import PluginDiscovery as PluginDiscovery
 from runtime.plugins._load import PluginSource as PluginSource
 from runtime.plugins._load import discover_plugins as discover_plugins
 from runtime.plugins._load import parse_plugin_entry as parse_plugin_entry
+from runtime.plugins._status import PluginFailure as PluginFailure
+from runtime.plugins._status import PluginHookError as PluginHookError
+from runtime.plugins._status import PluginLimits as PluginLimits
+from runtime.plugins._status import PluginsNotReady as PluginsNotReady
+from runtime.plugins._status import PluginState as PluginState
+from runtime.plugins._status import PluginStatus as PluginStatus
 from runtime.plugins._values import PROJECT_NAME as PROJECT_NAME
 from runtime.plugins._values import ChatInfo as ChatInfo
 from runtime.plugins._values import ChatMessage as ChatMessage

@@ -22,8 +22,9 @@ from runtime.plugins._auth import (
     is_credential,
 )
 from runtime.plugins._functions import tool_call_of
-from runtime.plugins._host import PluginHookError, PluginHost
+from runtime.plugins._host import PluginHost
 from runtime.plugins._load import PluginCandidate
+from runtime.plugins._status import PluginHookError
 from runtime.plugins._values import (
     ChatInfo,
     ChatMessage,
