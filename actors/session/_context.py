@@ -31,6 +31,7 @@ from runtime.context import (
     decode_snapshot,
     encode_snapshot,
 )
+from runtime.telemetry import span
 from storage import (
     AdmitContext,
     Epoch,
@@ -110,6 +111,17 @@ class EpochKeeper:
             )
         )
         return self.row
+
+    async def at_turn(self, context: SystemContext, checkpoint_seq: int | None) -> EpochRow:
+        """The epoch a provider turn sends: a new Context Epoch (:meth:`renew`) when the
+        latest compaction's checkpoint (*checkpoint_seq*, its history seq) is past the
+        epoch's baseline, else the epoch with changed context admitted (:meth:`reconcile`).
+        Raises what they raise."""
+        current = self.row or await self.current()
+        with span("context.reconcile", {"session.id": self._sid}):
+            if checkpoint_seq is not None and current and current.baseline_seq < checkpoint_seq:
+                return await self.renew(context, current)
+            return await self.reconcile(context, current)
 
     async def reconcile(self, context: SystemContext, epoch: EpochRow | None = None) -> EpochRow:
         """Admit changed context at this safe boundary; return the epoch to send.

@@ -24,6 +24,7 @@ from actors.kernel import Actor, ActorStatistics, Reply, open_mailbox
 from actors.session._compaction import RequestBudget, attempt_for, compact, prune
 from actors.session._config import session_model
 from actors.session._context import EpochKeeper
+from actors.session._idle import IdleWaits
 from actors.session._ports import SessionLocation, SessionPorts
 from actors.session._recovery import (
     StepLimitExceededError,
@@ -89,8 +90,7 @@ class SessionActor(Actor[Message]):
         self.lane = Lane()
         self._scope: trio.CancelScope | None = None
         self._drain_done = trio.Event()
-        self._idle_waiters: list[tuple[int, Reply[None]]] = []
-        """Idle waits, each with the mailbox sequence number it waits to see handled."""
+        self._idle_waits = IdleWaits()
         self._run_waiters: list[Reply[None]] = []
         self.last_active = trio.current_time()
         self.last_error: str | None = None
@@ -217,24 +217,11 @@ class SessionActor(Actor[Message]):
         reply ``with held(actor, reply)``, so that it is failed if the actor crashes or
         stops; a wait the caller abandons is dropped when the actor next answers.
         """
-        if self._idle_through(after):
-            return None
-        reply: Reply[None] = Reply()
-        self._idle_waiters.append((after, reply))
-        return reply
+        return None if self._idle_through(after) else self._idle_waits.add(after)
 
     def _idle_through(self, after: int) -> bool:
         """Whether the actor handled its mailbox's messages up to *after* and is idle."""
         return self.lane.idle and not self._releasing and self.mailbox.received >= after
-
-    def _answer_idle_waiters(self) -> None:
-        """Answer the idle waits the actor now satisfies (see :meth:`idle_waiter`)."""
-        waiting, self._idle_waiters = self._idle_waiters, []
-        for after, reply in waiting:
-            if self._idle_through(after):
-                reply.send(None)
-            else:
-                self._idle_waiters.append((after, reply))
 
     async def run(self) -> None:
         self.lane = Lane()
@@ -254,8 +241,8 @@ class SessionActor(Actor[Message]):
                     # No checkpoint from here to the next receive: to any other task,
                     # every message received has been handled.
                     self._handle(message, nursery)
-                    if self._idle_waiters:
-                        self._answer_idle_waiters()
+                    if self._idle_waits:
+                        self._idle_waits.answer(self._idle_through)
             finally:
                 self._nursery = None
 
@@ -330,7 +317,7 @@ class SessionActor(Actor[Message]):
                 if await self._lease.park(keep_for_pending=not rewoken):
                     rewoken, mode = True, "wake" if self.lane.wake(WAKE_ANY) == "start" else None
                 self._releasing = False
-        self._answer_idle_waiters()
+        self._idle_waits.answer(self._idle_through)
         self.last_active = trio.current_time()
         self._p.on_idle(self.session_id)
 
@@ -518,15 +505,9 @@ class SessionActor(Actor[Message]):
         model = session_model(info, agent, location.settings, self._p.default_model)
         settings = location.settings.compaction()
         self.set_activity("reconciling context")
-        known = self._epochs.row
+        known, checkpoint = self._epochs.row, self._history.checkpoint
         context = await location.observe_context()
-        checkpoint = self._history.checkpoint
-        current = known or await self._epochs.current()
-        with span("context.reconcile", {"session.id": sid}):
-            if checkpoint is not None and current and current.baseline_seq < checkpoint[0]:
-                epoch = await self._epochs.renew(context, current)  # a new Context Epoch
-            else:
-                epoch = await self._epochs.reconcile(context, current)
+        epoch = await self._epochs.at_turn(context, checkpoint[0] if checkpoint else None)
         if epoch is not known:  # context was admitted (or re-read): history may have moved
             await self._refresh_history()
         if settings.prune:
