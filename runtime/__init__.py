@@ -22,6 +22,7 @@ from runtime._ids import IdGenerator as IdGenerator
 from runtime._ids import IdPrefix as IdPrefix
 from runtime._ids import derived_id as derived_id
 from runtime._ids import is_valid_id as is_valid_id
+from runtime._lazy import lazy_attribute as lazy_attribute
 from runtime._live import LiveDelta as LiveDelta
 from runtime._messages import AssistantMessage as AssistantMessage
 from runtime._messages import SessionMessage as SessionMessage
@@ -64,6 +65,7 @@ __all__ = [
     "UserMessage",
     "derived_id",
     "is_valid_id",
+    "lazy_attribute",
     "open_runtime",
 ]
 

@@ -20,8 +20,8 @@ imports the SDK.
 from __future__ import annotations
 
 import typing as _typing
-from importlib import import_module as _import_module
 
+from runtime._lazy import lazy_attribute as _lazy_attribute
 from runtime._sampling import SamplingCounts as SamplingCounts
 from runtime._sampling import SpanBuffer as SpanBuffer
 from runtime._sampling import TailSampler as TailSampler
@@ -54,14 +54,12 @@ __all__ = [
     "tracer",
 ]
 
-_RECORDING = frozenset({"RecordedSpan", "SpanRecorder", "tracer"})
+_RECORDING = dict.fromkeys(("RecordedSpan", "SpanRecorder", "tracer"), "runtime._recorded")
 """The names of ``runtime._recorded``, which imports OpenTelemetry's SDK."""
 
 
 def __getattr__(name: str) -> _typing.Any:
-    if name not in _RECORDING:
-        raise AttributeError(f"module 'runtime.telemetry' has no attribute {name!r}")
-    return getattr(_import_module("runtime._recorded"), name)
+    return _lazy_attribute(__name__, _RECORDING, name)
 
 
 def __dir__() -> list[str]:

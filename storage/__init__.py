@@ -10,9 +10,9 @@ The runtime talks to storage through the port: the ``Store`` protocol and its ty
 commands and queries (``storage._port``).
 """
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from runtime import lazy_attribute as _lazy_attribute
 from storage._batch import ApprovalRow as ApprovalRow
 from storage._batch import EpochConflictError as EpochConflictError
 from storage._batch import EpochRow as EpochRow
@@ -206,7 +206,4 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'storage' has no attribute {name!r}")
-    return getattr(import_module(home), name)
+    return _lazy_attribute(__name__, _HOMES, name)

@@ -15,9 +15,9 @@ whose Locations have no plugins never imports them.
 from __future__ import annotations
 
 import typing as _typing
-from importlib import import_module as _import_module
 
 from runtime import Prompt as Prompt
+from runtime import lazy_attribute as _lazy_attribute
 from runtime.agents import PermissionAction as PermissionAction
 from runtime.context import UNAVAILABLE as UNAVAILABLE
 from runtime.context import SystemContext as SystemContext
@@ -155,14 +155,12 @@ __all__ = [
     "tool_call_of",
 ]
 
-_LAZY = frozenset({"HOOK_NAMES", "PluginSpec", "hookimpl", "hookspec"})
+_LAZY = dict.fromkeys(("HOOK_NAMES", "PluginSpec", "hookimpl", "hookspec"), "runtime.plugins._spec")
 """The names of ``runtime.plugins._spec``, which imports pluggy."""
 
 
 def __getattr__(name: str) -> _typing.Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'runtime.plugins' has no attribute {name!r}")
-    return getattr(_import_module("runtime.plugins._spec"), name)
+    return _lazy_attribute(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:
